@@ -1,0 +1,237 @@
+/* model.h -- model files: the GGUF reader and writer, llama2.c checkpoints,
+ * and struct model, the weights of one llama-family model as the forward pass
+ * sees them.
+ *
+ * Files are memory-mapped; weights point into the mapping and are never
+ * copied. Every length, count, offset, type and shape read from a file is
+ * checked against the file size before use: a bad file yields an error that
+ * names the file, the field and the bad value, never a crash. Functions that
+ * can fail return 0 on success and -1 on failure with a one-line message in
+ * err (errlen bytes). */
+#ifndef LOCKSTEP_MODEL_H
+#define LOCKSTEP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+/* ======================= GGUF (v2 and v3) ======================= */
+
+/* The 13 metadata value types, numbered as in the GGUF specification. */
+enum gguf_type {
+    GGUF_TYPE_UINT8 = 0,
+    GGUF_TYPE_INT8 = 1,
+    GGUF_TYPE_UINT16 = 2,
+    GGUF_TYPE_INT16 = 3,
+    GGUF_TYPE_UINT32 = 4,
+    GGUF_TYPE_INT32 = 5,
+    GGUF_TYPE_FLOAT32 = 6,
+    GGUF_TYPE_BOOL = 7,
+    GGUF_TYPE_STRING = 8,
+    GGUF_TYPE_ARRAY = 9,
+    GGUF_TYPE_UINT64 = 10,
+    GGUF_TYPE_INT64 = 11,
+    GGUF_TYPE_FLOAT64 = 12,
+};
+
+/* A string inside the file: not NUL-terminated. */
+struct gguf_string {
+    const char *data; /* points into the mapping */
+    uint64_t len;     /* bytes */
+};
+
+/* A metadata value. Scalars are decoded; arrays keep a pointer to their
+ * first element in the mapping (elements of a string array or nested array
+ * are variable-sized: use gguf_array_string / gguf_array_nested). */
+struct gguf_value {
+    enum gguf_type type;
+    union {
+        uint64_t u64; /* UINT8..UINT64 and BOOL, zero-extended */
+        int64_t i64;  /* INT8..INT64, sign-extended */
+        double f64;   /* FLOAT32 and FLOAT64 */
+        struct gguf_string str;
+        struct {
+            enum gguf_type type;       /* element type */
+            uint64_t n;                /* element count */
+            const uint8_t *data;       /* first element, in the mapping */
+            const uint64_t *offsets;   /* string/array elements: byte offset of
+                                          each element from data; else NULL */
+        } arr;
+    } v;
+};
+
+/* One key/value pair of the metadata. */
+struct gguf_kv {
+    struct gguf_string key;
+    struct gguf_value value;
+};
+
+#define GGUF_MAX_DIMS 4
+
+/* One tensor: its info record and where its data lies in the mapping. */
+struct gguf_tensor {
+    struct gguf_string name;
+    enum tensor_type type;
+    int n_dims;                    /* 1..4 */
+    uint64_t dims[GGUF_MAX_DIMS];  /* dims[0] is the innermost (row length) */
+    uint64_t n_elements;           /* product of dims */
+    uint64_t offset;               /* from the start of the data section */
+    size_t size;                   /* bytes */
+    const void *data;              /* in the mapping */
+};
+
+/* An open GGUF file. */
+struct gguf_file {
+    char *path;                   /* for error messages */
+    const uint8_t *base;          /* the mapping (or the caller's buffer) */
+    size_t size;                  /* bytes of the file */
+    int owns_mapping;             /* 1 if gguf_close must munmap base */
+    uint32_t version;             /* 2 or 3 */
+    uint64_t n_kv;
+    struct gguf_kv *kv;           /* (n_kv) */
+    uint64_t n_tensors;
+    struct gguf_tensor *tensors;  /* (n_tensors) */
+    uint64_t alignment;           /* general.alignment, default 32 */
+    uint64_t data_offset;         /* start of the tensor data section */
+};
+
+/* Maps and parses path. */
+int gguf_open(struct gguf_file **out, const char *path, char *err, size_t errlen);
+/* Parses a GGUF image in memory (not copied; must outlive the file). name is
+ * used in error messages. For fuzzing and tests. */
+int gguf_open_memory(struct gguf_file **out, const void *data, size_t size, const char *name,
+                     char *err, size_t errlen);
+void gguf_close(struct gguf_file *file);
+
+/* Metadata lookup: NULL if the key is absent. */
+const struct gguf_kv *gguf_find(const struct gguf_file *file, const char *key);
+/* Typed getters: 0 if found and convertible, -1 otherwise (err names the key
+ * and what was wrong). Integer getters accept any integer type whose value
+ * fits; gguf_get_f32 accepts FLOAT32/FLOAT64. */
+int gguf_get_u32(const struct gguf_file *file, const char *key, uint32_t *out, char *err,
+                 size_t errlen);
+int gguf_get_f32(const struct gguf_file *file, const char *key, float *out, char *err,
+                 size_t errlen);
+int gguf_get_string(const struct gguf_file *file, const char *key, struct gguf_string *out,
+                    char *err, size_t errlen);
+/* Array element access (i < arr.n, checked by the caller). */
+struct gguf_string gguf_array_string(const struct gguf_value *array, uint64_t i);
+struct gguf_value gguf_array_nested(const struct gguf_value *array, uint64_t i);
+/* 1 if s equals the C string c. */
+int gguf_string_equals(struct gguf_string s, const char *c);
+
+const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *file, const char *name);
+
+/* ---- writer ---- */
+
+/* Builds a GGUF v3 file in memory-light fashion: metadata and tensor infos
+ * are collected, then gguf_writer_write streams everything to disk. Tensor
+ * data passed in must stay valid until the write. */
+struct gguf_writer;
+
+struct gguf_writer *gguf_writer_create(void);
+void gguf_writer_free(struct gguf_writer *writer);
+void gguf_writer_set_u32(struct gguf_writer *writer, const char *key, uint32_t value);
+void gguf_writer_set_i32(struct gguf_writer *writer, const char *key, int32_t value);
+void gguf_writer_set_f32(struct gguf_writer *writer, const char *key, float value);
+void gguf_writer_set_bool(struct gguf_writer *writer, const char *key, int value);
+void gguf_writer_set_string(struct gguf_writer *writer, const char *key, const char *value);
+/* An array of n scalars of type (not STRING/ARRAY), copied. */
+void gguf_writer_set_array(struct gguf_writer *writer, const char *key, enum gguf_type type,
+                           const void *values, uint64_t n);
+/* An array of n strings with lengths, copied. */
+void gguf_writer_set_string_array(struct gguf_writer *writer, const char *key,
+                                  const char *const *values, const uint64_t *lengths, uint64_t n);
+/* A tensor of shape dims[0..n_dims) (dims[0] innermost) whose data (size
+ * bytes) is referenced, not copied. */
+void gguf_writer_add_tensor(struct gguf_writer *writer, const char *name, enum tensor_type type,
+                            int n_dims, const uint64_t *dims, const void *data, size_t size);
+int gguf_writer_write(struct gguf_writer *writer, const char *path, char *err, size_t errlen);
+
+/* ======================= llama2.c checkpoints ======================= */
+
+/* The 7-int header of a llama2.c .bin file. A negative vocab_size in the
+ * file means the classifier is stored separately (not shared). */
+struct llama2c_header {
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+};
+
+/* ======================= the model ======================= */
+
+enum model_arch {
+    MODEL_ARCH_LLAMA = 0, /* Llama 2/3, TinyLlama, Mistral-style, llama2.c */
+    MODEL_ARCH_QWEN2 = 1, /* + q/k/v biases, NEOX rope */
+    MODEL_ARCH_QWEN3 = 2, /* + per-head q/k RMSNorm, NEOX rope */
+};
+
+const char *model_arch_name(enum model_arch arch);
+
+/* Hyperparameters of a model. */
+struct model_config {
+    enum model_arch arch;
+    int dim;            /* embedding length */
+    int hidden_dim;     /* feed-forward length */
+    int n_layers;       /* block count */
+    int n_heads;        /* query heads */
+    int n_kv_heads;     /* key/value heads (grouped-query attention) */
+    int head_dim;       /* elements per head (key_length; usually dim / n_heads) */
+    int vocab_size;     /* tokens */
+    int context_length; /* trained context */
+    int rope_dim;       /* rotated elements per head (rope.dimension_count) */
+    float rope_base;    /* rope.freq_base, default 10000 */
+    enum tensor_rope_style rope_style;
+    float norm_eps;     /* layer_norm_rms_epsilon */
+};
+
+/* One transformer block. Matrices are (out, in) = (rows, cols). */
+struct model_layer {
+    const float *attn_norm;     /* (dim) */
+    struct tensor_matrix wq;    /* (n_heads*head_dim, dim) */
+    struct tensor_matrix wk;    /* (n_kv_heads*head_dim, dim) */
+    struct tensor_matrix wv;    /* (n_kv_heads*head_dim, dim) */
+    const float *bq, *bk, *bv;  /* qwen2 biases, (rows of wq/wk/wv); else NULL */
+    const float *q_norm;        /* qwen3 per-head RMSNorm weight (head_dim); else NULL */
+    const float *k_norm;        /* qwen3 (head_dim); else NULL */
+    struct tensor_matrix wo;    /* (dim, n_heads*head_dim) */
+    const float *ffn_norm;      /* (dim) */
+    struct tensor_matrix w_gate;/* (hidden_dim, dim), w1 in llama2.c */
+    struct tensor_matrix w_up;  /* (hidden_dim, dim), w3 */
+    struct tensor_matrix w_down;/* (dim, hidden_dim), w2 */
+};
+
+/* A loaded model: config plus weights pointing into the file mapping. */
+struct model {
+    char *path;                       /* file it came from */
+    struct model_config config;
+    struct tensor_matrix token_embd;  /* (vocab_size, dim); rows are looked up */
+    struct model_layer *layers;       /* (n_layers) */
+    const float *output_norm;         /* (dim) */
+    struct tensor_matrix output;      /* classifier (vocab_size, dim); may alias token_embd */
+    struct gguf_file *gguf;           /* the GGUF file, or NULL for llama2.c */
+    void *mapping;                    /* llama2.c: the mapped file */
+    size_t mapping_size;
+    size_t weight_bytes;              /* bytes of all matrices read per token
+                                         (for bandwidth figures) */
+};
+
+/* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
+int model_load(struct model **out, const char *path, char *err, size_t errlen);
+void model_free(struct model *model);
+/* 1 if the file at path starts with the GGUF magic. */
+int model_is_gguf(const char *path);
+
+/* Parameters of a seeded random model (lockstep convert --random). */
+struct model_random_params {
+    enum model_arch arch;
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, context_length;
+    enum tensor_type type; /* type of the 2-D weights; norms stay F32 */
+    uint64_t seed;
+};
+
+/* Writes a seeded random model with a byte-level BPE (gpt2) vocabulary of
+ * vocab_size tokens that llama.cpp can load too. */
+int model_write_random(const struct model_random_params *params, const char *path, char *err,
+                       size_t errlen);
+
+#endif

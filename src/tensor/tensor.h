@@ -1,0 +1,154 @@
+/* tensor.h -- the kernels every forward pass is made of, and the thread pool
+ * that runs them.
+ *
+ * This is the bottom module: it knows nothing of models or files. Weights are
+ * described by struct tensor_matrix, a (rows, cols) row-major view of memory
+ * that may be memory-mapped from a model file; quantized types use ggml's
+ * block layouts byte for byte so GGUF tensors are used in place.
+ *
+ * Every kernel has a scalar reference; AVX2 and AVX-512 versions are chosen at
+ * run time from cpuid (tensor_isa_select forces one for tests). Batch
+ * invariance: the value of each output element of tensor_matmul is computed
+ * by the same sequence of floating-point operations whatever the batch size
+ * and whichever thread computes it, so a request's logits do not depend on
+ * which other requests share its step. */
+#ifndef LOCKSTEP_TENSOR_H
+#define LOCKSTEP_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Element types, numbered as ggml numbers them (GGUF stores these ids). */
+enum tensor_type {
+    TENSOR_F32 = 0,
+    TENSOR_F16 = 1,
+    TENSOR_Q4_0 = 2,
+    TENSOR_Q8_0 = 8,
+};
+
+#define TENSOR_QK 32 /* elements per Q8_0 / Q4_0 block */
+
+/* ggml's block_q8_0: 32 int8 values times one fp16 scale (34 bytes). */
+struct tensor_block_q8_0 {
+    uint16_t d;              /* scale, IEEE fp16 bits */
+    int8_t qs[TENSOR_QK];    /* value i is d * qs[i] */
+};
+
+/* ggml's block_q4_0: 32 4-bit values times one fp16 scale (18 bytes).
+ * Byte j holds element j in its low nibble and element j+16 in its high
+ * nibble; element value is d * (nibble - 8). */
+struct tensor_block_q4_0 {
+    uint16_t d;                  /* scale, IEEE fp16 bits */
+    uint8_t qs[TENSOR_QK / 2];   /* packed nibbles, see above */
+};
+
+/* Name of a type ("f32", "q8_0", ...), or NULL for an unknown id. */
+const char *tensor_type_name(int type);
+/* Type id from a name as above; -1 if unknown. */
+int tensor_type_from_name(const char *name);
+/* 1 if type is one of enum tensor_type. */
+int tensor_type_is_valid(int type);
+/* Elements per block (1 for F32/F16, 32 for Q8_0/Q4_0). */
+int tensor_type_block_elements(enum tensor_type type);
+/* Bytes per block (4, 2, 34, 18). */
+size_t tensor_type_block_bytes(enum tensor_type type);
+/* Bytes of a row of n elements; n must be a multiple of the block size. */
+size_t tensor_row_bytes(enum tensor_type type, int64_t n);
+
+/* IEEE half precision conversions (round to nearest even). */
+float tensor_fp16_to_fp32(uint16_t h);
+uint16_t tensor_fp32_to_fp16(float f);
+
+/* A weight matrix W of shape (rows, cols): row r starts at
+ * (const char *)data + r * row_stride. A row holds cols elements of type
+ * (cols / 32 blocks for quantized types). row_stride may exceed the row's
+ * size: a column slice of a larger matrix (tensor parallelism) is a view. */
+struct tensor_matrix {
+    const void *data;       /* first byte of row 0 */
+    enum tensor_type type;  /* element type */
+    int rows;               /* output features */
+    int cols;               /* input features; a multiple of 32 if quantized */
+    size_t row_stride;      /* bytes from one row to the next */
+};
+
+/* A view of a contiguous (rows, cols) matrix. */
+struct tensor_matrix tensor_matrix_make(const void *data, enum tensor_type type, int rows,
+                                        int cols);
+
+/* Quantize n floats (n a multiple of 32) into n/32 blocks, as ggml does
+ * (scale = max|x| / 127 for Q8_0; max-magnitude / -8 for Q4_0). */
+void tensor_quantize_q8_0(struct tensor_block_q8_0 *out, const float *x, int64_t n);
+void tensor_quantize_q4_0(struct tensor_block_q4_0 *out, const float *x, int64_t n);
+/* Convert one row of n elements of any type to floats. */
+void tensor_dequantize_row(float *out, const void *row, enum tensor_type type, int64_t n);
+
+/* ---- instruction-set dispatch ---- */
+
+enum tensor_isa {
+    TENSOR_ISA_SCALAR = 0,
+    TENSOR_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    TENSOR_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + VNNI */
+};
+
+/* Best instruction set this CPU supports. */
+enum tensor_isa tensor_isa_best(void);
+/* Use isa from now on (tests compare paths); returns -1 if unsupported. */
+int tensor_isa_select(enum tensor_isa isa);
+/* The instruction set in use. */
+enum tensor_isa tensor_isa_current(void);
+const char *tensor_isa_name(enum tensor_isa isa);
+
+/* ---- thread pool ---- */
+
+/* A persistent pool of worker threads. The calling thread takes part as
+ * thread 0. Idle workers spin briefly, then sleep on a condition variable, so
+ * an idle pool uses no core. */
+struct tensor_pool;
+
+/* fn is called once on every thread with (arg, thread index, thread count). */
+typedef void (*tensor_pool_fn)(void *arg, int thread, int n_threads);
+
+/* A pool of n_threads threads (including the caller); NULL on failure. */
+struct tensor_pool *tensor_pool_create(int n_threads);
+void tensor_pool_free(struct tensor_pool *pool);
+int tensor_pool_size(const struct tensor_pool *pool);
+/* Runs fn on every thread and returns when all have finished. */
+void tensor_pool_run(struct tensor_pool *pool, tensor_pool_fn fn, void *arg);
+
+/* ---- kernels ---- */
+
+/* out (batch, w->rows) = x (batch, w->cols) times W transposed:
+ * out[b][r] = sum_i W[r][i] * x[b][i]. Quantized weights take x quantized to
+ * Q8_0 blocks (as llama.cpp does). Work is split over the pool's threads.
+ * Returns 0, or -1 if scratch memory could not be allocated. */
+int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                  const float *x, int batch);
+
+/* out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may be x). */
+void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
+
+/* Rotary position embedding layouts. */
+enum tensor_rope_style {
+    TENSOR_ROPE_NORM = 0, /* rotate adjacent pairs (2j, 2j+1): llama, llama2.c */
+    TENSOR_ROPE_NEOX = 1, /* rotate (j, j + rope_dim/2): qwen2, qwen3 */
+};
+
+/* Rotates, in place, the first rope_dim elements of each of n_heads heads of
+ * head_dim elements in x, for position pos: pair j turns by
+ * pos * theta_base^(-2j/rope_dim). */
+void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
+                 enum tensor_rope_style style);
+
+/* x = softmax(x) over n elements, in place (max-subtracted). */
+void tensor_softmax(float *x, int n);
+
+/* out[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v)) (out may alias). */
+void tensor_swiglu(float *out, const float *gate, const float *up, int n);
+
+/* Dot product of two float vectors, in a fixed order for a given n. */
+float tensor_dot(const float *a, const float *b, int n);
+
+/* y[i] += a * x[i]. */
+void tensor_axpy(float *y, float a, const float *x, int n);
+
+#endif
