@@ -1,12 +1,39 @@
 /* main.c -- the lockstep command: dispatches to its subcommands. */
+#include "cli.h"
+
 #include <stdio.h>
 #include <string.h>
 
+struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+    {"generate", cli_generate, "generate text from a prompt"},
+    {"bench", cli_bench, "measure prompt processing and generation speed"},
+    {"convert", cli_convert, "write a random model, or convert a llama2.c checkpoint, to GGUF"},
+    {"tokenize", cli_tokenize, "print the token ids of a text"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: lockstep <command> [options]   (lockstep <command> --help)\n\n");
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        printf("usage: lockstep <generate|bench|convert|tokenize> [options]\n");
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    fprintf(stderr, "lockstep: unknown subcommand '%s'\n", argv[1]);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "lockstep: unknown command '%s' (lockstep --help lists them)\n", argv[1]);
     return 2;
 }

@@ -120,6 +120,12 @@ struct gguf_string gguf_array_string(const struct gguf_value *array, uint64_t i)
 struct gguf_value gguf_array_nested(const struct gguf_value *array, uint64_t i);
 /* 1 if s equals the C string c. */
 int gguf_string_equals(struct gguf_string s, const char *c);
+/* Element i of any array (i < arr.n, checked by the caller): scalars decoded,
+ * strings and arrays as gguf_array_string / gguf_array_nested give them.
+ * (Array data in the mapping is unaligned: read it through this or memcpy.) */
+struct gguf_value gguf_array_element(const struct gguf_value *array, uint64_t i);
+/* Name of a value type ("uint32", "string", ...), or NULL for an unknown id. */
+const char *gguf_type_name(int type);
 
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *file, const char *name);
 
@@ -143,6 +149,11 @@ void gguf_writer_set_array(struct gguf_writer *writer, const char *key, enum ggu
 /* An array of n strings with lengths, copied. */
 void gguf_writer_set_string_array(struct gguf_writer *writer, const char *key,
                                   const char *const *values, const uint64_t *lengths, uint64_t n);
+/* Any value as the reader represents it (a scalar, a string, or an array of
+ * any element type including nested arrays), copied: e.g. metadata carried
+ * over from another file. */
+void gguf_writer_set_value(struct gguf_writer *writer, const char *key,
+                           const struct gguf_value *value);
 /* A tensor of shape dims[0..n_dims) (dims[0] innermost) whose data (size
  * bytes) is referenced, not copied. */
 void gguf_writer_add_tensor(struct gguf_writer *writer, const char *name, enum tensor_type type,
@@ -220,6 +231,18 @@ int model_load(struct model **out, const char *path, char *err, size_t errlen);
 void model_free(struct model *model);
 /* 1 if the file at path starts with the GGUF magic. */
 int model_is_gguf(const char *path);
+
+/* Upper bounds on hyperparameters that the loaders accept: far above any real
+ * model, low enough that no size computed from them can overflow. */
+#define MODEL_MAX_WIDTH   (1 << 20) /* dim, hidden_dim, head_dim, n_heads * head_dim */
+#define MODEL_MAX_LAYERS  (1 << 14)
+#define MODEL_MAX_VOCAB   (1 << 24)
+#define MODEL_MAX_CONTEXT (1 << 30)
+
+/* Fills model (zeroed, path set) from the llama2.c checkpoint at path: maps
+ * the file into model->mapping and checks that its size is exactly what the
+ * header implies. model_load calls it for files without the GGUF magic. */
+int llama2c_load(struct model *model, const char *path, char *err, size_t errlen);
 
 /* Parameters of a seeded random model (lockstep convert --random). */
 struct model_random_params {

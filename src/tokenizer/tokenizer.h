@@ -50,6 +50,13 @@ const char *tokenizer_token_bytes(const struct tokenizer *tok, int id, size_t *l
 /* The vocabulary's own piece text for a token (as --pieces shows it). */
 const char *tokenizer_piece(const struct tokenizer *tok, int id, size_t *len);
 
+/* Bytes of the longest decoded token (for sizing tokenizer_stream buffers). */
+size_t tokenizer_max_token_bytes(const struct tokenizer *tok);
+/* The id of the token whose text is exactly piece (len bytes, in the
+ * vocabulary's own spelling: "▁" for SPM spaces, GPT-2's mapped bytes),
+ * e.g. to place a chat template's control tokens; -1 if there is none. */
+int tokenizer_find(const struct tokenizer *tok, const char *piece, size_t len);
+
 /* Incremental decoder for one stream of generated tokens: holds back the
  * bytes of an incomplete UTF-8 character until it completes, and drops the
  * SPM space prefix of the first token when the stream starts a text. */

@@ -1,0 +1,188 @@
+/* bench.c -- `lockstep bench`: prompt processing and generation speed, like
+ * llama-bench.
+ *
+ * pp: p tokens prefilled from an empty cache in chunks of --batch;
+ * tg: n tokens decoded one at a time from an empty cache. Tokens are fixed
+ * pseudo-random ids, so tokenization is not measured. One warm-up run, then
+ * --reps timed runs of each; the median and the spread (min..max) are
+ * printed, with generation's achieved memory bandwidth: the bytes of weights
+ * read per token times tokens per second. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bench_options {
+    const char *model_path;
+    int n_prompt;  /* pp test length (0: skip) */
+    int n_gen;     /* tg test length (0: skip) */
+    int n_threads;
+    int reps;
+    int batch;
+};
+
+static void bench_usage(FILE *out) {
+    fprintf(out, "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
+                 "  -p N        prompt tokens to process (0 skips the test)\n"
+                 "  -n N        tokens to generate (0 skips the test)\n"
+                 "  -t N        threads\n"
+                 "  --reps N    timed repetitions (median and spread are printed)\n"
+                 "  -b N        prompt tokens per forward pass\n");
+}
+
+static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
+    const char *cmd = "bench";
+    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            rc = cli_string_value(cmd, argc, argv, &i, &o->model_path);
+        else if (!strcmp(a, "-p"))
+            rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 20, &o->n_prompt);
+        else if (!strcmp(a, "-n"))
+            rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 20, &o->n_gen);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 256, &o->n_threads);
+        else if (!strcmp(a, "--reps") || !strcmp(a, "-r"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 1000, &o->reps);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 16, &o->batch);
+        else {
+            fprintf(stderr, "lockstep bench: unknown option '%s' (see --help)\n", a);
+            return -1;
+        }
+        if (rc) return -1;
+    }
+    if (!o->model_path) {
+        fprintf(stderr, "lockstep bench: no model given (-m FILE)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs one test: n tokens in chunks of chunk (1 for tg) from an empty cache.
+ * Returns seconds, or a negative value on error. */
+static double run_once(struct engine *engine, const int *tokens, int n, int chunk) {
+    char err[256];
+    struct kv_sequence seq = {0};
+    int *positions = malloc((size_t)chunk * sizeof(int));
+    struct kv_sequence **seqs = malloc((size_t)chunk * sizeof(*seqs));
+    uint8_t *want = calloc((size_t)chunk, 1);
+    double elapsed = -1.0;
+    if (positions && seqs && want && kv_sequence_reserve(&engine->kv, &seq, n) == 0) {
+        double t0 = cli_now();
+        int start;
+        for (start = 0; start < n; start += chunk) {
+            int len = n - start < chunk ? n - start : chunk;
+            for (int i = 0; i < len; i++) {
+                positions[i] = start + i;
+                seqs[i] = &seq;
+                want[i] = i == len - 1;
+            }
+            struct engine_batch batch = {len, tokens + start, positions, seqs, want};
+            if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
+                fprintf(stderr, "lockstep bench: %s\n", err);
+                break;
+            }
+        }
+        if (start >= n) elapsed = cli_now() - t0;
+    }
+    kv_sequence_release(&engine->kv, &seq);
+    free(positions);
+    free(seqs);
+    free(want);
+    return elapsed;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times reps runs after a warm-up; prints a table row. Returns the median
+ * tok/s, or -1. */
+static double bench_test(struct engine *engine, const int *tokens, int n, int chunk, int reps,
+                         const char *label) {
+    double *rates = malloc((size_t)reps * sizeof(double));
+    if (!rates || run_once(engine, tokens, n, chunk) < 0) {
+        free(rates);
+        return -1;
+    }
+    for (int r = 0; r < reps; r++) {
+        double seconds = run_once(engine, tokens, n, chunk);
+        if (seconds < 0) {
+            free(rates);
+            return -1;
+        }
+        rates[r] = n / seconds;
+    }
+    qsort(rates, (size_t)reps, sizeof(double), compare_doubles);
+    double median = reps % 2 ? rates[reps / 2] : (rates[reps / 2 - 1] + rates[reps / 2]) / 2;
+    printf("| %-6s | %10.2f | %10.2f .. %-10.2f |\n", label, median, rates[0], rates[reps - 1]);
+    free(rates);
+    return median;
+}
+
+static int run_bench(const struct model *model, const struct bench_options *o) {
+    char err[512], label[32];
+    struct engine engine;
+    int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
+    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0};
+    int *tokens = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(int));
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    double tg = 0;
+
+    if (!tokens || engine_init(&engine, model, &params, err, sizeof(err))) {
+        fprintf(stderr, "lockstep bench: %s\n", tokens ? err : "out of memory");
+        free(tokens);
+        return -1;
+    }
+    for (int i = 0; i < longest; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int)((state >> 33) % (uint64_t)model->config.vocab_size);
+    }
+    printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, isa %s, reps %d\n",
+           model->path, model_arch_name(model->config.arch), model->config.n_layers,
+           model->config.dim, tensor_type_name(model->layers[0].wq.type),
+           model->weight_bytes / 1e6, o->n_threads, tensor_isa_name(tensor_isa_current()),
+           o->reps);
+    printf("| test   |   tok/s    |   spread (min .. max)   |\n");
+    int rc = 0;
+    if (o->n_prompt > 0) {
+        snprintf(label, sizeof(label), "pp%d", o->n_prompt);
+        rc |= bench_test(&engine, tokens, o->n_prompt, chunk, o->reps, label) < 0;
+    }
+    if (o->n_gen > 0) {
+        snprintf(label, sizeof(label), "tg%d", o->n_gen);
+        tg = bench_test(&engine, tokens, o->n_gen, 1, o->reps, label);
+        rc |= tg < 0;
+        if (tg > 0)
+            printf("generation memory bandwidth: %.2f GB/s (%.1f MB of weights per token)\n",
+                   model->weight_bytes * tg / 1e9, model->weight_bytes / 1e6);
+    }
+    engine_free(&engine);
+    free(tokens);
+    return rc ? -1 : 0;
+}
+
+int cli_bench(int argc, char **argv) {
+    struct bench_options o;
+    char err[512];
+    struct model *model;
+    int parsed = parse_bench_options(argc, argv, &o);
+    if (parsed) {
+        bench_usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? 0 : 2;
+    }
+    if (model_load(&model, o.model_path, err, sizeof(err))) {
+        fprintf(stderr, "lockstep bench: %s\n", err);
+        return 1;
+    }
+    int rc = run_bench(model, &o);
+    model_free(model);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,42 @@
+/* cli.h -- the lockstep command's subcommands and what they share: option
+ * parsing helpers and loading a model with its tokenizer. */
+#ifndef LOCKSTEP_CLI_H
+#define LOCKSTEP_CLI_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+int cli_generate(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_convert(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
+
+/* Parses the value of option argv[*i] (advancing *i past it). Each returns 0,
+ * or -1 after printing "lockstep <command>: ..." naming the option. */
+int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out);
+int cli_float_value(const char *command, int argc, char **argv, int *i, float *out);
+int cli_string_value(const char *command, int argc, char **argv, int *i, const char **out);
+
+/* A model and its tokenizer: from the GGUF's metadata, or, for a llama2.c
+ * checkpoint, from tokenizer_path (required then). */
+struct cli_model {
+    struct model *model;
+    struct tokenizer *tokenizer;
+};
+
+int cli_model_load(struct cli_model *loaded, const char *command, const char *model_path,
+                   const char *tokenizer_path);
+void cli_model_free(struct cli_model *loaded);
+
+/* Converts a llama2.c checkpoint and its tokenizer.bin to a GGUF file with
+ * 2-D weights of type; prints the reason and returns -1 on failure. */
+int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_type type,
+                    const char *output);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,91 @@
+/* common.c -- option parsing and model loading shared by the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int missing_value(const char *command, const char *option) {
+    fprintf(stderr, "lockstep %s: option %s needs a value\n", command, option);
+    return -1;
+}
+
+int cli_string_value(const char *command, int argc, char **argv, int *i, const char **out) {
+    if (*i + 1 >= argc) return missing_value(command, argv[*i]);
+    *out = argv[++*i];
+    return 0;
+}
+
+int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out) {
+    const char *option = argv[*i], *text;
+    char *end;
+    if (cli_string_value(command, argc, argv, i, &text)) return -1;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || end == text || *end || value < min || value > max) {
+        fprintf(stderr, "lockstep %s: option %s: '%s' is not an integer in [%d, %d]\n", command,
+                option, text, min, max);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+int cli_float_value(const char *command, int argc, char **argv, int *i, float *out) {
+    const char *option = argv[*i], *text;
+    char *end;
+    if (cli_string_value(command, argc, argv, i, &text)) return -1;
+    errno = 0;
+    float value = strtof(text, &end);
+    if (errno || end == text || *end || value != value) {
+        fprintf(stderr, "lockstep %s: option %s: '%s' is not a number\n", command, option, text);
+        return -1;
+    }
+    *out = value;
+    return 0;
+}
+
+int cli_model_load(struct cli_model *loaded, const char *command, const char *model_path,
+                   const char *tokenizer_path) {
+    char err[512];
+    memset(loaded, 0, sizeof(*loaded));
+    if (!model_path) {
+        fprintf(stderr, "lockstep %s: no model given (-m FILE)\n", command);
+        return -1;
+    }
+    if (model_load(&loaded->model, model_path, err, sizeof(err))) {
+        fprintf(stderr, "lockstep %s: %s\n", command, err);
+        return -1;
+    }
+    int failed;
+    if (loaded->model->gguf && !tokenizer_path) {
+        failed = tokenizer_load_gguf(&loaded->tokenizer, loaded->model->gguf, err, sizeof(err));
+    } else if (tokenizer_path) {
+        failed = tokenizer_load_llama2c(&loaded->tokenizer, tokenizer_path,
+                                        loaded->model->config.vocab_size, err, sizeof(err));
+    } else {
+        snprintf(err, sizeof(err), "%s is a llama2.c checkpoint: give its tokenizer with -z FILE",
+                 model_path);
+        failed = 1;
+    }
+    if (failed) {
+        fprintf(stderr, "lockstep %s: %s\n", command, err);
+        cli_model_free(loaded);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_model_free(struct cli_model *loaded) {
+    if (loaded->tokenizer) tokenizer_free(loaded->tokenizer);
+    if (loaded->model) model_free(loaded->model);
+    memset(loaded, 0, sizeof(*loaded));
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,249 @@
+/* generate.c -- `lockstep generate`: one prompt, streamed text, speed.
+ *
+ * The prompt is prefilled in chunks of --batch tokens, then tokens are
+ * sampled one at a time and printed as soon as they form whole UTF-8
+ * characters. Prompt and generation speeds go to stderr at the end. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct generate_options {
+    const char *model_path;
+    const char *tokenizer_path;
+    const char *prompt;
+    int n_predict;     /* tokens to generate */
+    int n_threads;
+    int batch;         /* prefill chunk */
+    int context;       /* 0: the model's */
+    int add_bos;       /* -1: as the vocabulary says */
+    int print_ids;     /* also print the generated ids on a last line */
+    struct sampler_params sampling;
+};
+
+static void generate_usage(FILE *out) {
+    fprintf(out,
+            "usage: lockstep generate -m MODEL [-z TOKENIZER] [-p PROMPT] [-n N] [options]\n"
+            "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+            "  -p, --prompt TEXT       prompt (default: empty)\n"
+            "  -n, --n-predict N       tokens to generate (default 128)\n"
+            "  -t, --threads N         threads (default 2)\n"
+            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
+            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N\n"
+            "  -s, --seed S            sampling seed (default 1)\n"
+            "  -c, --ctx N             context length (default: the model's)\n"
+            "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
+            "  --no-bos                do not put BOS before the prompt\n"
+            "  --print-ids             print the generated token ids on a last line\n");
+}
+
+static int parse_sampling_option(const char *arg, int argc, char **argv, int *i,
+                                 struct sampler_params *s, int *matched) {
+    const char *cmd = "generate";
+    int seed;
+    *matched = 1;
+    if (!strcmp(arg, "--temp")) return cli_float_value(cmd, argc, argv, i, &s->temperature);
+    if (!strcmp(arg, "--top-k")) return cli_int_value(cmd, argc, argv, i, 0, 1 << 30, &s->top_k);
+    if (!strcmp(arg, "--top-p")) return cli_float_value(cmd, argc, argv, i, &s->top_p);
+    if (!strcmp(arg, "--min-p")) return cli_float_value(cmd, argc, argv, i, &s->min_p);
+    if (!strcmp(arg, "--repeat-penalty"))
+        return cli_float_value(cmd, argc, argv, i, &s->repeat_penalty);
+    if (!strcmp(arg, "--repeat-last-n"))
+        return cli_int_value(cmd, argc, argv, i, 0, 1 << 20, &s->repeat_last_n);
+    if (!strcmp(arg, "-s") || !strcmp(arg, "--seed")) {
+        if (cli_int_value(cmd, argc, argv, i, 0, 2147483647, &seed)) return -1;
+        s->seed = (uint64_t)seed;
+        return 0;
+    }
+    *matched = 0;
+    return 0;
+}
+
+/* Returns 0, 1 for --help, or -1 on a bad option. */
+static int parse_generate_options(int argc, char **argv, struct generate_options *o) {
+    const char *cmd = "generate";
+    memset(o, 0, sizeof(*o));
+    o->prompt = "";
+    o->n_predict = 128;
+    o->n_threads = 2;
+    o->batch = 512;
+    o->add_bos = -1;
+    sampler_params_default(&o->sampling);
+    o->sampling.seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int matched, rc = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        if (parse_sampling_option(a, argc, argv, &i, &o->sampling, &matched)) return -1;
+        if (matched) continue;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            rc = cli_string_value(cmd, argc, argv, &i, &o->model_path);
+        else if (!strcmp(a, "-z") || !strcmp(a, "--tokenizer"))
+            rc = cli_string_value(cmd, argc, argv, &i, &o->tokenizer_path);
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
+            rc = cli_string_value(cmd, argc, argv, &i, &o->prompt);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
+            rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 24, &o->n_predict);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 256, &o->n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 24, &o->context);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch"))
+            rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 16, &o->batch);
+        else if (!strcmp(a, "--no-bos"))
+            o->add_bos = 0;
+        else if (!strcmp(a, "--print-ids"))
+            o->print_ids = 1;
+        else {
+            fprintf(stderr, "lockstep generate: unknown option '%s' (see --help)\n", a);
+            return -1;
+        }
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* Prefills prompt[0..n) in chunks; leaves the last token's logits in
+ * engine->logits. Returns 0 or -1 (message printed). */
+static int prefill(struct engine *engine, struct kv_sequence *seq, const int *prompt, int n,
+                   int chunk) {
+    char err[256];
+    int *positions = malloc((size_t)chunk * sizeof(int));
+    struct kv_sequence **seqs = malloc((size_t)chunk * sizeof(*seqs));
+    uint8_t *want = calloc((size_t)chunk, 1);
+    int rc = positions && seqs && want ? 0 : -1;
+    for (int start = 0; rc == 0 && start < n; start += chunk) {
+        int len = n - start < chunk ? n - start : chunk;
+        for (int i = 0; i < len; i++) {
+            positions[i] = start + i;
+            seqs[i] = seq;
+            want[i] = start + i == n - 1;
+        }
+        struct engine_batch batch = {len, prompt + start, positions, seqs, want};
+        if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lockstep generate: %s\n", err);
+            rc = -1;
+        }
+    }
+    free(positions);
+    free(seqs);
+    free(want);
+    return rc;
+}
+
+/* Samples and prints up to n_predict tokens after the prompt in tokens[0..n_prompt).
+ * Returns the number generated, or -1. */
+static int decode(struct engine *engine, const struct cli_model *m, struct kv_sequence *seq,
+                  int *tokens, int n_prompt, const struct generate_options *o) {
+    char err[256], text[1024];
+    struct sampler sampler;
+    struct tokenizer_stream stream;
+    int n = n_prompt, eos = tokenizer_eos(m->tokenizer);
+    int limit = n_prompt + o->n_predict;
+    if (limit > engine->context_length) limit = engine->context_length;
+    if (sampler_init(&sampler, &o->sampling, m->model->config.vocab_size)) return -1;
+    tokenizer_stream_init(&stream, m->tokenizer, 0);
+    while (n < limit) {
+        int next = sampler_sample(&sampler, engine->logits, tokens, n, NULL);
+        tokens[n++] = next;
+        if (next == eos) break;
+        fwrite(text, 1, tokenizer_stream_push(&stream, next, text, sizeof(text)), stdout);
+        fflush(stdout);
+        if (n == limit) break;
+        uint8_t want = 1;
+        int position = n - 1;
+        struct engine_batch batch = {1, &tokens[n - 1], &position, &seq, &want};
+        if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lockstep generate: %s\n", err);
+            sampler_free(&sampler);
+            return -1;
+        }
+    }
+    fwrite(text, 1, tokenizer_stream_flush(&stream, text, sizeof(text)), stdout);
+    sampler_free(&sampler);
+    return n - n_prompt;
+}
+
+static int run_generation(const struct cli_model *m, const struct generate_options *o) {
+    char err[512];
+    struct engine engine;
+    struct kv_sequence seq = {0};
+    int context = o->context > 0 ? o->context : m->model->config.context_length;
+    size_t prompt_len = strlen(o->prompt);
+    int max_ids = (int)prompt_len + 2, n_prompt = 0;
+    int add_bos = o->add_bos >= 0 ? o->add_bos : tokenizer_adds_bos(m->tokenizer);
+    int *tokens = malloc((size_t)(max_ids + o->n_predict + 1) * sizeof(int));
+    int rc = -1;
+
+    if (!tokens ||
+        tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, tokens, max_ids, &n_prompt,
+                         err, sizeof(err))) {
+        fprintf(stderr, "lockstep generate: %s\n", tokens ? err : "out of memory");
+        free(tokens);
+        return -1;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "lockstep generate: the prompt is empty and the vocabulary has no BOS; "
+                        "give a prompt (-p)\n");
+        free(tokens);
+        return -1;
+    }
+    if (n_prompt >= context) {
+        fprintf(stderr, "lockstep generate: the prompt is %d tokens; the context holds %d\n",
+                n_prompt, context);
+        free(tokens);
+        return -1;
+    }
+    struct engine_params params = {o->n_threads, o->batch < n_prompt ? o->batch : n_prompt,
+                                   context, 16, 0};
+    if (engine_init(&engine, m->model, &params, err, sizeof(err))) {
+        fprintf(stderr, "lockstep generate: %s\n", err);
+        free(tokens);
+        return -1;
+    }
+    int total = n_prompt + o->n_predict < context ? n_prompt + o->n_predict : context;
+    if (kv_sequence_reserve(&engine.kv, &seq, total) == 0) {
+        fputs(o->prompt, stdout);
+        double t0 = cli_now();
+        if (prefill(&engine, &seq, tokens, n_prompt, engine.max_tokens) == 0) {
+            double t1 = cli_now();
+            int n_gen = decode(&engine, m, &seq, tokens, n_prompt, o);
+            double t2 = cli_now();
+            if (n_gen >= 0) {
+                printf("\n");
+                if (o->print_ids) {
+                    for (int i = n_prompt; i < n_prompt + n_gen; i++)
+                        printf("%s%d", i > n_prompt ? " " : "", tokens[i]);
+                    printf("\n");
+                }
+                fprintf(stderr,
+                        "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s\n",
+                        n_prompt, n_prompt / (t1 - t0), n_gen,
+                        n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0);
+                rc = 0;
+            }
+        }
+    } else {
+        fprintf(stderr, "lockstep generate: KV cache too small for %d positions\n", total);
+    }
+    kv_sequence_release(&engine.kv, &seq);
+    engine_free(&engine);
+    free(tokens);
+    return rc;
+}
+
+int cli_generate(int argc, char **argv) {
+    struct generate_options o;
+    struct cli_model m;
+    int parsed = parse_generate_options(argc, argv, &o);
+    if (parsed) {
+        generate_usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? 0 : 2;
+    }
+    if (cli_model_load(&m, "generate", o.model_path, o.tokenizer_path)) return 1;
+    int rc = run_generation(&m, &o);
+    cli_model_free(&m);
+    return rc ? 1 : 0;
+}

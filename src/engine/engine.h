@@ -1,0 +1,144 @@
+/* engine.h -- the forward pass over a token batch, the paged key/value cache
+ * and the sampler.
+ *
+ * A batch is any set of tokens from any sequences, each with its position:
+ * decode tokens of running sequences and prefill chunks of new prompts run in
+ * one pass. The key/value cache is paged: a sequence owns a list of
+ * fixed-size blocks taken from one free list, so sequences of any length
+ * share the memory without fragmentation. Functions that can fail return 0
+ * or -1 with a one-line message in err. */
+#ifndef LOCKSTEP_ENGINE_H
+#define LOCKSTEP_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "tensor/tensor.h"
+
+/* ======================= paged key/value cache ======================= */
+
+struct kv_cache {
+    int n_layers;    /* layers of the model */
+    int kv_dim;      /* n_kv_heads * head_dim */
+    int block_size;  /* positions per block */
+    int n_blocks;    /* blocks in the pool */
+    float *keys;     /* (n_layers, n_blocks, block_size, kv_dim) */
+    float *values;   /* (n_layers, n_blocks, block_size, kv_dim) */
+    int *free_list;  /* (n_blocks) stack of free block ids */
+    int n_free;      /* entries of free_list in use */
+};
+
+/* The blocks of one sequence: position p lives in block blocks[p / block_size]
+ * at offset p % block_size. */
+struct kv_sequence {
+    int *blocks;     /* (capacity) block ids */
+    int n_blocks;    /* blocks held */
+    int capacity;    /* allocated entries of blocks */
+};
+
+int kv_cache_init(struct kv_cache *kv, int n_layers, int kv_dim, int block_size, int n_blocks,
+                  char *err, size_t errlen);
+void kv_cache_free(struct kv_cache *kv);
+/* Bytes a cache of n_blocks blocks takes. */
+size_t kv_cache_bytes(int n_layers, int kv_dim, int block_size, int n_blocks);
+/* Blocks needed to hold n_positions positions. */
+int kv_blocks_for(const struct kv_cache *kv, int n_positions);
+/* Makes seq hold at least n_positions positions; -1 (nothing taken) if the
+ * free list runs short. */
+int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_positions);
+/* Returns every block of seq to the free list and empties it. */
+void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
+/* Address of the key (or value) vector of (layer, position) of seq. */
+float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position);
+float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                int position);
+
+/* ======================= forward pass ======================= */
+
+/* A batch of tokens for one forward pass. The positions of one sequence's
+ * tokens must be consecutive and in order; every position before them must
+ * already be in its cache (earlier passes), and its blocks reserved. */
+struct engine_batch {
+    int n_tokens;
+    const int *tokens;                /* (n_tokens) token ids */
+    const int *positions;             /* (n_tokens) position within its sequence */
+    struct kv_sequence *const *seqs;  /* (n_tokens) sequence of each token */
+    const uint8_t *want_logits;       /* (n_tokens) 1: compute logits for it */
+};
+
+/* Working memory and the thread pool for forward passes of one model. */
+struct engine {
+    const struct model *model;
+    struct tensor_pool *pool;
+    struct kv_cache kv;
+    int max_tokens;      /* largest batch the buffers hold */
+    float *x;            /* (max_tokens, dim) residual stream */
+    float *xb;           /* (max_tokens, dim) normed input */
+    float *q;            /* (max_tokens, n_heads*head_dim) */
+    float *k;            /* (max_tokens, kv_dim) */
+    float *v;            /* (max_tokens, kv_dim) */
+    float *attn;         /* (max_tokens, n_heads*head_dim) attention output */
+    float *gate;         /* (max_tokens, hidden_dim) */
+    float *up;           /* (max_tokens, hidden_dim) */
+    float *scores;       /* (n_threads, context_length) attention weights */
+    float *logits;       /* (max_tokens, vocab_size) */
+    int context_length;  /* longest sequence the engine accepts */
+};
+
+struct engine_params {
+    int n_threads;       /* threads of the pool */
+    int max_tokens;      /* largest batch (prefill chunk) */
+    int context_length;  /* 0: the model's */
+    int kv_block_size;   /* positions per KV block (16 if 0) */
+    int kv_blocks;       /* 0: enough for one full-context sequence */
+};
+
+int engine_init(struct engine *engine, const struct model *model,
+                const struct engine_params *params, char *err, size_t errlen);
+void engine_free(struct engine *engine);
+
+/* Runs the model over the batch. Logits of the tokens with want_logits set
+ * are written, in batch order, to engine->logits (one row of vocab_size per
+ * wanted token); returns the number of rows, or -1 with err. */
+int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
+                   size_t errlen);
+
+/* ======================= sampling ======================= */
+
+struct sampler_params {
+    float temperature;     /* <= 0: greedy (argmax) */
+    int top_k;             /* keep the k most likely; <= 0: off */
+    float top_p;           /* keep the smallest set with mass >= top_p; >= 1: off */
+    float min_p;           /* drop tokens below min_p * p(max); <= 0: off */
+    float repeat_penalty;  /* divide positive / multiply negative logits of recent
+                              tokens; 1: off */
+    int repeat_last_n;     /* how many recent tokens the penalty sees */
+    uint64_t seed;         /* same seed, same tokens */
+};
+
+/* A token and its probability, for sampling and logprobs. */
+struct sampler_candidate {
+    int id;
+    float logit;
+    float p;
+};
+
+struct sampler {
+    struct sampler_params params;
+    uint64_t rng;                        /* xorshift state */
+    int vocab_size;
+    struct sampler_candidate *candidates;/* (vocab_size) work space */
+};
+
+void sampler_params_default(struct sampler_params *params);
+int sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size);
+void sampler_free(struct sampler *sampler);
+/* Picks the next token from logits (vocab_size). history holds the
+ * sequence's tokens so far (for the repetition penalty). *logprob (if not
+ * NULL) receives the log-probability of the chosen token under the model's
+ * own distribution, before penalty and temperature. */
+int sampler_sample(struct sampler *sampler, const float *logits, const int *history,
+                   int n_history, float *logprob);
+
+#endif

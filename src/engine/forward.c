@@ -1,0 +1,258 @@
+/* forward.c -- the transformer forward pass over a token batch.
+ *
+ * One pass takes tokens from any number of sequences at their positions,
+ * writes their keys and values into the paged cache, and produces logits for
+ * the tokens that ask for them. Matrix products run over the whole batch
+ * (tensor_matmul), so a prefill chunk of n tokens reads each weight once.
+ * Every per-token computation is independent of the rest of the batch, and
+ * tensor_matmul is batch invariant, so a sequence's logits do not depend on
+ * what else shares its pass. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int engine_init(struct engine *engine, const struct model *model,
+                const struct engine_params *params, char *err, size_t errlen) {
+    const struct model_config *c = &model->config;
+    int q_dim = c->n_heads * c->head_dim;
+    int kv_dim = c->n_kv_heads * c->head_dim;
+    int block_size = params->kv_block_size > 0 ? params->kv_block_size : 16;
+    size_t t;
+
+    memset(engine, 0, sizeof(*engine));
+    engine->model = model;
+    engine->max_tokens = params->max_tokens > 0 ? params->max_tokens : 1;
+    engine->context_length = params->context_length > 0 ? params->context_length
+                                                         : c->context_length;
+    engine->pool = tensor_pool_create(params->n_threads > 0 ? params->n_threads : 1);
+    if (!engine->pool) {
+        snprintf(err, errlen, "engine: cannot start %d threads", params->n_threads);
+        return -1;
+    }
+    int kv_blocks = params->kv_blocks > 0 ? params->kv_blocks
+                                          : (engine->context_length + block_size - 1) / block_size;
+    if (kv_cache_init(&engine->kv, c->n_layers, kv_dim, block_size, kv_blocks, err, errlen)) {
+        engine_free(engine);
+        return -1;
+    }
+    t = (size_t)engine->max_tokens;
+    engine->x = malloc(t * c->dim * sizeof(float));
+    engine->xb = malloc(t * c->dim * sizeof(float));
+    engine->q = malloc(t * q_dim * sizeof(float));
+    engine->k = malloc(t * kv_dim * sizeof(float));
+    engine->v = malloc(t * kv_dim * sizeof(float));
+    engine->attn = malloc(t * q_dim * sizeof(float));
+    engine->gate = malloc(t * c->hidden_dim * sizeof(float));
+    engine->up = malloc(t * c->hidden_dim * sizeof(float));
+    engine->scores = malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length *
+                            sizeof(float));
+    engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
+        !engine->gate || !engine->up || !engine->scores || !engine->logits) {
+        snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
+        engine_free(engine);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_free(struct engine *engine) {
+    if (engine->pool) tensor_pool_free(engine->pool);
+    kv_cache_free(&engine->kv);
+    free(engine->x);
+    free(engine->xb);
+    free(engine->q);
+    free(engine->k);
+    free(engine->v);
+    free(engine->attn);
+    free(engine->gate);
+    free(engine->up);
+    free(engine->scores);
+    free(engine->logits);
+    memset(engine, 0, sizeof(*engine));
+}
+
+/* Checks what the batch asks for before anything is written. */
+static int check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,
+                       size_t errlen) {
+    const struct model_config *c = &engine->model->config;
+    if (batch->n_tokens < 1 || batch->n_tokens > engine->max_tokens) {
+        snprintf(err, errlen, "engine: batch of %d tokens (limit %d)", batch->n_tokens,
+                 engine->max_tokens);
+        return -1;
+    }
+    for (int i = 0; i < batch->n_tokens; i++) {
+        int pos = batch->positions[i];
+        if (batch->tokens[i] < 0 || batch->tokens[i] >= c->vocab_size) {
+            snprintf(err, errlen, "engine: token %d of the batch has id %d (vocabulary %d)", i,
+                     batch->tokens[i], c->vocab_size);
+            return -1;
+        }
+        if (pos < 0 || pos >= engine->context_length ||
+            kv_blocks_for(&engine->kv, pos + 1) > batch->seqs[i]->n_blocks) {
+            snprintf(err, errlen, "engine: token %d of the batch at position %d has no cache slot",
+                     i, pos);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Adds a bias vector (n) to each of n_tokens rows. */
+static void add_bias(float *rows, const float *bias, int n_tokens, int n) {
+    if (!bias) return;
+    for (int t = 0; t < n_tokens; t++)
+        for (int i = 0; i < n; i++) rows[(size_t)t * n + i] += bias[i];
+}
+
+/* RMSNorm of each head of each row (qwen3's q/k norms). */
+static void norm_heads(float *rows, const float *weight, int n_rows_heads, int head_dim,
+                       float eps) {
+    if (!weight) return;
+    for (int h = 0; h < n_rows_heads; h++) {
+        float *head = rows + (size_t)h * head_dim;
+        tensor_rmsnorm(head, head, weight, head_dim, eps);
+    }
+}
+
+/* What the attention threads share for one layer. */
+struct attention_job {
+    struct engine *engine;
+    const struct engine_batch *batch;
+    int layer;
+};
+
+/* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal past. */
+static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
+                   int head, float *scores) {
+    const struct model_config *c = &engine->model->config;
+    int d = c->head_dim;
+    int kv_head = head / (c->n_heads / c->n_kv_heads);
+    int pos = batch->positions[token];
+    const struct kv_sequence *seq = batch->seqs[token];
+    const float *q = engine->q + ((size_t)token * c->n_heads + head) * d;
+    float *out = engine->attn + ((size_t)token * c->n_heads + head) * d;
+    float scale = 1.0f / sqrtf((float)d);
+
+    for (int p = 0; p <= pos; p++) {
+        const float *k = kv_key(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+        scores[p] = tensor_dot(q, k, d) * scale;
+    }
+    tensor_softmax(scores, pos + 1);
+    memset(out, 0, (size_t)d * sizeof(float));
+    for (int p = 0; p <= pos; p++) {
+        const float *v = kv_value(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+        tensor_axpy(out, scores[p], v, d);
+    }
+}
+
+static void attention_worker(void *arg, int thread, int n_threads) {
+    struct attention_job *job = arg;
+    const struct model_config *c = &job->engine->model->config;
+    int n_items = job->batch->n_tokens * c->n_heads;
+    float *scores = job->engine->scores + (size_t)thread * job->engine->context_length;
+    for (int i = thread; i < n_items; i += n_threads)
+        attend(job->engine, job->batch, job->layer, i / c->n_heads, i % c->n_heads, scores);
+}
+
+/* x += attention(norm(x)) for one layer. */
+static int attention_block(struct engine *engine, const struct engine_batch *batch, int layer) {
+    const struct model_config *c = &engine->model->config;
+    const struct model_layer *w = &engine->model->layers[layer];
+    int n = batch->n_tokens;
+    int q_dim = c->n_heads * c->head_dim;
+    int kv_dim = c->n_kv_heads * c->head_dim;
+    struct attention_job job = {engine, batch, layer};
+
+    for (int t = 0; t < n; t++)
+        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim,
+                       w->attn_norm, c->dim, c->norm_eps);
+    /* q, k, v projections of the whole batch */
+    if (tensor_matmul(engine->pool, engine->q, &w->wq, engine->xb, n) ||
+        tensor_matmul(engine->pool, engine->k, &w->wk, engine->xb, n) ||
+        tensor_matmul(engine->pool, engine->v, &w->wv, engine->xb, n))
+        return -1;
+    add_bias(engine->q, w->bq, n, q_dim);
+    add_bias(engine->k, w->bk, n, kv_dim);
+    add_bias(engine->v, w->bv, n, kv_dim);
+    norm_heads(engine->q, w->q_norm, n * c->n_heads, c->head_dim, c->norm_eps);
+    norm_heads(engine->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->norm_eps);
+    /* rotate q and k by position, then store k and v in the cache */
+    for (int t = 0; t < n; t++) {
+        int pos = batch->positions[t];
+        float *k = engine->k + (size_t)t * kv_dim;
+        tensor_rope(engine->q + (size_t)t * q_dim, c->n_heads, c->head_dim, c->rope_dim, pos,
+                    c->rope_base, c->rope_style);
+        tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base,
+                    c->rope_style);
+        memcpy(kv_key(&engine->kv, batch->seqs[t], layer, pos), k, (size_t)kv_dim * sizeof(float));
+        memcpy(kv_value(&engine->kv, batch->seqs[t], layer, pos), engine->v + (size_t)t * kv_dim,
+               (size_t)kv_dim * sizeof(float));
+    }
+    tensor_pool_run(engine->pool, attention_worker, &job);
+    /* output projection and residual */
+    if (tensor_matmul(engine->pool, engine->xb, &w->wo, engine->attn, n)) return -1;
+    for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
+    return 0;
+}
+
+/* x += w_down(silu(w_gate norm(x)) * w_up norm(x)) for one layer. */
+static int mlp_block(struct engine *engine, int n, int layer) {
+    const struct model_config *c = &engine->model->config;
+    const struct model_layer *w = &engine->model->layers[layer];
+
+    for (int t = 0; t < n; t++)
+        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim,
+                       w->ffn_norm, c->dim, c->norm_eps);
+    if (tensor_matmul(engine->pool, engine->gate, &w->w_gate, engine->xb, n) ||
+        tensor_matmul(engine->pool, engine->up, &w->w_up, engine->xb, n))
+        return -1;
+    tensor_swiglu(engine->gate, engine->gate, engine->up, n * c->hidden_dim);
+    if (tensor_matmul(engine->pool, engine->xb, &w->w_down, engine->gate, n)) return -1;
+    for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
+    return 0;
+}
+
+/* Final norm of the wanted tokens, gathered into xb, then the classifier. */
+static int classify(struct engine *engine, const struct engine_batch *batch) {
+    const struct model *m = engine->model;
+    int dim = m->config.dim;
+    int n_wanted = 0;
+    for (int t = 0; t < batch->n_tokens; t++) {
+        if (!batch->want_logits[t]) continue;
+        tensor_rmsnorm(engine->xb + (size_t)n_wanted * dim, engine->x + (size_t)t * dim,
+                       m->output_norm, dim, m->config.norm_eps);
+        n_wanted++;
+    }
+    if (n_wanted > 0 && tensor_matmul(engine->pool, engine->logits, &m->output, engine->xb,
+                                      n_wanted))
+        return -1;
+    return n_wanted;
+}
+
+int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
+                   size_t errlen) {
+    const struct model *m = engine->model;
+    int dim = m->config.dim;
+    int n_wanted;
+
+    if (check_batch(engine, batch, err, errlen)) return -1;
+    /* token embeddings */
+    for (int t = 0; t < batch->n_tokens; t++) {
+        const char *row = (const char *)m->token_embd.data +
+                          (size_t)batch->tokens[t] * m->token_embd.row_stride;
+        tensor_dequantize_row(engine->x + (size_t)t * dim, row, m->token_embd.type, dim);
+    }
+    for (int layer = 0; layer < m->config.n_layers; layer++) {
+        if (attention_block(engine, batch, layer) || mlp_block(engine, batch->n_tokens, layer)) {
+            snprintf(err, errlen, "engine: out of memory in layer %d", layer);
+            return -1;
+        }
+    }
+    n_wanted = classify(engine, batch);
+    if (n_wanted < 0) snprintf(err, errlen, "engine: out of memory in the classifier");
+    return n_wanted;
+}

@@ -1,0 +1,409 @@
+/* model.c -- struct model from a file.
+ *
+ * model_load tells the two formats apart by magic: a llama2.c checkpoint
+ * goes to llama2c.c, a GGUF file is read here. For GGUF, the architecture
+ * (llama, qwen2 or qwen3) picks the key prefix and the tensors that must be
+ * present; every hyperparameter is range-checked, and every tensor's type
+ * and shape is checked against the config before its data is used, so the
+ * forward pass can trust struct model without further checks. Weights point
+ * into the file mapping and are never copied. */
+#include "model/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* What the GGUF loader keeps at hand while it reads one file. */
+struct model_gguf_loader {
+    const struct gguf_file *file; /* the open file */
+    const char *path;             /* for messages */
+    const char *arch;             /* key prefix: "llama", "qwen2" or "qwen3" */
+    char *err;                    /* message buffer (errlen bytes) */
+    size_t errlen;
+};
+
+static const char *const model_arch_names[] = {"llama", "qwen2", "qwen3"};
+
+static const char *const model_gguf_type_names[] = {
+    "uint8", "int8", "uint16", "int16",  "uint32", "int32",  "float32",
+    "bool",  "string", "array", "uint64", "int64", "float64",
+};
+
+const char *model_arch_name(enum model_arch arch) {
+    if ((int)arch < 0 || (size_t)arch >= sizeof(model_arch_names) / sizeof(model_arch_names[0]))
+        return "unknown";
+    return model_arch_names[arch];
+}
+
+int model_is_gguf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[4];
+    size_t n = fread(magic, 1, sizeof(magic), f);
+    fclose(f);
+    return n == sizeof(magic) && memcmp(magic, "GGUF", sizeof(magic)) == 0;
+}
+
+/* Writes "<path>: <message>" to the loader's error buffer; returns -1. */
+__attribute__((format(printf, 2, 3))) static int loader_fail(const struct model_gguf_loader *ld,
+                                                             const char *fmt, ...) {
+    char message[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    snprintf(ld->err, ld->errlen, "%s: %s", ld->path, message);
+    return -1;
+}
+
+static const char *gguf_type_name(enum gguf_type type) {
+    if ((int)type < 0 || (size_t)type >= sizeof(model_gguf_type_names) / sizeof(char *))
+        return "unknown";
+    return model_gguf_type_names[type];
+}
+
+/* The value of an integer-typed metadata value as int64 (huge unsigned
+ * values saturate so that range checks reject them); -1 if not an integer. */
+static int value_as_int(const struct gguf_value *value, int64_t *out) {
+    switch (value->type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_UINT64:
+        *out = value->v.u64 > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)value->v.u64;
+        return 0;
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64:
+        *out = value->v.i64;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Reads the integer key <arch>.<suffix> into out, which must lie in
+ * 1..max. An absent key takes default_value, or is an error if that is 0. */
+static int loader_int(const struct model_gguf_loader *ld, const char *suffix, int default_value,
+                      int max, int *out) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", ld->arch, suffix);
+    const struct gguf_kv *kv = gguf_find(ld->file, key);
+    if (!kv) {
+        if (default_value == 0) return loader_fail(ld, "key '%s' is missing", key);
+        *out = default_value;
+        return 0;
+    }
+    int64_t v;
+    if (value_as_int(&kv->value, &v) != 0)
+        return loader_fail(ld, "key '%s' has type %s, expected an integer", key,
+                           gguf_type_name(kv->value.type));
+    if (v < 1 || v > max)
+        return loader_fail(ld, "key '%s' is %lld, expected 1..%d", key, (long long)v, max);
+    *out = (int)v;
+    return 0;
+}
+
+/* Reads the number key <arch>.<suffix> (absent: default_value) into out,
+ * which must be finite and within (0, max). */
+static int loader_float(const struct model_gguf_loader *ld, const char *suffix,
+                        float default_value, double max, float *out) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", ld->arch, suffix);
+    const struct gguf_kv *kv = gguf_find(ld->file, key);
+    if (!kv) {
+        *out = default_value;
+        return 0;
+    }
+    double v;
+    int64_t i;
+    if (kv->value.type == GGUF_TYPE_FLOAT32 || kv->value.type == GGUF_TYPE_FLOAT64)
+        v = kv->value.v.f64;
+    else if (value_as_int(&kv->value, &i) == 0)
+        v = (double)i;
+    else
+        return loader_fail(ld, "key '%s' has type %s, expected a number", key,
+                           gguf_type_name(kv->value.type));
+    if (!(v > 0.0 && v < max))
+        return loader_fail(ld, "key '%s' is %g, expected a number in (0, %g)", key, v, max);
+    *out = (float)v;
+    return 0;
+}
+
+/* general.architecture: one of the supported architectures. */
+static int loader_arch(const struct model_gguf_loader *ld, enum model_arch *out) {
+    const struct gguf_kv *kv = gguf_find(ld->file, "general.architecture");
+    if (!kv) return loader_fail(ld, "key 'general.architecture' is missing");
+    if (kv->value.type != GGUF_TYPE_STRING)
+        return loader_fail(ld, "key 'general.architecture' has type %s, expected string",
+                           gguf_type_name(kv->value.type));
+    for (size_t a = 0; a < sizeof(model_arch_names) / sizeof(model_arch_names[0]); a++) {
+        if (gguf_string_equals(kv->value.v.str, model_arch_names[a])) {
+            *out = (enum model_arch)a;
+            return 0;
+        }
+    }
+    struct gguf_string s = kv->value.v.str;
+    int shown = s.len > 64 ? 64 : (int)s.len;
+    return loader_fail(ld, "architecture '%.*s' is not supported (expected llama, qwen2 or qwen3)",
+                       shown, s.data);
+}
+
+/* The vocabulary size: <arch>.vocab_size, else the length of
+ * tokenizer.ggml.tokens, else the rows of token_embd.weight. */
+static int loader_vocab(const struct model_gguf_loader *ld, int *out) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.vocab_size", ld->arch);
+    if (gguf_find(ld->file, key)) return loader_int(ld, "vocab_size", 0, MODEL_MAX_VOCAB, out);
+    const struct gguf_kv *tokens = gguf_find(ld->file, "tokenizer.ggml.tokens");
+    if (tokens) {
+        if (tokens->value.type != GGUF_TYPE_ARRAY)
+            return loader_fail(ld, "key 'tokenizer.ggml.tokens' has type %s, expected array",
+                               gguf_type_name(tokens->value.type));
+        uint64_t n = tokens->value.v.arr.n;
+        if (n < 1 || n > MODEL_MAX_VOCAB)
+            return loader_fail(ld, "key 'tokenizer.ggml.tokens' has %llu tokens, expected 1..%d",
+                               (unsigned long long)n, MODEL_MAX_VOCAB);
+        *out = (int)n;
+        return 0;
+    }
+    const struct gguf_tensor *embd = gguf_find_tensor(ld->file, "token_embd.weight");
+    if (embd && embd->n_dims == 2 && embd->dims[1] >= 1 && embd->dims[1] <= MODEL_MAX_VOCAB) {
+        *out = (int)embd->dims[1];
+        return 0;
+    }
+    return loader_fail(ld, "cannot tell the vocabulary size: no key '%s', no "
+                           "'tokenizer.ggml.tokens' and no usable 'token_embd.weight'",
+                       key);
+}
+
+/* Relations between hyperparameters that the tensor shapes rely on. */
+static int loader_check_config(const struct model_gguf_loader *ld, const struct model_config *c) {
+    const char *a = ld->arch;
+    if (c->n_heads % c->n_kv_heads != 0)
+        return loader_fail(ld, "%s.attention.head_count_kv %d does not divide head_count %d", a,
+                           c->n_kv_heads, c->n_heads);
+    if ((int64_t)c->n_heads * c->head_dim > MODEL_MAX_WIDTH)
+        return loader_fail(ld, "%s.attention.head_count %d times key_length %d exceeds %d", a,
+                           c->n_heads, c->head_dim, MODEL_MAX_WIDTH);
+    if (c->rope_dim > c->head_dim || c->rope_dim % 2 != 0)
+        return loader_fail(ld, "%s.rope.dimension_count is %d, expected an even number <= %d", a,
+                           c->rope_dim, c->head_dim);
+    return 0;
+}
+
+/* Reads the hyperparameters of the <arch> keys. */
+static int loader_config(const struct model_gguf_loader *ld, struct model_config *c) {
+    const char *a = ld->arch;
+    if (loader_int(ld, "embedding_length", 0, MODEL_MAX_WIDTH, &c->dim) ||
+        loader_int(ld, "feed_forward_length", 0, MODEL_MAX_WIDTH, &c->hidden_dim) ||
+        loader_int(ld, "block_count", 0, MODEL_MAX_LAYERS, &c->n_layers) ||
+        loader_int(ld, "attention.head_count", 0, MODEL_MAX_WIDTH, &c->n_heads) ||
+        loader_int(ld, "attention.head_count_kv", c->n_heads, MODEL_MAX_WIDTH, &c->n_kv_heads) ||
+        loader_int(ld, "context_length", 0, MODEL_MAX_CONTEXT, &c->context_length))
+        return -1;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.key_length", a);
+    if (!gguf_find(ld->file, key) && c->dim % c->n_heads != 0)
+        return loader_fail(ld, "%s.embedding_length %d is not a multiple of head_count %d", a,
+                           c->dim, c->n_heads);
+    if (loader_int(ld, "attention.key_length", c->dim / c->n_heads, MODEL_MAX_WIDTH,
+                   &c->head_dim) ||
+        loader_int(ld, "rope.dimension_count", c->head_dim, MODEL_MAX_WIDTH, &c->rope_dim) ||
+        loader_float(ld, "rope.freq_base", 10000.0f, 1e30, &c->rope_base) ||
+        loader_float(ld, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0, &c->norm_eps) ||
+        loader_vocab(ld, &c->vocab_size))
+        return -1;
+    c->rope_style = c->arch == MODEL_ARCH_LLAMA ? TENSOR_ROPE_NORM : TENSOR_ROPE_NEOX;
+    return loader_check_config(ld, c);
+}
+
+/* "[d0, d1, ...]" of a tensor's dims into buf. */
+static void format_dims(char *buf, size_t size, int n_dims, const uint64_t *dims) {
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < n_dims && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%llu", i ? ", " : "",
+                                 (unsigned long long)dims[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* Looks up tensor name: 0 with *out NULL if it is absent and not required. */
+static int loader_find(const struct model_gguf_loader *ld, const char *name, int required,
+                       const struct gguf_tensor **out) {
+    *out = gguf_find_tensor(ld->file, name);
+    if (!*out && required) return loader_fail(ld, "tensor '%s' is missing", name);
+    return 0;
+}
+
+/* Checks that tensor t (called name) has exactly the dims want[0..n_dims). */
+static int loader_check_shape(const struct model_gguf_loader *ld, const char *name,
+                              const struct gguf_tensor *t, int n_dims, const uint64_t *want) {
+    int same = t->n_dims == n_dims;
+    for (int i = 0; same && i < n_dims; i++) same = t->dims[i] == want[i];
+    if (same) return 0;
+    char got[128], expected[128];
+    format_dims(got, sizeof(got), t->n_dims, t->dims);
+    format_dims(expected, sizeof(expected), n_dims, want);
+    return loader_fail(ld, "tensor '%s' has shape %s, expected %s", name, got, expected);
+}
+
+/* Binds a 1-D F32 tensor of n elements (a norm weight or a bias). */
+static int loader_vector(const struct model_gguf_loader *ld, const char *name, int n,
+                         int required, const float **out) {
+    const struct gguf_tensor *t;
+    *out = NULL;
+    if (loader_find(ld, name, required, &t)) return -1;
+    if (!t) return 0;
+    uint64_t want = (uint64_t)n;
+    if (loader_check_shape(ld, name, t, 1, &want)) return -1;
+    if (t->type != TENSOR_F32) {
+        const char *type = tensor_type_name(t->type);
+        return loader_fail(ld, "tensor '%s' has type %s, expected f32", name,
+                           type ? type : "unknown");
+    }
+    if (t->size != (size_t)n * sizeof(float) || !t->data)
+        return loader_fail(ld, "tensor '%s' holds %zu bytes, expected %zu", name, t->size,
+                           (size_t)n * sizeof(float));
+    *out = t->data;
+    return 0;
+}
+
+/* Binds a 2-D weight matrix of shape (rows, cols), GGUF dims [cols, rows]. */
+static int loader_matrix(const struct model_gguf_loader *ld, const char *name, int rows, int cols,
+                         int required, struct tensor_matrix *out) {
+    const struct gguf_tensor *t;
+    memset(out, 0, sizeof(*out));
+    if (loader_find(ld, name, required, &t)) return -1;
+    if (!t) return 0;
+    uint64_t want[2] = {(uint64_t)cols, (uint64_t)rows};
+    if (loader_check_shape(ld, name, t, 2, want)) return -1;
+    if (!tensor_type_is_valid(t->type))
+        return loader_fail(ld, "tensor '%s' has type %d, which is not supported", name,
+                           (int)t->type);
+    if (tensor_type_block_elements(t->type) > 1 && cols % TENSOR_QK != 0)
+        return loader_fail(ld, "tensor '%s' is %s with %d columns, not a multiple of %d", name,
+                           tensor_type_name(t->type), cols, TENSOR_QK);
+    size_t bytes = (size_t)rows * tensor_row_bytes(t->type, cols);
+    if (t->size != bytes || !t->data)
+        return loader_fail(ld, "tensor '%s' holds %zu bytes, expected %zu", name, t->size,
+                           bytes);
+    *out = tensor_matrix_make(t->data, t->type, rows, cols);
+    return 0;
+}
+
+static int layer_vector(const struct model_gguf_loader *ld, int layer, const char *suffix, int n,
+                        int required, const float **out) {
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.%s", layer, suffix);
+    return loader_vector(ld, name, n, required, out);
+}
+
+static int layer_matrix(const struct model_gguf_loader *ld, int layer, const char *suffix,
+                        int rows, int cols, struct tensor_matrix *out) {
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.%s", layer, suffix);
+    return loader_matrix(ld, name, rows, cols, 1, out);
+}
+
+/* Binds the tensors of block l. qwen2 requires q/k/v biases (llama may have
+ * them); qwen3 requires the per-head q/k norms. */
+static int loader_layer(const struct model_gguf_loader *ld, const struct model_config *c, int l,
+                        struct model_layer *w) {
+    int q_rows = c->n_heads * c->head_dim, kv_rows = c->n_kv_heads * c->head_dim;
+    int biases = c->arch == MODEL_ARCH_QWEN2;
+    if (layer_vector(ld, l, "attn_norm.weight", c->dim, 1, &w->attn_norm) ||
+        layer_matrix(ld, l, "attn_q.weight", q_rows, c->dim, &w->wq) ||
+        layer_matrix(ld, l, "attn_k.weight", kv_rows, c->dim, &w->wk) ||
+        layer_matrix(ld, l, "attn_v.weight", kv_rows, c->dim, &w->wv) ||
+        layer_matrix(ld, l, "attn_output.weight", c->dim, q_rows, &w->wo) ||
+        layer_vector(ld, l, "ffn_norm.weight", c->dim, 1, &w->ffn_norm) ||
+        layer_matrix(ld, l, "ffn_gate.weight", c->hidden_dim, c->dim, &w->w_gate) ||
+        layer_matrix(ld, l, "ffn_up.weight", c->hidden_dim, c->dim, &w->w_up) ||
+        layer_matrix(ld, l, "ffn_down.weight", c->dim, c->hidden_dim, &w->w_down))
+        return -1;
+    if (c->arch != MODEL_ARCH_QWEN3 &&
+        (layer_vector(ld, l, "attn_q.bias", q_rows, biases, &w->bq) ||
+         layer_vector(ld, l, "attn_k.bias", kv_rows, biases, &w->bk) ||
+         layer_vector(ld, l, "attn_v.bias", kv_rows, biases, &w->bv)))
+        return -1;
+    if (c->arch == MODEL_ARCH_QWEN3 &&
+        (layer_vector(ld, l, "attn_q_norm.weight", c->head_dim, 1, &w->q_norm) ||
+         layer_vector(ld, l, "attn_k_norm.weight", c->head_dim, 1, &w->k_norm)))
+        return -1;
+    return 0;
+}
+
+/* Reads the config and binds every tensor of an open GGUF file. */
+static int model_bind_gguf(struct model *m, const struct model_gguf_loader *ld) {
+    struct model_config *c = &m->config;
+    if (loader_config(ld, c)) return -1;
+    if (loader_matrix(ld, "token_embd.weight", c->vocab_size, c->dim, 1, &m->token_embd) ||
+        loader_vector(ld, "output_norm.weight", c->dim, 1, &m->output_norm) ||
+        loader_matrix(ld, "output.weight", c->vocab_size, c->dim, 0, &m->output))
+        return -1;
+    if (!m->output.data) m->output = m->token_embd; /* tied classifier */
+    m->layers = calloc((size_t)c->n_layers, sizeof(*m->layers));
+    if (!m->layers)
+        return loader_fail(ld, "cannot allocate %d layers", c->n_layers);
+    for (int l = 0; l < c->n_layers; l++)
+        if (loader_layer(ld, c, l, &m->layers[l])) return -1;
+    return 0;
+}
+
+static int model_load_gguf(struct model *m, const char *path, char *err, size_t errlen) {
+    struct gguf_file *file = NULL;
+    if (gguf_open(&file, path, err, errlen)) return -1;
+    m->gguf = file;
+    struct model_gguf_loader ld = {m->gguf, path, NULL, err, errlen};
+    if (loader_arch(&ld, &m->config.arch)) return -1;
+    ld.arch = model_arch_names[m->config.arch];
+    return model_bind_gguf(m, &ld);
+}
+
+static size_t matrix_bytes(const struct tensor_matrix *w) {
+    return (size_t)w->rows * tensor_row_bytes(w->type, w->cols);
+}
+
+/* Bytes of every matrix a generated token reads: all layer matrices and the
+ * classifier (the one embedding row looked up is negligible). */
+static size_t model_count_weight_bytes(const struct model *m) {
+    size_t total = matrix_bytes(&m->output);
+    for (int l = 0; l < m->config.n_layers; l++) {
+        const struct model_layer *w = &m->layers[l];
+        total += matrix_bytes(&w->wq) + matrix_bytes(&w->wk) + matrix_bytes(&w->wv) +
+                 matrix_bytes(&w->wo) + matrix_bytes(&w->w_gate) + matrix_bytes(&w->w_up) +
+                 matrix_bytes(&w->w_down);
+    }
+    return total;
+}
+
+int model_load(struct model **out, const char *path, char *err, size_t errlen) {
+    *out = NULL;
+    struct model *m = calloc(1, sizeof(*m));
+    if (!m || !(m->path = strdup(path))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        free(m);
+        return -1;
+    }
+    int rc = model_is_gguf(path) ? model_load_gguf(m, path, err, errlen)
+                                 : llama2c_load(m, path, err, errlen);
+    if (rc != 0) {
+        model_free(m);
+        return -1;
+    }
+    m->weight_bytes = model_count_weight_bytes(m);
+    *out = m;
+    return 0;
+}
+
+void model_free(struct model *model) {
+    if (!model) return;
+    if (model->gguf) gguf_close(model->gguf);
+    if (model->mapping) munmap(model->mapping, model->mapping_size);
+    free(model->layers);
+    free(model->path);
+    free(model);
+}

@@ -1,0 +1,103 @@
+/* tensor_internal.h -- private interface between the files of the tensor module.
+ *
+ * tensor.h is the public contract; this header is what its pieces share: the
+ * per-instruction-set kernel table that isa.c picks from, the job a matmul
+ * hands to each thread, and the pool's scratch memory. Nothing outside
+ * src/tensor includes it.
+ *
+ * Reduction orders (batch invariance). Every output element of a matmul is
+ * reduced by a fixed sequence of floating-point operations chosen by the
+ * instruction set alone, never by the batch size or the thread:
+ *  - Q8_0 / Q4_0: for each 32-block j in order, the exact integer dot
+ *    product s_j of the weight and activation quants, then
+ *    acc = acc + (float)s_j * (d_w * d_x), starting from acc = 0. Integer
+ *    sums are exact, so every instruction set gives the same bits.
+ *  - F32 / F16: each instruction set keeps L lane sums (L = 1 scalar, 8 AVX2,
+ *    16 AVX-512), lane l accumulating elements i = l (mod L) in order of i
+ *    with fused multiply-adds, then adds the lanes with a fixed tree. */
+#ifndef LOCKSTEP_TENSOR_INTERNAL_H
+#define LOCKSTEP_TENSOR_INTERNAL_H
+
+#include "tensor.h"
+
+/* Activations quantized to Q8_0 for a quantized matmul: row b of the batch
+ * has cols int8 values and cols / 32 block scales and block sums. */
+struct tensor_xq {
+    int8_t *qs;      /* (batch, cols) quants, block j of row b at qs + b*cols + 32*j */
+    float *d;        /* (batch, cols / 32) block scales, fp16-rounded as ggml stores them */
+    int32_t *bias;   /* (batch, cols / 32) -offset * sum of the block's quants */
+    int32_t offset;  /* weight-quant offset the bias was made for (8 or 128), see kernels */
+};
+
+/* What one tensor_matmul asks of every thread. */
+struct tensor_matmul_job {
+    const struct tensor_matrix *w; /* weights, (rows, cols) */
+    const float *x;                /* (batch, cols) float activations (F32/F16 weights) */
+    const struct tensor_xq *xq;    /* quantized activations (Q8_0/Q4_0 weights) */
+    float *out;                    /* (batch, rows) results */
+    int batch;                     /* activation rows */
+};
+
+/* Computes out[b][r] for every b and for rows [row_begin, row_end); scratch
+ * is this thread's share of the pool's scratch (matmul_scratch bytes). */
+typedef void (*tensor_matmul_fn)(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                 void *scratch);
+
+/* Quantizes one activation row of n floats (n a multiple of 32): quants,
+ * block scales and -offset * block sums, the same values as
+ * tensor_quantize_q8_0 gives. */
+typedef void (*tensor_quantize_x_fn)(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
+                                     int32_t offset);
+
+/* The kernels of one instruction set. */
+struct tensor_kernels {
+    enum tensor_isa isa;
+    tensor_matmul_fn matmul_f32;
+    tensor_matmul_fn matmul_f16;
+    tensor_matmul_fn matmul_q8_0;
+    tensor_matmul_fn matmul_q4_0;
+    /* Per-thread scratch bytes a matmul of this type and width needs. */
+    size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
+    int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
+    int32_t q4_0_offset; /* bias offset the Q4_0 kernel wants (0: none) */
+    tensor_quantize_x_fn quantize_x;
+    void (*rmsnorm)(float *out, const float *x, const float *weight, int n, float eps);
+    void (*softmax)(float *x, int n);
+    void (*swiglu)(float *out, const float *gate, const float *up, int n);
+    float (*dot)(const float *a, const float *b, int n);
+    void (*axpy)(float *y, float a, const float *x, int n);
+};
+
+extern const struct tensor_kernels tensor_kernels_scalar;
+extern const struct tensor_kernels tensor_kernels_avx2;
+extern const struct tensor_kernels tensor_kernels_avx512;
+
+/* The kernel table of the instruction set in use (chosen on first use). */
+const struct tensor_kernels *tensor_kernels_current(void);
+
+/* Rows a matmul kernel handles together; threads get multiples of it. */
+#define TENSOR_ROW_TILE 16
+
+/* Scratch memory owned by the pool, at least size bytes, 64-byte aligned;
+ * NULL if it could not be grown. Valid until the next call. */
+void *tensor_pool_scratch(struct tensor_pool *pool, size_t size);
+
+/* Scalar kernels, also the building blocks the SIMD tables fall back to. */
+void tensor_matmul_f32_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch);
+void tensor_matmul_f16_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch);
+void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch);
+void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch);
+size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch);
+void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
+                              int32_t offset);
+void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps);
+void tensor_softmax_scalar(float *x, int n);
+void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n);
+float tensor_dot_scalar(const float *a, const float *b, int n);
+void tensor_axpy_scalar(float *y, float a, const float *x, int n);
+
+#endif

@@ -1,0 +1,143 @@
+/* test_batch_invariance.c -- invariant I5: a sequence's logits are bit for
+ * bit the same whether its prompt is prefilled in one pass or in chunks,
+ * whether other sequences share its passes, and however many threads run.
+ * Runs on seeded random models of every weight type (written by
+ * model_write_random), so it needs nothing from ../shared. */
+#include "engine/engine.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PROMPT_LEN 37
+#define MAX_BATCH 64
+
+/* One token of a batch under construction. */
+struct batch_builder {
+    int n;
+    int tokens[MAX_BATCH];
+    int positions[MAX_BATCH];
+    struct kv_sequence *seqs[MAX_BATCH];
+    uint8_t want[MAX_BATCH];
+};
+
+static void add_token(struct batch_builder *b, struct kv_sequence *seq, int token, int position,
+                      int want) {
+    b->tokens[b->n] = token;
+    b->positions[b->n] = position;
+    b->seqs[b->n] = seq;
+    b->want[b->n] = (uint8_t)want;
+    b->n++;
+}
+
+static int run(struct engine *engine, struct batch_builder *b) {
+    char err[256];
+    struct engine_batch batch = {b->n, b->tokens, b->positions, b->seqs, b->want};
+    int rows = engine_forward(engine, &batch, err, sizeof(err));
+    if (rows < 0) fprintf(stderr, "forward: %s\n", err);
+    b->n = 0;
+    return rows;
+}
+
+/* Logits of the last prompt token of `prompt` prefilled in chunks of
+ * `chunk`, copied to out. */
+static void prefill_alone(struct engine *engine, const int *prompt, int chunk, float *out) {
+    struct kv_sequence seq = {0};
+    struct batch_builder b = {0};
+    int vocab = engine->model->config.vocab_size;
+    CHECK(kv_sequence_reserve(&engine->kv, &seq, PROMPT_LEN) == 0);
+    for (int i = 0; i < PROMPT_LEN; i++) {
+        add_token(&b, &seq, prompt[i], i, i == PROMPT_LEN - 1);
+        if (b.n == chunk || i == PROMPT_LEN - 1) CHECK(run(engine, &b) >= 0);
+    }
+    memcpy(out, engine->logits, (size_t)vocab * sizeof(float));
+    kv_sequence_release(&engine->kv, &seq);
+}
+
+/* The same prompt prefilled while another sequence decodes and a third
+ * prefills beside it, in every pass; logits of our last token into out. */
+static void prefill_shared(struct engine *engine, const int *prompt, const int *other,
+                           float *out) {
+    struct kv_sequence seq = {0}, neighbour = {0}, third = {0};
+    struct batch_builder b = {0};
+    int vocab = engine->model->config.vocab_size;
+    CHECK(kv_sequence_reserve(&engine->kv, &seq, PROMPT_LEN) == 0);
+    CHECK(kv_sequence_reserve(&engine->kv, &neighbour, PROMPT_LEN) == 0);
+    CHECK(kv_sequence_reserve(&engine->kv, &third, PROMPT_LEN) == 0);
+    /* neighbour starts first: its whole prompt minus one token */
+    for (int i = 0; i < PROMPT_LEN - 8; i++) add_token(&b, &neighbour, other[i], i, 0);
+    CHECK(run(engine, &b) >= 0);
+    /* then chunks of 5 of ours, each with one decode token of neighbour's and
+     * 2 tokens of a third prompt */
+    int decoded = PROMPT_LEN - 8, third_done = 0, rows = 0;
+    for (int start = 0; start < PROMPT_LEN; start += 5) {
+        if (decoded < PROMPT_LEN) add_token(&b, &neighbour, other[decoded], decoded, 1), decoded++;
+        for (int k = 0; k < 2 && third_done < PROMPT_LEN; k++, third_done++)
+            add_token(&b, &third, other[PROMPT_LEN - 1 - third_done], third_done, 0);
+        int len = PROMPT_LEN - start < 5 ? PROMPT_LEN - start : 5;
+        for (int i = 0; i < len; i++)
+            add_token(&b, &seq, prompt[start + i], start + i, start + i == PROMPT_LEN - 1);
+        int last_is_ours = start + len == PROMPT_LEN;
+        rows = run(engine, &b);
+        CHECK(rows >= 1);
+        if (last_is_ours) memcpy(out, engine->logits + (size_t)(rows - 1) * vocab,
+                                 (size_t)vocab * sizeof(float));
+    }
+    kv_sequence_release(&engine->kv, &seq);
+    kv_sequence_release(&engine->kv, &neighbour);
+    kv_sequence_release(&engine->kv, &third);
+}
+
+static void check_model_type(enum tensor_type type, enum model_arch arch) {
+    char path[512], err[512];
+    struct model_random_params params = {arch, 128, 256, 2, 4, 2, 300, 128, type, 7};
+    struct model *model;
+    struct engine engine;
+    int prompt[PROMPT_LEN], other[PROMPT_LEN];
+    test_tmp_path(path, sizeof(path), "invariance.gguf");
+    CHECK(model_write_random(&params, path, err, sizeof(err)) == 0);
+    if (model_load(&model, path, err, sizeof(err))) {
+        CHECK_MSG(0, "load: %s", err);
+        remove(path);
+        return;
+    }
+    int vocab = model->config.vocab_size;
+    for (int i = 0; i < PROMPT_LEN; i++) {
+        prompt[i] = (i * 37 + 11) % vocab;
+        other[i] = (i * 53 + 5) % vocab;
+    }
+    float *reference = malloc((size_t)vocab * sizeof(float));
+    float *got = malloc((size_t)vocab * sizeof(float));
+    for (int threads = 1; threads <= 2; threads++) {
+        struct engine_params ep = {threads, MAX_BATCH, 0, 16, 32};
+        CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
+        if (threads == 1) prefill_alone(&engine, prompt, PROMPT_LEN, reference);
+        static const int chunks[] = {PROMPT_LEN, 1, 3, 16};
+        for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+            prefill_alone(&engine, prompt, chunks[c], got);
+            CHECK_MSG(memcmp(got, reference, (size_t)vocab * sizeof(float)) == 0,
+                      "%s/%s: chunks of %d with %d threads change the logits (max diff %g)",
+                      model_arch_name(arch), tensor_type_name(type), chunks[c], threads,
+                      test_max_abs_diff(got, reference, vocab));
+        }
+        prefill_shared(&engine, prompt, other, got);
+        CHECK_MSG(memcmp(got, reference, (size_t)vocab * sizeof(float)) == 0,
+                  "%s/%s: sharing passes with %d threads changes the logits (max diff %g)",
+                  model_arch_name(arch), tensor_type_name(type), threads,
+                  test_max_abs_diff(got, reference, vocab));
+        engine_free(&engine);
+    }
+    free(reference);
+    free(got);
+    model_free(model);
+    remove(path);
+}
+
+int main(void) {
+    static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0, TENSOR_Q4_0};
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+        check_model_type(types[t], MODEL_ARCH_LLAMA);
+    check_model_type(TENSOR_Q8_0, MODEL_ARCH_QWEN2);
+    check_model_type(TENSOR_F32, MODEL_ARCH_QWEN3);
+    return test_status("test_batch_invariance");
+}
