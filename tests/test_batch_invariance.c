@@ -2,7 +2,8 @@
  * bit the same whether its prompt is prefilled in one pass or in chunks,
  * whether other sequences share its passes, and however many threads run.
  * Runs on seeded random models of every weight type (written by
- * model_write_random), so it needs nothing from ../shared. */
+ * model_write_random), so it needs nothing from ../shared.
+ * ctest-labels: concurrency */
 #include "engine/engine.h"
 #include "testutil.h"
 
