@@ -103,7 +103,7 @@ static int gguf_parse_kvs(struct gguf_file_impl *impl, struct gguf_reader *reade
     struct gguf_file *file = &impl->file;
     size_t n = (size_t)file->n_kv;
     file->kv = calloc(n > 0 ? n : 1, sizeof(*file->kv));
-    impl->kv_by_key = calloc(n > 0 ? n : 1, sizeof(*impl->kv_by_key));
+    impl->kv_by_key = calloc(n > 0 ? n : 1, sizeof(const struct gguf_kv *));
     if (file->kv == NULL || impl->kv_by_key == NULL)
         return gguf_fail(reader, "out of memory for %zu metadata kvs", n);
     for (size_t i = 0; i < n; i++) {
@@ -118,7 +118,7 @@ static int gguf_parse_kvs(struct gguf_file_impl *impl, struct gguf_reader *reade
         if (gguf_read_value(reader, (enum gguf_type)type, &kv->value)) return -1;
         impl->kv_by_key[i] = kv;
     }
-    qsort(impl->kv_by_key, n, sizeof(*impl->kv_by_key), gguf_compare_kv);
+    qsort(impl->kv_by_key, n, sizeof(const struct gguf_kv *), gguf_compare_kv);
     for (size_t i = 1; i < n; i++) {
         if (gguf_string_compare(impl->kv_by_key[i - 1]->key, impl->kv_by_key[i]->key) == 0) {
             gguf_set_context(reader, "metadata key", impl->kv_by_key[i]->key);
@@ -140,7 +140,7 @@ static int gguf_parse_alignment(struct gguf_file *file, struct gguf_reader *read
         if (kv->value.v.i64 <= 0)
             return gguf_fail(reader, "value %" PRId64 " is not a power of two", kv->value.v.i64);
     } else if (type > GGUF_TYPE_UINT32 && type != GGUF_TYPE_UINT64) {
-        return gguf_fail(reader, "has type %s, expected uint32", gguf_type_name((int)type));
+        return gguf_fail(reader, "has type %s, expected uint32", gguf_value_type_name((int)type));
     }
     uint64_t alignment = kv->value.v.u64;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
@@ -152,8 +152,7 @@ static int gguf_parse_alignment(struct gguf_file *file, struct gguf_reader *read
 /* ---- tensor infos ---- */
 
 /* Checks a tensor's type and shape and works out its element count and size. */
-static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type,
-                            struct gguf_reader *reader) {
+static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type, struct gguf_reader *reader) {
     uint64_t n = 1;
     for (int d = 0; d < tensor->n_dims; d++) {
         uint64_t dim = tensor->dims[d];
@@ -166,15 +165,17 @@ static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type,
         n *= dim;
     }
     if (!tensor_type_is_valid((int)type))
-        return gguf_fail(reader, "tensor type %" PRIu32 " is not supported (only f32, f16, q8_0 "
-                                 "and q4_0)",
+        return gguf_fail(reader,
+                         "tensor type %" PRIu32 " is not supported (only f32, f16, q8_0 "
+                         "and q4_0)",
                          type);
     tensor->type = (enum tensor_type)type;
     tensor->n_elements = n;
     uint64_t block = (uint64_t)tensor_type_block_elements(tensor->type);
     uint64_t block_bytes = tensor_type_block_bytes(tensor->type);
     if (tensor->dims[0] % block != 0)
-        return gguf_fail(reader, "row length %" PRIu64 " is not a multiple of the %s block size %" PRIu64,
+        return gguf_fail(reader,
+                         "row length %" PRIu64 " is not a multiple of the %s block size %" PRIu64,
                          tensor->dims[0], tensor_type_name(tensor->type), block);
     uint64_t blocks = n / block;
     if (blocks > reader->size / block_bytes)
@@ -207,7 +208,8 @@ static int gguf_place_tensor(struct gguf_file *file, struct gguf_tensor *tensor,
                              struct gguf_reader *reader) {
     gguf_set_context(reader, "tensor", tensor->name);
     if (tensor->offset % file->alignment != 0)
-        return gguf_fail(reader, "data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
+        return gguf_fail(reader,
+                         "data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
                          tensor->offset, file->alignment);
     uint64_t room = file->data_offset <= file->size ? file->size - file->data_offset : 0;
     if (tensor->offset > room || tensor->size > room - tensor->offset) {
@@ -228,8 +230,8 @@ static int gguf_parse_tensors(struct gguf_file_impl *impl, struct gguf_reader *r
     struct gguf_file *file = &impl->file;
     size_t n = (size_t)file->n_tensors;
     file->tensors = calloc(n > 0 ? n : 1, sizeof(*file->tensors));
-    impl->by_name = calloc(n > 0 ? n : 1, sizeof(*impl->by_name));
-    impl->by_offset = calloc(n > 0 ? n : 1, sizeof(*impl->by_offset));
+    impl->by_name = calloc(n > 0 ? n : 1, sizeof(const struct gguf_tensor *));
+    impl->by_offset = calloc(n > 0 ? n : 1, sizeof(const struct gguf_tensor *));
     if (file->tensors == NULL || impl->by_name == NULL || impl->by_offset == NULL)
         return gguf_fail(reader, "out of memory for %zu tensors", n);
     for (size_t i = 0; i < n; i++) {
@@ -242,14 +244,14 @@ static int gguf_parse_tensors(struct gguf_file_impl *impl, struct gguf_reader *r
     for (size_t i = 0; i < n; i++)
         if (gguf_place_tensor(file, &file->tensors[i], reader)) return -1;
 
-    qsort(impl->by_name, n, sizeof(*impl->by_name), gguf_compare_name);
+    qsort(impl->by_name, n, sizeof(const struct gguf_tensor *), gguf_compare_name);
     for (size_t i = 1; i < n; i++) {
         if (gguf_string_compare(impl->by_name[i - 1]->name, impl->by_name[i]->name) == 0) {
             gguf_set_context(reader, "tensor", impl->by_name[i]->name);
             return gguf_fail(reader, "name appears more than once");
         }
     }
-    qsort(impl->by_offset, n, sizeof(*impl->by_offset), gguf_compare_offset);
+    qsort(impl->by_offset, n, sizeof(const struct gguf_tensor *), gguf_compare_offset);
     for (size_t i = 1; i < n; i++) {
         const struct gguf_tensor *a = impl->by_offset[i - 1], *b = impl->by_offset[i];
         if (b->offset - a->offset < a->size) {
@@ -267,8 +269,8 @@ static int gguf_parse_tensors(struct gguf_file_impl *impl, struct gguf_reader *r
 
 /* ---- open and close ---- */
 
-static int gguf_parse_image(struct gguf_file **out, const void *data, size_t size,
-                            const char *name, char *err, size_t errlen) {
+static int gguf_parse_image(struct gguf_file **out, const void *data, size_t size, const char *name,
+                            char *err, size_t errlen) {
     *out = NULL;
     struct gguf_file_impl *impl = calloc(1, sizeof(*impl));
     char *path = strdup(name);
@@ -283,7 +285,11 @@ static int gguf_parse_image(struct gguf_file **out, const void *data, size_t siz
     file->base = data;
     file->size = size;
     struct gguf_reader reader = {
-        .base = data, .size = size, .name = path, .err = err, .errlen = errlen,
+        .base = data,
+        .size = size,
+        .name = path,
+        .err = err,
+        .errlen = errlen,
         .arena = &impl->arena,
     };
     if (gguf_parse_header(file, &reader) || gguf_parse_kvs(impl, &reader) ||
@@ -357,8 +363,10 @@ const struct gguf_kv *gguf_find(const struct gguf_file *file, const char *key) {
         size_t mid = lo + (hi - lo) / 2;
         int c = gguf_string_compare(impl->kv_by_key[mid]->key, wanted);
         if (c == 0) return impl->kv_by_key[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -371,8 +379,10 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *file, const c
         size_t mid = lo + (hi - lo) / 2;
         int c = gguf_string_compare(impl->by_name[mid]->name, wanted);
         if (c == 0) return impl->by_name[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }

@@ -18,10 +18,11 @@
 
 /* Fewest bytes each record can take in a file: used to refuse a count that
  * the file cannot hold before anything is allocated for it. */
-#define GGUF_MIN_KV_BYTES          13 /* key length (8) + type (4) + a 1-byte value */
-#define GGUF_MIN_TENSOR_INFO_BYTES 32 /* name length (8) + n_dims (4) + 1 dim (8) + type (4) +
-                                         offset (8) */
-#define GGUF_MIN_NESTED_BYTES      12 /* element type (4) + count (8) */
+#define GGUF_MIN_KV_BYTES 13 /* key length (8) + type (4) + a 1-byte value */
+#define GGUF_MIN_TENSOR_INFO_BYTES                                                                 \
+    32                           /* name length (8) + n_dims (4) + 1 dim (8) + type (4) +          \
+                                    offset (8) */
+#define GGUF_MIN_NESTED_BYTES 12 /* element type (4) + count (8) */
 
 /* One chunk of the arena; tables are carved from data. */
 struct gguf_arena_chunk {
@@ -34,11 +35,11 @@ struct gguf_arena_chunk {
 /* Where parsing stands: the image, the read position, and what is being
  * read (for error messages). */
 struct gguf_reader {
-    const uint8_t *base;             /* first byte of the image */
-    size_t size;                     /* bytes of the image */
-    size_t pos;                      /* next byte to read */
-    const char *name;                /* file name for messages */
-    char *err;                       /* message buffer (errlen bytes) */
+    const uint8_t *base; /* first byte of the image */
+    size_t size;         /* bytes of the image */
+    size_t pos;          /* next byte to read */
+    const char *name;    /* file name for messages */
+    char *err;           /* message buffer (errlen bytes) */
     size_t errlen;
     char context[128];               /* the record being read, e.g. "metadata key 'x'" */
     struct gguf_arena_chunk **arena; /* tables allocated while parsing; owned by the file */

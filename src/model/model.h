@@ -125,7 +125,7 @@ int gguf_string_equals(struct gguf_string s, const char *c);
  * (Array data in the mapping is unaligned: read it through this or memcpy.) */
 struct gguf_value gguf_array_element(const struct gguf_value *array, uint64_t i);
 /* Name of a value type ("uint32", "string", ...), or NULL for an unknown id. */
-const char *gguf_type_name(int type);
+const char *gguf_value_type_name(int type);
 
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *file, const char *name);
 
@@ -243,6 +243,27 @@ int model_is_gguf(const char *path);
  * the file into model->mapping and checks that its size is exactly what the
  * header implies. model_load calls it for files without the GGUF magic. */
 int llama2c_load(struct model *model, const char *path, char *err, size_t errlen);
+
+/* A vocabulary as GGUF's tokenizer.ggml.* keys hold it. */
+struct model_vocab {
+    const char *model;        /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" */
+    int n_tokens;
+    const char *const *texts; /* (n_tokens) token texts */
+    const uint64_t *lengths;  /* (n_tokens) their byte lengths */
+    const float *scores;      /* (n_tokens) merge scores, or NULL */
+    const int32_t *types;     /* (n_tokens) llama.cpp token types, or NULL */
+    int bos, eos, unk;        /* special ids, -1 if none */
+    int add_bos;              /* tokenizer.ggml.add_bos_token */
+};
+
+/* Writes model (loaded from GGUF or llama2.c) as a GGUF v3 file with the
+ * architecture's keys, the vocabulary, and its 2-D weights converted to type
+ * (a matrix whose rows are not whole 32-element blocks stays F32 when type
+ * is quantized, as llama.cpp's quantizer does); norms and biases stay F32.
+ * name goes to general.name. */
+int model_write_gguf(const struct model *model, enum tensor_type type,
+                     const struct model_vocab *vocab, const char *name, const char *path,
+                     char *err, size_t errlen);
 
 /* Parameters of a seeded random model (lockstep convert --random). */
 struct model_random_params {

@@ -52,8 +52,8 @@ static struct tokenizer_bigram heap_pop(struct bigram_heap *heap) {
 
 /* Scores the pair (left, left's next) and queues it if it may merge. */
 static void try_pair(struct bigram_heap *heap, const char *text,
-                     const struct tokenizer_symbol *symbols, int left,
-                     tokenizer_pair_scorer scorer, const void *ctx) {
+                     const struct tokenizer_symbol *symbols, int left, tokenizer_pair_scorer scorer,
+                     const void *ctx) {
     if (left < 0 || symbols[left].next < 0) return;
     int right = symbols[left].next;
     float score;

@@ -26,20 +26,8 @@ static int score_pair(const void *ctx, const char *text, size_t start, size_t le
 
 /* The text with the space prefix and spaces as "▁", into buf (3 * len + 3). */
 static size_t escape_text(const struct tokenizer *tok, const char *text, size_t len, char *buf) {
-    size_t n = 0;
-    if (tok->add_space_prefix) {
-        memcpy(buf, "\xe2\x96\x81", 3);
-        n = 3;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') {
-            memcpy(buf + n, "\xe2\x96\x81", 3);
-            n += 3;
-        } else {
-            buf[n++] = text[i];
-        }
-    }
-    return n;
+    size_t n = tok->add_space_prefix ? tokenizer_spm_escape(" ", 1, buf) : 0;
+    return n + tokenizer_spm_escape(text, len, buf + n);
 }
 
 /* Emits the token for one final symbol, or its bytes as byte tokens. */
@@ -55,8 +43,8 @@ static int emit_symbol(const struct tokenizer *tok, const char *text, size_t len
         id = tok->byte_token[byte] >= 0 ? tok->byte_token[byte] : tok->unk;
         if (id < 0) {
             snprintf(err, errlen,
-                     "tokenizer: byte 0x%02X has no token (no <0x%02X> and no unknown token)",
-                     byte, byte);
+                     "tokenizer: byte 0x%02X has no token (no <0x%02X> and no unknown token)", byte,
+                     byte);
             return -1;
         }
         tokenizer_output_push(out, id);
@@ -71,10 +59,11 @@ int tokenizer_encode_spm(const struct tokenizer *tok, const char *text, size_t l
         snprintf(err, errlen, "tokenizer: text of %zu bytes is too long to encode", len);
         return -1;
     }
-    size_t cap = 3 * len + 3;
-    char *buf = malloc(cap);
-    struct tokenizer_symbol *symbols = malloc(cap * sizeof(*symbols));
-    struct tokenizer_bigram *heap = malloc(3 * cap * sizeof(*heap));
+    /* Every input byte starts at most one character; the prefix adds one. */
+    size_t max_symbols = len + 1;
+    char *buf = malloc(3 * len + 3);
+    struct tokenizer_symbol *symbols = malloc(max_symbols * sizeof(*symbols));
+    struct tokenizer_bigram *heap = malloc(3 * max_symbols * sizeof(*heap));
     int rc = -1;
     if (!buf || !symbols || !heap) {
         snprintf(err, errlen, "tokenizer: out of memory encoding %zu bytes", len);

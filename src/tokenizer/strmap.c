@@ -40,8 +40,7 @@ static struct tokenizer_map_slot *find_slot(const struct tokenizer_map *map, con
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct tokenizer_map_slot *slot = &map->slots[i];
         if (!slot->key) return slot;
-        if (slot->hash == hash && slot->len == len && memcmp(slot->key, key, len) == 0)
-            return slot;
+        if (slot->hash == hash && slot->len == len && memcmp(slot->key, key, len) == 0) return slot;
     }
 }
 

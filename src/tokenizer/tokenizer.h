@@ -57,6 +57,19 @@ size_t tokenizer_max_token_bytes(const struct tokenizer *tok);
  * e.g. to place a chat template's control tokens; -1 if there is none. */
 int tokenizer_find(const struct tokenizer *tok, const char *piece, size_t len);
 
+/* A vocabulary entry as GGUF stores it: the lookup text (SPM spaces as
+ * "\xe2\x96\x81"), the merge score and llama.cpp's token type number (1 normal,
+ * 2 unknown, 3 control, 6 byte, ...). */
+struct tokenizer_entry {
+    const char *text; /* NUL-terminated, owned by the tokenizer */
+    size_t text_len;
+    float score;
+    int type;
+};
+
+/* Fills entry for token id; -1 if id is out of range. */
+int tokenizer_token_entry(const struct tokenizer *tok, int id, struct tokenizer_entry *entry);
+
 /* Incremental decoder for one stream of generated tokens: holds back the
  * bytes of an incomplete UTF-8 character until it completes, and drops the
  * SPM space prefix of the first token when the stream starts a text. */
@@ -64,7 +77,7 @@ struct tokenizer_stream {
     const struct tokenizer *tok;
     unsigned char pending[8]; /* bytes of an incomplete UTF-8 sequence */
     int n_pending;
-    int at_start;             /* 1 until the first text byte is emitted */
+    int at_start; /* 1 until the first text byte is emitted */
 };
 
 void tokenizer_stream_init(struct tokenizer_stream *stream, const struct tokenizer *tok,

@@ -55,22 +55,24 @@ int tokenizer_map_get(const struct tokenizer_map *map, const char *key, size_t l
 
 /* One vocabulary entry. Offsets index tok->arena. */
 struct tokenizer_token {
-    size_t piece;      /* the vocabulary's own text (tokenizer_piece) */
+    size_t piece; /* the vocabulary's own text (tokenizer_piece) */
     size_t piece_len;
-    size_t text;       /* the form encoders look up: "▁" for spaces in SPM */
+    size_t text; /* the form encoders look up: "▁" for spaces in SPM */
     size_t text_len;
-    size_t bytes;      /* decoded bytes (tokenizer_token_bytes) */
+    size_t bytes; /* decoded bytes (tokenizer_token_bytes) */
     size_t bytes_len;
-    float score;       /* SPM merge priority (higher merges first) */
-    int type;          /* enum tokenizer_token_type */
+    float score; /* SPM merge priority (higher merges first) */
+    int type;    /* enum tokenizer_token_type */
 };
 
 /* The GPT-2 style pre-tokenizer regex (bpe.c). */
 struct tokenizer_pretokenizer;
 
+/* A loaded vocabulary and everything derived from it; read-only once
+ * tokenizer_finish has run. */
 struct tokenizer {
-    enum tokenizer_kind kind;
-    int n_vocab;
+    enum tokenizer_kind kind;       /* SPM or BPE: which encoder runs */
+    int n_vocab;                    /* tokens; ids are 0..n_vocab-1 */
     struct tokenizer_token *tokens; /* (n_vocab) */
     char *arena;                    /* all token strings, each NUL-terminated */
     size_t arena_len;               /* bytes used */
@@ -82,10 +84,10 @@ struct tokenizer {
     int add_bos;                    /* 1 if prompts start with BOS */
     int add_space_prefix;           /* SPM: 1 to prefix the text with a space */
     /* BPE only */
-    char *merge_arena;              /* merge strings "left right", NUL-terminated */
-    struct tokenizer_map merges;    /* "left right" -> rank */
+    char *merge_arena;           /* merge strings "left right", NUL-terminated */
+    struct tokenizer_map merges; /* "left right" -> rank */
     struct tokenizer_pretokenizer *pretokenizer;
-    int ignore_merges;              /* 1: a word that is a whole token is not merged */
+    int ignore_merges; /* 1: a word that is a whole token is not merged */
 };
 
 /* Allocates a tokenizer for n_vocab tokens with no specials yet. NULL when
@@ -98,6 +100,9 @@ int tokenizer_add_token(struct tokenizer *tok, int id, const char *piece, size_t
 /* Builds the lookup map, decoded bytes and byte table once every token is
  * in. name is the source file for messages. */
 int tokenizer_finish(struct tokenizer *tok, const char *name, char *err, size_t errlen);
+/* text with every space spelled "▁" (SentencePiece's visible space), into
+ * buf (room for 3 * len); returns the length. */
+size_t tokenizer_spm_escape(const char *text, size_t len, char *buf);
 /* Parses "<0xXX>" into *byte; returns 1 if text is such a byte token. */
 int tokenizer_parse_byte_token(const char *text, size_t len, unsigned char *byte);
 
@@ -105,9 +110,9 @@ int tokenizer_parse_byte_token(const char *text, size_t len, unsigned char *byte
 
 /* Where encoders put their ids: writes while there is room, always counts. */
 struct tokenizer_output {
-    int *ids;
-    int max_ids;
-    int n_ids;
+    int *ids;    /* (max_ids) the caller's array */
+    int max_ids; /* room in ids */
+    int n_ids;   /* ids produced so far, possibly more than max_ids */
 };
 
 static inline void tokenizer_output_push(struct tokenizer_output *out, int id) {
@@ -121,9 +126,10 @@ int tokenizer_encode_bpe(const struct tokenizer *tok, const char *text, size_t l
                          struct tokenizer_output *out, char *err, size_t errlen);
 
 /* BPE setup (bpe.c): compiles the split regex named by pre (NULL, "default"
- * and "gpt-2" mean GPT-2's) and reads the merges into tok->merges. */
-int tokenizer_bpe_init(struct tokenizer *tok, const char *pre, size_t pre_len, char *err,
-                       size_t errlen);
+ * and "gpt-2" mean GPT-2's; name is the file, for messages), then
+ * tokenizer_bpe_add_merges reads the merges into tok->merges. */
+int tokenizer_bpe_init(struct tokenizer *tok, const char *pre, size_t pre_len, const char *name,
+                       char *err, size_t errlen);
 int tokenizer_bpe_add_merges(struct tokenizer *tok, const char *const *merges,
                              const size_t *lengths, size_t n, const char *name, char *err,
                              size_t errlen);
@@ -159,8 +165,7 @@ typedef int (*tokenizer_pair_scorer)(const void *ctx, const char *text, size_t s
  * none may merge. heap must hold 3 * n bigrams. Afterwards the surviving
  * symbols are linked from symbols[0]. */
 void tokenizer_merge(const char *text, struct tokenizer_symbol *symbols, int n,
-                     struct tokenizer_bigram *heap, tokenizer_pair_scorer scorer,
-                     const void *ctx);
+                     struct tokenizer_bigram *heap, tokenizer_pair_scorer scorer, const void *ctx);
 
 /* ---- UTF-8 ---- */
 

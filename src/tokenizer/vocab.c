@@ -11,7 +11,7 @@
 #include "tokenizer/tokenizer_internal.h"
 
 /* "▁" (U+2581), SentencePiece's visible space. */
-static const char spm_space[] = "\xe2\x96\x81";
+static const char spm_space[3] = {'\xe2', '\x96', '\x81'};
 
 struct tokenizer *tokenizer_create(enum tokenizer_kind kind, int n_vocab) {
     struct tokenizer *tok = calloc(1, sizeof(*tok));
@@ -69,10 +69,14 @@ int tokenizer_parse_byte_token(const char *text, size_t len, unsigned char *byte
     for (int i = 3; i < 5; i++) {
         char c = text[i];
         unsigned digit;
-        if (c >= '0' && c <= '9') digit = (unsigned)(c - '0');
-        else if (c >= 'A' && c <= 'F') digit = (unsigned)(c - 'A' + 10);
-        else if (c >= 'a' && c <= 'f') digit = (unsigned)(c - 'a' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            digit = (unsigned)(c - '0');
+        else if (c >= 'A' && c <= 'F')
+            digit = (unsigned)(c - 'A' + 10);
+        else if (c >= 'a' && c <= 'f')
+            digit = (unsigned)(c - 'a' + 10);
+        else
+            return 0;
         value = value * 16 + digit;
     }
     *byte = (unsigned char)value;
@@ -120,13 +124,26 @@ static size_t utf8_decode(const unsigned char *s, size_t len, unsigned *cp) {
     return n;
 }
 
+size_t tokenizer_spm_escape(const char *text, size_t len, char *buf) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(buf + n, spm_space, sizeof(spm_space));
+            n += sizeof(spm_space);
+        } else {
+            buf[n++] = text[i];
+        }
+    }
+    return n;
+}
+
 /* SPM text with every "▁" turned back into a space, into buf (>= len). */
 static size_t spm_unescape(const char *text, size_t len, char *buf) {
     size_t n = 0;
     for (size_t i = 0; i < len;) {
-        if (len - i >= 3 && memcmp(text + i, spm_space, 3) == 0) {
+        if (len - i >= sizeof(spm_space) && memcmp(text + i, spm_space, sizeof(spm_space)) == 0) {
             buf[n++] = ' ';
-            i += 3;
+            i += sizeof(spm_space);
         } else {
             buf[n++] = text[i++];
         }
@@ -200,7 +217,8 @@ static void build_byte_tokens(struct tokenizer *tok) {
     }
 }
 
-int tokenizer_finish(struct tokenizer *tok, const char *name, char *err, size_t errlen) {
+/* Stores the decoded bytes of every token (tokenizer_token_bytes). */
+static int decode_tokens(struct tokenizer *tok, const char *name, char *err, size_t errlen) {
     size_t longest = 0;
     for (int id = 0; id < tok->n_vocab; id++) {
         size_t len = tok->tokens[id].text_len;
@@ -208,11 +226,8 @@ int tokenizer_finish(struct tokenizer *tok, const char *name, char *err, size_t 
         if (len > longest) longest = len;
     }
     char *buf = malloc(longest + 1);
-    if (!buf) {
-        snprintf(err, errlen, "%s: out of memory decoding the vocabulary", name);
-        return -1;
-    }
-    for (int id = 0; id < tok->n_vocab; id++) {
+    int rc = buf ? 0 : -1;
+    for (int id = 0; id < tok->n_vocab && rc == 0; id++) {
         struct tokenizer_token *t = &tok->tokens[id];
         long n = decode_token(tok, id, buf);
         if (n < 0) {
@@ -221,24 +236,30 @@ int tokenizer_finish(struct tokenizer *tok, const char *name, char *err, size_t 
             free(buf);
             return -1;
         }
-        t->bytes = arena_append(tok, buf, (size_t)n);
+        /* Most tokens decode to their own text: share it. */
+        if ((size_t)n == t->text_len && memcmp(buf, tok->arena + t->text, (size_t)n) == 0)
+            t->bytes = t->text;
+        else
+            t->bytes = arena_append(tok, buf, (size_t)n);
         t->bytes_len = (size_t)n;
-        if (t->bytes == (size_t)-1) {
-            snprintf(err, errlen, "%s: out of memory decoding the vocabulary", name);
-            free(buf);
-            return -1;
-        }
+        if (t->bytes == (size_t)-1) rc = -1;
         if ((size_t)n > tok->max_token_bytes) tok->max_token_bytes = (size_t)n;
     }
     free(buf);
+    if (rc != 0) snprintf(err, errlen, "%s: out of memory decoding the vocabulary", name);
+    return rc;
+}
+
+int tokenizer_finish(struct tokenizer *tok, const char *name, char *err, size_t errlen) {
+    if (decode_tokens(tok, name, err, errlen) != 0) return -1;
     /* The arena is complete: keys may now point into it. */
     if (tokenizer_map_init(&tok->lookup, (size_t)tok->n_vocab) != 0) {
         snprintf(err, errlen, "%s: out of memory building the token map", name);
         return -1;
     }
     for (int id = 0; id < tok->n_vocab; id++)
-        tokenizer_map_put(&tok->lookup, tok->arena + tok->tokens[id].text,
-                          tok->tokens[id].text_len, id);
+        tokenizer_map_put(&tok->lookup, tok->arena + tok->tokens[id].text, tok->tokens[id].text_len,
+                          id);
     build_byte_tokens(tok);
     return 0;
 }

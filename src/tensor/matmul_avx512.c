@@ -1,0 +1,490 @@
+/* matmul_avx512.c -- AVX-512 (F, BW, VL, DQ, VNNI) matmul kernels.
+ *
+ * Float weights (F32, F16): each output element keeps 16 lane sums (lane l
+ * takes elements i = l mod 16, fused multiply-adds in order of i; the tail
+ * is a masked load, adding zeros) and adds the lanes with one fixed tree.
+ * Tiles of rows x batch columns share loads; the tile shape never changes
+ * the per-element sequence.
+ *
+ * Quantized weights (Q8_0, Q4_0) against Q8_0 activations: the exact
+ * integer dot per 32-block comes from vpdpbusd (unsigned x signed bytes):
+ * weights are made unsigned (Q8_0: w + 128; Q4_0: the raw nibble) and the
+ * activation block's bias -offset * sum(x) (matmul.c) restores the signed
+ * sum. The float step per block is the scalar one, vectorized over 16 rows.
+ * Two shapes, same bits:
+ *  - GEMV (small batch): rows are read as stored and the per-row integer
+ *    sums are reduced across lanes;
+ *  - GEMM: a panel of 16 rows is repacked once per batch block so that one
+ *    64-byte load holds 4 consecutive weights of each of the 16 rows; each
+ *    vpdpbusd then adds 4 products into 16 row lanes for one batch column
+ *    (the activation's 4 bytes broadcast), with no reduction at all. */
+#include "tensor_internal.h"
+
+#include <immintrin.h>
+#include <limits.h>
+#include <string.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* ---- float weights ---- */
+
+/* Float tile shapes: GEMV uses 8 rows x 1 column, GEMM 4 rows x 6 columns. */
+#define GEMV_ROWS 8
+#define GEMM_ROWS 4
+#define GEMM_COLS 6
+/* Float batch block: activation rows kept in L2 while a weight tile is reused. */
+#define FLOAT_BLOCK_BYTES (384 * 1024)
+
+/* The fixed lane tree: (l, l+8), then (l, l+4), (l, l+2), (l, l+1). */
+static ALWAYS_INLINE float sum_lanes(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+static ALWAYS_INLINE __m512 load_weights(const char *row, int i, int f16) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i)));
+    return _mm512_loadu_ps(row + 4 * (size_t)i);
+}
+
+static ALWAYS_INLINE __m512 load_weights_masked(const char *row, int i, __mmask16 mask, int f16) {
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, row + 2 * (size_t)i));
+    return _mm512_maskz_loadu_ps(mask, row + 4 * (size_t)i);
+}
+
+/* out[b0 + c][r0 + m] for m < nr, c < nc (nr <= NR): rows past nr repeat the
+ * last row and are not stored. */
+static ALWAYS_INLINE void float_tile(const struct tensor_matmul_job *job, int r0, int nr, int b0,
+                                     const int NR, const int nc, const int f16) {
+    const struct tensor_matrix *w = job->w;
+    const int cols = w->cols;
+    const char *rows[GEMV_ROWS];
+    const float *xs[GEMM_COLS];
+    __m512 acc[GEMV_ROWS][GEMM_COLS];
+#pragma GCC unroll 8
+    for (int m = 0; m < NR; m++)
+        rows[m] = (const char *)w->data + (size_t)(r0 + (m < nr ? m : nr - 1)) * w->row_stride;
+#pragma GCC unroll 8
+    for (int c = 0; c < nc; c++) xs[c] = job->x + (size_t)(b0 + c) * cols;
+#pragma GCC unroll 8
+    for (int m = 0; m < NR; m++)
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++) acc[m][c] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        __m512 wv[GEMV_ROWS];
+#pragma GCC unroll 8
+        for (int m = 0; m < NR; m++) wv[m] = load_weights(rows[m], i, f16);
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++) {
+            __m512 xv = _mm512_loadu_ps(xs[c] + i);
+#pragma GCC unroll 8
+            for (int m = 0; m < NR; m++) acc[m][c] = _mm512_fmadd_ps(wv[m], xv, acc[m][c]);
+        }
+    }
+    if (i < cols) {
+        __mmask16 mask = (__mmask16)((1u << (cols - i)) - 1u);
+        __m512 wv[GEMV_ROWS];
+#pragma GCC unroll 8
+        for (int m = 0; m < NR; m++) wv[m] = load_weights_masked(rows[m], i, mask, f16);
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++) {
+            __m512 xv = _mm512_maskz_loadu_ps(mask, xs[c] + i);
+#pragma GCC unroll 8
+            for (int m = 0; m < NR; m++) acc[m][c] = _mm512_fmadd_ps(wv[m], xv, acc[m][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < NR; m++)
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            if (m < nr) job->out[(size_t)(b0 + c) * w->rows + r0 + m] = sum_lanes(acc[m][c]);
+}
+
+static ALWAYS_INLINE void float_tile_columns(const struct tensor_matmul_job *job, int r0, int nr,
+                                             int b0, int nc, const int f16) {
+    switch (nc) {
+    case 1:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, 1, f16);
+        break;
+    case 2:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, 2, f16);
+        break;
+    case 3:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, 3, f16);
+        break;
+    case 4:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, 4, f16);
+        break;
+    case 5:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, 5, f16);
+        break;
+    default:
+        float_tile(job, r0, nr, b0, GEMM_ROWS, GEMM_COLS, f16);
+        break;
+    }
+}
+
+static ALWAYS_INLINE void matmul_float(const struct tensor_matmul_job *job, int row_begin,
+                                       int row_end, const int f16) {
+    if (job->batch == 1) {
+        for (int r = row_begin; r < row_end; r += GEMV_ROWS) {
+            int nr = row_end - r < GEMV_ROWS ? row_end - r : GEMV_ROWS;
+            float_tile(job, r, nr, 0, GEMV_ROWS, 1, f16);
+        }
+        return;
+    }
+    size_t row_bytes = (size_t)job->w->cols * sizeof(float);
+    int block = (int)(FLOAT_BLOCK_BYTES / row_bytes) / GEMM_COLS * GEMM_COLS;
+    if (block < GEMM_COLS) block = GEMM_COLS;
+    for (int b0 = 0; b0 < job->batch; b0 += block) {
+        int b_end = b0 + block < job->batch ? b0 + block : job->batch;
+        for (int r = row_begin; r < row_end; r += GEMM_ROWS) {
+            int nr = row_end - r < GEMM_ROWS ? row_end - r : GEMM_ROWS;
+            for (int b = b0; b < b_end; b += GEMM_COLS) {
+                int nc = b_end - b < GEMM_COLS ? b_end - b : GEMM_COLS;
+                float_tile_columns(job, r, nr, b, nc, f16);
+            }
+        }
+    }
+}
+
+void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch) {
+    (void)scratch;
+    matmul_float(job, row_begin, row_end, 0);
+}
+
+void tensor_matmul_f16_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch) {
+    (void)scratch;
+    matmul_float(job, row_begin, row_end, 1);
+}
+
+/* ---- quantized weights ---- */
+
+#define Q_ROWS 16           /* rows per vector of results */
+#define Q_GEMM_MIN_BATCH 4  /* smaller batches use the GEMV shape */
+#define Q_GEMV_COLS 3       /* batch columns a GEMV pass shares weight loads across */
+#define Q_GEMM_COLS 8       /* batch columns per GEMM micro-kernel */
+#define Q_BATCH_BLOCK 256   /* batch columns per repacked panel use */
+#define Q_PANEL_QUANTS 512  /* panel bytes per block: 8 groups x 16 rows x 4 */
+#define Q_PANEL_BLOCK (Q_PANEL_QUANTS + Q_ROWS * (int)sizeof(float)) /* + 16 scales */
+
+/* One block's float step for 16 rows: acc + (float)dot * (d_w * d_x). */
+static ALWAYS_INLINE __m512 add_blocks(__m512 acc, __m512i dot, __m512 d_w, float d_x) {
+    __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x));
+    __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), scale);
+    return _mm512_add_ps(acc, term);
+}
+
+/* The fp16 scales at byte offset within 16 rows (a gather of 32-bit words
+ * whose low half is the scale). */
+static ALWAYS_INLINE __m512 gather_scales(const char *row0, __m512i row_offsets, size_t offset) {
+    __m512i words = _mm512_i32gather_epi32(row_offsets, row0 + offset, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+static ALWAYS_INLINE __m512i add_pairs_epi32(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+
+static ALWAYS_INLINE __m512i add_pairs_epi64(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+/* Q8_0 block j of 16 rows against one activation block: s[p] holds the
+ * 8-lane partial dots of rows (p, p+4) for p < 4 and (p+4, p+8) for p >= 4,
+ * an order that makes the reduction below come out in row order. */
+static ALWAYS_INLINE __m512i q8_0_dots(const char *const *rows, size_t offset, __m512i x2) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i s[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) {
+        int a = p < 4 ? p : p + 4, b = a + 4;
+        __m256i low = _mm256_loadu_si256((const __m256i *)(rows[a] + offset));
+        __m256i high = _mm256_loadu_si256((const __m256i *)(rows[b] + offset));
+        __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+        s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(both, flip), x2);
+    }
+    __m512i u0 = add_pairs_epi64(add_pairs_epi32(s[0], s[1]), add_pairs_epi32(s[2], s[3]));
+    __m512i u1 = add_pairs_epi64(add_pairs_epi32(s[4], s[5]), add_pairs_epi32(s[6], s[7]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Q4_0: z[k] holds the 16 packed bytes of rows (k, k+4, k+8, k+12), one row
+ * per 128-bit lane; low nibbles meet x[0..15], high nibbles x[16..31]. */
+static ALWAYS_INLINE __m512i q4_0_dots(const char *const *rows, size_t offset, __m512i x_low,
+                                       __m512i x_high) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    __m512i s[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + offset)));
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 4] + offset)), 1);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 8] + offset)), 2);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 12] + offset)), 3);
+        __m512i low = _mm512_and_si512(z, nibble);
+        __m512i high = _mm512_and_si512(_mm512_srli_epi16(z, 4), nibble);
+        s[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low);
+        s[k] = _mm512_dpbusd_epi32(s[k], high, x_high);
+    }
+    return add_pairs_epi64(add_pairs_epi32(s[0], s[1]), add_pairs_epi32(s[2], s[3]));
+}
+
+/* Pointers to 16 rows from r0 (rows past nr repeat the last one) and their
+ * byte offsets from row r0 for gathers. */
+static ALWAYS_INLINE __m512i row_pointers(const struct tensor_matrix *w, int r0, int nr,
+                                          const char **rows) {
+    int offsets[Q_ROWS];
+    for (int m = 0; m < Q_ROWS; m++) {
+        int row = m < nr ? m : nr - 1;
+        offsets[m] = (int)((size_t)row * w->row_stride);
+        rows[m] = (const char *)w->data + (size_t)(r0 + row) * w->row_stride;
+    }
+    return _mm512_loadu_si512(offsets);
+}
+
+/* GEMV shape: 16 rows from r0 for batch columns b0 .. b0 + nc - 1. */
+static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, int r0, int nr,
+                                          int b0, const int nc, const int q4) {
+    const struct tensor_matrix *w = job->w;
+    const struct tensor_xq *xq = job->xq;
+    const int blocks = w->cols / TENSOR_QK;
+    const size_t block_bytes = q4 ? sizeof(struct tensor_block_q4_0)
+                                  : sizeof(struct tensor_block_q8_0);
+    const char *rows[Q_ROWS];
+    __m512i offsets = row_pointers(w, r0, nr, rows);
+    __m512 acc[Q_GEMV_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    const char *next = rows[0] + (size_t)Q_ROWS * w->row_stride;
+    for (int j = 0; j < blocks; j++) {
+        size_t offset = (size_t)j * block_bytes;
+        for (int m = 0; m < Q_ROWS; m++) _mm_prefetch(next + m * w->row_stride + offset, _MM_HINT_T1);
+        __m512 d_w = gather_scales(rows[0], offsets, offset);
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) {
+            size_t xb = (size_t)(b0 + c) * blocks + j;
+            const int8_t *x = xq->qs + xb * TENSOR_QK;
+            __m512i dot;
+            if (q4) {
+                __m512i x_low = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
+                __m512i x_high = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
+                dot = q4_0_dots(rows, offset + 2, x_low, x_high);
+            } else {
+                __m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
+                dot = q8_0_dots(rows, offset + 2, x2);
+            }
+            dot = _mm512_add_epi32(dot, _mm512_set1_epi32(xq->bias[xb]));
+            acc[c] = add_blocks(acc[c], dot, d_w, xq->d[xb]);
+        }
+    }
+    __mmask16 mask = (__mmask16)((1u << nr) - 1u);
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++)
+        _mm512_mask_storeu_ps(job->out + (size_t)(b0 + c) * w->rows + r0, mask, acc[c]);
+}
+
+static ALWAYS_INLINE void quant_gemv(const struct tensor_matmul_job *job, int row_begin,
+                                     int row_end, const int q4) {
+    for (int r = row_begin; r < row_end; r += Q_ROWS) {
+        int nr = row_end - r < Q_ROWS ? row_end - r : Q_ROWS;
+        for (int b = 0; b < job->batch; b += Q_GEMV_COLS) {
+            switch (job->batch - b) {
+            case 1:
+                quant_gemv_tile(job, r, nr, b, 1, q4);
+                break;
+            case 2:
+                quant_gemv_tile(job, r, nr, b, 2, q4);
+                break;
+            default:
+                quant_gemv_tile(job, r, nr, b, Q_GEMV_COLS, q4);
+                break;
+            }
+        }
+    }
+}
+
+/* Repacks 16 rows from r0 into panel: per block, 8 groups of 64 bytes (group
+ * g = weights 4g..4g+3 of rows 0..15, unsigned as vpdpbusd wants them), then
+ * the 16 row scales as floats. */
+static ALWAYS_INLINE void repack_panel(const struct tensor_matrix *w, int r0, int nr, char *panel,
+                                       const int q4) {
+    const int blocks = w->cols / TENSOR_QK;
+    const char *rows[Q_ROWS];
+    __m512i offsets = row_pointers(w, r0, nr, rows);
+    const char *row0 = rows[0];
+    for (int j = 0; j < blocks; j++) {
+        char *out = panel + (size_t)j * Q_PANEL_BLOCK;
+        if (q4) {
+            size_t block = (size_t)j * sizeof(struct tensor_block_q4_0);
+            const __m512i nibble = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                __m512i packed = _mm512_i32gather_epi32(offsets, row0 + block + 2 + 4 * g, 1);
+                _mm512_store_si512(out + 64 * g, _mm512_and_si512(packed, nibble));
+                _mm512_store_si512(out + 64 * (g + 4),
+                                   _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble));
+            }
+            _mm512_store_ps(out + Q_PANEL_QUANTS, gather_scales(row0, offsets, block));
+        } else {
+            size_t block = (size_t)j * sizeof(struct tensor_block_q8_0);
+            const __m512i flip = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i quants = _mm512_i32gather_epi32(offsets, row0 + block + 2 + 4 * g, 1);
+                _mm512_store_si512(out + 64 * g, _mm512_xor_si512(quants, flip));
+            }
+            _mm512_store_ps(out + Q_PANEL_QUANTS, gather_scales(row0, offsets, block));
+        }
+    }
+}
+
+/* GEMM micro-kernel: the 16 panel rows from r0 for batch columns b0.. b0+nc-1. */
+static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, const char *panel,
+                                          int r0, int nr, int b0, const int nc) {
+    const struct tensor_matrix *w = job->w;
+    const struct tensor_xq *xq = job->xq;
+    const int blocks = w->cols / TENSOR_QK;
+    const int8_t *xs[Q_GEMM_COLS];
+    __m512 acc[Q_GEMM_COLS];
+#pragma GCC unroll 8
+    for (int c = 0; c < nc; c++) {
+        xs[c] = xq->qs + (size_t)(b0 + c) * w->cols;
+        acc[c] = _mm512_setzero_ps();
+    }
+    for (int j = 0; j < blocks; j++) {
+        const char *pj = panel + (size_t)j * Q_PANEL_BLOCK;
+        __m512i dot[Q_GEMM_COLS];
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            dot[c] = _mm512_set1_epi32(xq->bias[(size_t)(b0 + c) * blocks + j]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i weights = _mm512_load_si512(pj + 64 * g);
+#pragma GCC unroll 8
+            for (int c = 0; c < nc; c++) {
+                int32_t x4;
+                memcpy(&x4, xs[c] + (size_t)j * TENSOR_QK + 4 * g, sizeof(x4));
+                dot[c] = _mm512_dpbusd_epi32(dot[c], weights, _mm512_set1_epi32(x4));
+            }
+        }
+        __m512 d_w = _mm512_load_ps(pj + Q_PANEL_QUANTS);
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            acc[c] = add_blocks(acc[c], dot[c], d_w, xq->d[(size_t)(b0 + c) * blocks + j]);
+    }
+    __mmask16 mask = (__mmask16)((1u << nr) - 1u);
+#pragma GCC unroll 8
+    for (int c = 0; c < nc; c++)
+        _mm512_mask_storeu_ps(job->out + (size_t)(b0 + c) * w->rows + r0, mask, acc[c]);
+}
+
+static ALWAYS_INLINE void quant_gemm_columns(const struct tensor_matmul_job *job,
+                                             const char *panel, int r0, int nr, int b0, int nc) {
+    switch (nc) {
+    case 1:
+        quant_gemm_tile(job, panel, r0, nr, b0, 1);
+        break;
+    case 2:
+        quant_gemm_tile(job, panel, r0, nr, b0, 2);
+        break;
+    case 3:
+        quant_gemm_tile(job, panel, r0, nr, b0, 3);
+        break;
+    case 4:
+        quant_gemm_tile(job, panel, r0, nr, b0, 4);
+        break;
+    case 5:
+        quant_gemm_tile(job, panel, r0, nr, b0, 5);
+        break;
+    case 6:
+        quant_gemm_tile(job, panel, r0, nr, b0, 6);
+        break;
+    case 7:
+        quant_gemm_tile(job, panel, r0, nr, b0, 7);
+        break;
+    default:
+        quant_gemm_tile(job, panel, r0, nr, b0, Q_GEMM_COLS);
+        break;
+    }
+}
+
+static ALWAYS_INLINE void quant_gemm(const struct tensor_matmul_job *job, int row_begin,
+                                     int row_end, char *panel, const int q4) {
+    for (int b0 = 0; b0 < job->batch; b0 += Q_BATCH_BLOCK) {
+        int b_end = b0 + Q_BATCH_BLOCK < job->batch ? b0 + Q_BATCH_BLOCK : job->batch;
+        for (int r = row_begin; r < row_end; r += Q_ROWS) {
+            int nr = row_end - r < Q_ROWS ? row_end - r : Q_ROWS;
+            repack_panel(job->w, r, nr, panel, q4);
+            for (int b = b0; b < b_end; b += Q_GEMM_COLS) {
+                int nc = b_end - b < Q_GEMM_COLS ? b_end - b : Q_GEMM_COLS;
+                quant_gemm_columns(job, panel, r, nr, b, nc);
+            }
+        }
+    }
+}
+
+/* Row offsets for the gathers must fit in 32 bits. */
+static int strides_fit_gathers(const struct tensor_matrix *w) {
+    return w->row_stride <= (size_t)INT_MAX / Q_ROWS;
+}
+
+void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch) {
+    if (!strides_fit_gathers(job->w))
+        tensor_matmul_q8_0_scalar(job, row_begin, row_end, scratch);
+    else if (job->batch < Q_GEMM_MIN_BATCH)
+        quant_gemv(job, row_begin, row_end, 0);
+    else
+        quant_gemm(job, row_begin, row_end, scratch, 0);
+}
+
+void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch) {
+    if (!strides_fit_gathers(job->w))
+        tensor_matmul_q4_0_scalar(job, row_begin, row_end, scratch);
+    else if (job->batch < Q_GEMM_MIN_BATCH)
+        quant_gemv(job, row_begin, row_end, 1);
+    else
+        quant_gemm(job, row_begin, row_end, scratch, 1);
+}
+
+size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch) {
+    if ((type == TENSOR_Q8_0 || type == TENSOR_Q4_0) && batch >= Q_GEMM_MIN_BATCH)
+        return (size_t)(cols / TENSOR_QK) * Q_PANEL_BLOCK;
+    return 0;
+}
+
+/* ---- activation quantization ---- */
+
+/* roundf (nearest, ties away from zero) of 16 floats, exactly. */
+static ALWAYS_INLINE __m512 round_away(__m512 v) {
+    __m512 whole = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(v, whole)); /* exact */
+    __mmask16 up = _mm512_cmp_ps_mask(fraction, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
+                              _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT_MIN))));
+    return _mm512_mask_add_ps(whole, up, whole, one);
+}
+
+void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
+                              int32_t offset) {
+    for (int j = 0; j < n / TENSOR_QK; j++) {
+        __m512 v0 = _mm512_loadu_ps(x + j * TENSOR_QK);
+        __m512 v1 = _mm512_loadu_ps(x + j * TENSOR_QK + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float scale = amax / 127.0f;
+        float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        d[j] = _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT));
+        __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, _mm512_set1_ps(inverse))));
+        __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, _mm512_set1_ps(inverse))));
+        _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK + 16), _mm512_cvtepi32_epi8(q1));
+        bias[j] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+}

@@ -1,0 +1,119 @@
+/* matmul_scalar.c -- the scalar reference matmul kernels.
+ *
+ * Plain loops that state what the SIMD kernels must compute: float types
+ * add w[i] * x[i] in order of i; quantized types add, block by block,
+ * (float)(integer block dot) * (d_w * d_x). The SIMD kernels reproduce the
+ * quantized sequence exactly and the float one up to rounding (they keep
+ * several lane sums). Also the scalar activation quantizer. */
+#include "tensor_internal.h"
+
+#include <string.h>
+
+size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch) {
+    (void)batch;
+    /* room for one weight row as floats (F16 rows are converted once, used batch times) */
+    return type == TENSOR_F16 ? (size_t)cols * sizeof(float) : 0;
+}
+
+static float dot_sequential(const float *w, const float *x, int n) {
+    float acc = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float product = w[i] * x[i];
+        acc += product;
+    }
+    return acc;
+}
+
+void tensor_matmul_f32_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    (void)scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        const float *row = (const float *)((const char *)w->data + (size_t)r * w->row_stride);
+        for (int b = 0; b < job->batch; b++)
+            job->out[(size_t)b * w->rows + r] =
+                dot_sequential(row, job->x + (size_t)b * w->cols, w->cols);
+    }
+}
+
+void tensor_matmul_f16_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                              void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    float *row = scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        tensor_dequantize_row(row, (const char *)w->data + (size_t)r * w->row_stride, TENSOR_F16,
+                              w->cols);
+        for (int b = 0; b < job->batch; b++)
+            job->out[(size_t)b * w->rows + r] =
+                dot_sequential(row, job->x + (size_t)b * w->cols, w->cols);
+    }
+}
+
+/* Adds one block's contribution in the order every kernel uses. */
+static float add_block(float acc, int32_t dot, float d_w, float d_x) {
+    float scale = d_w * d_x;
+    float term = (float)dot * scale;
+    return acc + term;
+}
+
+void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    int blocks = w->cols / TENSOR_QK;
+    (void)scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        const struct tensor_block_q8_0 *row =
+            (const void *)((const char *)w->data + (size_t)r * w->row_stride);
+        for (int b = 0; b < job->batch; b++) {
+            const int8_t *xq = job->xq->qs + (size_t)b * w->cols;
+            const float *xd = job->xq->d + (size_t)b * blocks;
+            float acc = 0.0f;
+            for (int j = 0; j < blocks; j++) {
+                int32_t dot = 0;
+                for (int i = 0; i < TENSOR_QK; i++)
+                    dot += (int32_t)row[j].qs[i] * xq[j * TENSOR_QK + i];
+                acc = add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
+            }
+            job->out[(size_t)b * w->rows + r] = acc;
+        }
+    }
+}
+
+void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                               void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    int blocks = w->cols / TENSOR_QK;
+    (void)scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        const struct tensor_block_q4_0 *row =
+            (const void *)((const char *)w->data + (size_t)r * w->row_stride);
+        for (int b = 0; b < job->batch; b++) {
+            const int8_t *xq = job->xq->qs + (size_t)b * w->cols;
+            const float *xd = job->xq->d + (size_t)b * blocks;
+            float acc = 0.0f;
+            for (int j = 0; j < blocks; j++) {
+                const int8_t *xj = xq + j * TENSOR_QK;
+                int32_t dot = 0;
+                for (int i = 0; i < TENSOR_QK / 2; i++) {
+                    dot += ((row[j].qs[i] & 0x0f) - 8) * xj[i];
+                    dot += ((row[j].qs[i] >> 4) - 8) * xj[i + TENSOR_QK / 2];
+                }
+                acc = add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
+            }
+            job->out[(size_t)b * w->rows + r] = acc;
+        }
+    }
+}
+
+void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
+                              int32_t offset) {
+    for (int j = 0; j < n / TENSOR_QK; j++) {
+        struct tensor_block_q8_0 block;
+        tensor_quantize_q8_0(&block, x + j * TENSOR_QK, TENSOR_QK);
+        memcpy(qs + j * TENSOR_QK, block.qs, TENSOR_QK);
+        d[j] = tensor_fp16_to_fp32(block.d);
+        int32_t sum = 0;
+        for (int i = 0; i < TENSOR_QK; i++) sum += block.qs[i];
+        bias[j] = -offset * sum;
+    }
+}

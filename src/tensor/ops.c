@@ -1,0 +1,96 @@
+/* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
+ * rotary embedding, softmax, SwiGLU, dot and axpy.
+ *
+ * The public functions dispatch to the instruction set in use (isa.c); the
+ * scalar versions here are the reference the SIMD ones (ops_avx2.c,
+ * ops_avx512.c) are tested against. Rotary embedding is scalar only: its
+ * cost is a few trigonometric calls per call, shared by all heads. */
+#include "tensor_internal.h"
+
+#include <math.h>
+
+void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += x[i] * x[i];
+    float scale = 1.0f / sqrtf(sum / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = weight[i] * (scale * x[i]);
+}
+
+void tensor_softmax_scalar(float *x, int n) {
+    if (n <= 0) return;
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    float inverse = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inverse;
+}
+
+void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+float tensor_dot_scalar(const float *a, const float *b, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
+    if (n > 0) tensor_kernels_current()->rmsnorm(out, x, weight, n, eps);
+}
+
+void tensor_softmax(float *x, int n) {
+    if (n > 0) tensor_kernels_current()->softmax(x, n);
+}
+
+void tensor_swiglu(float *out, const float *gate, const float *up, int n) {
+    if (n > 0) tensor_kernels_current()->swiglu(out, gate, up, n);
+}
+
+float tensor_dot(const float *a, const float *b, int n) {
+    return n > 0 ? tensor_kernels_current()->dot(a, b, n) : 0.0f;
+}
+
+void tensor_axpy(float *y, float a, const float *x, int n) {
+    if (n > 0) tensor_kernels_current()->axpy(y, a, x, n);
+}
+
+/* Largest rotary dimension supported (pairs computed once per call). */
+#define ROPE_MAX_PAIRS 512
+
+void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
+                 enum tensor_rope_style style) {
+    float cosines[ROPE_MAX_PAIRS], sines[ROPE_MAX_PAIRS];
+    int pairs = rope_dim / 2;
+    if (pairs > ROPE_MAX_PAIRS) pairs = ROPE_MAX_PAIRS;
+    if (rope_dim > head_dim) pairs = head_dim / 2;
+    for (int j = 0; j < pairs; j++) {
+        float frequency = powf(theta_base, -2.0f * (float)j / (float)rope_dim);
+        float angle = (float)pos * frequency;
+        cosines[j] = cosf(angle);
+        sines[j] = sinf(angle);
+    }
+    for (int h = 0; h < n_heads; h++) {
+        float *head = x + (size_t)h * head_dim;
+        for (int j = 0; j < pairs; j++) {
+            /* NORM rotates (2j, 2j+1); NEOX rotates (j, j + rope_dim/2) */
+            int first = style == TENSOR_ROPE_NEOX ? j : 2 * j;
+            int second = style == TENSOR_ROPE_NEOX ? j + pairs : 2 * j + 1;
+            float a = head[first], b = head[second];
+            head[first] = a * cosines[j] - b * sines[j];
+            head[second] = a * sines[j] + b * cosines[j];
+        }
+    }
+}
