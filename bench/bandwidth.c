@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
             pthread_join(threads[t], NULL);
             check ^= slices[t].sum;
         }
-        double gbs = (double)(words / n_threads * n_threads) * sizeof(uint64_t) / (now() - t0) / 1e9;
+        double gbs =
+            (double)(words / n_threads * n_threads) * sizeof(uint64_t) / (now() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
     printf("%.2f\n", best);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define PROMPT_LEN 37
-#define MAX_BATCH 64
+#define MAX_BATCH  64
 
 /* One token of a batch under construction. */
 struct batch_builder {
@@ -57,8 +57,7 @@ static void prefill_alone(struct engine *engine, const int *prompt, int chunk, f
 
 /* The same prompt prefilled while another sequence decodes and a third
  * prefills beside it, in every pass; logits of our last token into out. */
-static void prefill_shared(struct engine *engine, const int *prompt, const int *other,
-                           float *out) {
+static void prefill_shared(struct engine *engine, const int *prompt, const int *other, float *out) {
     struct kv_sequence seq = {0}, neighbour = {0}, third = {0};
     struct batch_builder b = {0};
     int vocab = engine->model->config.vocab_size;
@@ -81,8 +80,8 @@ static void prefill_shared(struct engine *engine, const int *prompt, const int *
         int last_is_ours = start + len == PROMPT_LEN;
         rows = run(engine, &b);
         CHECK(rows >= 1);
-        if (last_is_ours) memcpy(out, engine->logits + (size_t)(rows - 1) * vocab,
-                                 (size_t)vocab * sizeof(float));
+        if (last_is_ours)
+            memcpy(out, engine->logits + (size_t)(rows - 1) * vocab, (size_t)vocab * sizeof(float));
     }
     kv_sequence_release(&engine->kv, &seq);
     kv_sequence_release(&engine->kv, &neighbour);

@@ -41,29 +41,6 @@ static int json_ints(const cJSON *array, int *out, int max) {
     return n;
 }
 
-/* Prefills ids[0..n) in chunks of `chunk` into seq; last logits in engine. */
-static int prefill(struct engine *engine, struct kv_sequence *seq, const int *ids, int n,
-                   int chunk) {
-    char err[256];
-    for (int start = 0; start < n; start += chunk) {
-        int len = n - start < chunk ? n - start : chunk;
-        int positions[512];
-        struct kv_sequence *seqs[512];
-        uint8_t want[512];
-        for (int i = 0; i < len; i++) {
-            positions[i] = start + i;
-            seqs[i] = seq;
-            want[i] = start + i == n - 1;
-        }
-        struct engine_batch batch = {len, ids + start, positions, seqs, want};
-        if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
-            fprintf(stderr, "forward: %s\n", err);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -75,21 +52,18 @@ static int argmax(const float *x, int n) {
  * *gap receives, at the first step where out differs from it, how far the
  * expected token's logit was below the chosen one (a near tie is small). */
 static int greedy(struct engine *engine, const int *prompt, int n_prompt, int *out, int n,
-                  int chunk, const int *expected, float *gap) {
+                  const int *expected, float *gap) {
     char err[256];
     struct kv_sequence seq = {0};
     int vocab = engine->model->config.vocab_size;
     int rc = kv_sequence_reserve(&engine->kv, &seq, n_prompt + n);
-    if (rc == 0) rc = prefill(engine, &seq, prompt, n_prompt, chunk);
+    if (rc == 0) rc = engine_run_sequence(engine, &seq, prompt, n_prompt, 0, err, sizeof(err));
     for (int i = 0; rc == 0 && i < n; i++) {
         out[i] = argmax(engine->logits, vocab);
         if (expected && out[i] != expected[i] && *gap < 0)
             *gap = engine->logits[out[i]] - engine->logits[expected[i]];
-        int position = n_prompt + i;
-        uint8_t want = 1;
-        struct kv_sequence *s = &seq;
-        struct engine_batch batch = {1, &out[i], &position, &s, &want};
-        if (i + 1 < n && engine_forward(engine, &batch, err, sizeof(err)) < 0) rc = -1;
+        if (i + 1 < n)
+            rc = engine_run_sequence(engine, &seq, &out[i], 1, n_prompt + i, err, sizeof(err));
     }
     kv_sequence_release(&engine->kv, &seq);
     return rc;
@@ -103,7 +77,8 @@ static int open_engine(struct engine *engine, struct model **model, const char *
         fprintf(stderr, "load %s: %s\n", file, err);
         return -1;
     }
-    struct engine_params params = {n_threads, 256, 0, 16, 64};
+    /* passes of at most 64 tokens: the 157-token prompt runs in 3 chunks */
+    struct engine_params params = {n_threads, 64, 0, 16, 64};
     if (engine_init(engine, *model, &params, err, sizeof(err))) {
         fprintf(stderr, "engine: %s\n", err);
         model_free(*model);
@@ -127,7 +102,7 @@ static void check_generation(const cJSON *ref, const char *key, const char *file
         int n_prompt = json_ints(cJSON_GetObjectItem(c, "prompt_ids"), prompt, 512);
         json_ints(cJSON_GetObjectItem(c, "generated_ids"), expected, N_GENERATED);
         float gap = -1.0f;
-        CHECK(greedy(&engine, prompt, n_prompt, got, N_GENERATED, 64, expected, &gap) == 0);
+        CHECK(greedy(&engine, prompt, n_prompt, got, N_GENERATED, expected, &gap) == 0);
         int same = 0;
         while (same < N_GENERATED && got[same] == expected[same]) same++;
         printf("%s %-14s prompt of %3d tokens: first %2d/%d greedy tokens match", file, key,
@@ -162,7 +137,8 @@ static void check_logits(const cJSON *ref, const char *file) {
         CHECK(n == model->config.vocab_size);
         struct kv_sequence seq = {0};
         CHECK(kv_sequence_reserve(&engine.kv, &seq, n_prompt) == 0);
-        CHECK(prefill(&engine, &seq, prompt, n_prompt, 256) == 0);
+        char err[256];
+        CHECK(engine_run_sequence(&engine, &seq, prompt, n_prompt, 0, err, sizeof(err)) == 0);
         float diff = test_max_abs_diff(engine.logits, expected, n);
         printf("%s logits after %3d prompt tokens: max |diff| %.3g\n", file, n_prompt, diff);
         CHECK_MSG(diff <= 1e-4f, "%s: logits differ by %g", file, diff);

@@ -285,11 +285,15 @@ static void test_tensors(void) {
     expect_refused(good_size, "tensor 't.c': 8796093022208 elements of f32 cannot fit in the file");
     reset();
     set_u32(b + 4 + 16, 14);
-    expect_refused(good_size, "tensor 't.b': tensor type 14 is not supported (only f32, f16, "
-                              "q8_0 and q4_0)");
+    expect_refused(good_size,
+                   "tensor 't.b': tensor type 14 (q6_K) is not supported (only f32, f16, "
+                   "q8_0 and q4_0)");
     reset();
     set_u32(b + 4 + 16, 3);
-    expect_refused(good_size, "tensor 't.b': tensor type 3 is not supported");
+    expect_refused(good_size, "tensor 't.b': tensor type 3 (q4_1) is not supported");
+    reset();
+    set_u32(b + 4 + 16, 99);
+    expect_refused(good_size, "tensor 't.b': tensor type 99 is not supported");
     reset();
     set_u64(b + 4, 16);
     expect_refused(good_size, "tensor 't.b': row length 16 is not a multiple of the q8_0 block "

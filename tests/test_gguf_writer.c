@@ -468,6 +468,10 @@ static void test_refusals(void) {
     gguf_writer_set_string(w, "general.alignment", "32");
     expect_write_error(w, "'general.alignment' must be a uint32 power of two");
 
+    w = gguf_writer_create(); /* a buffer that cannot grow that far fails cleanly */
+    gguf_writer_set_array(w, "huge", GGUF_TYPE_UINT8, data, UINT64_MAX);
+    expect_write_error(w, "metadata key 'huge': out of memory");
+
     char err[512] = "";
     w = gguf_writer_create();
     CHECK(gguf_writer_write(w, "/nonexistent-dir/x.gguf", err, sizeof(err)) == -1);

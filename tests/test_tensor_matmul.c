@@ -115,8 +115,8 @@ static void check_against_reference(struct tensor_pool *pool, const struct tenso
 }
 
 /* The selected SIMD path against the scalar path on the same inputs. */
-static void check_against_scalar(struct tensor_pool *pool, const struct tensor_matrix *w,
-                                 int batch, enum tensor_isa isa) {
+static void check_against_scalar(struct tensor_pool *pool, const struct tensor_matrix *w, int batch,
+                                 enum tensor_isa isa) {
     float *x = make_input(batch, w->cols);
     float *simd = malloc(sizeof(float) * (size_t)batch * w->rows);
     float *scalar = malloc(sizeof(float) * (size_t)batch * w->rows);
@@ -180,8 +180,7 @@ static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) 
     slice.cols = width;
     char *copy = malloc(width_bytes * rows);
     for (int r = 0; r < rows; r++)
-        memcpy(copy + r * width_bytes, (const char *)slice.data + r * full.row_stride,
-               width_bytes);
+        memcpy(copy + r * width_bytes, (const char *)slice.data + r * full.row_stride, width_bytes);
     struct tensor_matrix contiguous = tensor_matrix_make(copy, type, rows, width);
     int batch = 9;
     float *x = make_input(batch, width);
@@ -200,7 +199,8 @@ static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) 
 }
 
 static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0, TENSOR_Q4_0};
-static const int shapes[][2] = {{16, 32}, {33, 64}, {50, 768}, {19, 2048}, {1, 32}, {128, 96}, {7, 41}};
+static const int shapes[][2] = {{16, 32}, {33, 64},  {50, 768}, {19, 2048},
+                                {1, 32},  {128, 96}, {7, 41}};
 
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
 

@@ -13,12 +13,12 @@
 #define MAX_THREADS 4
 
 struct count_job {
-    int calls[MAX_THREADS];      /* calls seen per thread index, this job */
-    atomic_int bad_count;        /* calls that reported a wrong n_threads */
-    int expected_threads;        /* the pool's size */
-    atomic_int total;            /* calls over all threads */
+    int calls[MAX_THREADS];         /* calls seen per thread index, this job */
+    atomic_int bad_count;           /* calls that reported a wrong n_threads */
+    int expected_threads;           /* the pool's size */
+    atomic_int total;               /* calls over all threads */
     long long partial[MAX_THREADS]; /* each thread's share of a sum */
-    int sleep_thread;            /* this thread sleeps 3 ms in the job (-1: none) */
+    int sleep_thread;               /* this thread sleeps 3 ms in the job (-1: none) */
 };
 
 static void sleep_milliseconds(int ms) {

@@ -68,10 +68,10 @@ static void test_half(void) {
     CHECK(isinf(tensor_fp16_to_fp32(0x7c00)));
     CHECK(tensor_fp32_to_fp16(65519.0f) == 0x7bff); /* below the midpoint to infinity */
     CHECK(tensor_fp32_to_fp16(65520.0f) == 0x7c00);
-    CHECK(tensor_fp32_to_fp16(1.0f + 0x1p-11f) == 0x3c00);        /* tie, to even */
-    CHECK(tensor_fp32_to_fp16(1.0f + 3 * 0x1p-11f) == 0x3c02);    /* tie, to even */
-    CHECK(tensor_fp32_to_fp16(0x1p-25f) == 0x0000);               /* tie to zero */
-    CHECK(tensor_fp32_to_fp16(0x1.8p-25f) == 0x0001);             /* above the tie */
+    CHECK(tensor_fp32_to_fp16(1.0f + 0x1p-11f) == 0x3c00);     /* tie, to even */
+    CHECK(tensor_fp32_to_fp16(1.0f + 3 * 0x1p-11f) == 0x3c02); /* tie, to even */
+    CHECK(tensor_fp32_to_fp16(0x1p-25f) == 0x0000);            /* tie to zero */
+    CHECK(tensor_fp32_to_fp16(0x1.8p-25f) == 0x0001);          /* above the tie */
     CHECK(tensor_fp32_to_fp16(-0.0f) == 0x8000);
     CHECK(is_nan_half(tensor_fp32_to_fp16(NAN)));
 
@@ -121,7 +121,7 @@ static void test_q8_0(void) {
     CHECK(blocks[0].qs[17] == 8);   /* 0.25 * 31.75 = 7.94 */
     CHECK(blocks[1].d == 0x3c00);
     CHECK(blocks[1].qs[0] == 127);
-    CHECK(blocks[1].qs[1] == 3);  /* ties go away from zero (roundf) */
+    CHECK(blocks[1].qs[1] == 3); /* ties go away from zero (roundf) */
     CHECK(blocks[1].qs[2] == -3);
     CHECK(blocks[1].qs[3] == 0);
     CHECK(blocks[1].qs[4] == -127);

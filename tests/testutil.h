@@ -14,7 +14,7 @@ extern int test_failures; /* number of failed checks so far */
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
             test_failures++;                                                                       \
         }                                                                                          \
     } while (0)
@@ -22,7 +22,7 @@ extern int test_failures; /* number of failed checks so far */
 #define CHECK_MSG(cond, ...)                                                                       \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \
             test_failures++;                                                                       \
@@ -42,6 +42,20 @@ const char *test_tmp_path(char *buf, size_t size, const char *name);
 
 /* Maximum absolute difference between two float arrays. */
 float test_max_abs_diff(const float *a, const float *b, int n);
+
+/* Output of a command run by test_run. */
+struct test_output {
+    int status;    /* exit code; 128+signal if killed by one; -1 if it could not run */
+    int timed_out; /* 1 if it passed its deadline and was killed */
+    char *out;     /* its stdout, NUL-terminated (malloc'd) */
+    char *err;     /* its stderr, NUL-terminated (malloc'd) */
+};
+
+/* Runs argv (argv[0] a path) with a deadline in seconds; the child is killed
+ * (SIGKILL, by pid) when the deadline passes. Returns the output; free it with
+ * test_output_free. */
+struct test_output test_run(char *const argv[], double deadline_seconds);
+void test_output_free(struct test_output *output);
 
 /* Prints a summary line and returns the process exit status. */
 int test_status(const char *name);

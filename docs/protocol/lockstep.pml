@@ -87,6 +87,7 @@ bool start[NRANKS];     /* the supervisor has just started this rank */
 bool alive[NRANKS];     /* the rank's process is running (not yet reaped) */
 bool exited[NRANKS];    /* it exited (deadline, fault) and was noticed */
 bool paused[NRANKS];    /* stopped: SIGSTOP, a lost host, a stall */
+bool resumes[NRANKS];   /* the pause ends by itself (a slow rank) */
 bool kill_sent[NRANKS]; /* SIGKILL delivered, not yet taken effect */
 byte nfaults;           /* faults injected so far (<= MAXFAULTS) */
 
@@ -152,8 +153,12 @@ inline check_same_plan(t) {
  * while a rank that has not entered the collective cannot make progress:
  * the rank exits with its deadline exit code (I3). Used as an option of a
  * wait's if/do. */
+#ifndef MUTANT_NO_DEADLINE
 #define DEADLINE(t) \
   :: d_step { LATE_AND_STUCK(t); exited[r] = true; rank_gone() }; break
+#else
+#define DEADLINE(t)
+#endif
 
 /* The leader reads every add-request frame queued on its socket. */
 inline receive_requests() {
@@ -248,7 +253,11 @@ end_idle:
              };
              if
              :: d_step {
+#ifndef MUTANT_NO_STEP_BARRIER
                   ALL_POSTED(REDUCE_TAG(k)) && nfull(to_gateway);
+#else
+                  nfull(to_gateway);
+#endif
                   check_same_plan(REDUCE_TAG(k));
                   send_tokens();
                   plan = 0;
@@ -258,7 +267,11 @@ end_idle:
              fi
           :: d_step {
                /* Idle: a heartbeat while no request arrives. */
+#ifndef MUTANT_HEARTBEAT_STARVES
                empty(to_leader) && running == 0 && waiting == 0 && empty(to_gateway);
+#else
+               running == 0 && waiting == 0 && empty(to_gateway);
+#endif
                to_gateway!HEARTBEAT, 0, 0, 0, 0
              }
           od
@@ -305,36 +318,45 @@ inline start_runner() {
   plan_sent = 0;
   for (i : 0 .. NREQ - 1) {
     if
+#if defined(MUTANT_NO_RESUBMIT)
+    :: false -> skip
+#elif defined(MUTANT_PROMPT_ONLY)
+    :: accepted[i] && !completed[i] -> to_leader!i, 0
+#else
     :: accepted[i] && !completed[i] -> to_leader!i, generated[i]
+#endif
     :: else -> skip
     fi
   }
   i = 0
 }
 
-/* Kill the runner's whole process group (a stopped rank dies too), wait
- * until every rank is reaped, drop the old connection, start a new runner.
- * Used as the body of a gateway option. */
-inline restart_runner() {
-  d_step {
-    for (i : 0 .. NRANKS - 1) {
-      if
-      :: alive[i] -> kill_sent[i] = true; paused[i] = false
-      :: else -> skip
-      fi
-    }
-    i = 0
-  };
+/* Kill the runner's whole process group (a stopped rank dies too). */
+inline kill_runner() {
+  for (i : 0 .. NRANKS - 1) {
+    if
+    :: alive[i] -> kill_sent[i] = true; paused[i] = false; resumes[i] = false
+    :: else -> skip
+    fi
+  }
+  i = 0
+}
+
+/* Wait until every rank is reaped, drop the old connection, start a new
+ * runner. */
+inline reap_and_start() {
   d_step {
     ALL_GONE;
     do
     :: nempty(to_leader) -> to_leader?_, _
     :: empty(to_leader) -> break
     od;
+#ifndef MUTANT_KEEP_SOCKET
     do
     :: nempty(to_gateway) -> to_gateway?_, _, _, _, _
     :: empty(to_gateway) -> break
     od;
+#endif
     start_runner()
   }
 }
@@ -388,30 +410,47 @@ active proctype Gateway()
        p1 = 0;
        p2 = 0
      }
-  :: ANY_EXITED ->
-     /* Supervisor: the runner exited (a rank gave up at its deadline or
-      * was killed). */
-     restart_runner()
-  :: PENDING && ANY_PAUSED ->
-     /* Watchdog: work pending and no step completes (a rank stopped). */
-     restart_runner()
-  :: PENDING && nfaults < MAXFAULTS ->
-     /* Watchdog false alarm: a slow but healthy runner is killed. */
-     nfaults++;
-     restart_runner()
+  :: d_step {
+       /* Supervisor: the runner exited (a rank gave up at its deadline or
+        * was killed). */
+       ANY_EXITED;
+       kill_runner()
+     };
+     reap_and_start()
+#ifndef MUTANT_NO_WATCHDOG
+  :: d_step {
+       /* Watchdog: work pending and no step completes (a rank stopped). */
+       PENDING && ANY_PAUSED;
+       kill_runner()
+     };
+     reap_and_start()
+#endif
+  :: d_step {
+       /* Watchdog false alarm: a slow but healthy runner is killed. */
+       PENDING && nfaults < MAXFAULTS;
+       nfaults++;
+       kill_runner()
+     };
+     reap_and_start()
   :: ncompleted == NREQ -> break
-  od
+  od;
+  /* Every request is complete: stop the instance. (A rank may have
+   * stalled after the last step; with nothing pending nobody waits for it,
+   * and the next request would meet its deadline or the watchdog.) */
+  atomic { kill_runner() };
+  ALL_GONE
 }
 
 /* ---- faults ----------------------------------------------------------- */
 
-/* Pause (SIGSTOP, lost host) or kill (SIGKILL, crash) rank r; or let a
- * paused rank continue (it was only slow). */
+/* Faults of rank r: a stall (SIGSTOP, a lost host: stopped until killed),
+ * a slow spell (stopped, then continues by itself), a crash (SIGKILL:
+ * the launcher sees the exit). */
 #define FAULTS_ON(r) \
-  :: nfaults < MAXFAULTS && RUNNING(r) -> d_step { paused[r] = true; nfaults++ } \
-  :: nfaults < MAXFAULTS && RUNNING(r) -> \
-     d_step { kill_sent[r] = true; exited[r] = true; nfaults++ } \
-  :: paused[r] -> paused[r] = false
+  :: d_step { nfaults < MAXFAULTS && RUNNING(r); paused[r] = true; nfaults++ } \
+  :: d_step { nfaults < MAXFAULTS && RUNNING(r); paused[r] = true; resumes[r] = true; nfaults++ } \
+  :: d_step { nfaults < MAXFAULTS && RUNNING(r); kill_sent[r] = true; exited[r] = true; nfaults++ } \
+  :: d_step { paused[r] && resumes[r]; paused[r] = false; resumes[r] = false }
 
 active proctype Faults()
 {

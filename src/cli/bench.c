@@ -15,8 +15,8 @@
 
 struct bench_options {
     const char *model_path;
-    int n_prompt;  /* pp test length (0: skip) */
-    int n_gen;     /* tg test length (0: skip) */
+    int n_prompt; /* pp test length (0: skip) */
+    int n_gen;    /* tg test length (0: skip) */
     int n_threads;
     int reps;
     int batch;
@@ -63,27 +63,18 @@ static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     return 0;
 }
 
-/* Runs one test: n tokens in chunks of chunk (1 for tg) from an empty cache.
- * Returns seconds, or a negative value on error. */
+/* Runs one test: n tokens in passes of chunk tokens (1 for tg) from an
+ * empty cache. Returns seconds, or a negative value on error. */
 static double run_once(struct engine *engine, const int *tokens, int n, int chunk) {
     char err[256];
     struct kv_sequence seq = {0};
-    int *positions = malloc((size_t)chunk * sizeof(int));
-    struct kv_sequence **seqs = malloc((size_t)chunk * sizeof(*seqs));
-    uint8_t *want = calloc((size_t)chunk, 1);
     double elapsed = -1.0;
-    if (positions && seqs && want && kv_sequence_reserve(&engine->kv, &seq, n) == 0) {
+    if (kv_sequence_reserve(&engine->kv, &seq, n) == 0) {
         double t0 = cli_now();
         int start;
         for (start = 0; start < n; start += chunk) {
             int len = n - start < chunk ? n - start : chunk;
-            for (int i = 0; i < len; i++) {
-                positions[i] = start + i;
-                seqs[i] = &seq;
-                want[i] = i == len - 1;
-            }
-            struct engine_batch batch = {len, tokens + start, positions, seqs, want};
-            if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
+            if (engine_run_sequence(engine, &seq, tokens + start, len, start, err, sizeof(err))) {
                 fprintf(stderr, "lockstep bench: %s\n", err);
                 break;
             }
@@ -91,9 +82,6 @@ static double run_once(struct engine *engine, const int *tokens, int n, int chun
         if (start >= n) elapsed = cli_now() - t0;
     }
     kv_sequence_release(&engine->kv, &seq);
-    free(positions);
-    free(seqs);
-    free(want);
     return elapsed;
 }
 
@@ -147,9 +135,8 @@ static int run_bench(const struct model *model, const struct bench_options *o) {
     }
     printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, isa %s, reps %d\n",
            model->path, model_arch_name(model->config.arch), model->config.n_layers,
-           model->config.dim, tensor_type_name(model->layers[0].wq.type),
-           model->weight_bytes / 1e6, o->n_threads, tensor_isa_name(tensor_isa_current()),
-           o->reps);
+           model->config.dim, tensor_type_name(model->layers[0].wq.type), model->weight_bytes / 1e6,
+           o->n_threads, tensor_isa_name(tensor_isa_current()), o->reps);
     printf("| test   |   tok/s    |   spread (min .. max)   |\n");
     int rc = 0;
     if (o->n_prompt > 0) {

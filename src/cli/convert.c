@@ -45,12 +45,14 @@ static int parse_shape_option(const char *a, int argc, char **argv, int *i,
     int seed;
     *matched = 1;
     if (!strcmp(a, "--dim")) return cli_int_value(cmd, argc, argv, i, 1, 1 << 16, &s->dim);
-    if (!strcmp(a, "--hidden")) return cli_int_value(cmd, argc, argv, i, 1, 1 << 18, &s->hidden_dim);
+    if (!strcmp(a, "--hidden"))
+        return cli_int_value(cmd, argc, argv, i, 1, 1 << 18, &s->hidden_dim);
     if (!strcmp(a, "--layers")) return cli_int_value(cmd, argc, argv, i, 1, 1024, &s->n_layers);
     if (!strcmp(a, "--heads")) return cli_int_value(cmd, argc, argv, i, 1, 1024, &s->n_heads);
     if (!strcmp(a, "--kv-heads")) return cli_int_value(cmd, argc, argv, i, 1, 1024, &s->n_kv_heads);
     if (!strcmp(a, "--vocab")) return cli_int_value(cmd, argc, argv, i, 1, 1 << 22, &s->vocab_size);
-    if (!strcmp(a, "--ctx")) return cli_int_value(cmd, argc, argv, i, 1, 1 << 24, &s->context_length);
+    if (!strcmp(a, "--ctx"))
+        return cli_int_value(cmd, argc, argv, i, 1, 1 << 24, &s->context_length);
     if (!strcmp(a, "--seed")) {
         if (cli_int_value(cmd, argc, argv, i, 0, 2147483647, &seed)) return -1;
         s->seed = (uint64_t)seed;
@@ -63,8 +65,8 @@ static int parse_shape_option(const char *a, int argc, char **argv, int *i,
 static int parse_convert_options(int argc, char **argv, struct convert_options *o) {
     const char *cmd = "convert";
     memset(o, 0, sizeof(*o));
-    o->shape = (struct model_random_params){MODEL_ARCH_LLAMA, 64, 128, 2, 4, 0, 512, 256,
-                                            TENSOR_F32, 1};
+    o->shape =
+        (struct model_random_params){MODEL_ARCH_LLAMA, 64, 128, 2, 4, 0, 512, 256, TENSOR_F32, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int matched, rc = 0;

@@ -38,8 +38,8 @@ static int build_vocab(const struct tokenizer *tok, struct model_vocab *vocab) {
     uint64_t *lengths = malloc((size_t)n * sizeof(*lengths));
     float *scores = malloc((size_t)n * sizeof(*scores));
     int32_t *types = malloc((size_t)n * sizeof(*types));
-    *vocab = (struct model_vocab){"llama", n, texts, lengths, scores, types,
-                                  tokenizer_bos(tok), tokenizer_eos(tok), 0, 1};
+    *vocab = (struct model_vocab){
+        "llama", n, texts, lengths, scores, types, tokenizer_bos(tok), tokenizer_eos(tok), 0, 1};
     if (!texts || !lengths || !scores || !types) return -1;
     for (int id = 0; id < n; id++) {
         struct tokenizer_entry e;

@@ -13,30 +13,29 @@ struct generate_options {
     const char *model_path;
     const char *tokenizer_path;
     const char *prompt;
-    int n_predict;     /* tokens to generate */
+    int n_predict; /* tokens to generate */
     int n_threads;
-    int batch;         /* prefill chunk */
-    int context;       /* 0: the model's */
-    int add_bos;       /* -1: as the vocabulary says */
-    int print_ids;     /* also print the generated ids on a last line */
+    int batch;     /* prefill chunk */
+    int context;   /* 0: the model's */
+    int add_bos;   /* -1: as the vocabulary says */
+    int print_ids; /* also print the generated ids on a last line */
     struct sampler_params sampling;
 };
 
 static void generate_usage(FILE *out) {
-    fprintf(out,
-            "usage: lockstep generate -m MODEL [-z TOKENIZER] [-p PROMPT] [-n N] [options]\n"
-            "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
-            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
-            "  -p, --prompt TEXT       prompt (default: empty)\n"
-            "  -n, --n-predict N       tokens to generate (default 128)\n"
-            "  -t, --threads N         threads (default 2)\n"
-            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
-            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N\n"
-            "  -s, --seed S            sampling seed (default 1)\n"
-            "  -c, --ctx N             context length (default: the model's)\n"
-            "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
-            "  --no-bos                do not put BOS before the prompt\n"
-            "  --print-ids             print the generated token ids on a last line\n");
+    fprintf(out, "usage: lockstep generate -m MODEL [-z TOKENIZER] [-p PROMPT] [-n N] [options]\n"
+                 "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+                 "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+                 "  -p, --prompt TEXT       prompt (default: empty)\n"
+                 "  -n, --n-predict N       tokens to generate (default 128)\n"
+                 "  -t, --threads N         threads (default 2)\n"
+                 "  --temp T                temperature, 0 = greedy (default 0.8)\n"
+                 "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N\n"
+                 "  -s, --seed S            sampling seed (default 1)\n"
+                 "  -c, --ctx N             context length (default: the model's)\n"
+                 "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
+                 "  --no-bos                do not put BOS before the prompt\n"
+                 "  --print-ids             print the generated token ids on a last line\n");
 }
 
 static int parse_sampling_option(const char *arg, int argc, char **argv, int *i,
@@ -105,34 +104,6 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
     return 0;
 }
 
-/* Prefills prompt[0..n) in chunks; leaves the last token's logits in
- * engine->logits. Returns 0 or -1 (message printed). */
-static int prefill(struct engine *engine, struct kv_sequence *seq, const int *prompt, int n,
-                   int chunk) {
-    char err[256];
-    int *positions = malloc((size_t)chunk * sizeof(int));
-    struct kv_sequence **seqs = malloc((size_t)chunk * sizeof(*seqs));
-    uint8_t *want = calloc((size_t)chunk, 1);
-    int rc = positions && seqs && want ? 0 : -1;
-    for (int start = 0; rc == 0 && start < n; start += chunk) {
-        int len = n - start < chunk ? n - start : chunk;
-        for (int i = 0; i < len; i++) {
-            positions[i] = start + i;
-            seqs[i] = seq;
-            want[i] = start + i == n - 1;
-        }
-        struct engine_batch batch = {len, prompt + start, positions, seqs, want};
-        if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
-            fprintf(stderr, "lockstep generate: %s\n", err);
-            rc = -1;
-        }
-    }
-    free(positions);
-    free(seqs);
-    free(want);
-    return rc;
-}
-
 /* Samples and prints up to n_predict tokens after the prompt in tokens[0..n_prompt).
  * Returns the number generated, or -1. */
 static int decode(struct engine *engine, const struct cli_model *m, struct kv_sequence *seq,
@@ -144,24 +115,25 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
     int limit = n_prompt + o->n_predict;
     if (limit > engine->context_length) limit = engine->context_length;
     if (sampler_init(&sampler, &o->sampling, m->model->config.vocab_size)) return -1;
-    tokenizer_stream_init(&stream, m->tokenizer, 0);
+    /* text right after BOS starts the output: drop its SPM space prefix */
+    int after_bos = n_prompt == 1 && tokens[0] == tokenizer_bos(m->tokenizer);
+    tokenizer_stream_init(&stream, m->tokenizer, after_bos);
     while (n < limit) {
         int next = sampler_sample(&sampler, engine->logits, tokens, n, NULL);
         tokens[n++] = next;
         if (next == eos) break;
-        fwrite(text, 1, tokenizer_stream_push(&stream, next, text, sizeof(text)), stdout);
+        size_t n_text = tokenizer_stream_push(&stream, next, text, sizeof(text));
+        fwrite(text, 1, n_text, stdout);
         fflush(stdout);
         if (n == limit) break;
-        uint8_t want = 1;
-        int position = n - 1;
-        struct engine_batch batch = {1, &tokens[n - 1], &position, &seq, &want};
-        if (engine_forward(engine, &batch, err, sizeof(err)) < 0) {
+        if (engine_run_sequence(engine, seq, &tokens[n - 1], 1, n - 1, err, sizeof(err))) {
             fprintf(stderr, "lockstep generate: %s\n", err);
             sampler_free(&sampler);
             return -1;
         }
     }
-    fwrite(text, 1, tokenizer_stream_flush(&stream, text, sizeof(text)), stdout);
+    size_t n_text = tokenizer_stream_flush(&stream, text, sizeof(text));
+    fwrite(text, 1, n_text, stdout);
     sampler_free(&sampler);
     return n - n_prompt;
 }
@@ -177,9 +149,8 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
     int *tokens = malloc((size_t)(max_ids + o->n_predict + 1) * sizeof(int));
     int rc = -1;
 
-    if (!tokens ||
-        tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, tokens, max_ids, &n_prompt,
-                         err, sizeof(err))) {
+    if (!tokens || tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, tokens, max_ids,
+                                    &n_prompt, err, sizeof(err))) {
         fprintf(stderr, "lockstep generate: %s\n", tokens ? err : "out of memory");
         free(tokens);
         return -1;
@@ -196,8 +167,8 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
         free(tokens);
         return -1;
     }
-    struct engine_params params = {o->n_threads, o->batch < n_prompt ? o->batch : n_prompt,
-                                   context, 16, 0};
+    struct engine_params params = {o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context,
+                                   16, 0};
     if (engine_init(&engine, m->model, &params, err, sizeof(err))) {
         fprintf(stderr, "lockstep generate: %s\n", err);
         free(tokens);
@@ -207,7 +178,9 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
     if (kv_sequence_reserve(&engine.kv, &seq, total) == 0) {
         fputs(o->prompt, stdout);
         double t0 = cli_now();
-        if (prefill(&engine, &seq, tokens, n_prompt, engine.max_tokens) == 0) {
+        if (engine_run_sequence(&engine, &seq, tokens, n_prompt, 0, err, sizeof(err)) != 0) {
+            fprintf(stderr, "lockstep generate: %s\n", err);
+        } else {
             double t1 = cli_now();
             int n_gen = decode(&engine, m, &seq, tokens, n_prompt, o);
             double t2 = cli_now();
@@ -218,6 +191,7 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
                         printf("%s%d", i > n_prompt ? " " : "", tokens[i]);
                     printf("\n");
                 }
+                fflush(stdout);
                 fprintf(stderr,
                         "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s\n",
                         n_prompt, n_prompt / (t1 - t0), n_gen,

@@ -33,7 +33,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-        if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "lockstep: unknown command '%s' (lockstep --help lists them)\n", argv[1]);
     return 2;
 }

@@ -19,22 +19,22 @@
 /* ======================= paged key/value cache ======================= */
 
 struct kv_cache {
-    int n_layers;    /* layers of the model */
-    int kv_dim;      /* n_kv_heads * head_dim */
-    int block_size;  /* positions per block */
-    int n_blocks;    /* blocks in the pool */
-    float *keys;     /* (n_layers, n_blocks, block_size, kv_dim) */
-    float *values;   /* (n_layers, n_blocks, block_size, kv_dim) */
-    int *free_list;  /* (n_blocks) stack of free block ids */
-    int n_free;      /* entries of free_list in use */
+    int n_layers;   /* layers of the model */
+    int kv_dim;     /* n_kv_heads * head_dim */
+    int block_size; /* positions per block */
+    int n_blocks;   /* blocks in the pool */
+    float *keys;    /* (n_layers, n_blocks, block_size, kv_dim) */
+    float *values;  /* (n_layers, n_blocks, block_size, kv_dim) */
+    int *free_list; /* (n_blocks) stack of free block ids */
+    int n_free;     /* entries of free_list in use */
 };
 
 /* The blocks of one sequence: position p lives in block blocks[p / block_size]
  * at offset p % block_size. */
 struct kv_sequence {
-    int *blocks;     /* (capacity) block ids */
-    int n_blocks;    /* blocks held */
-    int capacity;    /* allocated entries of blocks */
+    int *blocks;  /* (capacity) block ids */
+    int n_blocks; /* blocks held */
+    int capacity; /* allocated entries of blocks */
 };
 
 int kv_cache_init(struct kv_cache *kv, int n_layers, int kv_dim, int block_size, int n_blocks,
@@ -51,8 +51,7 @@ int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_posi
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
 /* Address of the key (or value) vector of (layer, position) of seq. */
 float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position);
-float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                int position);
+float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position);
 
 /* ======================= forward pass ======================= */
 
@@ -61,10 +60,10 @@ float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int la
  * already be in its cache (earlier passes), and its blocks reserved. */
 struct engine_batch {
     int n_tokens;
-    const int *tokens;                /* (n_tokens) token ids */
-    const int *positions;             /* (n_tokens) position within its sequence */
-    struct kv_sequence *const *seqs;  /* (n_tokens) sequence of each token */
-    const uint8_t *want_logits;       /* (n_tokens) 1: compute logits for it */
+    const int *tokens;               /* (n_tokens) token ids */
+    const int *positions;            /* (n_tokens) position within its sequence */
+    struct kv_sequence *const *seqs; /* (n_tokens) sequence of each token */
+    const uint8_t *want_logits;      /* (n_tokens) 1: compute logits for it */
 };
 
 /* Working memory and the thread pool for forward passes of one model. */
@@ -72,26 +71,29 @@ struct engine {
     const struct model *model;
     struct tensor_pool *pool;
     struct kv_cache kv;
-    int max_tokens;      /* largest batch the buffers hold */
-    float *x;            /* (max_tokens, dim) residual stream */
-    float *xb;           /* (max_tokens, dim) normed input */
-    float *q;            /* (max_tokens, n_heads*head_dim) */
-    float *k;            /* (max_tokens, kv_dim) */
-    float *v;            /* (max_tokens, kv_dim) */
-    float *attn;         /* (max_tokens, n_heads*head_dim) attention output */
-    float *gate;         /* (max_tokens, hidden_dim) */
-    float *up;           /* (max_tokens, hidden_dim) */
-    float *scores;       /* (n_threads, context_length) attention weights */
-    float *logits;       /* (max_tokens, vocab_size) */
-    int context_length;  /* longest sequence the engine accepts */
+    int max_tokens;                       /* largest batch the buffers hold */
+    float *x;                             /* (max_tokens, dim) residual stream */
+    float *xb;                            /* (max_tokens, dim) normed input */
+    float *q;                             /* (max_tokens, n_heads*head_dim) */
+    float *k;                             /* (max_tokens, kv_dim) */
+    float *v;                             /* (max_tokens, kv_dim) */
+    float *attn;                          /* (max_tokens, n_heads*head_dim) attention output */
+    float *gate;                          /* (max_tokens, hidden_dim) */
+    float *up;                            /* (max_tokens, hidden_dim) */
+    float *scores;                        /* (n_threads, context_length) attention weights */
+    float *logits;                        /* (max_tokens, vocab_size) */
+    int context_length;                   /* longest sequence the engine accepts */
+    int *chunk_positions;                 /* (max_tokens) engine_run_sequence's batch */
+    struct kv_sequence **chunk_sequences; /* (max_tokens) */
+    uint8_t *chunk_want;                  /* (max_tokens) */
 };
 
 struct engine_params {
-    int n_threads;       /* threads of the pool */
-    int max_tokens;      /* largest batch (prefill chunk) */
-    int context_length;  /* 0: the model's */
-    int kv_block_size;   /* positions per KV block (16 if 0) */
-    int kv_blocks;       /* 0: enough for one full-context sequence */
+    int n_threads;      /* threads of the pool */
+    int max_tokens;     /* largest batch (prefill chunk) */
+    int context_length; /* 0: the model's */
+    int kv_block_size;  /* positions per KV block (16 if 0) */
+    int kv_blocks;      /* 0: enough for one full-context sequence */
 };
 
 int engine_init(struct engine *engine, const struct model *model,
@@ -104,17 +106,23 @@ void engine_free(struct engine *engine);
 int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
                    size_t errlen);
 
+/* Runs tokens[0..n) of one sequence, at positions start.., in passes of at
+ * most max_tokens; the logits of the last token end in engine->logits. The
+ * sequence's blocks must be reserved. For prompts and benchmarks. */
+int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
+                        int start, char *err, size_t errlen);
+
 /* ======================= sampling ======================= */
 
 struct sampler_params {
-    float temperature;     /* <= 0: greedy (argmax) */
-    int top_k;             /* keep the k most likely; <= 0: off */
-    float top_p;           /* keep the smallest set with mass >= top_p; >= 1: off */
-    float min_p;           /* drop tokens below min_p * p(max); <= 0: off */
-    float repeat_penalty;  /* divide positive / multiply negative logits of recent
-                              tokens; 1: off */
-    int repeat_last_n;     /* how many recent tokens the penalty sees */
-    uint64_t seed;         /* same seed, same tokens */
+    float temperature;    /* <= 0: greedy (argmax) */
+    int top_k;            /* keep the k most likely; <= 0: off */
+    float top_p;          /* keep the smallest set with mass >= top_p; >= 1: off */
+    float min_p;          /* drop tokens below min_p * p(max); <= 0: off */
+    float repeat_penalty; /* divide positive / multiply negative logits of recent
+                             tokens; 1: off */
+    int repeat_last_n;    /* how many recent tokens the penalty sees */
+    uint64_t seed;        /* same seed, same tokens */
 };
 
 /* A token and its probability, for sampling and logprobs. */
@@ -126,9 +134,9 @@ struct sampler_candidate {
 
 struct sampler {
     struct sampler_params params;
-    uint64_t rng;                        /* xorshift state */
+    uint64_t rng; /* xorshift state */
     int vocab_size;
-    struct sampler_candidate *candidates;/* (vocab_size) work space */
+    struct sampler_candidate *candidates; /* (vocab_size) work space */
 };
 
 void sampler_params_default(struct sampler_params *params);
@@ -138,7 +146,7 @@ void sampler_free(struct sampler *sampler);
  * sequence's tokens so far (for the repetition penalty). *logprob (if not
  * NULL) receives the log-probability of the chosen token under the model's
  * own distribution, before penalty and temperature. */
-int sampler_sample(struct sampler *sampler, const float *logits, const int *history,
-                   int n_history, float *logprob);
+int sampler_sample(struct sampler *sampler, const float *logits, const int *history, int n_history,
+                   float *logprob);
 
 #endif

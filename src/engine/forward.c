@@ -25,8 +25,8 @@ int engine_init(struct engine *engine, const struct model *model,
     memset(engine, 0, sizeof(*engine));
     engine->model = model;
     engine->max_tokens = params->max_tokens > 0 ? params->max_tokens : 1;
-    engine->context_length = params->context_length > 0 ? params->context_length
-                                                         : c->context_length;
+    engine->context_length =
+        params->context_length > 0 ? params->context_length : c->context_length;
     engine->pool = tensor_pool_create(params->n_threads > 0 ? params->n_threads : 1);
     if (!engine->pool) {
         snprintf(err, errlen, "engine: cannot start %d threads", params->n_threads);
@@ -47,11 +47,15 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->attn = malloc(t * q_dim * sizeof(float));
     engine->gate = malloc(t * c->hidden_dim * sizeof(float));
     engine->up = malloc(t * c->hidden_dim * sizeof(float));
-    engine->scores = malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length *
-                            sizeof(float));
+    engine->scores =
+        malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    engine->chunk_positions = malloc(t * sizeof(int));
+    engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
+    engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
-        !engine->gate || !engine->up || !engine->scores || !engine->logits) {
+        !engine->gate || !engine->up || !engine->scores || !engine->logits ||
+        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -72,6 +76,9 @@ void engine_free(struct engine *engine) {
     free(engine->up);
     free(engine->scores);
     free(engine->logits);
+    free(engine->chunk_positions);
+    free(engine->chunk_sequences);
+    free(engine->chunk_want);
     memset(engine, 0, sizeof(*engine));
 }
 
@@ -186,8 +193,7 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
         float *k = engine->k + (size_t)t * kv_dim;
         tensor_rope(engine->q + (size_t)t * q_dim, c->n_heads, c->head_dim, c->rope_dim, pos,
                     c->rope_base, c->rope_style);
-        tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base,
-                    c->rope_style);
+        tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
         memcpy(kv_key(&engine->kv, batch->seqs[t], layer, pos), k, (size_t)kv_dim * sizeof(float));
         memcpy(kv_value(&engine->kv, batch->seqs[t], layer, pos), engine->v + (size_t)t * kv_dim,
                (size_t)kv_dim * sizeof(float));
@@ -205,8 +211,8 @@ static int mlp_block(struct engine *engine, int n, int layer) {
     const struct model_layer *w = &engine->model->layers[layer];
 
     for (int t = 0; t < n; t++)
-        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim,
-                       w->ffn_norm, c->dim, c->norm_eps);
+        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim, w->ffn_norm,
+                       c->dim, c->norm_eps);
     if (tensor_matmul(engine->pool, engine->gate, &w->w_gate, engine->xb, n) ||
         tensor_matmul(engine->pool, engine->up, &w->w_up, engine->xb, n))
         return -1;
@@ -227,8 +233,8 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
                        m->output_norm, dim, m->config.norm_eps);
         n_wanted++;
     }
-    if (n_wanted > 0 && tensor_matmul(engine->pool, engine->logits, &m->output, engine->xb,
-                                      n_wanted))
+    if (n_wanted > 0 &&
+        tensor_matmul(engine->pool, engine->logits, &m->output, engine->xb, n_wanted))
         return -1;
     return n_wanted;
 }
@@ -242,8 +248,8 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     if (check_batch(engine, batch, err, errlen)) return -1;
     /* token embeddings */
     for (int t = 0; t < batch->n_tokens; t++) {
-        const char *row = (const char *)m->token_embd.data +
-                          (size_t)batch->tokens[t] * m->token_embd.row_stride;
+        const char *row =
+            (const char *)m->token_embd.data + (size_t)batch->tokens[t] * m->token_embd.row_stride;
         tensor_dequantize_row(engine->x + (size_t)t * dim, row, m->token_embd.type, dim);
     }
     for (int layer = 0; layer < m->config.n_layers; layer++) {
@@ -255,4 +261,20 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     n_wanted = classify(engine, batch);
     if (n_wanted < 0) snprintf(err, errlen, "engine: out of memory in the classifier");
     return n_wanted;
+}
+
+int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
+                        int start, char *err, size_t errlen) {
+    for (int done = 0; done < n; done += engine->max_tokens) {
+        int len = n - done < engine->max_tokens ? n - done : engine->max_tokens;
+        for (int i = 0; i < len; i++) {
+            engine->chunk_positions[i] = start + done + i;
+            engine->chunk_sequences[i] = seq;
+            engine->chunk_want[i] = done + i == n - 1;
+        }
+        struct engine_batch batch = {len, tokens + done, engine->chunk_positions,
+                                     engine->chunk_sequences, engine->chunk_want};
+        if (engine_forward(engine, &batch, err, errlen) < 0) return -1;
+    }
+    return 0;
 }

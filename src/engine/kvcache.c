@@ -83,7 +83,6 @@ float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int laye
     return kv->keys + kv_offset(kv, seq, layer, position);
 }
 
-float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                int position) {
+float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position) {
     return kv->values + kv_offset(kv, seq, layer, position);
 }

@@ -49,10 +49,10 @@ static float next_uniform(struct sampler *sampler) {
 /* log p(id) under softmax(logits). */
 static float log_probability(const float *logits, int n, int id) {
     float max = logits[0];
-    double sum = 0.0;
     for (int i = 1; i < n; i++)
         if (logits[i] > max) max = logits[i];
-    for (int i = 0; i < n; i++) sum += exp((double)(logits[i] - max));
+    double sum = exp((double)(logits[0] - max));
+    for (int i = 1; i < n; i++) sum += exp((double)(logits[i] - max));
     return (float)((double)(logits[id] - max) - log(sum));
 }
 
@@ -114,8 +114,8 @@ static int filter_candidates(const struct sampler_params *p, struct sampler_cand
     return n;
 }
 
-int sampler_sample(struct sampler *sampler, const float *logits, const int *history,
-                   int n_history, float *logprob) {
+int sampler_sample(struct sampler *sampler, const float *logits, const int *history, int n_history,
+                   float *logprob) {
     int n = sampler->vocab_size;
     struct sampler_candidate *c = sampler->candidates;
     int chosen = 0;

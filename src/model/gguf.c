@@ -151,6 +151,18 @@ static int gguf_parse_alignment(struct gguf_file *file, struct gguf_reader *read
 
 /* ---- tensor infos ---- */
 
+/* " (name)" of the ggml types that real files often hold but lockstep does
+ * not read, so the message says what the file is; "" for other ids. */
+static const char *gguf_ggml_type_hint(uint32_t type) {
+    static const char *const hints[] = {
+        [3] = " (q4_1)",  [6] = " (q5_0)",  [7] = " (q5_1)",  [9] = " (q8_1)",
+        [10] = " (q2_K)", [11] = " (q3_K)", [12] = " (q4_K)", [13] = " (q5_K)",
+        [14] = " (q6_K)", [15] = " (q8_K)", [30] = " (bf16)",
+    };
+    if (type >= sizeof(hints) / sizeof(hints[0]) || hints[type] == NULL) return "";
+    return hints[type];
+}
+
 /* Checks a tensor's type and shape and works out its element count and size. */
 static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type, struct gguf_reader *reader) {
     uint64_t n = 1;
@@ -165,10 +177,9 @@ static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type, struct gg
         n *= dim;
     }
     if (!tensor_type_is_valid((int)type))
-        return gguf_fail(reader,
-                         "tensor type %" PRIu32 " is not supported (only f32, f16, q8_0 "
-                         "and q4_0)",
-                         type);
+        return gguf_fail(
+            reader, "tensor type %" PRIu32 "%s is not supported (only f32, f16, q8_0 and q4_0)",
+            type, gguf_ggml_type_hint(type));
     tensor->type = (enum tensor_type)type;
     tensor->n_elements = n;
     uint64_t block = (uint64_t)tensor_type_block_elements(tensor->type);

@@ -100,6 +100,19 @@ void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n)
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
 
+/* AVX2 kernels (matmul_avx2.c, ops_avx2.c). */
+void tensor_matmul_f32_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                            void *scratch);
+void tensor_matmul_f16_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                            void *scratch);
+void tensor_matmul_q8_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_matmul_q4_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+size_t tensor_matmul_scratch_avx2(enum tensor_type type, int cols, int batch);
+void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
+                            int32_t offset);
+
 /* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
 void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                               void *scratch);

@@ -1,0 +1,76 @@
+/* model_internal.h -- what the writers of model files (model_writer.c for
+ * model_write_gguf, random.c for model_write_random) share and the rest of
+ * the program does not see: the GGUF file under construction with the
+ * buffers it references, the list of a model's tensors in llama.cpp's order
+ * and names, and the architecture's config keys. */
+#ifndef LOCKSTEP_MODEL_INTERNAL_H
+#define LOCKSTEP_MODEL_INTERNAL_H
+
+#include <stddef.h>
+
+#include "model/model.h"
+
+/* A GGUF file being built: the writer and every buffer it references
+ * (tensor data), which must live until the write. */
+struct model_writer {
+    struct gguf_writer *gguf; /* collects metadata and tensor infos */
+    enum tensor_type type;    /* type of the 2-D weights (F32 fallback, see below) */
+    void **buffers;           /* (buffer_capacity) owned allocations */
+    int n_buffers;
+    int buffer_capacity;
+    char error[160]; /* the first failure, without the path; empty if none */
+};
+
+/* What a tensor holds; a filler picks its values from this. */
+enum model_tensor_kind {
+    MODEL_TENSOR_MATRIX = 0, /* 2-D weight, stored in the writer's type */
+    MODEL_TENSOR_NORM = 1,   /* RMSNorm weight (F32) */
+    MODEL_TENSOR_BIAS = 2,   /* qwen2 projection bias (F32) */
+};
+
+/* One tensor of the file, as the filler is asked for it. */
+struct model_tensor_spec {
+    int layer;          /* block index, or -1 for token_embd / output_norm / output */
+    const char *suffix; /* llama.cpp's name, after "blk.<layer>." in a block */
+    enum model_tensor_kind kind;
+    int rows, cols; /* a matrix (rows, cols); a vector has rows 1 and cols elements */
+    const struct tensor_matrix *matrix; /* the source's matrix, or NULL (no source) */
+    const float *vector;                /* the source's vector, or NULL (no source) */
+};
+
+/* Writes the rows * cols values of the tensor spec as floats into values;
+ * 0, or -1 with a message (without the path) in err. */
+typedef int (*model_tensor_fill_fn)(void *context, const struct model_tensor_spec *spec,
+                                    float *values, char *err, size_t errlen);
+
+/* Which tensors the file holds: every tensor of a block present in source,
+ * or, without a source, the ones the flags ask for. */
+struct model_file_layout {
+    const struct model_config *config;
+    const struct model *source; /* weights being written, or NULL */
+    int has_output;             /* no source: output.weight is its own tensor */
+    int has_biases;             /* no source: attn_{q,k,v}.bias in every block */
+    int has_qk_norm;            /* no source: attn_{q,k}_norm.weight in every block */
+};
+
+/* An empty file whose 2-D weights will be of type; -1 if out of memory. */
+int model_writer_init(struct model_writer *writer, enum tensor_type type);
+void model_writer_free(struct model_writer *writer);
+/* bytes that live until model_writer_free; NULL (and an error) if out of
+ * memory. */
+void *model_writer_keep(struct model_writer *writer, size_t bytes);
+
+/* The general.* keys (architecture, name, file_type, alignment) and the
+ * architecture's hyperparameter keys of config. */
+void model_writer_set_config(struct model_writer *writer, const struct model_config *config,
+                             const char *name);
+/* Adds every tensor of layout in llama.cpp's order, asking fill for the
+ * values of each: vectors stay F32, matrices become the writer's type, or F32
+ * when that type is quantized and cols is not a multiple of 32 (as
+ * llama.cpp's quantizer falls back). Stops at the first failure. */
+void model_writer_add_tensors(struct model_writer *writer, const struct model_file_layout *layout,
+                              model_tensor_fill_fn fill, void *context);
+/* Writes the file; 0, or -1 with "<path>: <message>" in err. */
+int model_writer_write(struct model_writer *writer, const char *path, char *err, size_t errlen);
+
+#endif

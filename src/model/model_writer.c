@@ -1,0 +1,390 @@
+/* model_writer.c -- writing llama-family GGUF files: model_write_gguf, and
+ * the machinery it shares with model_write_random (random.c).
+ *
+ * A struct model_writer is a gguf_writer plus the buffers its tensors point
+ * at. model_writer_add_tensors walks one table of a model's tensors, in the
+ * order and with the names llama.cpp uses, and asks a filler for the float
+ * values of each: model_write_gguf's filler dequantizes the loaded weights,
+ * random.c's draws them from its seeded stream. The values are then stored
+ * as the file asks (matrices converted to the requested type, vectors F32),
+ * so both writers name, shape and convert tensors the same way. */
+#include "model/model_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- buffers */
+
+/* Records "<message>" as the failure unless one is recorded already. */
+__attribute__((format(printf, 2, 3))) static void model_writer_fail(struct model_writer *writer,
+                                                                    const char *fmt, ...) {
+    if (writer->error[0] != '\0') return;
+    va_list ap;
+    va_start(ap, fmt);
+    /* clang-tidy 14 flags ap as uninitialized whenever this is not the first
+     * file of its run (a checker bug); it is initialized just above. */
+    vsnprintf(writer->error, sizeof(writer->error), fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
+    va_end(ap);
+}
+
+int model_writer_init(struct model_writer *writer, enum tensor_type type) {
+    memset(writer, 0, sizeof(*writer));
+    writer->type = type;
+    writer->gguf = gguf_writer_create();
+    return writer->gguf ? 0 : -1;
+}
+
+void model_writer_free(struct model_writer *writer) {
+    for (int i = 0; i < writer->n_buffers; i++) free(writer->buffers[i]);
+    free(writer->buffers);
+    gguf_writer_free(writer->gguf);
+    memset(writer, 0, sizeof(*writer));
+}
+
+void *model_writer_keep(struct model_writer *writer, size_t bytes) {
+    if (writer->error[0] != '\0') return NULL;
+    if (writer->n_buffers == writer->buffer_capacity) {
+        int capacity = writer->buffer_capacity ? 2 * writer->buffer_capacity : 64;
+        void **grown = realloc(writer->buffers, (size_t)capacity * sizeof(*grown));
+        if (!grown) {
+            model_writer_fail(writer, "out of memory");
+            return NULL;
+        }
+        writer->buffers = grown;
+        writer->buffer_capacity = capacity;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        model_writer_fail(writer, "out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    writer->buffers[writer->n_buffers++] = p;
+    return p;
+}
+
+/* ------------------------------------------------------------- metadata */
+
+/* llama.cpp's general.file_type for a weight type (LLAMA_FTYPE_*). */
+static uint32_t model_file_type(enum tensor_type type) {
+    switch (type) {
+    case TENSOR_F16:
+        return 1;
+    case TENSOR_Q4_0:
+        return 2;
+    case TENSOR_Q8_0:
+        return 7;
+    default:
+        return 0;
+    }
+}
+
+void model_writer_set_config(struct model_writer *writer, const struct model_config *c,
+                             const char *name) {
+    struct gguf_writer *w = writer->gguf;
+    const char *arch = model_arch_name(c->arch);
+    char key[128];
+    gguf_writer_set_string(w, "general.architecture", arch);
+    gguf_writer_set_string(w, "general.name", name);
+    gguf_writer_set_u32(w, "general.file_type", model_file_type(writer->type));
+    gguf_writer_set_u32(w, "general.alignment", 32);
+    const struct {
+        const char *suffix;
+        int value;
+    } ints[] = {
+        {"context_length", c->context_length},  {"embedding_length", c->dim},
+        {"feed_forward_length", c->hidden_dim}, {"block_count", c->n_layers},
+        {"attention.head_count", c->n_heads},   {"attention.head_count_kv", c->n_kv_heads},
+        {"attention.key_length", c->head_dim},  {"attention.value_length", c->head_dim},
+        {"rope.dimension_count", c->rope_dim},  {"vocab_size", c->vocab_size},
+    };
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        snprintf(key, sizeof(key), "%s.%s", arch, ints[i].suffix);
+        gguf_writer_set_u32(w, key, (uint32_t)ints[i].value);
+    }
+    snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
+    gguf_writer_set_f32(w, key, c->norm_eps);
+    snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
+    gguf_writer_set_f32(w, key, c->rope_base);
+}
+
+/* -------------------------------------------------------------- tensors */
+
+/* A tensor dimension, in terms of the config. */
+enum model_width {
+    WIDTH_ONE,    /* 1: the rows of a vector */
+    WIDTH_DIM,    /* dim */
+    WIDTH_HIDDEN, /* hidden_dim */
+    WIDTH_Q,      /* n_heads * head_dim */
+    WIDTH_KV,     /* n_kv_heads * head_dim */
+    WIDTH_HEAD,   /* head_dim */
+    WIDTH_VOCAB,  /* vocab_size */
+};
+
+/* When a tensor is in the file. */
+enum model_tensor_group {
+    GROUP_ALWAYS,  /* every model */
+    GROUP_OUTPUT,  /* the classifier, when not tied to token_embd */
+    GROUP_BIASES,  /* qwen2's q/k/v biases */
+    GROUP_QK_NORM, /* qwen3's per-head q/k norms */
+};
+
+/* One row of the tensor tables. */
+struct model_tensor_entry {
+    const char *suffix;
+    enum model_tensor_kind kind;
+    enum model_width rows, cols; /* a vector: WIDTH_ONE and its length */
+    enum model_tensor_group group;
+    size_t field; /* offset of its struct tensor_matrix (a matrix) or const float *
+                     (a vector) in struct model, or struct model_layer in a block */
+};
+
+static const struct model_tensor_entry model_global_tensors[] = {
+    {"token_embd.weight", MODEL_TENSOR_MATRIX, WIDTH_VOCAB, WIDTH_DIM, GROUP_ALWAYS,
+     offsetof(struct model, token_embd)},
+    {"output_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
+     offsetof(struct model, output_norm)},
+    {"output.weight", MODEL_TENSOR_MATRIX, WIDTH_VOCAB, WIDTH_DIM, GROUP_OUTPUT,
+     offsetof(struct model, output)},
+};
+
+#define LAYER_FIELD(name) offsetof(struct model_layer, name)
+static const struct model_tensor_entry model_layer_tensors[] = {
+    {"attn_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
+     LAYER_FIELD(attn_norm)},
+    {"attn_q.weight", MODEL_TENSOR_MATRIX, WIDTH_Q, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wq)},
+    {"attn_k.weight", MODEL_TENSOR_MATRIX, WIDTH_KV, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wk)},
+    {"attn_v.weight", MODEL_TENSOR_MATRIX, WIDTH_KV, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wv)},
+    {"attn_q.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_Q, GROUP_BIASES, LAYER_FIELD(bq)},
+    {"attn_k.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_KV, GROUP_BIASES, LAYER_FIELD(bk)},
+    {"attn_v.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_KV, GROUP_BIASES, LAYER_FIELD(bv)},
+    {"attn_q_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_HEAD, GROUP_QK_NORM,
+     LAYER_FIELD(q_norm)},
+    {"attn_k_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_HEAD, GROUP_QK_NORM,
+     LAYER_FIELD(k_norm)},
+    {"attn_output.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_Q, GROUP_ALWAYS,
+     LAYER_FIELD(wo)},
+    {"ffn_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
+     LAYER_FIELD(ffn_norm)},
+    {"ffn_gate.weight", MODEL_TENSOR_MATRIX, WIDTH_HIDDEN, WIDTH_DIM, GROUP_ALWAYS,
+     LAYER_FIELD(w_gate)},
+    {"ffn_up.weight", MODEL_TENSOR_MATRIX, WIDTH_HIDDEN, WIDTH_DIM, GROUP_ALWAYS,
+     LAYER_FIELD(w_up)},
+    {"ffn_down.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_HIDDEN, GROUP_ALWAYS,
+     LAYER_FIELD(w_down)},
+};
+
+static int model_width_of(const struct model_config *c, enum model_width width) {
+    switch (width) {
+    case WIDTH_DIM:
+        return c->dim;
+    case WIDTH_HIDDEN:
+        return c->hidden_dim;
+    case WIDTH_Q:
+        return c->n_heads * c->head_dim;
+    case WIDTH_KV:
+        return c->n_kv_heads * c->head_dim;
+    case WIDTH_HEAD:
+        return c->head_dim;
+    case WIDTH_VOCAB:
+        return c->vocab_size;
+    default:
+        return 1;
+    }
+}
+
+/* The spec of entry e in block layer (-1: a global tensor); 0 if the file
+ * does not hold it. */
+static int model_tensor_spec_of(const struct model_file_layout *layout,
+                                const struct model_tensor_entry *e, int layer,
+                                struct model_tensor_spec *spec) {
+    *spec = (struct model_tensor_spec){layer,
+                                       e->suffix,
+                                       e->kind,
+                                       model_width_of(layout->config, e->rows),
+                                       model_width_of(layout->config, e->cols),
+                                       NULL,
+                                       NULL};
+    const struct model *m = layout->source;
+    if (!m) {
+        return e->group == GROUP_ALWAYS || (e->group == GROUP_OUTPUT && layout->has_output) ||
+               (e->group == GROUP_BIASES && layout->has_biases) ||
+               (e->group == GROUP_QK_NORM && layout->has_qk_norm);
+    }
+    if (e->group == GROUP_OUTPUT && m->output.data == m->token_embd.data) return 0;
+    const char *base = layer < 0 ? (const char *)m : (const char *)&m->layers[layer];
+    if (e->kind == MODEL_TENSOR_MATRIX) {
+        spec->matrix = (const struct tensor_matrix *)(const void *)(base + e->field);
+        return spec->matrix->data != NULL;
+    }
+    memcpy(&spec->vector, base + e->field, sizeof(spec->vector));
+    return spec->vector != NULL;
+}
+
+/* Stores the n floats of x as type into out. */
+static void model_convert(void *out, const float *x, enum tensor_type type, size_t n) {
+    if (type == TENSOR_F16) {
+        uint16_t *half = out;
+        for (size_t i = 0; i < n; i++) half[i] = tensor_fp32_to_fp16(x[i]);
+    } else if (type == TENSOR_Q8_0) {
+        tensor_quantize_q8_0(out, x, (int64_t)n);
+    } else if (type == TENSOR_Q4_0) {
+        tensor_quantize_q4_0(out, x, (int64_t)n);
+    } else if (out != x) {
+        memcpy(out, x, n * sizeof(float));
+    }
+}
+
+/* Fills, converts and adds the tensor spec; -1 after a failure. */
+static int model_writer_add(struct model_writer *writer, const struct model_tensor_spec *spec,
+                            model_tensor_fill_fn fill, void *context) {
+    char name[96], message[128];
+    if (spec->layer < 0)
+        snprintf(name, sizeof(name), "%s", spec->suffix);
+    else
+        snprintf(name, sizeof(name), "blk.%d.%s", spec->layer, spec->suffix);
+    enum tensor_type type = spec->kind == MODEL_TENSOR_MATRIX ? writer->type : TENSOR_F32;
+    if (tensor_type_block_elements(type) > 1 && spec->cols % TENSOR_QK != 0) type = TENSOR_F32;
+    size_t n = (size_t)spec->rows * (size_t)spec->cols;
+    size_t bytes = (size_t)spec->rows * tensor_row_bytes(type, spec->cols);
+    void *data = model_writer_keep(writer, bytes);
+    if (!data) return -1;
+    float *values = type == TENSOR_F32 ? data : malloc(n * sizeof(float));
+    int rc = 0;
+    if (!values) {
+        model_writer_fail(writer, "tensor '%s': out of memory", name);
+        rc = -1;
+    } else if (fill(context, spec, values, message, sizeof(message)) != 0) {
+        model_writer_fail(writer, "tensor '%s': %s", name, message);
+        rc = -1;
+    } else {
+        model_convert(data, values, type, n);
+        uint64_t dims[2] = {(uint64_t)spec->cols, (uint64_t)spec->rows};
+        int n_dims = spec->kind == MODEL_TENSOR_MATRIX ? 2 : 1;
+        gguf_writer_add_tensor(writer->gguf, name, type, n_dims, dims, data, bytes);
+    }
+    if ((void *)values != data) free(values);
+    return rc;
+}
+
+/* Adds the tensors of table (n entries) present in block layer. */
+static int model_writer_add_table(struct model_writer *writer,
+                                  const struct model_file_layout *layout,
+                                  const struct model_tensor_entry *table, size_t n, int layer,
+                                  model_tensor_fill_fn fill, void *context) {
+    struct model_tensor_spec spec;
+    for (size_t i = 0; i < n; i++)
+        if (model_tensor_spec_of(layout, &table[i], layer, &spec) &&
+            model_writer_add(writer, &spec, fill, context) != 0)
+            return -1;
+    return 0;
+}
+
+void model_writer_add_tensors(struct model_writer *writer, const struct model_file_layout *layout,
+                              model_tensor_fill_fn fill, void *context) {
+    size_t n_global = sizeof(model_global_tensors) / sizeof(model_global_tensors[0]);
+    size_t n_layer = sizeof(model_layer_tensors) / sizeof(model_layer_tensors[0]);
+    if (model_writer_add_table(writer, layout, model_global_tensors, n_global, -1, fill, context))
+        return;
+    for (int l = 0; l < layout->config->n_layers; l++)
+        if (model_writer_add_table(writer, layout, model_layer_tensors, n_layer, l, fill, context))
+            return;
+}
+
+int model_writer_write(struct model_writer *writer, const char *path, char *err, size_t errlen) {
+    if (writer->error[0] != '\0') {
+        snprintf(err, errlen, "%s: %s", path, writer->error);
+        return -1;
+    }
+    return gguf_writer_write(writer->gguf, path, err, errlen);
+}
+
+/* ------------------------------------------------------ model_write_gguf */
+
+/* The tokenizer.ggml.* keys of vocab. */
+static void model_writer_set_vocab(struct model_writer *writer, const struct model_vocab *v) {
+    struct gguf_writer *w = writer->gguf;
+    uint64_t n = (uint64_t)v->n_tokens;
+    gguf_writer_set_string(w, "tokenizer.ggml.model", v->model);
+    gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", v->texts, v->lengths, n);
+    if (v->scores) gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, n);
+    if (v->types)
+        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, n);
+    if (v->bos >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
+    if (v->eos >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+    if (v->unk >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
+    gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+}
+
+/* The values of a tensor of the loaded model: a matrix dequantized row by
+ * row, a vector copied. */
+static int model_source_fill(void *context, const struct model_tensor_spec *spec, float *values,
+                             char *err, size_t errlen) {
+    (void)context;
+    const struct tensor_matrix *w = spec->matrix;
+    if (!w) {
+        memcpy(values, spec->vector, (size_t)spec->cols * sizeof(float));
+        return 0;
+    }
+    if (w->rows != spec->rows || w->cols != spec->cols || !tensor_type_is_valid((int)w->type)) {
+        snprintf(err, errlen, "the model holds (%d, %d) of type %d, the config says (%d, %d)",
+                 w->rows, w->cols, (int)w->type, spec->rows, spec->cols);
+        return -1;
+    }
+    for (int r = 0; r < w->rows; r++)
+        tensor_dequantize_row(values + (size_t)r * (size_t)w->cols,
+                              (const char *)w->data + (size_t)r * w->row_stride, w->type, w->cols);
+    return 0;
+}
+
+/* Checks what the file would need from its arguments; 0 or -1 with a message. */
+static int model_check_write(const struct model *model, enum tensor_type type,
+                             const struct model_vocab *v, const char *path, char *err,
+                             size_t errlen) {
+    if (!tensor_type_is_valid((int)type)) {
+        snprintf(err, errlen, "%s: unsupported weight type %d", path, (int)type);
+        return -1;
+    }
+    if (!v) return 0;
+    if (!v->model || !v->texts || !v->lengths || v->n_tokens != model->config.vocab_size) {
+        snprintf(err, errlen,
+                 "%s: the vocabulary has %d tokens (model '%s'), the model's vocab_size is %d",
+                 path, v->n_tokens, v->model ? v->model : "(none)", model->config.vocab_size);
+        return -1;
+    }
+    const struct {
+        const char *name;
+        int id;
+    } specials[] = {{"bos", v->bos}, {"eos", v->eos}, {"unk", v->unk}};
+    for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); i++) {
+        if (specials[i].id < -1 || specials[i].id >= v->n_tokens) {
+            snprintf(err, errlen, "%s: %s token id %d is not in -1..%d", path, specials[i].name,
+                     specials[i].id, v->n_tokens - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A NULL vocab writes no tokenizer.ggml.* keys (the file then loads as a
+ * model but not as a tokenizer). */
+int model_write_gguf(const struct model *model, enum tensor_type type,
+                     const struct model_vocab *vocab, const char *name, const char *path,
+                     char *err, size_t errlen) {
+    if (model_check_write(model, type, vocab, path, err, errlen)) return -1;
+    struct model_writer writer;
+    if (model_writer_init(&writer, type) != 0) {
+        model_writer_free(&writer);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    model_writer_set_config(&writer, &model->config,
+                            name ? name : model_arch_name(model->config.arch));
+    if (vocab) model_writer_set_vocab(&writer, vocab);
+    struct model_file_layout layout = {&model->config, model, 0, 0, 0};
+    model_writer_add_tensors(&writer, &layout, model_source_fill, NULL);
+    int rc = model_writer_write(&writer, path, err, errlen);
+    model_writer_free(&writer);
+    return rc;
+}
