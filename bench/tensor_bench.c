@@ -21,10 +21,10 @@
 #include <string.h>
 #include <time.h>
 
-#define DIM 768
-#define HIDDEN 2048
-#define LAYERS 12
-#define VOCAB 512
+#define DIM                768
+#define HIDDEN             2048
+#define LAYERS             12
+#define VOCAB              512
 #define MATRICES_PER_LAYER 7
 
 struct model {
@@ -70,8 +70,9 @@ static int make_matrix(struct tensor_matrix *m, enum tensor_type type, int rows,
 }
 
 static int make_model(struct model *model, enum tensor_type type) {
-    static const int shapes[MATRICES_PER_LAYER][2] = {
-        {DIM, DIM}, {DIM, DIM}, {DIM, DIM}, {DIM, DIM}, {HIDDEN, DIM}, {HIDDEN, DIM}, {DIM, HIDDEN}};
+    static const int shapes[MATRICES_PER_LAYER][2] = {{DIM, DIM},   {DIM, DIM},    {DIM, DIM},
+                                                      {DIM, DIM},   {HIDDEN, DIM}, {HIDDEN, DIM},
+                                                      {DIM, HIDDEN}};
     memset(model, 0, sizeof(*model));
     double parameters = 0;
     for (int l = 0; l < LAYERS; l++) {
@@ -184,20 +185,26 @@ int main(int argc, char **argv) {
     int max_batch = 512;
     float *x = malloc(sizeof(float) * (size_t)max_batch * HIDDEN);
     float *out = malloc(sizeof(float) * (size_t)max_batch * HIDDEN);
-    if (!pool || !x || !out) return 1;
+    if (!pool || !x || !out) {
+        fprintf(stderr, "out of memory\n");
+        tensor_pool_free(pool);
+        free(x);
+        free(out);
+        return 1;
+    }
     for (size_t i = 0; i < (size_t)max_batch * HIDDEN; i++) x[i] = random_float();
     printf("threads %d, best instruction set %s, memory read %.1f GB/s\n", threads,
            tensor_isa_name(tensor_isa_best()), read_bandwidth(pool));
     printf("%-6s %-7s %10s %9s %9s | %9s %9s | %9s %9s\n", "type", "isa", "tg GB/s", "tg tok/s",
            "tg ms", "pp64 GF/s", "pp64 t/s", "pp512GF/s", "pp512 t/s");
-    static const enum tensor_type all_types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0,
-                                                 TENSOR_Q4_0};
+    static const enum tensor_type all_types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0, TENSOR_Q4_0};
     for (int t = 0; t < 4; t++) {
         if (!listed(types, tensor_type_name(all_types[t]))) continue;
         struct model model;
         if (make_model(&model, all_types[t])) {
             fprintf(stderr, "out of memory\n");
-            return 1;
+            free_model(&model);
+            break;
         }
         for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
             if (!listed(isas, tensor_isa_name((enum tensor_isa)isa))) continue;

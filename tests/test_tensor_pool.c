@@ -1,6 +1,8 @@
 /* test_tensor_pool.c -- the thread pool: every thread runs every job exactly
  * once with the right index and count, for pools of 1..4 threads and many
- * back-to-back jobs; jobs still run after the workers have gone to sleep and
+ * back-to-back jobs; every chunk of a chunked job runs exactly once (also
+ * when interleaved with whole jobs, and with workers arriving after the job
+ * closed); jobs still run after the workers have gone to sleep and
  * when the caller has to sleep waiting for a slow worker; an idle pool uses
  * (almost) no CPU time; create/free cycles do not leak or hang. */
 #include "tensor/tensor.h"
@@ -60,6 +62,35 @@ static int run_and_check(struct tensor_pool *pool, int sleep_thread) {
     return ok && sum == 100000LL * 99999 / 2;
 }
 
+#define MAX_CHUNKS 300
+
+struct chunk_job {
+    atomic_int calls[MAX_CHUNKS]; /* times each chunk ran */
+    atomic_int bad_thread;        /* calls with an out-of-range thread index */
+    int n_threads;                /* the pool's size */
+    int slow_chunk;               /* this chunk sleeps 2 ms (-1: none) */
+};
+
+static void chunk_fn(void *arg, int chunk, int thread) {
+    struct chunk_job *job = arg;
+    if (thread < 0 || thread >= job->n_threads) atomic_fetch_add(&job->bad_thread, 1);
+    atomic_fetch_add(&job->calls[chunk], 1);
+    if (chunk == job->slow_chunk) sleep_milliseconds(2);
+}
+
+/* Runs n_chunks chunks and checks each ran exactly once. */
+static int run_chunks_and_check(struct tensor_pool *pool, int n_chunks, int slow_chunk) {
+    static struct chunk_job job;
+    for (int c = 0; c < MAX_CHUNKS; c++) atomic_init(&job.calls[c], 0);
+    atomic_init(&job.bad_thread, 0);
+    job.n_threads = tensor_pool_size(pool);
+    job.slow_chunk = slow_chunk;
+    tensor_pool_run_chunks(pool, chunk_fn, &job, n_chunks);
+    int ok = atomic_load(&job.bad_thread) == 0;
+    for (int c = 0; c < MAX_CHUNKS; c++) ok = ok && atomic_load(&job.calls[c]) == (c < n_chunks);
+    return ok;
+}
+
 static double cpu_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -80,9 +111,23 @@ int main(void) {
         CHECK_MSG(failures == 0, "%d threads: %d of 2000 back-to-back jobs went wrong", n,
                   failures);
 
+        /* chunked jobs, many of them tiny (workers often arrive after the caller
+         * has done every chunk and closed the job), interleaved with whole jobs */
+        failures = 0;
+        for (int i = 0; i < 3000; i++) {
+            failures += !run_chunks_and_check(pool, 1 + (i * 7) % MAX_CHUNKS, -1);
+            if (i % 3 == 0) failures += !run_and_check(pool, -1);
+        }
+        CHECK_MSG(failures == 0, "%d threads: %d chunked jobs went wrong", n, failures);
+        CHECK_MSG(run_chunks_and_check(pool, 0, -1), "%d threads: zero chunks", n);
+        CHECK_MSG(run_chunks_and_check(pool, 40, 0), "%d threads: slow first chunk", n);
+        CHECK_MSG(run_chunks_and_check(pool, 40, 39), "%d threads: slow last chunk", n);
+
         /* workers asleep (idle well past their spin), then woken by a job */
         sleep_milliseconds(5);
         CHECK_MSG(run_and_check(pool, -1), "%d threads: job after idle sleep", n);
+        sleep_milliseconds(5);
+        CHECK_MSG(run_chunks_and_check(pool, 64, -1), "%d threads: chunks after idle sleep", n);
         /* the caller gives up spinning while the last thread works 3 ms */
         CHECK_MSG(run_and_check(pool, n - 1), "%d threads: job with a slow thread", n);
         CHECK_MSG(run_and_check(pool, 0), "%d threads: job with a slow caller", n);

@@ -25,7 +25,8 @@
  *
  * Parameters (spin -DNAME=value): NRANKS 2 or 3, NREQ 1..3 requests over
  * the run, LEN tokens per request, BATCH sequences per step (the token
- * budget), MAXFAULTS faults per run.
+ * budget), MAXFAULTS faults per run. MUTANT_* switches break one part of
+ * the design each, to show that the checks catch it (check.sh).
  */
 
 #ifndef NRANKS

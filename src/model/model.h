@@ -52,11 +52,11 @@ struct gguf_value {
         double f64;   /* FLOAT32 and FLOAT64 */
         struct gguf_string str;
         struct {
-            enum gguf_type type;       /* element type */
-            uint64_t n;                /* element count */
-            const uint8_t *data;       /* first element, in the mapping */
-            const uint64_t *offsets;   /* string/array elements: byte offset of
-                                          each element from data; else NULL */
+            enum gguf_type type;     /* element type */
+            uint64_t n;              /* element count */
+            const uint8_t *data;     /* first element, in the mapping */
+            const uint64_t *offsets; /* string/array elements: byte offset of
+                                        each element from data; else NULL */
         } arr;
     } v;
 };
@@ -73,27 +73,27 @@ struct gguf_kv {
 struct gguf_tensor {
     struct gguf_string name;
     enum tensor_type type;
-    int n_dims;                    /* 1..4 */
-    uint64_t dims[GGUF_MAX_DIMS];  /* dims[0] is the innermost (row length) */
-    uint64_t n_elements;           /* product of dims */
-    uint64_t offset;               /* from the start of the data section */
-    size_t size;                   /* bytes */
-    const void *data;              /* in the mapping */
+    int n_dims;                   /* 1..4 */
+    uint64_t dims[GGUF_MAX_DIMS]; /* dims[0] is the innermost (row length) */
+    uint64_t n_elements;          /* product of dims */
+    uint64_t offset;              /* from the start of the data section */
+    size_t size;                  /* bytes */
+    const void *data;             /* in the mapping */
 };
 
 /* An open GGUF file. */
 struct gguf_file {
-    char *path;                   /* for error messages */
-    const uint8_t *base;          /* the mapping (or the caller's buffer) */
-    size_t size;                  /* bytes of the file */
-    int owns_mapping;             /* 1 if gguf_close must munmap base */
-    uint32_t version;             /* 2 or 3 */
+    char *path;          /* for error messages */
+    const uint8_t *base; /* the mapping (or the caller's buffer) */
+    size_t size;         /* bytes of the file */
+    int owns_mapping;    /* 1 if gguf_close must munmap base */
+    uint32_t version;    /* 2 or 3 */
     uint64_t n_kv;
-    struct gguf_kv *kv;           /* (n_kv) */
+    struct gguf_kv *kv; /* (n_kv) */
     uint64_t n_tensors;
-    struct gguf_tensor *tensors;  /* (n_tensors) */
-    uint64_t alignment;           /* general.alignment, default 32 */
-    uint64_t data_offset;         /* start of the tensor data section */
+    struct gguf_tensor *tensors; /* (n_tensors) */
+    uint64_t alignment;          /* general.alignment, default 32 */
+    uint64_t data_offset;        /* start of the tensor data section */
 };
 
 /* Maps and parses path. */
@@ -192,38 +192,38 @@ struct model_config {
     int rope_dim;       /* rotated elements per head (rope.dimension_count) */
     float rope_base;    /* rope.freq_base, default 10000 */
     enum tensor_rope_style rope_style;
-    float norm_eps;     /* layer_norm_rms_epsilon */
+    float norm_eps; /* layer_norm_rms_epsilon */
 };
 
 /* One transformer block. Matrices are (out, in) = (rows, cols). */
 struct model_layer {
-    const float *attn_norm;     /* (dim) */
-    struct tensor_matrix wq;    /* (n_heads*head_dim, dim) */
-    struct tensor_matrix wk;    /* (n_kv_heads*head_dim, dim) */
-    struct tensor_matrix wv;    /* (n_kv_heads*head_dim, dim) */
-    const float *bq, *bk, *bv;  /* qwen2 biases, (rows of wq/wk/wv); else NULL */
-    const float *q_norm;        /* qwen3 per-head RMSNorm weight (head_dim); else NULL */
-    const float *k_norm;        /* qwen3 (head_dim); else NULL */
-    struct tensor_matrix wo;    /* (dim, n_heads*head_dim) */
-    const float *ffn_norm;      /* (dim) */
-    struct tensor_matrix w_gate;/* (hidden_dim, dim), w1 in llama2.c */
-    struct tensor_matrix w_up;  /* (hidden_dim, dim), w3 */
-    struct tensor_matrix w_down;/* (dim, hidden_dim), w2 */
+    const float *attn_norm;      /* (dim) */
+    struct tensor_matrix wq;     /* (n_heads*head_dim, dim) */
+    struct tensor_matrix wk;     /* (n_kv_heads*head_dim, dim) */
+    struct tensor_matrix wv;     /* (n_kv_heads*head_dim, dim) */
+    const float *bq, *bk, *bv;   /* qwen2 biases, (rows of wq/wk/wv); else NULL */
+    const float *q_norm;         /* qwen3 per-head RMSNorm weight (head_dim); else NULL */
+    const float *k_norm;         /* qwen3 (head_dim); else NULL */
+    struct tensor_matrix wo;     /* (dim, n_heads*head_dim) */
+    const float *ffn_norm;       /* (dim) */
+    struct tensor_matrix w_gate; /* (hidden_dim, dim), w1 in llama2.c */
+    struct tensor_matrix w_up;   /* (hidden_dim, dim), w3 */
+    struct tensor_matrix w_down; /* (dim, hidden_dim), w2 */
 };
 
 /* A loaded model: config plus weights pointing into the file mapping. */
 struct model {
-    char *path;                       /* file it came from */
+    char *path; /* file it came from */
     struct model_config config;
-    struct tensor_matrix token_embd;  /* (vocab_size, dim); rows are looked up */
-    struct model_layer *layers;       /* (n_layers) */
-    const float *output_norm;         /* (dim) */
-    struct tensor_matrix output;      /* classifier (vocab_size, dim); may alias token_embd */
-    struct gguf_file *gguf;           /* the GGUF file, or NULL for llama2.c */
-    void *mapping;                    /* llama2.c: the mapped file */
+    struct tensor_matrix token_embd; /* (vocab_size, dim); rows are looked up */
+    struct model_layer *layers;      /* (n_layers) */
+    const float *output_norm;        /* (dim) */
+    struct tensor_matrix output;     /* classifier (vocab_size, dim); may alias token_embd */
+    struct gguf_file *gguf;          /* the GGUF file, or NULL for llama2.c */
+    void *mapping;                   /* llama2.c: the mapped file */
     size_t mapping_size;
-    size_t weight_bytes;              /* bytes of all matrices read per token
-                                         (for bandwidth figures) */
+    size_t weight_bytes; /* bytes of all matrices read per token
+                            (for bandwidth figures) */
 };
 
 /* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
@@ -246,7 +246,7 @@ int llama2c_load(struct model *model, const char *path, char *err, size_t errlen
 
 /* A vocabulary as GGUF's tokenizer.ggml.* keys hold it. */
 struct model_vocab {
-    const char *model;        /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" */
+    const char *model; /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" */
     int n_tokens;
     const char *const *texts; /* (n_tokens) token texts */
     const uint64_t *lengths;  /* (n_tokens) their byte lengths */
@@ -262,8 +262,8 @@ struct model_vocab {
  * is quantized, as llama.cpp's quantizer does); norms and biases stay F32.
  * name goes to general.name. */
 int model_write_gguf(const struct model *model, enum tensor_type type,
-                     const struct model_vocab *vocab, const char *name, const char *path,
-                     char *err, size_t errlen);
+                     const struct model_vocab *vocab, const char *name, const char *path, char *err,
+                     size_t errlen);
 
 /* Parameters of a seeded random model (lockstep convert --random). */
 struct model_random_params {

@@ -23,9 +23,7 @@ __attribute__((format(printf, 2, 3))) static void model_writer_fail(struct model
     if (writer->error[0] != '\0') return;
     va_list ap;
     va_start(ap, fmt);
-    /* clang-tidy 14 flags ap as uninitialized whenever this is not the first
-     * file of its run (a checker bug); it is initialized just above. */
-    vsnprintf(writer->error, sizeof(writer->error), fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
+    vsnprintf(writer->error, sizeof(writer->error), fmt, ap);
     va_end(ap);
 }
 
@@ -163,8 +161,7 @@ static const struct model_tensor_entry model_layer_tensors[] = {
      LAYER_FIELD(q_norm)},
     {"attn_k_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_HEAD, GROUP_QK_NORM,
      LAYER_FIELD(k_norm)},
-    {"attn_output.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_Q, GROUP_ALWAYS,
-     LAYER_FIELD(wo)},
+    {"attn_output.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_Q, GROUP_ALWAYS, LAYER_FIELD(wo)},
     {"ffn_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
      LAYER_FIELD(ffn_norm)},
     {"ffn_gate.weight", MODEL_TENSOR_MATRIX, WIDTH_HIDDEN, WIDTH_DIM, GROUP_ALWAYS,
@@ -308,7 +305,8 @@ static void model_writer_set_vocab(struct model_writer *writer, const struct mod
     uint64_t n = (uint64_t)v->n_tokens;
     gguf_writer_set_string(w, "tokenizer.ggml.model", v->model);
     gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", v->texts, v->lengths, n);
-    if (v->scores) gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, n);
+    if (v->scores)
+        gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, n);
     if (v->types)
         gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, n);
     if (v->bos >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
@@ -370,8 +368,8 @@ static int model_check_write(const struct model *model, enum tensor_type type,
 /* A NULL vocab writes no tokenizer.ggml.* keys (the file then loads as a
  * model but not as a tokenizer). */
 int model_write_gguf(const struct model *model, enum tensor_type type,
-                     const struct model_vocab *vocab, const char *name, const char *path,
-                     char *err, size_t errlen) {
+                     const struct model_vocab *vocab, const char *name, const char *path, char *err,
+                     size_t errlen) {
     if (model_check_write(model, type, vocab, path, err, errlen)) return -1;
     struct model_writer writer;
     if (model_writer_init(&writer, type) != 0) {

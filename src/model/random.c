@@ -2,13 +2,14 @@
  *
  * Tests and benchmarks need models of any shape without downloading one.
  * model_write_random writes a GGUF file that llama.cpp loads as well: the
- * architecture's keys, tensors with llama.cpp's names and shapes filled from
- * a splitmix64 stream, and a byte-level BPE vocabulary (tokenizer.ggml.model
+ * architecture's keys, tensors with llama.cpp's names and shapes (laid out
+ * by model_writer.c, as model_write_gguf lays them out) filled from a
+ * splitmix64 stream, and a byte-level BPE vocabulary (tokenizer.ggml.model
  * "gpt2"): the 256 byte tokens, merges learned from a small embedded English
  * text, then merges that extend word tokens letter by letter until the
  * vocabulary is full, and "<|endoftext|>" as the last id. Same parameters,
  * same bytes. */
-#include "model/model.h"
+#include "model/model_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -289,184 +290,54 @@ static int vocab_build(struct random_vocab *v, int vocab_size) {
 
 /* -------------------------------------------------------------- tensors */
 
-/* The file being built: the writer and every buffer it references (tensor
- * data and names), which must live until the write. */
-struct random_model {
-    const struct model_random_params *params;
-    struct gguf_writer *writer;
-    uint64_t state; /* splitmix64 state, drawn from tensor by tensor */
-    void **buffers; /* (buffer_capacity) owned allocations */
-    int n_buffers;
-    int buffer_capacity;
-    int failed; /* an allocation failed: nothing more is added */
-};
-
-/* bytes that live until random_model_free; NULL (and failed) if out of memory. */
-static void *random_keep(struct random_model *rm, size_t bytes) {
-    if (rm->failed) return NULL;
-    if (rm->n_buffers == rm->buffer_capacity) {
-        int capacity = rm->buffer_capacity ? 2 * rm->buffer_capacity : 64;
-        void **grown = realloc(rm->buffers, (size_t)capacity * sizeof(*grown));
-        if (!grown) {
-            rm->failed = 1;
-            return NULL;
-        }
-        rm->buffers = grown;
-        rm->buffer_capacity = capacity;
+/* The values of one tensor, drawn from the splitmix64 stream (context) in
+ * the order model_writer_add_tensors asks for tensors. Matrices are uniform
+ * in +-sqrt(3 / cols), so that a unit-variance input gives unit-variance
+ * outputs; the embedding has unit-variance elements, and the classifier
+ * gives logits of standard deviation about 2, so greedy choices are clear
+ * without being one-hot. Norms are 1 +- 0.1, biases 0 +- 0.1. */
+static int random_fill(void *context, const struct model_tensor_spec *spec, float *values,
+                       char *err, size_t errlen) {
+    uint64_t *state = context;
+    size_t n = (size_t)spec->rows * (size_t)spec->cols;
+    (void)err;
+    (void)errlen;
+    if (spec->kind != MODEL_TENSOR_MATRIX) {
+        float center = spec->kind == MODEL_TENSOR_NORM ? 1.0f : 0.0f, spread = 0.1f;
+        for (size_t i = 0; i < n; i++) values[i] = center + spread * random_uniform(state);
+        return 0;
     }
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        rm->failed = 1;
-        return NULL;
-    }
-    rm->buffers[rm->n_buffers++] = p;
-    return p;
-}
-
-static void random_model_free(struct random_model *rm) {
-    for (int i = 0; i < rm->n_buffers; i++) free(rm->buffers[i]);
-    free(rm->buffers);
-    gguf_writer_free(rm->writer);
-}
-
-/* The tensor name "blk.<layer>.<suffix>", or suffix alone if layer < 0. */
-static const char *random_name(struct random_model *rm, int layer, const char *suffix) {
-    char name[96];
-    if (layer < 0)
-        snprintf(name, sizeof(name), "%s", suffix);
-    else
-        snprintf(name, sizeof(name), "blk.%d.%s", layer, suffix);
-    char *kept = random_keep(rm, strlen(name) + 1);
-    if (kept) memcpy(kept, name, strlen(name) + 1);
-    return kept;
-}
-
-/* A 1-D F32 tensor of n values center + spread * uniform(-1, 1). */
-static void random_add_vector(struct random_model *rm, int layer, const char *suffix, int n,
-                              float center, float spread) {
-    const char *name = random_name(rm, layer, suffix);
-    float *x = random_keep(rm, (size_t)n * sizeof(float));
-    if (!name || !x) return;
-    for (int i = 0; i < n; i++) x[i] = center + spread * random_uniform(&rm->state);
-    uint64_t dims[1] = {(uint64_t)n};
-    gguf_writer_add_tensor(rm->writer, name, TENSOR_F32, 1, dims, x, (size_t)n * sizeof(float));
-}
-
-/* A (rows, cols) matrix uniform in +-scale, in the requested type; F32 if
- * that type is quantized and cols is not a multiple of 32 (as llama.cpp's
- * quantizer falls back). */
-static void random_add_matrix(struct random_model *rm, int layer, const char *suffix, int rows,
-                              int cols, float scale) {
-    enum tensor_type type = rm->params->type;
-    if (tensor_type_block_elements(type) > 1 && cols % TENSOR_QK != 0) type = TENSOR_F32;
-    size_t n = (size_t)rows * (size_t)cols;
-    size_t bytes = (size_t)rows * tensor_row_bytes(type, cols);
-    const char *name = random_name(rm, layer, suffix);
-    void *data = random_keep(rm, bytes);
-    float *x = type == TENSOR_F32 ? data : malloc(n * sizeof(float));
-    if (!name || !data || !x) {
-        rm->failed = 1;
-        if ((void *)x != data) free(x);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) x[i] = scale * random_uniform(&rm->state);
-    if (type == TENSOR_F16) {
-        uint16_t *half = data;
-        for (size_t i = 0; i < n; i++) half[i] = tensor_fp32_to_fp16(x[i]);
-    } else if (type == TENSOR_Q8_0) {
-        tensor_quantize_q8_0(data, x, (int64_t)n);
-    } else if (type == TENSOR_Q4_0) {
-        tensor_quantize_q4_0(data, x, (int64_t)n);
-    }
-    if ((void *)x != data) free(x);
-    uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows};
-    gguf_writer_add_tensor(rm->writer, name, type, 2, dims, data, bytes);
-}
-
-/* The tensors of block l. Matrices are scaled by sqrt(3 / cols) so that a
- * unit-variance input gives unit-variance outputs; norms are near 1. */
-static void random_add_layer(struct random_model *rm, int l) {
-    const struct model_random_params *p = rm->params;
-    int head_dim = p->dim / p->n_heads;
-    int kv_rows = p->n_kv_heads * head_dim;
-    float from_dim = sqrtf(3.0f / (float)p->dim), from_hidden = sqrtf(3.0f / (float)p->hidden_dim);
-    random_add_vector(rm, l, "attn_norm.weight", p->dim, 1.0f, 0.1f);
-    random_add_matrix(rm, l, "attn_q.weight", p->dim, p->dim, from_dim);
-    random_add_matrix(rm, l, "attn_k.weight", kv_rows, p->dim, from_dim);
-    random_add_matrix(rm, l, "attn_v.weight", kv_rows, p->dim, from_dim);
-    if (p->arch == MODEL_ARCH_QWEN2) {
-        random_add_vector(rm, l, "attn_q.bias", p->dim, 0.0f, 0.1f);
-        random_add_vector(rm, l, "attn_k.bias", kv_rows, 0.0f, 0.1f);
-        random_add_vector(rm, l, "attn_v.bias", kv_rows, 0.0f, 0.1f);
-    }
-    if (p->arch == MODEL_ARCH_QWEN3) {
-        random_add_vector(rm, l, "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
-        random_add_vector(rm, l, "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
-    }
-    random_add_matrix(rm, l, "attn_output.weight", p->dim, p->dim, from_dim);
-    random_add_vector(rm, l, "ffn_norm.weight", p->dim, 1.0f, 0.1f);
-    random_add_matrix(rm, l, "ffn_gate.weight", p->hidden_dim, p->dim, from_dim);
-    random_add_matrix(rm, l, "ffn_up.weight", p->hidden_dim, p->dim, from_dim);
-    random_add_matrix(rm, l, "ffn_down.weight", p->dim, p->hidden_dim, from_hidden);
-}
-
-/* Every tensor, in llama.cpp's order. The embedding has unit-variance
- * elements; the classifier gives logits of standard deviation about 2, so
- * greedy choices are clear without being one-hot. */
-static void random_add_tensors(struct random_model *rm) {
-    const struct model_random_params *p = rm->params;
-    float from_dim = sqrtf(3.0f / (float)p->dim);
-    random_add_matrix(rm, -1, "token_embd.weight", p->vocab_size, p->dim, sqrtf(3.0f));
-    random_add_vector(rm, -1, "output_norm.weight", p->dim, 1.0f, 0.1f);
-    random_add_matrix(rm, -1, "output.weight", p->vocab_size, p->dim, 2.0f * from_dim);
-    for (int l = 0; l < p->n_layers; l++) random_add_layer(rm, l);
+    float scale = sqrtf(3.0f / (float)spec->cols);
+    if (spec->layer < 0 && strcmp(spec->suffix, "token_embd.weight") == 0)
+        scale = sqrtf(3.0f);
+    else if (spec->layer < 0)
+        scale = 2.0f * scale;
+    for (size_t i = 0; i < n; i++) values[i] = scale * random_uniform(state);
+    return 0;
 }
 
 /* ------------------------------------------------------------- metadata */
 
-/* llama.cpp's general.file_type for a weight type (LLAMA_FTYPE_*). */
-static uint32_t random_file_type(enum tensor_type type) {
-    switch (type) {
-    case TENSOR_F16:
-        return 1;
-    case TENSOR_Q4_0:
-        return 2;
-    case TENSOR_Q8_0:
-        return 7;
-    default:
-        return 0;
-    }
-}
-
-static void random_set_config(struct gguf_writer *w, const struct model_random_params *p) {
-    const char *arch = model_arch_name(p->arch);
-    int head_dim = p->dim / p->n_heads;
-    char key[128], name[64];
-    gguf_writer_set_string(w, "general.architecture", arch);
-    snprintf(name, sizeof(name), "lockstep random %s", arch);
-    gguf_writer_set_string(w, "general.name", name);
-    gguf_writer_set_u32(w, "general.file_type", random_file_type(p->type));
-    gguf_writer_set_u32(w, "general.alignment", 32);
-    const struct {
-        const char *suffix;
-        int value;
-    } ints[] = {
-        {"context_length", p->context_length},  {"embedding_length", p->dim},
-        {"feed_forward_length", p->hidden_dim}, {"block_count", p->n_layers},
-        {"attention.head_count", p->n_heads},   {"attention.head_count_kv", p->n_kv_heads},
-        {"attention.key_length", head_dim},     {"attention.value_length", head_dim},
-        {"rope.dimension_count", head_dim},     {"vocab_size", p->vocab_size},
-    };
-    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
-        snprintf(key, sizeof(key), "%s.%s", arch, ints[i].suffix);
-        gguf_writer_set_u32(w, key, (uint32_t)ints[i].value);
-    }
-    /* qwen models ship with eps 1e-6 and a long-context rope base */
+/* The config params describe; qwen models ship with eps 1e-6 and a
+ * long-context rope base. */
+static struct model_config random_config(const struct model_random_params *p) {
     int qwen = p->arch != MODEL_ARCH_LLAMA;
-    snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
-    gguf_writer_set_f32(w, key, qwen ? 1e-6f : 1e-5f);
-    snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
-    gguf_writer_set_f32(w, key, qwen ? 1000000.0f : 10000.0f);
+    struct model_config c = {
+        .arch = p->arch,
+        .dim = p->dim,
+        .hidden_dim = p->hidden_dim,
+        .n_layers = p->n_layers,
+        .n_heads = p->n_heads,
+        .n_kv_heads = p->n_kv_heads,
+        .head_dim = p->dim / p->n_heads,
+        .vocab_size = p->vocab_size,
+        .context_length = p->context_length,
+        .rope_dim = p->dim / p->n_heads,
+        .rope_base = qwen ? 1000000.0f : 10000.0f,
+        .rope_style = qwen ? TENSOR_ROPE_NEOX : TENSOR_ROPE_NORM,
+        .norm_eps = qwen ? 1e-6f : 1e-5f,
+    };
+    return c;
 }
 
 /* The tokenizer.ggml.* keys of a byte-level BPE vocabulary; the last token
@@ -507,9 +378,7 @@ random_fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
     char message[256];
     va_list ap;
     va_start(ap, fmt);
-    /* clang-tidy 14 flags ap as uninitialized whenever this is not the first
-     * file of its run (a checker bug); it is initialized just above. */
-    vsnprintf(message, sizeof(message), fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
     snprintf(err, errlen, "%s: random model: %s", path, message);
     return -1;
@@ -552,23 +421,29 @@ static int random_check_params(const struct model_random_params *p, const char *
 int model_write_random(const struct model_random_params *params, const char *path, char *err,
                        size_t errlen) {
     if (random_check_params(params, path, err, errlen)) return -1;
-    struct random_vocab vocab;
-    struct random_model rm = {
-        .params = params, .writer = gguf_writer_create(), .state = params->seed};
+    struct random_vocab vocab = {0};
+    struct model_writer writer = {0};
+    struct model_config config = random_config(params);
+    struct model_file_layout layout = {&config, NULL, 1, params->arch == MODEL_ARCH_QWEN2,
+                                       params->arch == MODEL_ARCH_QWEN3};
+    char name[64];
+    uint64_t state = params->seed;
     int rc = -1;
-    if (vocab_build(&vocab, params->vocab_size) != 0 || !rm.writer) {
+    if (vocab_build(&vocab, params->vocab_size) != 0 ||
+        model_writer_init(&writer, params->type) != 0) {
         random_fail(err, errlen, path, "out of memory building a %d-token vocabulary",
                     params->vocab_size);
     } else {
-        random_set_config(rm.writer, params);
-        if (random_set_vocab(rm.writer, &vocab) != 0) rm.failed = 1;
-        random_add_tensors(&rm);
-        if (rm.failed)
-            random_fail(err, errlen, path, "out of memory generating the weights");
-        else
-            rc = gguf_writer_write(rm.writer, path, err, errlen);
+        snprintf(name, sizeof(name), "lockstep random %s", model_arch_name(params->arch));
+        model_writer_set_config(&writer, &config, name);
+        if (random_set_vocab(writer.gguf, &vocab) != 0)
+            random_fail(err, errlen, path, "out of memory writing the vocabulary");
+        else {
+            model_writer_add_tensors(&writer, &layout, random_fill, &state);
+            rc = model_writer_write(&writer, path, err, errlen);
+        }
     }
     vocab_free(&vocab);
-    random_model_free(&rm);
+    model_writer_free(&writer);
     return rc;
 }

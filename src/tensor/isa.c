@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 /* XCR0 bits: the OS saves SSE+AVX state (1, 2) and AVX-512 state (5, 6, 7). */
-#define XCR0_AVX 0x06u
+#define XCR0_AVX    0x06u
 #define XCR0_AVX512 0xe6u
 
 static unsigned long long read_xcr0(void) {
@@ -51,7 +51,7 @@ static const struct tensor_kernels *kernels_for(enum tensor_isa isa) {
     return &tensor_kernels_scalar;
 }
 
-static _Atomic int best_isa = -1;                               /* cached detect_isa() */
+static _Atomic int best_isa = -1;                              /* cached detect_isa() */
 static _Atomic(const struct tensor_kernels *) current_kernels; /* NULL until first use */
 
 enum tensor_isa tensor_isa_best(void) {
@@ -121,11 +121,11 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .q8_0_offset = 0,
     .q4_0_offset = 8,
     .quantize_x = tensor_quantize_x_avx2,
-    .rmsnorm = tensor_rmsnorm_scalar,
-    .softmax = tensor_softmax_scalar,
-    .swiglu = tensor_swiglu_scalar,
-    .dot = tensor_dot_scalar,
-    .axpy = tensor_axpy_scalar,
+    .rmsnorm = tensor_rmsnorm_avx2,
+    .softmax = tensor_softmax_avx2,
+    .swiglu = tensor_swiglu_avx2,
+    .dot = tensor_dot_avx2,
+    .axpy = tensor_axpy_avx2,
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -138,9 +138,9 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .q8_0_offset = 128,
     .q4_0_offset = 8,
     .quantize_x = tensor_quantize_x_avx512,
-    .rmsnorm = tensor_rmsnorm_scalar,
-    .softmax = tensor_softmax_scalar,
-    .swiglu = tensor_swiglu_scalar,
-    .dot = tensor_dot_scalar,
-    .axpy = tensor_axpy_scalar,
+    .rmsnorm = tensor_rmsnorm_avx512,
+    .softmax = tensor_softmax_avx512,
+    .swiglu = tensor_swiglu_avx512,
+    .dot = tensor_dot_avx512,
+    .axpy = tensor_axpy_avx512,
 };

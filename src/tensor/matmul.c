@@ -1,12 +1,13 @@
 /* matmul.c -- tensor_matmul: the threaded driver around the per-ISA kernels.
  *
  * A matmul is two pool jobs at most. For quantized weights the activations
- * are first quantized to Q8_0 (split over threads by batch row when there
- * are many); then every thread computes all batch rows for its own
- * contiguous range of weight rows, a multiple of TENSOR_ROW_TILE, so each
- * weight row is read by one thread only. Which thread computes an element
- * never changes how it is computed (see tensor_internal.h), so results do
- * not depend on the thread count or the batch.
+ * are first quantized to Q8_0 (in chunks of batch rows when there are
+ * many); then the weight rows are cut into contiguous chunks of whole
+ * TENSOR_ROW_TILE tiles, and the thread that takes a chunk computes all
+ * batch rows for it, so each weight row is read by one thread only. Which
+ * thread computes an element never changes how it is computed (see
+ * tensor_internal.h), so results depend neither on the thread count nor on
+ * the batch.
  *
  * Scratch layout in the pool's memory: quantized activations (quants, block
  * scales, block biases), then one 64-byte aligned area per thread. */
@@ -19,13 +20,14 @@
 #define QUANTIZE_PARALLEL_MIN 32768
 
 struct matmul_run {
-    struct tensor_matmul_job job;     /* what to compute */
-    const struct tensor_kernels *k;   /* kernel table, fixed for the whole call */
-    tensor_matmul_fn kernel;          /* the kernel for the weight type */
-    const float *x;                   /* float activations, for quantizing */
-    struct tensor_xq xq;              /* quantized activations */
-    char *thread_scratch;             /* first thread's scratch area */
-    size_t thread_scratch_bytes;      /* bytes per thread, a multiple of 64 */
+    struct tensor_matmul_job job;   /* what to compute */
+    const struct tensor_kernels *k; /* kernel table, fixed for the whole call */
+    tensor_matmul_fn kernel;        /* the kernel for the weight type */
+    const float *x;                 /* float activations, for quantizing */
+    struct tensor_xq xq;            /* quantized activations */
+    char *thread_scratch;           /* first thread's scratch area */
+    size_t thread_scratch_bytes;    /* bytes per thread, a multiple of 64 */
+    int n_chunks;                   /* chunks of the pool job being run */
 };
 
 static size_t align64(size_t n) {
@@ -41,19 +43,29 @@ static void quantize_rows(struct matmul_run *run, int b0, int b1) {
                            run->xq.offset);
 }
 
-static void quantize_worker(void *arg, int thread, int n_threads) {
-    struct matmul_run *run = arg;
-    int batch = run->job.batch;
-    quantize_rows(run, (int)((int64_t)batch * thread / n_threads),
-                  (int)((int64_t)batch * (thread + 1) / n_threads));
+/* Chunks per thread: more balance on a busy machine, fewer breaks in the
+ * weight streams. */
+#define CHUNKS_PER_THREAD 4
+
+static int chunk_count(int items, int n_threads) {
+    return items < CHUNKS_PER_THREAD * n_threads ? items : CHUNKS_PER_THREAD * n_threads;
 }
 
-static void matmul_worker(void *arg, int thread, int n_threads) {
+static void quantize_chunk(void *arg, int chunk, int thread) {
+    struct matmul_run *run = arg;
+    (void)thread;
+    int batch = run->job.batch;
+    quantize_rows(run, (int)((int64_t)batch * chunk / run->n_chunks),
+                  (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
+}
+
+/* Chunk c covers a contiguous range of whole row tiles. */
+static void matmul_chunk(void *arg, int chunk, int thread) {
     struct matmul_run *run = arg;
     int rows = run->job.w->rows;
     int tiles = (rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE;
-    int first = (int)((int64_t)tiles * thread / n_threads);
-    int last = (int)((int64_t)tiles * (thread + 1) / n_threads);
+    int first = (int)((int64_t)tiles * chunk / run->n_chunks);
+    int last = (int)((int64_t)tiles * (chunk + 1) / run->n_chunks);
     int row_begin = first * TENSOR_ROW_TILE;
     int row_end = last * TENSOR_ROW_TILE < rows ? last * TENSOR_ROW_TILE : rows;
     if (row_begin >= row_end) return;
@@ -89,17 +101,20 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     if (!scratch) return -1;
     run->thread_scratch = scratch + qs_bytes + d_bytes + bias_bytes;
     if (quantized) {
-        run->xq.qs = (int8_t *)scratch;
-        run->xq.d = (float *)(scratch + qs_bytes);
-        run->xq.bias = (int32_t *)(scratch + qs_bytes + d_bytes);
+        run->xq.qs = (void *)scratch;
+        run->xq.d = (void *)(scratch + qs_bytes);
+        run->xq.bias = (void *)(scratch + qs_bytes + d_bytes);
         run->xq.offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
         run->job.xq = &run->xq;
-        if ((size_t)batch * (size_t)w->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1)
+        if ((size_t)batch * (size_t)w->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
             quantize_rows(run, 0, batch);
-        else
-            tensor_pool_run(pool, quantize_worker, run);
+        } else {
+            run->n_chunks = chunk_count(batch, n_threads);
+            tensor_pool_run_chunks(pool, quantize_chunk, run, run->n_chunks);
+        }
     }
-    tensor_pool_run(pool, matmul_worker, run);
+    run->n_chunks = chunk_count((w->rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE, n_threads);
+    tensor_pool_run_chunks(pool, matmul_chunk, run, run->n_chunks);
     return 0;
 }
 

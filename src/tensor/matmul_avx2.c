@@ -20,9 +20,9 @@
 
 /* ---- float weights ---- */
 
-#define GEMV_ROWS 8
-#define GEMM_ROWS 4
-#define GEMM_COLS 3
+#define GEMV_ROWS         8
+#define GEMM_ROWS         4
+#define GEMM_COLS         3
 #define FLOAT_BLOCK_BYTES (256 * 1024)
 
 /* The fixed lane tree: (l, l+4), then (l, l+2), (l, l+1). */
@@ -35,7 +35,7 @@ static ALWAYS_INLINE float sum_lanes(__m256 v) {
 
 static ALWAYS_INLINE __m256 load_weights(const char *row, int i, int f16) {
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i)));
-    return _mm256_loadu_ps((const float *)(row + 4 * (size_t)i));
+    return _mm256_loadu_ps((const void *)(row + 4 * (size_t)i));
 }
 
 /* The last n < 8 elements from i, zero-filled. */
@@ -73,9 +73,16 @@ static ALWAYS_INLINE void float_tile(const struct tensor_matmul_job *job, int r0
     for (int m = 0; m < NR; m++)
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) acc[m][c] = _mm256_setzero_ps();
+    /* GEMV streams the weights once: fetch the next tile's rows ahead */
+    const char *next = (const char *)w->data + (size_t)(r0 + NR) * w->row_stride;
+    const size_t element_bytes = f16 ? 2 : 4;
     int i = 0;
     for (; i + 8 <= cols; i += 8) {
         __m256 xv[GEMM_COLS];
+        if (nc == 1)
+#pragma GCC unroll 8
+            for (int m = 0; m < NR; m++)
+                _mm_prefetch(next + m * w->row_stride + i * element_bytes, _MM_HINT_T1);
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) xv[c] = _mm256_loadu_ps(xs[c] + i);
 #pragma GCC unroll 8
@@ -146,16 +153,16 @@ void tensor_matmul_f16_avx2(const struct tensor_matmul_job *job, int row_begin, 
 
 /* ---- quantized weights ---- */
 
-#define Q_ROWS 8           /* rows per vector of results */
-#define Q_GEMM_MIN_BATCH 4 /* smaller batches use the GEMV shape */
-#define Q_GEMM_COLS 4      /* batch columns per GEMM micro-kernel */
-#define Q_BATCH_BLOCK 256  /* batch columns per repacked panel use */
+#define Q_ROWS           8   /* rows per vector of results */
+#define Q_GEMM_MIN_BATCH 4   /* smaller batches use the GEMV shape */
+#define Q_GEMM_COLS      4   /* batch columns per GEMM micro-kernel */
+#define Q_BATCH_BLOCK    256 /* batch columns per repacked panel use */
 /* Panel bytes per block: 8 groups of 8 rows x 4 weights (Q8_0: |w|, then w
  * for its signs, another 256 bytes), then 8 float scales. */
-#define Q_GROUP_BYTES 32
-#define Q_SIGNS_OFFSET (8 * Q_GROUP_BYTES)
+#define Q_GROUP_BYTES       32
+#define Q_SIGNS_OFFSET      (8 * Q_GROUP_BYTES)
 #define Q_SCALES_OFFSET(q4) ((q4) ? 8 * Q_GROUP_BYTES : 16 * Q_GROUP_BYTES)
-#define Q_PANEL_BLOCK(q4) (Q_SCALES_OFFSET(q4) + Q_ROWS * (int)sizeof(float))
+#define Q_PANEL_BLOCK(q4)   (Q_SCALES_OFFSET(q4) + Q_ROWS * (int)sizeof(float))
 
 static ALWAYS_INLINE __m256 add_blocks(__m256 acc, __m256i dot, __m256 d_w, float d_x) {
     __m256 scale = _mm256_mul_ps(d_w, _mm256_set1_ps(d_x));
@@ -215,8 +222,8 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
     const struct tensor_matrix *w = job->w;
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
-    const size_t block_bytes = q4 ? sizeof(struct tensor_block_q4_0)
-                                  : sizeof(struct tensor_block_q8_0);
+    const size_t block_bytes =
+        q4 ? sizeof(struct tensor_block_q4_0) : sizeof(struct tensor_block_q8_0);
     const char *rows[Q_ROWS];
     __m256i offsets = row_pointers(w, r0, nr, rows);
     const char *next = rows[0] + (size_t)Q_ROWS * w->row_stride;
@@ -265,7 +272,7 @@ static ALWAYS_INLINE void repack_panel(const struct tensor_matrix *w, int r0, in
                 _mm256_store_si256((__m256i *)(out + Q_GROUP_BYTES * (g + 4)),
                                    _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble));
             }
-            _mm256_store_ps((float *)(out + Q_SCALES_OFFSET(1)),
+            _mm256_store_ps((void *)(out + Q_SCALES_OFFSET(1)),
                             gather_scales(row0, offsets, block));
         } else {
             size_t block = (size_t)j * sizeof(struct tensor_block_q8_0);
@@ -276,7 +283,7 @@ static ALWAYS_INLINE void repack_panel(const struct tensor_matrix *w, int r0, in
                 _mm256_store_si256((__m256i *)(out + Q_GROUP_BYTES * g), _mm256_abs_epi8(quants));
                 _mm256_store_si256((__m256i *)(out + Q_SIGNS_OFFSET + Q_GROUP_BYTES * g), quants);
             }
-            _mm256_store_ps((float *)(out + Q_SCALES_OFFSET(0)),
+            _mm256_store_ps((void *)(out + Q_SCALES_OFFSET(0)),
                             gather_scales(row0, offsets, block));
         }
     }
@@ -303,9 +310,9 @@ static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, c
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             __m256i weights = _mm256_load_si256((const __m256i *)(pj + Q_GROUP_BYTES * g));
-            __m256i signs = q4 ? weights
-                               : _mm256_load_si256((const __m256i *)(pj + Q_SIGNS_OFFSET +
-                                                                     Q_GROUP_BYTES * g));
+            __m256i signs =
+                q4 ? weights
+                   : _mm256_load_si256((const __m256i *)(pj + Q_SIGNS_OFFSET + Q_GROUP_BYTES * g));
 #pragma GCC unroll 4
             for (int c = 0; c < nc; c++) {
                 int32_t x4;
@@ -315,7 +322,7 @@ static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, c
                 dot[c] = _mm256_add_epi32(dot[c], dot_bytes(weights, x));
             }
         }
-        __m256 d_w = _mm256_load_ps((const float *)(pj + Q_SCALES_OFFSET(q4)));
+        __m256 d_w = _mm256_load_ps((const void *)(pj + Q_SCALES_OFFSET(q4)));
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++)
             acc[c] = add_blocks(acc[c], dot[c], d_w, xq->d[(size_t)(b0 + c) * blocks + j]);
@@ -425,8 +432,8 @@ void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x,
         for (int k = 0; k < 4; k++)
             q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], _mm256_set1_ps(inverse))));
         __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                           _mm256_packs_epi32(q[2], q[3]));
+        __m256i bytes =
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         /* the packs interleave 128-bit lanes: dwords 0 4 1 5 2 6 3 7 */
         bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(qs + j * TENSOR_QK), bytes);

@@ -44,6 +44,24 @@ static ALWAYS_INLINE float sum_lanes(__m512 v) {
     return _mm_cvtss_f32(s1);
 }
 
+/* sum_lanes of a, b, c and d at once, by the same tree (the same additions
+ * of the same operands, so the same bits). */
+static ALWAYS_INLINE __m128 sum_lanes4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    /* (l, l+8): 256-bit halves of a and b side by side, likewise c and d */
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* (l, l+4): one 128-bit lane each for a, b, c, d */
+    __m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* (l, l+2), then (l, l+1) within each lane */
+    __m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    __m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512i first_lanes = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first_lanes, s1));
+}
+
 static ALWAYS_INLINE __m512 load_weights(const char *row, int i, int f16) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i)));
     return _mm512_loadu_ps(row + 4 * (size_t)i);
@@ -72,9 +90,16 @@ static ALWAYS_INLINE void float_tile(const struct tensor_matmul_job *job, int r0
     for (int m = 0; m < NR; m++)
 #pragma GCC unroll 8
         for (int c = 0; c < nc; c++) acc[m][c] = _mm512_setzero_ps();
+    /* GEMV streams the weights once: fetch the next tile's rows ahead */
+    const char *next = (const char *)w->data + (size_t)(r0 + NR) * w->row_stride;
+    const size_t element_bytes = f16 ? 2 : 4;
     int i = 0;
     for (; i + 16 <= cols; i += 16) {
         __m512 wv[GEMV_ROWS];
+        if (nc == 1)
+#pragma GCC unroll 8
+            for (int m = 0; m < NR; m++)
+                _mm_prefetch(next + m * w->row_stride + i * element_bytes, _MM_HINT_T1);
 #pragma GCC unroll 8
         for (int m = 0; m < NR; m++) wv[m] = load_weights(rows[m], i, f16);
 #pragma GCC unroll 8
@@ -97,10 +122,17 @@ static ALWAYS_INLINE void float_tile(const struct tensor_matmul_job *job, int r0
         }
     }
 #pragma GCC unroll 8
-    for (int m = 0; m < NR; m++)
-#pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            if (m < nr) job->out[(size_t)(b0 + c) * w->rows + r0 + m] = sum_lanes(acc[m][c]);
+    for (int c = 0; c < nc; c++) {
+        float *out = job->out + (size_t)(b0 + c) * w->rows + r0;
+#pragma GCC unroll 2
+        for (int m = 0; m < NR; m += 4) {
+            __m128 sums = sum_lanes4(acc[m][c], acc[m + 1][c], acc[m + 2][c], acc[m + 3][c]);
+            if (nr - m >= 4)
+                _mm_storeu_ps(out + m, sums);
+            else if (nr > m)
+                _mm_mask_storeu_ps(out + m, (__mmask8)((1u << (nr - m)) - 1u), sums);
+        }
+    }
 }
 
 static ALWAYS_INLINE void float_tile_columns(const struct tensor_matmul_job *job, int r0, int nr,
@@ -165,13 +197,13 @@ void tensor_matmul_f16_avx512(const struct tensor_matmul_job *job, int row_begin
 
 /* ---- quantized weights ---- */
 
-#define Q_ROWS 16           /* rows per vector of results */
-#define Q_GEMM_MIN_BATCH 4  /* smaller batches use the GEMV shape */
-#define Q_GEMV_COLS 3       /* batch columns a GEMV pass shares weight loads across */
-#define Q_GEMM_COLS 8       /* batch columns per GEMM micro-kernel */
-#define Q_BATCH_BLOCK 256   /* batch columns per repacked panel use */
-#define Q_PANEL_QUANTS 512  /* panel bytes per block: 8 groups x 16 rows x 4 */
-#define Q_PANEL_BLOCK (Q_PANEL_QUANTS + Q_ROWS * (int)sizeof(float)) /* + 16 scales */
+#define Q_ROWS           16  /* rows per vector of results */
+#define Q_GEMM_MIN_BATCH 4   /* smaller batches use the GEMV shape */
+#define Q_GEMV_COLS      3   /* batch columns a GEMV pass shares weight loads across */
+#define Q_GEMM_COLS      8   /* batch columns per GEMM micro-kernel */
+#define Q_BATCH_BLOCK    256 /* batch columns per repacked panel use */
+#define Q_PANEL_QUANTS   512 /* panel bytes per block: 8 groups x 16 rows x 4 */
+#define Q_PANEL_BLOCK    (Q_PANEL_QUANTS + Q_ROWS * (int)sizeof(float)) /* + 16 scales */
 
 /* One block's float step for 16 rows: acc + (float)dot * (d_w * d_x). */
 static ALWAYS_INLINE __m512 add_blocks(__m512 acc, __m512i dot, __m512 d_w, float d_x) {
@@ -254,8 +286,8 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
     const struct tensor_matrix *w = job->w;
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
-    const size_t block_bytes = q4 ? sizeof(struct tensor_block_q4_0)
-                                  : sizeof(struct tensor_block_q8_0);
+    const size_t block_bytes =
+        q4 ? sizeof(struct tensor_block_q4_0) : sizeof(struct tensor_block_q8_0);
     const char *rows[Q_ROWS];
     __m512i offsets = row_pointers(w, r0, nr, rows);
     __m512 acc[Q_GEMV_COLS];
@@ -264,7 +296,10 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
     const char *next = rows[0] + (size_t)Q_ROWS * w->row_stride;
     for (int j = 0; j < blocks; j++) {
         size_t offset = (size_t)j * block_bytes;
-        for (int m = 0; m < Q_ROWS; m++) _mm_prefetch(next + m * w->row_stride + offset, _MM_HINT_T1);
+        /* the next tile's rows, one prefetch per row per 64 bytes or less */
+        if (!q4 || j % 2 == 0)
+            for (int m = 0; m < Q_ROWS; m++)
+                _mm_prefetch(next + m * w->row_stride + offset, _MM_HINT_T1);
         __m512 d_w = gather_scales(rows[0], offsets, offset);
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
@@ -384,8 +419,8 @@ static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, c
         _mm512_mask_storeu_ps(job->out + (size_t)(b0 + c) * w->rows + r0, mask, acc[c]);
 }
 
-static ALWAYS_INLINE void quant_gemm_columns(const struct tensor_matmul_job *job,
-                                             const char *panel, int r0, int nr, int b0, int nc) {
+static ALWAYS_INLINE void quant_gemm_columns(const struct tensor_matmul_job *job, const char *panel,
+                                             int r0, int nr, int b0, int nc) {
     switch (nc) {
     case 1:
         quant_gemm_tile(job, panel, r0, nr, b0, 1);

@@ -29,7 +29,7 @@ void tensor_matmul_f32_scalar(const struct tensor_matmul_job *job, int row_begin
     const struct tensor_matrix *w = job->w;
     (void)scratch;
     for (int r = row_begin; r < row_end; r++) {
-        const float *row = (const float *)((const char *)w->data + (size_t)r * w->row_stride);
+        const float *row = (const void *)((const char *)w->data + (size_t)r * w->row_stride);
         for (int b = 0; b < job->batch; b++)
             job->out[(size_t)b * w->rows + r] =
                 dot_sequential(row, job->x + (size_t)b * w->cols, w->cols);

@@ -30,16 +30,16 @@ enum tensor_type {
 
 /* ggml's block_q8_0: 32 int8 values times one fp16 scale (34 bytes). */
 struct tensor_block_q8_0 {
-    uint16_t d;              /* scale, IEEE fp16 bits */
-    int8_t qs[TENSOR_QK];    /* value i is d * qs[i] */
+    uint16_t d;           /* scale, IEEE fp16 bits */
+    int8_t qs[TENSOR_QK]; /* value i is d * qs[i] */
 };
 
 /* ggml's block_q4_0: 32 4-bit values times one fp16 scale (18 bytes).
  * Byte j holds element j in its low nibble and element j+16 in its high
  * nibble; element value is d * (nibble - 8). */
 struct tensor_block_q4_0 {
-    uint16_t d;                  /* scale, IEEE fp16 bits */
-    uint8_t qs[TENSOR_QK / 2];   /* packed nibbles, see above */
+    uint16_t d;                /* scale, IEEE fp16 bits */
+    uint8_t qs[TENSOR_QK / 2]; /* packed nibbles, see above */
 };
 
 /* Name of a type ("f32", "q8_0", ...), or NULL for an unknown id. */
@@ -64,11 +64,11 @@ uint16_t tensor_fp32_to_fp16(float f);
  * (cols / 32 blocks for quantized types). row_stride may exceed the row's
  * size: a column slice of a larger matrix (tensor parallelism) is a view. */
 struct tensor_matrix {
-    const void *data;       /* first byte of row 0 */
-    enum tensor_type type;  /* element type */
-    int rows;               /* output features */
-    int cols;               /* input features; a multiple of 32 if quantized */
-    size_t row_stride;      /* bytes from one row to the next */
+    const void *data;      /* first byte of row 0 */
+    enum tensor_type type; /* element type */
+    int rows;              /* output features */
+    int cols;              /* input features; a multiple of 32 if quantized */
+    size_t row_stride;     /* bytes from one row to the next */
 };
 
 /* A view of a contiguous (rows, cols) matrix. */
@@ -114,6 +114,16 @@ void tensor_pool_free(struct tensor_pool *pool);
 int tensor_pool_size(const struct tensor_pool *pool);
 /* Runs fn on every thread and returns when all have finished. */
 void tensor_pool_run(struct tensor_pool *pool, tensor_pool_fn fn, void *arg);
+
+/* fn(arg, chunk, thread) for one chunk of a chunked job; thread is the index
+ * of the thread running it (0 = the caller), e.g. for per-thread scratch. */
+typedef void (*tensor_pool_chunk_fn)(void *arg, int chunk, int thread);
+
+/* Runs fn once for each chunk 0 .. n_chunks - 1, on the caller and whichever
+ * workers are free: a worker the scheduler has not run yet is not waited
+ * for, so a busy core does not stall the job. Returns when all are done. */
+void tensor_pool_run_chunks(struct tensor_pool *pool, tensor_pool_chunk_fn fn, void *arg,
+                            int n_chunks);
 
 /* ---- kernels ---- */
 

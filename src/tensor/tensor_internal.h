@@ -23,10 +23,10 @@
 /* Activations quantized to Q8_0 for a quantized matmul: row b of the batch
  * has cols int8 values and cols / 32 block scales and block sums. */
 struct tensor_xq {
-    int8_t *qs;      /* (batch, cols) quants, block j of row b at qs + b*cols + 32*j */
-    float *d;        /* (batch, cols / 32) block scales, fp16-rounded as ggml stores them */
-    int32_t *bias;   /* (batch, cols / 32) -offset * sum of the block's quants */
-    int32_t offset;  /* weight-quant offset the bias was made for (8 or 128), see kernels */
+    int8_t *qs;     /* (batch, cols) quants, block j of row b at qs + b*cols + 32*j */
+    float *d;       /* (batch, cols / 32) block scales, fp16-rounded as ggml stores them */
+    int32_t *bias;  /* (batch, cols / 32) -offset * sum of the block's quants */
+    int32_t offset; /* weight-quant offset the bias was made for (8 or 128), see kernels */
 };
 
 /* What one tensor_matmul asks of every thread. */
@@ -112,6 +112,11 @@ void tensor_matmul_q4_0_avx2(const struct tensor_matmul_job *job, int row_begin,
 size_t tensor_matmul_scratch_avx2(enum tensor_type type, int cols, int batch);
 void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                             int32_t offset);
+void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
+void tensor_softmax_avx2(float *x, int n);
+void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
+float tensor_dot_avx2(const float *a, const float *b, int n);
+void tensor_axpy_avx2(float *y, float a, const float *x, int n);
 
 /* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
 void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -125,5 +130,10 @@ void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begi
 size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch);
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
+void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
+void tensor_softmax_avx512(float *x, int n);
+void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
+float tensor_dot_avx512(const float *a, const float *b, int n);
+void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 
 #endif

@@ -11,17 +11,17 @@
 #include <string.h>
 
 struct type_info {
-    enum tensor_type type;
-    const char *name;
-    int block_elements; /* elements per block */
-    size_t block_bytes; /* bytes per block */
+    const char *name;      /* as GGUF tools print it */
+    size_t block_bytes;    /* bytes per block */
+    enum tensor_type type; /* ggml's id */
+    int block_elements;    /* elements per block */
 };
 
 static const struct type_info type_table[] = {
-    {TENSOR_F32, "f32", 1, sizeof(float)},
-    {TENSOR_F16, "f16", 1, sizeof(uint16_t)},
-    {TENSOR_Q4_0, "q4_0", TENSOR_QK, sizeof(struct tensor_block_q4_0)},
-    {TENSOR_Q8_0, "q8_0", TENSOR_QK, sizeof(struct tensor_block_q8_0)},
+    {"f32", sizeof(float), TENSOR_F32, 1},
+    {"f16", sizeof(uint16_t), TENSOR_F16, 1},
+    {"q4_0", sizeof(struct tensor_block_q4_0), TENSOR_Q4_0, TENSOR_QK},
+    {"q8_0", sizeof(struct tensor_block_q8_0), TENSOR_Q8_0, TENSOR_QK},
 };
 
 #define TYPE_COUNT (sizeof(type_table) / sizeof(type_table[0]))

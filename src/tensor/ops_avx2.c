@@ -1,0 +1,153 @@
+/* ops_avx2.c -- AVX2 (+FMA) versions of the per-row kernels in ops.c.
+ *
+ * Reductions (dot, the RMS norm's sum of squares, the softmax sum) keep 8
+ * lane sums and add them with a fixed tree, so a given n always gives the
+ * same bits. exp is a vector implementation (range reduction to
+ * [-ln2/2, ln2/2] and a degree-7 polynomial, within 2 ulp of expf; it
+ * saturates to +inf above 88, a little below float's limit). */
+#include "tensor_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The n < 8 floats at p, zero-filled to a vector. */
+static ALWAYS_INLINE __m256 load_tail(const float *p, int n) {
+    float lanes[8] = {0};
+    memcpy(lanes, p, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(lanes);
+}
+
+static ALWAYS_INLINE void store_tail(float *p, __m256 v, int n) {
+    float lanes[8];
+    _mm256_storeu_ps(lanes, v);
+    memcpy(p, lanes, sizeof(float) * (size_t)n);
+}
+
+/* The fixed lane tree: (l, l+4), then (l, l+2), (l, l+1). */
+static ALWAYS_INLINE float sum_lanes(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+static ALWAYS_INLINE float max_lanes(__m256 v) {
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+}
+
+/* exp(x) for 8 floats; 0 below -87.3, +inf above 88. */
+static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
+    const __m256 high = _mm256_set1_ps(88.0f), low = _mm256_set1_ps(-87.33f);
+    __m256 overflow = _mm256_cmp_ps(x, high, _CMP_GT_OQ);
+    __m256 underflow = _mm256_cmp_ps(x, low, _CMP_LT_OQ);
+    x = _mm256_max_ps(_mm256_min_ps(x, high), low);
+    /* x = n ln2 + r, |r| <= ln2/2, ln2 split in a high part exact in float and a low part */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    /* e^r by its Taylor series to r^7 (error below 1e-8 on the interval) */
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n from its exponent bits: n is in [-126, 127] after the clamp */
+    __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    result = _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()), overflow);
+    return _mm256_andnot_ps(underflow, result);
+}
+
+float tensor_dot_avx2(const float *a, const float *b, int n) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
+                                     acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    if (i < n) acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_tail(b + i, n - i), acc[1]);
+    return sum_lanes(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    if (i < n)
+        store_tail(y + i, _mm256_fmadd_ps(va, load_tail(x + i, n - i), load_tail(y + i, n - i)),
+                   n - i);
+}
+
+void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    if (i < n) {
+        __m256 v = load_tail(x + i, n - i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    float scale = 1.0f / __builtin_sqrtf(sum_lanes(acc) / (float)n + eps);
+    __m256 vs = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(weight + i),
+                                                _mm256_mul_ps(vs, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) out[i] = weight[i] * (scale * x[i]);
+}
+
+void tensor_softmax_avx2(float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-__builtin_inff());
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float max = max_lanes(vmax);
+    for (; i < n; i++)
+        if (x[i] > max) max = x[i];
+    __m256 vmax_all = _mm256_set1_ps(max);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax_all));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        /* zero-filled lanes would add exp(-max): mask them out of the sum */
+        __m256 e = exp_ps(_mm256_sub_ps(load_tail(x + i, n - i), vmax_all));
+        store_tail(x + i, e, n - i);
+        __m256 keep = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                                    _mm256_set1_ps((float)(n - i)), _CMP_LT_OQ);
+        sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
+    }
+    __m256 inverse = _mm256_set1_ps(1.0f / sum_lanes(sum));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inverse));
+    if (i < n) store_tail(x + i, _mm256_mul_ps(load_tail(x + i, n - i), inverse), n - i);
+}
+
+static ALWAYS_INLINE __m256 swiglu_ps(__m256 gate, __m256 up) {
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), gate));
+    return _mm256_mul_ps(_mm256_div_ps(gate, _mm256_add_ps(one, e)), up);
+}
+
+void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, swiglu_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n)
+        store_tail(out + i, swiglu_ps(load_tail(gate + i, n - i), load_tail(up + i, n - i)), n - i);
+}
