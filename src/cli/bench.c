@@ -20,6 +20,7 @@ struct bench_options {
     int n_threads;
     int reps;
     int batch;
+    struct cli_parallel parallel;
 };
 
 static void bench_usage(FILE *out) {
@@ -28,16 +29,19 @@ static void bench_usage(FILE *out) {
                  "  -n N        tokens to generate (0 skips the test)\n"
                  "  -t N        threads\n"
                  "  --reps N    timed repetitions (median and spread are printed)\n"
-                 "  -b N        prompt tokens per forward pass\n");
+                 "  -b N        prompt tokens per forward pass\n" CLI_PARALLEL_HELP);
 }
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     const char *cmd = "bench";
-    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512};
+    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}};
+    cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        if (cli_parallel_option(cmd, argc, argv, &i, &o->parallel, &rc)) return -1;
+        if (rc) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             rc = cli_string_value(cmd, argc, argv, &i, &o->model_path);
         else if (!strcmp(a, "-p"))
@@ -99,6 +103,7 @@ static double bench_test(struct engine *engine, const int *tokens, int n, int ch
         free(rates);
         return -1;
     }
+    double comm_before = engine->comm_seconds;
     for (int r = 0; r < reps; r++) {
         double seconds = run_once(engine, tokens, n, chunk);
         if (seconds < 0) {
@@ -107,53 +112,75 @@ static double bench_test(struct engine *engine, const int *tokens, int n, int ch
         }
         rates[r] = n / seconds;
     }
+    double comm_ms = (engine->comm_seconds - comm_before) * 1e3 / ((double)n * reps);
     qsort(rates, (size_t)reps, sizeof(double), compare_doubles);
     double median = reps % 2 ? rates[reps / 2] : (rates[reps / 2 - 1] + rates[reps / 2]) / 2;
-    printf("| %-6s | %10.2f | %10.2f .. %-10.2f |\n", label, median, rates[0], rates[reps - 1]);
+    printf("| %-6s | %10.2f | %10.2f .. %-10.2f | %8.4f |\n", label, median, rates[0],
+           rates[reps - 1], comm_ms);
     free(rates);
     return median;
 }
 
-static int run_bench(const struct model *model, const struct bench_options *o) {
-    char err[512], label[32];
-    struct engine engine;
-    int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
-    int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
-    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0};
-    int *tokens = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(int));
+/* Fixed pseudo-random token ids (tokenization is not measured). */
+static int *bench_tokens(int n, int vocab_size) {
     uint64_t state = 0x9E3779B97F4A7C15ull;
-    double tg = 0;
-
-    if (!tokens || engine_init(&engine, model, &params, err, sizeof(err))) {
-        fprintf(stderr, "lockstep bench: %s\n", tokens ? err : "out of memory");
-        free(tokens);
-        return -1;
-    }
-    for (int i = 0; i < longest; i++) {
+    int *tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    for (int i = 0; tokens && i < n; i++) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
-        tokens[i] = (int)((state >> 33) % (uint64_t)model->config.vocab_size);
+        tokens[i] = (int)((state >> 33) % (uint64_t)vocab_size);
     }
-    printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, isa %s, reps %d\n",
+    return tokens;
+}
+
+/* The pp and tg tests on the leader's engine; 0 or -1. */
+static int bench_tests(struct engine *engine, const struct model *model,
+                       const struct bench_options *o, int chunk, const int *tokens, int tp) {
+    char label[32];
+    int rc = 0;
+    printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, tp %d, isa %s, "
+           "reps %d\n",
            model->path, model_arch_name(model->config.arch), model->config.n_layers,
            model->config.dim, tensor_type_name(model->layers[0].wq.type), model->weight_bytes / 1e6,
-           o->n_threads, tensor_isa_name(tensor_isa_current()), o->reps);
-    printf("| test   |   tok/s    |   spread (min .. max)   |\n");
-    int rc = 0;
+           o->n_threads, tp, tensor_isa_name(tensor_isa_current()), o->reps);
+    printf("| test   |   tok/s    |   spread (min .. max)   | comm ms/token |\n");
     if (o->n_prompt > 0) {
         snprintf(label, sizeof(label), "pp%d", o->n_prompt);
-        rc |= bench_test(&engine, tokens, o->n_prompt, chunk, o->reps, label) < 0;
+        rc |= bench_test(engine, tokens, o->n_prompt, chunk, o->reps, label) < 0;
     }
     if (o->n_gen > 0) {
         snprintf(label, sizeof(label), "tg%d", o->n_gen);
-        tg = bench_test(&engine, tokens, o->n_gen, 1, o->reps, label);
+        double tg = bench_test(engine, tokens, o->n_gen, 1, o->reps, label);
         rc |= tg < 0;
         if (tg > 0)
             printf("generation memory bandwidth: %.2f GB/s (%.1f MB of weights per token)\n",
                    model->weight_bytes * tg / 1e9, model->weight_bytes / 1e6);
     }
-    engine_free(&engine);
-    free(tokens);
     return rc ? -1 : 0;
+}
+
+/* Returns the process exit status. */
+static int run_bench(const struct model *model, const struct bench_options *o) {
+    char err[512];
+    int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
+    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0, NULL};
+    struct engine_group group = {
+        .n = o->parallel.tp, .backend = o->parallel.backend, .deadline = o->parallel.deadline};
+    int *tokens = bench_tokens(longest, model->config.vocab_size);
+    int rc = tokens ? engine_group_start(&group, model, &params, err, sizeof(err)) : 1;
+    if (rc) {
+        fprintf(stderr, "lockstep bench: %s\n", tokens ? err : "out of memory");
+    } else {
+        struct engine *leader = engine_group_leader(&group);
+        if (leader && bench_tests(leader, model, o, chunk, tokens, group.n) != 0)
+            rc = engine_exit_code(leader);
+    }
+    if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
+        fprintf(stderr, "lockstep bench: %s\n", err);
+        rc = 1;
+    }
+    free(tokens);
+    return rc;
 }
 
 int cli_bench(int argc, char **argv) {
@@ -171,5 +198,5 @@ int cli_bench(int argc, char **argv) {
     }
     int rc = run_bench(model, &o);
     model_free(model);
-    return rc ? 1 : 0;
+    return rc;
 }

@@ -36,6 +36,22 @@ void cli_model_free(struct cli_model *loaded);
 int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_type type,
                     const char *output);
 
+/* Tensor-parallel options shared by generate and bench. */
+struct cli_parallel {
+    int tp;                    /* --tp: ranks (local backend) */
+    enum comm_backend backend; /* --comm local|mpi */
+    float deadline;            /* --comm-deadline: seconds a collective may wait */
+};
+
+void cli_parallel_default(struct cli_parallel *parallel);
+/* Parses argv[*i] if it is one of the options above (*matched = 1). */
+int cli_parallel_option(const char *command, int argc, char **argv, int *i,
+                        struct cli_parallel *parallel, int *matched);
+#define CLI_PARALLEL_HELP                                                                          \
+    "  --tp N                  tensor-parallel ranks (threads of this process)\n"                  \
+    "  --comm local|mpi        collectives backend; mpi: run under mpirun, one rank a process\n"   \
+    "  --comm-deadline S       seconds a collective may wait for a peer (default 30)\n"
+
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 

@@ -89,3 +89,33 @@ double cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+void cli_parallel_default(struct cli_parallel *parallel) {
+    parallel->tp = 1;
+    parallel->backend = COMM_LOCAL;
+    parallel->deadline = (float)COMM_DEFAULT_DEADLINE;
+}
+
+int cli_parallel_option(const char *command, int argc, char **argv, int *i,
+                        struct cli_parallel *parallel, int *matched) {
+    const char *arg = argv[*i], *name;
+    *matched = 1;
+    if (!strcmp(arg, "--tp")) return cli_int_value(command, argc, argv, i, 1, 256, &parallel->tp);
+    if (!strcmp(arg, "--comm-deadline")) {
+        if (cli_float_value(command, argc, argv, i, &parallel->deadline)) return -1;
+        if (parallel->deadline > 0) return 0;
+        fprintf(stderr, "lockstep %s: --comm-deadline must be positive\n", command);
+        return -1;
+    }
+    if (!strcmp(arg, "--comm")) {
+        if (cli_string_value(command, argc, argv, i, &name)) return -1;
+        if (!strcmp(name, "local") || !strcmp(name, "mpi")) {
+            parallel->backend = !strcmp(name, "mpi") ? COMM_MPI : COMM_LOCAL;
+            return 0;
+        }
+        fprintf(stderr, "lockstep %s: --comm '%s' is not local or mpi\n", command, name);
+        return -1;
+    }
+    *matched = 0;
+    return 0;
+}

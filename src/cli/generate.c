@@ -15,10 +15,11 @@ struct generate_options {
     const char *prompt;
     int n_predict; /* tokens to generate */
     int n_threads;
-    int batch;     /* prefill chunk */
-    int context;   /* 0: the model's */
-    int add_bos;   /* -1: as the vocabulary says */
-    int print_ids; /* also print the generated ids on a last line */
+    int batch;                    /* prefill chunk */
+    int context;                  /* 0: the model's */
+    int add_bos;                  /* -1: as the vocabulary says */
+    int print_ids;                /* also print the generated ids on a last line */
+    struct cli_parallel parallel; /* --tp, --comm, --comm-deadline */
     struct sampler_params sampling;
 };
 
@@ -35,7 +36,8 @@ static void generate_usage(FILE *out) {
                  "  -c, --ctx N             context length (default: the model's)\n"
                  "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
                  "  --no-bos                do not put BOS before the prompt\n"
-                 "  --print-ids             print the generated token ids on a last line\n");
+                 "  --print-ids             print the generated token ids on a last "
+                 "line\n" CLI_PARALLEL_HELP);
 }
 
 static int parse_sampling_option(const char *arg, int argc, char **argv, int *i,
@@ -70,12 +72,15 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
     o->batch = 512;
     o->add_bos = -1;
     sampler_params_default(&o->sampling);
+    cli_parallel_default(&o->parallel);
     o->sampling.seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int matched, rc = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
         if (parse_sampling_option(a, argc, argv, &i, &o->sampling, &matched)) return -1;
+        if (matched) continue;
+        if (cli_parallel_option(cmd, argc, argv, &i, &o->parallel, &matched)) return -1;
         if (matched) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             rc = cli_string_value(cmd, argc, argv, &i, &o->model_path);
@@ -138,72 +143,97 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
     return n - n_prompt;
 }
 
-static int run_generation(const struct cli_model *m, const struct generate_options *o) {
+/* Tokenizes the prompt into *tokens (room for n_predict more); returns the
+ * prompt's length, or -1 (message printed). */
+static int encode_prompt(const struct cli_model *m, const struct generate_options *o, int context,
+                         int **tokens) {
     char err[512];
-    struct engine engine;
-    struct kv_sequence seq = {0};
-    int context = o->context > 0 ? o->context : m->model->config.context_length;
     size_t prompt_len = strlen(o->prompt);
     int max_ids = (int)prompt_len + 2, n_prompt = 0;
     int add_bos = o->add_bos >= 0 ? o->add_bos : tokenizer_adds_bos(m->tokenizer);
-    int *tokens = malloc((size_t)(max_ids + o->n_predict + 1) * sizeof(int));
-    int rc = -1;
-
-    if (!tokens || tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, tokens, max_ids,
-                                    &n_prompt, err, sizeof(err))) {
-        fprintf(stderr, "lockstep generate: %s\n", tokens ? err : "out of memory");
-        free(tokens);
+    *tokens = malloc((size_t)(max_ids + o->n_predict + 1) * sizeof(int));
+    if (!*tokens || tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, *tokens, max_ids,
+                                     &n_prompt, err, sizeof(err))) {
+        fprintf(stderr, "lockstep generate: %s\n", *tokens ? err : "out of memory");
         return -1;
     }
     if (n_prompt == 0) {
         fprintf(stderr, "lockstep generate: the prompt is empty and the vocabulary has no BOS; "
                         "give a prompt (-p)\n");
-        free(tokens);
         return -1;
     }
     if (n_prompt >= context) {
         fprintf(stderr, "lockstep generate: the prompt is %d tokens; the context holds %d\n",
                 n_prompt, context);
-        free(tokens);
         return -1;
     }
-    struct engine_params params = {o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context,
-                                   16, 0};
-    if (engine_init(&engine, m->model, &params, err, sizeof(err))) {
-        fprintf(stderr, "lockstep generate: %s\n", err);
-        free(tokens);
-        return -1;
+    return n_prompt;
+}
+
+static void print_result(const int *tokens, int n_prompt, int n_gen,
+                         const struct generate_options *o, double prompt_seconds,
+                         double generation_seconds) {
+    printf("\n");
+    if (o->print_ids) {
+        for (int i = n_prompt; i < n_prompt + n_gen; i++)
+            printf("%s%d", i > n_prompt ? " " : "", tokens[i]);
+        printf("\n");
     }
-    int total = n_prompt + o->n_predict < context ? n_prompt + o->n_predict : context;
-    if (kv_sequence_reserve(&engine.kv, &seq, total) == 0) {
-        fputs(o->prompt, stdout);
-        double t0 = cli_now();
-        if (engine_run_sequence(&engine, &seq, tokens, n_prompt, 0, err, sizeof(err)) != 0) {
-            fprintf(stderr, "lockstep generate: %s\n", err);
-        } else {
-            double t1 = cli_now();
-            int n_gen = decode(&engine, m, &seq, tokens, n_prompt, o);
-            double t2 = cli_now();
-            if (n_gen >= 0) {
-                printf("\n");
-                if (o->print_ids) {
-                    for (int i = n_prompt; i < n_prompt + n_gen; i++)
-                        printf("%s%d", i > n_prompt ? " " : "", tokens[i]);
-                    printf("\n");
-                }
-                fflush(stdout);
-                fprintf(stderr,
-                        "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s\n",
-                        n_prompt, n_prompt / (t1 - t0), n_gen,
-                        n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0);
-                rc = 0;
-            }
-        }
-    } else {
+    fflush(stdout);
+    fprintf(stderr, "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s\n", n_prompt,
+            n_prompt / prompt_seconds, n_gen, n_gen > 1 ? (n_gen - 1) / generation_seconds : 0.0);
+}
+
+/* Prefills the prompt and generates on the leader's engine; 0 or -1. */
+static int generate_text(struct engine *engine, const struct cli_model *m, int *tokens,
+                         int n_prompt, const struct generate_options *o) {
+    char err[512];
+    struct kv_sequence seq = {0};
+    int total = n_prompt + o->n_predict;
+    int rc = -1;
+    if (total > engine->context_length) total = engine->context_length;
+    if (kv_sequence_reserve(&engine->kv, &seq, total) != 0) {
         fprintf(stderr, "lockstep generate: KV cache too small for %d positions\n", total);
+        return -1;
     }
-    kv_sequence_release(&engine.kv, &seq);
-    engine_free(&engine);
+    fputs(o->prompt, stdout);
+    double t0 = cli_now();
+    if (engine_run_sequence(engine, &seq, tokens, n_prompt, 0, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lockstep generate: %s\n", err);
+    } else {
+        double t1 = cli_now();
+        int n_gen = decode(engine, m, &seq, tokens, n_prompt, o);
+        if (n_gen >= 0) {
+            print_result(tokens, n_prompt, n_gen, o, t1 - t0, cli_now() - t1);
+            rc = 0;
+        }
+    }
+    kv_sequence_release(&engine->kv, &seq);
+    return rc;
+}
+
+/* Returns the process exit status. */
+static int run_generation(const struct cli_model *m, const struct generate_options *o) {
+    char err[512];
+    int context = o->context > 0 ? o->context : m->model->config.context_length;
+    int *tokens = NULL, rc = 1;
+    int n_prompt = encode_prompt(m, o, context, &tokens);
+    struct engine_group group = {
+        .n = o->parallel.tp, .backend = o->parallel.backend, .deadline = o->parallel.deadline};
+    struct engine_params params = {
+        o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context, 16, 0, NULL};
+    if (n_prompt > 0 && (rc = engine_group_start(&group, m->model, &params, err, sizeof(err)))) {
+        fprintf(stderr, "lockstep generate: %s\n", err);
+    } else if (n_prompt > 0) {
+        struct engine *leader = engine_group_leader(&group);
+        rc = 0;
+        if (leader && generate_text(leader, m, tokens, n_prompt, o) != 0)
+            rc = engine_exit_code(leader);
+    }
+    if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
+        fprintf(stderr, "lockstep generate: %s\n", err);
+        rc = 1;
+    }
     free(tokens);
     return rc;
 }
@@ -219,5 +249,5 @@ int cli_generate(int argc, char **argv) {
     if (cli_model_load(&m, "generate", o.model_path, o.tokenizer_path)) return 1;
     int rc = run_generation(&m, &o);
     cli_model_free(&m);
-    return rc ? 1 : 0;
+    return rc;
 }

@@ -10,9 +10,11 @@
 #ifndef LOCKSTEP_ENGINE_H
 #define LOCKSTEP_ENGINE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "model/model.h"
 #include "tensor/tensor.h"
 
@@ -86,6 +88,16 @@ struct engine {
     int *chunk_positions;                 /* (max_tokens) engine_run_sequence's batch */
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
+    /* tensor parallelism (comm == NULL for one rank) */
+    struct comm *comm;        /* this rank's handle on its group */
+    uint64_t step;            /* tag of the current step (leader: next to run) */
+    float *logits_slice;      /* (max_tokens, output.rows) this rank's vocabulary rows */
+    float *logits_gathered;   /* leader: (max_tokens, vocab_size) slices in rank order */
+    size_t *gather_bytes;     /* leader: (ranks) bytes of each rank's slice */
+    double comm_seconds;      /* time spent in collectives so far */
+    int comm_error;           /* the enum comm_error of the last failed collective */
+    char comm_message[256];   /* its message */
+    struct engine_plan *plan; /* the step plan being built or received */
 };
 
 struct engine_params {
@@ -94,6 +106,7 @@ struct engine_params {
     int context_length; /* 0: the model's */
     int kv_block_size;  /* positions per KV block (16 if 0) */
     int kv_blocks;      /* 0: enough for one full-context sequence */
+    struct comm *comm;  /* tensor-parallel group (model is this rank's shard), or NULL */
 };
 
 int engine_init(struct engine *engine, const struct model *model,
@@ -111,6 +124,53 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
  * sequence's blocks must be reserved. For prompts and benchmarks. */
 int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
                         int start, char *err, size_t errlen);
+
+/* ======================= lockstep execution ======================= */
+
+/* Tags of a step's collectives, in the order every rank issues them: the
+ * plan (header, then body), then two all-reduces per layer, then the
+ * classifier gather. */
+#define ENGINE_TAG_PLAN_HEADER          0u
+#define ENGINE_TAG_PLAN_BODY            1u
+#define ENGINE_TAG_LAYER(layer, second) (2u + 2u * (uint32_t)(layer) + (uint32_t)(second))
+
+/* Leader (rank 0): broadcasts the plan of batch to the other ranks, then
+ * runs it like engine_forward. With one rank it is engine_forward. */
+int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
+                     size_t errlen);
+/* Leader: tells the other ranks to leave engine_follow. */
+int engine_release_followers(struct engine *engine, char *err, size_t errlen);
+/* Ranks other than 0: receive and run the leader's plans until it releases
+ * them (returns 0) or a collective fails (-1; engine->comm_error says why). */
+int engine_follow(struct engine *engine, char *err, size_t errlen);
+
+/* The ranks of one model instance (group.c). Set n, backend and
+ * deadline, zero the rest, then start. */
+struct engine_group {
+    int n;                     /* tensor-parallel degree */
+    enum comm_backend backend; /* local threads or mpirun processes */
+    double deadline;           /* seconds a collective may wait */
+    struct comm **comms;       /* (n) local: every rank's handle; mpi: [0] this process's */
+    struct model **shards;     /* (n) each rank's slice (n > 1) */
+    struct engine *engines;    /* (n) local: every rank's engine; mpi: [0] */
+    pthread_t *threads;        /* (n) local: followers' threads, [1..n) */
+    int started;               /* engines initialized */
+    int threads_started;       /* highest follower thread started */
+    int follower_done;         /* mpi: this process was a follower and is done */
+};
+
+/* Shards the model and starts the ranks; 0, or the process exit status for
+ * the failure (message in err). A follower process of an mpi job returns
+ * only after the leader released it (engine_group_leader is then NULL). */
+int engine_group_start(struct engine_group *group, const struct model *whole,
+                       const struct engine_params *params, char *err, size_t errlen);
+/* The leader's engine, or NULL in a follower process. */
+struct engine *engine_group_leader(struct engine_group *group);
+/* Releases the followers, joins their threads and frees everything. */
+int engine_group_stop(struct engine_group *group, char *err, size_t errlen);
+/* The process exit status for an engine failure: the comm module's code if
+ * a collective failed, else 1. */
+int engine_exit_code(const struct engine *engine);
 
 /* ======================= sampling ======================= */
 

@@ -7,12 +7,30 @@
  * Every per-token computation is independent of the rest of the batch, and
  * tensor_matmul is batch invariant, so a sequence's logits do not depend on
  * what else shares its pass. */
-#include "engine.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Buffers of tensor-parallel execution: this rank's classifier slice and,
+ * on the leader, the gathered slices of all ranks. */
+static int engine_init_parallel(struct engine *engine, char *err, size_t errlen) {
+    const struct model *m = engine->model;
+    int n = comm_size(engine->comm);
+    size_t t = (size_t)engine->max_tokens;
+    engine->logits_slice = malloc(t * (size_t)m->output.rows * sizeof(float));
+    engine->logits_gathered = malloc(t * (size_t)m->config.vocab_size * sizeof(float));
+    engine->gather_bytes = malloc((size_t)n * sizeof(size_t));
+    engine->plan = engine_plan_create(engine->max_tokens);
+    if (!engine->logits_slice || !engine->logits_gathered || !engine->gather_bytes ||
+        !engine->plan) {
+        snprintf(err, errlen, "engine: cannot allocate tensor-parallel buffers");
+        return -1;
+    }
+    return 0;
+}
 
 int engine_init(struct engine *engine, const struct model *model,
                 const struct engine_params *params, char *err, size_t errlen) {
@@ -50,6 +68,11 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->scores =
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    engine->comm = params->comm;
+    if (engine->comm && engine_init_parallel(engine, err, errlen)) {
+        engine_free(engine);
+        return -1;
+    }
     engine->chunk_positions = malloc(t * sizeof(int));
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
@@ -79,6 +102,10 @@ void engine_free(struct engine *engine) {
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
     free(engine->chunk_want);
+    free(engine->logits_slice);
+    free(engine->logits_gathered);
+    free(engine->gather_bytes);
+    engine_plan_free(engine->plan);
     memset(engine, 0, sizeof(*engine));
 }
 
@@ -199,8 +226,10 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
                (size_t)kv_dim * sizeof(float));
     }
     tensor_pool_run(engine->pool, attention_worker, &job);
-    /* output projection and residual */
+    /* output projection, summed over the ranks' heads, and residual */
     if (tensor_matmul(engine->pool, engine->xb, &w->wo, engine->attn, n)) return -1;
+    if (engine_allreduce(engine, engine->xb, (size_t)n * c->dim, ENGINE_TAG_LAYER(layer, 0)))
+        return -1;
     for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
     return 0;
 }
@@ -218,11 +247,15 @@ static int mlp_block(struct engine *engine, int n, int layer) {
         return -1;
     tensor_swiglu(engine->gate, engine->gate, engine->up, n * c->hidden_dim);
     if (tensor_matmul(engine->pool, engine->xb, &w->w_down, engine->gate, n)) return -1;
+    if (engine_allreduce(engine, engine->xb, (size_t)n * c->dim, ENGINE_TAG_LAYER(layer, 1)))
+        return -1;
     for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
     return 0;
 }
 
-/* Final norm of the wanted tokens, gathered into xb, then the classifier. */
+/* Final norm of the wanted tokens, gathered into xb, then the classifier:
+ * with several ranks each computes its vocabulary rows and the leader
+ * gathers them. */
 static int classify(struct engine *engine, const struct engine_batch *batch) {
     const struct model *m = engine->model;
     int dim = m->config.dim;
@@ -233,9 +266,10 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
                        m->output_norm, dim, m->config.norm_eps);
         n_wanted++;
     }
-    if (n_wanted > 0 &&
-        tensor_matmul(engine->pool, engine->logits, &m->output, engine->xb, n_wanted))
-        return -1;
+    if (n_wanted == 0) return 0;
+    float *out = engine->comm ? engine->logits_slice : engine->logits;
+    if (tensor_matmul(engine->pool, out, &m->output, engine->xb, n_wanted)) return -1;
+    if (engine->comm && engine_gather_logits(engine, n_wanted)) return -1;
     return n_wanted;
 }
 
@@ -243,23 +277,24 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
                    size_t errlen) {
     const struct model *m = engine->model;
     int dim = m->config.dim;
-    int n_wanted;
+    int n_wanted = 0;
 
     if (check_batch(engine, batch, err, errlen)) return -1;
+    engine->comm_error = COMM_OK;
     /* token embeddings */
     for (int t = 0; t < batch->n_tokens; t++) {
         const char *row =
             (const char *)m->token_embd.data + (size_t)batch->tokens[t] * m->token_embd.row_stride;
         tensor_dequantize_row(engine->x + (size_t)t * dim, row, m->token_embd.type, dim);
     }
-    for (int layer = 0; layer < m->config.n_layers; layer++) {
-        if (attention_block(engine, batch, layer) || mlp_block(engine, batch->n_tokens, layer)) {
-            snprintf(err, errlen, "engine: out of memory in layer %d", layer);
-            return -1;
-        }
-    }
-    n_wanted = classify(engine, batch);
-    if (n_wanted < 0) snprintf(err, errlen, "engine: out of memory in the classifier");
+    for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
+        if (attention_block(engine, batch, layer) || mlp_block(engine, batch->n_tokens, layer))
+            n_wanted = -1;
+    if (n_wanted == 0) n_wanted = classify(engine, batch);
+    if (n_wanted < 0 && engine->comm_error != COMM_OK)
+        snprintf(err, errlen, "%s", engine->comm_message);
+    else if (n_wanted < 0)
+        snprintf(err, errlen, "engine: out of memory for a batch of %d tokens", batch->n_tokens);
     return n_wanted;
 }
 
@@ -274,7 +309,7 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
         }
         struct engine_batch batch = {len, tokens + done, engine->chunk_positions,
                                      engine->chunk_sequences, engine->chunk_want};
-        if (engine_forward(engine, &batch, err, errlen) < 0) return -1;
+        if (engine_lead_step(engine, &batch, err, errlen) < 0) return -1;
     }
     return 0;
 }

@@ -365,7 +365,7 @@ static size_t matrix_bytes(const struct tensor_matrix *w) {
 
 /* Bytes of every matrix a generated token reads: all layer matrices and the
  * classifier (the one embedding row looked up is negligible). */
-static size_t model_count_weight_bytes(const struct model *m) {
+size_t model_count_weight_bytes(const struct model *m) {
     size_t total = matrix_bytes(&m->output);
     for (int l = 0; l < m->config.n_layers; l++) {
         const struct model_layer *w = &m->layers[l];
@@ -391,6 +391,7 @@ int model_load(struct model **out, const char *path, char *err, size_t errlen) {
         return -1;
     }
     m->weight_bytes = model_count_weight_bytes(m);
+    m->shard_count = 1;
     *out = m;
     return 0;
 }

@@ -224,6 +224,9 @@ struct model {
     size_t mapping_size;
     size_t weight_bytes; /* bytes of all matrices read per token
                             (for bandwidth figures) */
+    int shard_rank;      /* tensor parallelism: this slice's rank (0 for a whole model) */
+    int shard_count;     /* ranks the model is split over (1 for a whole model) */
+    int vocab_begin;     /* first classifier row (token id) this slice computes */
 };
 
 /* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
@@ -231,6 +234,19 @@ int model_load(struct model **out, const char *path, char *err, size_t errlen);
 void model_free(struct model *model);
 /* 1 if the file at path starts with the GGUF magic. */
 int model_is_gguf(const char *path);
+
+/* Tensor parallelism (Megatron style): the weights rank `rank` of n holds.
+ * q/k/v and gate/up are split by output rows, o and down by input columns
+ * (at whole-block boundaries for quantized types), attention heads and KV
+ * heads by head, the classifier by vocabulary rows; norms and the
+ * embedding are replicated. The slice's config has the local n_heads,
+ * n_kv_heads and hidden_dim; vocab_size stays the whole vocabulary and
+ * output.rows is the slice's share. The slice points into whole's memory
+ * (nothing is copied; each rank touches only its pages) and must be freed
+ * with model_free before whole. A degree the model cannot take is refused
+ * with the reason and the degrees that would work. */
+int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
+                size_t errlen);
 
 /* Upper bounds on hyperparameters that the loaders accept: far above any real
  * model, low enough that no size computed from them can overflow. */

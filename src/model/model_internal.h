@@ -73,4 +73,7 @@ void model_writer_add_tensors(struct model_writer *writer, const struct model_fi
 /* Writes the file; 0, or -1 with "<path>: <message>" in err. */
 int model_writer_write(struct model_writer *writer, const char *path, char *err, size_t errlen);
 
+/* Bytes of every matrix a generated token reads (model.weight_bytes). */
+size_t model_count_weight_bytes(const struct model *m);
+
 #endif

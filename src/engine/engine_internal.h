@@ -1,0 +1,37 @@
+/* engine_internal.h -- what the engine's files share: the step plan and the
+ * collectives of tensor-parallel execution. */
+#ifndef LOCKSTEP_ENGINE_INTERNAL_H
+#define LOCKSTEP_ENGINE_INTERNAL_H
+
+#include "engine/engine.h"
+
+/* The step plan: everything a rank needs to run one forward pass exactly as
+ * the leader does (tokens, positions, and for each sequence its KV blocks).
+ * The leader fills it from a batch; the followers rebuild a batch from it.
+ * Followers keep no sequence state of their own: every plan carries the
+ * block lists of the sequences it touches. */
+struct engine_plan {
+    int max_tokens;                         /* capacity of the token arrays */
+    int32_t *body;                          /* serialized arrays, see plan.c */
+    size_t body_capacity;                   /* int32 entries allocated */
+    struct kv_sequence *seqs;               /* (max_tokens) follower: sequences of the step */
+    struct kv_sequence **token_seq;         /* (max_tokens) follower: sequence of each token */
+    int *tokens;                            /* (max_tokens) follower: the batch */
+    int *positions;                         /* (max_tokens) */
+    uint8_t *want;                          /* (max_tokens) */
+    const struct kv_sequence **leader_seqs; /* (max_tokens) leader: distinct sequences */
+};
+
+struct engine_plan *engine_plan_create(int max_tokens);
+void engine_plan_free(struct engine_plan *plan);
+
+/* Sums buf over the ranks (tag: this step, index); -1 on failure with
+ * engine->comm_error and comm_message set. Time is added to comm_seconds. */
+int engine_allreduce(struct engine *engine, float *buf, size_t n, uint32_t index);
+/* Gathers every rank's logits_slice rows of the n_wanted tokens into the
+ * leader's logits (n_wanted, vocab_size); -1 on failure as above. */
+int engine_gather_logits(struct engine *engine, int n_wanted);
+/* Broadcasts bytes from the leader (tag: this step, index). */
+int engine_broadcast(struct engine *engine, void *buf, size_t bytes, uint32_t index);
+
+#endif

@@ -1,0 +1,228 @@
+/* plan.c -- lockstep execution (DESIGN.md I2): the leader decides, every
+ * rank executes exactly what it decided.
+ *
+ * Each step the leader broadcasts a plan -- a fixed-size header, then a body
+ * of int32 arrays -- and runs it; followers receive the plan, rebuild the
+ * batch and run the same forward pass, so every rank issues the same
+ * collectives with the same (step, index) tags in the same order by
+ * construction. Body layout, for n tokens and s sequences:
+ *   tokens[n] positions[n] sequence_of_token[n] want_logits[n]
+ *   blocks_of_sequence[s] block_ids[sum of blocks_of_sequence] */
+#include "engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the leader broadcasts first; n_tokens == 0 releases the followers. */
+struct plan_header {
+    uint64_t step;       /* the step this plan is */
+    int32_t n_tokens;    /* tokens of the batch; 0: stop */
+    int32_t n_seqs;      /* distinct sequences */
+    int32_t n_block_ids; /* total block ids in the body */
+    int32_t reserved;    /* zero; keeps the header 24 bytes on every ABI */
+};
+
+struct engine_plan *engine_plan_create(int max_tokens) {
+    struct engine_plan *p = calloc(1, sizeof(*p));
+    if (!p) return NULL;
+    size_t n = (size_t)max_tokens;
+    p->max_tokens = max_tokens;
+    p->seqs = calloc(n, sizeof(*p->seqs));
+    p->token_seq = malloc(n * sizeof(*p->token_seq));
+    p->tokens = malloc(n * sizeof(int));
+    p->positions = malloc(n * sizeof(int));
+    p->want = malloc(n);
+    p->leader_seqs = malloc(n * sizeof(*p->leader_seqs));
+    if (!p->seqs || !p->token_seq || !p->tokens || !p->positions || !p->want || !p->leader_seqs) {
+        engine_plan_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void engine_plan_free(struct engine_plan *plan) {
+    if (!plan) return;
+    for (int i = 0; plan->seqs && i < plan->max_tokens; i++) free(plan->seqs[i].blocks);
+    free(plan->seqs);
+    free(plan->token_seq);
+    free(plan->tokens);
+    free(plan->positions);
+    free(plan->want);
+    free((void *)plan->leader_seqs);
+    free(plan->body);
+    free(plan);
+}
+
+static int reserve_body(struct engine_plan *plan, size_t entries) {
+    if (entries <= plan->body_capacity) return 0;
+    int32_t *grown = realloc(plan->body, entries * sizeof(int32_t));
+    if (!grown) return -1;
+    plan->body = grown;
+    plan->body_capacity = entries;
+    return 0;
+}
+
+/* Serializes batch into plan->body and header; -1 if out of memory. */
+static int encode_plan(struct engine *engine, const struct engine_batch *b, struct plan_header *h) {
+    struct engine_plan *p = engine->plan;
+    int n = b->n_tokens, n_seqs = 0, n_ids = 0;
+    for (int t = 0; t < n; t++) {
+        int j = n_seqs - 1; /* a sequence's tokens are consecutive: check the last first */
+        while (j >= 0 && p->leader_seqs[j] != b->seqs[t]) j--;
+        if (j < 0) {
+            p->leader_seqs[n_seqs++] = b->seqs[t];
+            n_ids += b->seqs[t]->n_blocks;
+        }
+    }
+    if (reserve_body(p, 4 * (size_t)n + (size_t)n_seqs + (size_t)n_ids)) return -1;
+    int32_t *tokens = p->body, *positions = tokens + n, *seq_of = positions + n;
+    int32_t *want = seq_of + n, *blocks_of = want + n, *ids = blocks_of + n_seqs;
+    for (int t = 0; t < n; t++) {
+        int j = n_seqs - 1;
+        while (p->leader_seqs[j] != b->seqs[t]) j--;
+        tokens[t] = b->tokens[t];
+        positions[t] = b->positions[t];
+        seq_of[t] = j;
+        want[t] = b->want_logits[t];
+    }
+    for (int j = 0; j < n_seqs; j++) {
+        blocks_of[j] = p->leader_seqs[j]->n_blocks;
+        memcpy(ids, p->leader_seqs[j]->blocks, (size_t)blocks_of[j] * sizeof(int32_t));
+        ids += blocks_of[j];
+    }
+    *h = (struct plan_header){engine->step, n, n_seqs, n_ids, 0};
+    return 0;
+}
+
+int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
+                     size_t errlen) {
+    struct plan_header h;
+    if (!engine->comm) return engine_forward(engine, batch, err, errlen);
+    if (batch->n_tokens < 1 || batch->n_tokens > engine->max_tokens) {
+        snprintf(err, errlen, "engine: batch of %d tokens (limit %d)", batch->n_tokens,
+                 engine->max_tokens);
+        return -1;
+    }
+    if (encode_plan(engine, batch, &h)) {
+        snprintf(err, errlen, "engine: out of memory for the step plan");
+        return -1;
+    }
+    size_t body_bytes =
+        (4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids) * sizeof(int32_t);
+    if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER) ||
+        engine_broadcast(engine, engine->plan->body, body_bytes, ENGINE_TAG_PLAN_BODY)) {
+        snprintf(err, errlen, "%s", engine->comm_message);
+        return -1;
+    }
+    int rows = engine_forward(engine, batch, err, errlen);
+    engine->step++;
+    return rows;
+}
+
+int engine_release_followers(struct engine *engine, char *err, size_t errlen) {
+    struct plan_header h = {engine->step, 0, 0, 0, 0};
+    if (!engine->comm) return 0;
+    if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
+        snprintf(err, errlen, "%s", engine->comm_message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks a received header against this rank's limits. */
+static int check_header(const struct engine *engine, const struct plan_header *h, char *err,
+                        size_t errlen) {
+    if (h->n_tokens < 0 || h->n_tokens > engine->max_tokens || h->n_seqs < 1 ||
+        h->n_seqs > h->n_tokens || h->n_block_ids < 0 ||
+        (int64_t)h->n_block_ids > (int64_t)h->n_seqs * engine->kv.n_blocks) {
+        snprintf(err, errlen,
+                 "engine: step %llu: bad plan (%d tokens, %d sequences, %d blocks; limits %d "
+                 "tokens, %d blocks)",
+                 (unsigned long long)h->step, h->n_tokens, h->n_seqs, h->n_block_ids,
+                 engine->max_tokens, engine->kv.n_blocks);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 if every index in a received body is in range and the block counts add
+ * up to the header's total. */
+static int body_is_valid(const struct engine *engine, const struct plan_header *h) {
+    const int32_t *seq_of = engine->plan->body + 2 * (size_t)h->n_tokens;
+    const int32_t *blocks_of = seq_of + 2 * (size_t)h->n_tokens;
+    const int32_t *ids = blocks_of + h->n_seqs;
+    int64_t total = 0;
+    for (int t = 0; t < h->n_tokens; t++)
+        if (seq_of[t] < 0 || seq_of[t] >= h->n_seqs) return 0;
+    for (int j = 0; j < h->n_seqs; j++) {
+        if (blocks_of[j] < 0) return 0;
+        total += blocks_of[j];
+    }
+    if (total != h->n_block_ids) return 0;
+    for (int i = 0; i < h->n_block_ids; i++)
+        if (ids[i] < 0 || ids[i] >= engine->kv.n_blocks) return 0;
+    return 1;
+}
+
+/* Rebuilds the sequences and the batch from a received body. */
+static int decode_plan(struct engine *engine, const struct plan_header *h,
+                       struct engine_batch *batch, char *err, size_t errlen) {
+    struct engine_plan *p = engine->plan;
+    int n = h->n_tokens, n_seqs = h->n_seqs;
+    const int32_t *tokens = p->body, *positions = tokens + n, *seq_of = positions + n;
+    const int32_t *want = seq_of + n, *blocks_of = want + n, *ids = blocks_of + n_seqs;
+    if (!body_is_valid(engine, h)) {
+        snprintf(err, errlen, "engine: step %llu: inconsistent plan body",
+                 (unsigned long long)h->step);
+        return -1;
+    }
+    for (int j = 0; j < n_seqs; ids += blocks_of[j], j++) {
+        struct kv_sequence *s = &p->seqs[j];
+        if (blocks_of[j] > s->capacity) {
+            int *grown = realloc(s->blocks, (size_t)blocks_of[j] * sizeof(int));
+            if (!grown) {
+                snprintf(err, errlen, "engine: out of memory for the step plan");
+                return -1;
+            }
+            s->blocks = grown;
+            s->capacity = blocks_of[j];
+        }
+        memcpy(s->blocks, ids, (size_t)blocks_of[j] * sizeof(int));
+        s->n_blocks = blocks_of[j];
+    }
+    for (int t = 0; t < n; t++) {
+        p->tokens[t] = tokens[t];
+        p->positions[t] = positions[t];
+        p->token_seq[t] = &p->seqs[seq_of[t]];
+        p->want[t] = (uint8_t)want[t];
+    }
+    *batch = (struct engine_batch){n, p->tokens, p->positions, p->token_seq, p->want};
+    return 0;
+}
+
+int engine_follow(struct engine *engine, char *err, size_t errlen) {
+    for (;;) {
+        struct plan_header h;
+        struct engine_batch batch;
+        if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
+            snprintf(err, errlen, "%s", engine->comm_message);
+            return -1;
+        }
+        if (h.n_tokens == 0) return 0;
+        if (check_header(engine, &h, err, errlen)) return -1;
+        size_t entries = 4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids;
+        if (reserve_body(engine->plan, entries)) {
+            snprintf(err, errlen, "engine: out of memory for the step plan");
+            return -1;
+        }
+        if (engine_broadcast(engine, engine->plan->body, entries * sizeof(int32_t),
+                             ENGINE_TAG_PLAN_BODY)) {
+            snprintf(err, errlen, "%s", engine->comm_message);
+            return -1;
+        }
+        if (decode_plan(engine, &h, &batch, err, errlen)) return -1;
+        if (engine_forward(engine, &batch, err, errlen) < 0) return -1;
+        engine->step++;
+    }
+}

@@ -1,0 +1,123 @@
+/* shard.c -- the slice of a model that one tensor-parallel rank holds.
+ *
+ * Megatron-style split over n ranks: each rank owns n_heads/n query heads
+ * and n_kv_heads/n key/value heads (rows of wq, wk, wv and their biases;
+ * the matching input columns of wo) and hidden_dim/n feed-forward units
+ * (rows of gate and up; input columns of down). After wo and after down the
+ * ranks hold partial sums that the engine adds with an all-reduce: two per
+ * layer. The classifier is split by vocabulary rows and gathered. Slices
+ * are views: a row slice moves the data pointer by whole rows, a column
+ * slice by whole blocks and keeps the full row stride. */
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows [begin, begin + count) of w. */
+static struct tensor_matrix slice_rows(const struct tensor_matrix *w, int begin, int count) {
+    struct tensor_matrix s = *w;
+    s.data = (const char *)w->data + (size_t)begin * w->row_stride;
+    s.rows = count;
+    return s;
+}
+
+/* Columns [begin, begin + count) of w; both multiples of the block size. */
+static struct tensor_matrix slice_columns(const struct tensor_matrix *w, int begin, int count) {
+    struct tensor_matrix s = *w;
+    s.data = (const char *)w->data + tensor_row_bytes(w->type, begin);
+    s.cols = count;
+    return s;
+}
+
+/* Why the model cannot be split n ways into reason, or "" if it can. */
+static void split_problem(const struct model *m, int n, char *reason, size_t size) {
+    const struct model_config *c = &m->config;
+    const struct model_layer *w = &m->layers[0];
+    int q_cols = c->n_heads / (n > 0 ? n : 1) * c->head_dim;
+    int hidden_cols = c->hidden_dim / (n > 0 ? n : 1);
+    reason[0] = '\0';
+    if (n < 1 || n > c->vocab_size)
+        snprintf(reason, size, "%d ranks is out of range", n);
+    else if (c->n_heads % n || c->n_kv_heads % n)
+        snprintf(reason, size, "%d query heads and %d key/value heads do not divide by %d",
+                 c->n_heads, c->n_kv_heads, n);
+    else if (c->hidden_dim % n)
+        snprintf(reason, size, "feed-forward length %d does not divide by %d", c->hidden_dim, n);
+    else if (q_cols % tensor_type_block_elements(w->wo.type))
+        snprintf(reason, size,
+                 "attn_output slices of %d columns are not whole %d-element %s blocks", q_cols,
+                 tensor_type_block_elements(w->wo.type), tensor_type_name(w->wo.type));
+    else if (hidden_cols % tensor_type_block_elements(w->w_down.type))
+        snprintf(reason, size, "ffn_down slices of %d columns are not whole %d-element %s blocks",
+                 hidden_cols, tensor_type_block_elements(w->w_down.type),
+                 tensor_type_name(w->w_down.type));
+}
+
+/* "1, 2, 4": the degrees up to n_heads that the model can take. */
+static void possible_degrees(const struct model *m, char *out, size_t size) {
+    char reason[160];
+    size_t used = 0;
+    out[0] = '\0';
+    for (int n = 1; n <= m->config.n_heads && used + 16 < size; n++) {
+        split_problem(m, n, reason, sizeof(reason));
+        if (reason[0] == '\0')
+            used += (size_t)snprintf(out + used, size - used, "%s%d", used ? ", " : "", n);
+    }
+}
+
+static void shard_layer(struct model_layer *w, const struct model_config *whole, int rank, int n) {
+    int q_rows = whole->n_heads / n * whole->head_dim;
+    int kv_rows = whole->n_kv_heads / n * whole->head_dim;
+    int hidden = whole->hidden_dim / n;
+    w->wq = slice_rows(&w->wq, rank * q_rows, q_rows);
+    w->wk = slice_rows(&w->wk, rank * kv_rows, kv_rows);
+    w->wv = slice_rows(&w->wv, rank * kv_rows, kv_rows);
+    if (w->bq) w->bq += rank * q_rows;
+    if (w->bk) w->bk += rank * kv_rows;
+    if (w->bv) w->bv += rank * kv_rows;
+    w->wo = slice_columns(&w->wo, rank * q_rows, q_rows);
+    w->w_gate = slice_rows(&w->w_gate, rank * hidden, hidden);
+    w->w_up = slice_rows(&w->w_up, rank * hidden, hidden);
+    w->w_down = slice_columns(&w->w_down, rank * hidden, hidden);
+}
+
+int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
+                size_t errlen) {
+    char reason[160], degrees[128];
+    *out = NULL;
+    split_problem(whole, n, reason, sizeof(reason));
+    if (reason[0] != '\0' || rank < 0 || rank >= n) {
+        possible_degrees(whole, degrees, sizeof(degrees));
+        snprintf(err, errlen, "%s: cannot split %d ways (rank %d): %s; degrees that work: %s",
+                 whole->path, n, rank, reason[0] ? reason : "rank out of range", degrees);
+        return -1;
+    }
+    struct model *m = calloc(1, sizeof(*m));
+    if (m) *m = *whole;
+    if (!m || !(m->layers = malloc((size_t)whole->config.n_layers * sizeof(*m->layers))) ||
+        !(m->path = strdup(whole->path))) {
+        snprintf(err, errlen, "%s: out of memory", whole->path);
+        if (m && m->layers != whole->layers) free(m->layers);
+        free(m);
+        return -1;
+    }
+    m->gguf = NULL; /* whole owns the file */
+    m->mapping = NULL;
+    m->mapping_size = 0;
+    for (int l = 0; l < whole->config.n_layers; l++) {
+        m->layers[l] = whole->layers[l];
+        shard_layer(&m->layers[l], &whole->config, rank, n);
+    }
+    m->config.n_heads = whole->config.n_heads / n;
+    m->config.n_kv_heads = whole->config.n_kv_heads / n;
+    m->config.hidden_dim = whole->config.hidden_dim / n;
+    m->vocab_begin = (int)((int64_t)whole->config.vocab_size * rank / n);
+    int vocab_end = (int)((int64_t)whole->config.vocab_size * (rank + 1) / n);
+    m->output = slice_rows(&whole->output, m->vocab_begin, vocab_end - m->vocab_begin);
+    m->shard_rank = rank;
+    m->shard_count = n;
+    m->weight_bytes = model_count_weight_bytes(m);
+    *out = m;
+    return 0;
+}
