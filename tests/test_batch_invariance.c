@@ -109,7 +109,7 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
     float *reference = malloc((size_t)vocab * sizeof(float));
     float *got = malloc((size_t)vocab * sizeof(float));
     for (int threads = 1; threads <= 2; threads++) {
-        struct engine_params ep = {threads, MAX_BATCH, 0, 16, 32, NULL};
+        struct engine_params ep = {threads, MAX_BATCH, 0, 16, 32, NULL, {0}};
         CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
         if (threads == 1) prefill_alone(&engine, prompt, PROMPT_LEN, reference);
         static const int chunks[] = {PROMPT_LEN, 1, 3, 16};

@@ -78,7 +78,7 @@ static int open_engine(struct engine *engine, struct model **model, const char *
         return -1;
     }
     /* passes of at most 64 tokens: the 157-token prompt runs in 3 chunks */
-    struct engine_params params = {n_threads, 64, 0, 16, 64, NULL};
+    struct engine_params params = {n_threads, 64, 0, 16, 64, NULL, {0}};
     if (engine_init(engine, *model, &params, err, sizeof(err))) {
         fprintf(stderr, "engine: %s\n", err);
         model_free(*model);

@@ -163,14 +163,20 @@ static int run_bench(const struct model *model, const struct bench_options *o) {
     char err[512];
     int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
     int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
-    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0, NULL};
-    struct engine_group group = {
-        .n = o->parallel.tp, .backend = o->parallel.backend, .deadline = o->parallel.deadline};
+    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0,
+                                   NULL,         {0}};
+    struct engine_group group = {.n = o->parallel.tp,
+                                 .backend = o->parallel.backend,
+                                 .deadline = o->parallel.deadline,
+                                 .on_failure = cli_rank_failed};
     int *tokens = bench_tokens(longest, model->config.vocab_size);
-    int rc = tokens ? engine_group_start(&group, model, &params, err, sizeof(err)) : 1;
-    if (rc) {
-        fprintf(stderr, "lockstep bench: %s\n", tokens ? err : "out of memory");
-    } else {
+    int rc = 1;
+    if (!tokens)
+        fprintf(stderr, "lockstep bench: out of memory\n");
+    else if (cli_read_fault("bench", &params.fault) == 0 &&
+             (rc = engine_group_start(&group, model, &params, err, sizeof(err))) != 0)
+        fprintf(stderr, "lockstep bench: %s\n", err);
+    else if (rc == 0) {
         struct engine *leader = engine_group_leader(&group);
         if (leader && bench_tests(leader, model, o, chunk, tokens, group.n) != 0)
             rc = engine_exit_code(leader);

@@ -52,6 +52,14 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
     "  --comm local|mpi        collectives backend; mpi: run under mpirun, one rank a process\n"   \
     "  --comm-deadline S       seconds a collective may wait for a peer (default 30)\n"
 
+/* engine_group's on_failure for the command: prints the rank's failure and
+ * exits the process with its distinct exit code (DESIGN.md I3). */
+void cli_rank_failed(struct engine *engine, const char *message);
+
+/* The fault injection a test asks for in LOCKSTEP_FAULT (engine_fault_parse);
+ * -1 (message printed) if it is malformed. */
+int cli_read_fault(const char *command, struct engine_fault *fault);
+
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 

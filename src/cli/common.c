@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int missing_value(const char *command, const char *option) {
     fprintf(stderr, "lockstep %s: option %s needs a value\n", command, option);
@@ -118,4 +119,17 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
     }
     *matched = 0;
     return 0;
+}
+
+void cli_rank_failed(struct engine *engine, const char *message) {
+    fprintf(stderr, "lockstep: rank %d: %s\n", comm_rank(engine->comm), message);
+    fflush(stderr);
+    _exit(engine_exit_code(engine));
+}
+
+int cli_read_fault(const char *command, struct engine_fault *fault) {
+    char err[256];
+    if (engine_fault_parse(fault, getenv("LOCKSTEP_FAULT"), err, sizeof(err)) == 0) return 0;
+    fprintf(stderr, "lockstep %s: LOCKSTEP_FAULT: %s\n", command, err);
+    return -1;
 }

@@ -218,11 +218,16 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
     int context = o->context > 0 ? o->context : m->model->config.context_length;
     int *tokens = NULL, rc = 1;
     int n_prompt = encode_prompt(m, o, context, &tokens);
-    struct engine_group group = {
-        .n = o->parallel.tp, .backend = o->parallel.backend, .deadline = o->parallel.deadline};
+    struct engine_group group = {.n = o->parallel.tp,
+                                 .backend = o->parallel.backend,
+                                 .deadline = o->parallel.deadline,
+                                 .on_failure = cli_rank_failed};
     struct engine_params params = {
-        o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context, 16, 0, NULL};
-    if (n_prompt > 0 && (rc = engine_group_start(&group, m->model, &params, err, sizeof(err)))) {
+        o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context, 16, 0, NULL, {0}};
+    if (n_prompt > 0 && cli_read_fault("generate", &params.fault)) {
+        n_prompt = -1;
+    } else if (n_prompt > 0 &&
+               (rc = engine_group_start(&group, m->model, &params, err, sizeof(err)))) {
         fprintf(stderr, "lockstep generate: %s\n", err);
     } else if (n_prompt > 0) {
         struct engine *leader = engine_group_leader(&group);

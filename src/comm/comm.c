@@ -27,6 +27,15 @@ int comm_fail(char *err, size_t errlen, int code, int rank, const char *fmt, ...
     return code;
 }
 
+int comm_fail_tag(char *err, size_t errlen, int rank, struct comm_tag mine, int peer,
+                  struct comm_tag theirs) {
+    return comm_fail(err, errlen, COMM_ERR_TAG, rank,
+                     "collective tag mismatch: this rank is in (step %llu, index %u), rank %d is "
+                     "in (step %llu, index %u)",
+                     (unsigned long long)mine.step, (unsigned)mine.index, peer,
+                     (unsigned long long)theirs.step, (unsigned)theirs.index);
+}
+
 const char *comm_kind_name(enum comm_kind kind) {
     switch (kind) {
     case COMM_KIND_ALLREDUCE: return "all-reduce";

@@ -77,6 +77,12 @@ static inline void comm_cpu_relax(void) {
 int comm_fail(char *err, size_t errlen, int code, int rank, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The tag mismatch message: "rank R: collective tag mismatch: this rank is
+ * in (step S, index I), rank P is in (step S', index I')"; returns
+ * COMM_ERR_TAG. */
+int comm_fail_tag(char *err, size_t errlen, int rank, struct comm_tag mine, int peer,
+                  struct comm_tag theirs);
+
 /* Name of a kind for messages ("all-reduce", ...). */
 const char *comm_kind_name(enum comm_kind kind);
 

@@ -68,6 +68,24 @@ struct engine_batch {
     const uint8_t *want_logits;      /* (n_tokens) 1: compute logits for it */
 };
 
+/* An injected fault (fault.c): off unless a test or benchmark asks. */
+enum engine_fault_kind {
+    ENGINE_FAULT_NONE = 0,
+    ENGINE_FAULT_TAG = 1,   /* use a wrong collective tag */
+    ENGINE_FAULT_KILL = 2,  /* SIGKILL this process */
+    ENGINE_FAULT_STOP = 3,  /* SIGSTOP this process */
+    ENGINE_FAULT_STALL = 4, /* stop making progress inside the collective */
+};
+
+struct engine_fault {
+    enum engine_fault_kind kind;
+    int rank;      /* the rank it strikes */
+    uint64_t step; /* in the collectives of this step */
+};
+
+/* Parses "KIND:RANK:STEP" (empty or NULL: no fault). */
+int engine_fault_parse(struct engine_fault *fault, const char *spec, char *err, size_t errlen);
+
 /* Working memory and the thread pool for forward passes of one model. */
 struct engine {
     const struct model *model;
@@ -89,24 +107,27 @@ struct engine {
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
     /* tensor parallelism (comm == NULL for one rank) */
-    struct comm *comm;        /* this rank's handle on its group */
-    uint64_t step;            /* tag of the current step (leader: next to run) */
-    float *logits_slice;      /* (max_tokens, output.rows) this rank's vocabulary rows */
-    float *logits_gathered;   /* leader: (max_tokens, vocab_size) slices in rank order */
-    size_t *gather_bytes;     /* leader: (ranks) bytes of each rank's slice */
-    double comm_seconds;      /* time spent in collectives so far */
-    int comm_error;           /* the enum comm_error of the last failed collective */
-    char comm_message[256];   /* its message */
-    struct engine_plan *plan; /* the step plan being built or received */
+    struct comm *comm;          /* this rank's handle on its group */
+    uint64_t step;              /* tag of the current step (leader: next to run) */
+    float *logits_slice;        /* (max_tokens, output.rows) this rank's vocabulary rows */
+    float *logits_gathered;     /* leader: (max_tokens, vocab_size) slices in rank order */
+    size_t *gather_bytes;       /* leader: (ranks) bytes of each rank's slice */
+    double comm_seconds;        /* time spent in collectives so far */
+    int comm_error;             /* the enum comm_error of the last failed collective */
+    char comm_message[256];     /* its message */
+    struct engine_plan *plan;   /* the step plan being built or received */
+    struct engine_group *group; /* the group this rank belongs to, or NULL */
+    struct engine_fault fault;  /* injected fault (tests), kind NONE normally */
 };
 
 struct engine_params {
-    int n_threads;      /* threads of the pool */
-    int max_tokens;     /* largest batch (prefill chunk) */
-    int context_length; /* 0: the model's */
-    int kv_block_size;  /* positions per KV block (16 if 0) */
-    int kv_blocks;      /* 0: enough for one full-context sequence */
-    struct comm *comm;  /* tensor-parallel group (model is this rank's shard), or NULL */
+    int n_threads;             /* threads of the pool */
+    int max_tokens;            /* largest batch (prefill chunk) */
+    int context_length;        /* 0: the model's */
+    int kv_block_size;         /* positions per KV block (16 if 0) */
+    int kv_blocks;             /* 0: enough for one full-context sequence */
+    struct comm *comm;         /* tensor-parallel group (model is this rank's shard), or NULL */
+    struct engine_fault fault; /* fault injection for tests; zero: none */
 };
 
 int engine_init(struct engine *engine, const struct model *model,
@@ -157,6 +178,10 @@ struct engine_group {
     int started;               /* engines initialized */
     int threads_started;       /* highest follower thread started */
     int follower_done;         /* mpi: this process was a follower and is done */
+    /* Called on a local follower thread whose collective failed (NULL:
+     * the thread just ends). The lockstep command exits the process with
+     * engine_exit_code, so a rank that gives up never leaves peers waiting. */
+    void (*on_failure)(struct engine *engine, const char *message);
 };
 
 /* Shards the model and starts the ranks; 0, or the process exit status for

@@ -34,4 +34,8 @@ int engine_gather_logits(struct engine *engine, int n_wanted);
 /* Broadcasts bytes from the leader (tag: this step, index). */
 int engine_broadcast(struct engine *engine, void *buf, size_t bytes, uint32_t index);
 
+/* The collective index to use at this step: index itself, unless an
+ * injected fault strikes this rank now (then it may not return). */
+uint32_t engine_fault_apply(const struct engine *engine, uint32_t index);
+
 #endif

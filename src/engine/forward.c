@@ -69,6 +69,7 @@ int engine_init(struct engine *engine, const struct model *model,
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
     engine->comm = params->comm;
+    engine->fault = params->fault;
     if (engine->comm && engine_init_parallel(engine, err, errlen)) {
         engine_free(engine);
         return -1;

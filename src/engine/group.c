@@ -14,16 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Follows the leader until released; on a failed collective the whole
- * process leaves with that failure's exit code. */
+/* Follows the leader until released. A failed collective is reported to
+ * the group's on_failure (which may end the process: a rank that stops
+ * waiting must not leave its leader waiting forever) and ends the thread. */
 static void *follower_main(void *arg) {
     struct engine *engine = arg;
+    struct engine_group *g = engine->group;
     char err[512];
-    if (engine_follow(engine, err, sizeof(err)) != 0) {
-        fprintf(stderr, "lockstep: rank %d: %s\n", comm_rank(engine->comm), err);
-        fflush(stderr);
-        _exit(engine_exit_code(engine));
-    }
+    if (engine_follow(engine, err, sizeof(err)) != 0 && g->on_failure) g->on_failure(engine, err);
     return NULL;
 }
 
@@ -39,6 +37,7 @@ static int start_rank(struct engine_group *g, int i, struct comm *comm, const st
         return -1;
     const struct model *m = g->n > 1 ? g->shards[i] : whole;
     if (engine_init(&g->engines[i], m, &p, err, errlen)) return -1;
+    g->engines[i].group = g;
     g->started++;
     return 0;
 }

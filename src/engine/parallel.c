@@ -21,7 +21,7 @@ static int finish(struct engine *engine, int rc, double t0) {
 }
 
 static struct comm_tag tag_of(const struct engine *engine, uint32_t index) {
-    struct comm_tag tag = {engine->step, index};
+    struct comm_tag tag = {engine->step, engine_fault_apply(engine, index)};
     return tag;
 }
 

@@ -474,7 +474,7 @@ void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begi
     if (!strides_fit_gathers(job->w))
         tensor_matmul_q8_0_scalar(job, row_begin, row_end, scratch);
     else if (job->batch < Q_GEMM_MIN_BATCH)
-        quant_gemv(job, row_begin, row_end, 0);
+        tensor_gemv_q8_0_avx512(job, row_begin, row_end, scratch);
     else
         quant_gemm(job, row_begin, row_end, scratch, 0);
 }
@@ -484,7 +484,7 @@ void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begi
     if (!strides_fit_gathers(job->w))
         tensor_matmul_q4_0_scalar(job, row_begin, row_end, scratch);
     else if (job->batch < Q_GEMM_MIN_BATCH)
-        quant_gemv(job, row_begin, row_end, 1);
+        tensor_gemv_q4_0_avx512(job, row_begin, row_end, scratch);
     else
         quant_gemm(job, row_begin, row_end, scratch, 1);
 }
@@ -492,6 +492,7 @@ void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begi
 size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch) {
     if ((type == TENSOR_Q8_0 || type == TENSOR_Q4_0) && batch >= Q_GEMM_MIN_BATCH)
         return (size_t)(cols / TENSOR_QK) * Q_PANEL_BLOCK;
+    if (type == TENSOR_Q8_0 || type == TENSOR_Q4_0) return tensor_gemv_scratch_avx512(cols, batch);
     return 0;
 }
 

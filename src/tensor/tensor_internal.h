@@ -128,6 +128,13 @@ void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begi
 void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch);
 size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch);
+/* Quantized GEMV for small batches (matmul_gemv_avx512.c); scratch holds
+ * tensor_gemv_scratch_avx512 bytes. */
+void tensor_gemv_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_gemv_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+size_t tensor_gemv_scratch_avx512(int cols, int batch);
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
 void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);

@@ -1,0 +1,325 @@
+/* comm_local.c -- the local backend: the ranks are threads of one process
+ * and meet in shared memory.
+ *
+ * Every rank owns a slot. To enter its k-th collective a rank copies its
+ * bytes into its slot's buffer for parity k % 2, writes the tag and kind
+ * there, then publishes k in its `arrived` counter. It waits until every
+ * peer has published k, checking each peer's tag as soon as it appears, and
+ * then reads what it needs from the peers' buffers: the all-reduce sums them
+ * in rank order (so every rank computes bitwise the same floats, whatever
+ * the timing), the broadcast copies the root's, the gather the root
+ * concatenates. One meeting per collective is enough because the buffers
+ * alternate: a rank rewrites parity k % 2 only in collective k + 2, which it
+ * enters after every peer has entered k + 1 and so has finished reading k.
+ *
+ * A wait spins for COMM_SPIN_NS, then sleeps on a futex that every arrival,
+ * departure and failure bumps (the bump and the wake are skipped while no
+ * rank sleeps), with the deadline as its timeout. A rank that fails marks
+ * the group broken so the peers waiting with it fail at once; a rank that
+ * frees its handle marks itself left so nobody waits for it. */
+#include "comm_internal.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCAL_CACHE_LINE 64
+
+/* One rank's published state. Only the owner writes it; peers read the
+ * non-atomic fields of parity k % 2 after they see arrived >= k. */
+struct local_slot {
+    _Alignas(LOCAL_CACHE_LINE) _Atomic uint64_t arrived; /* last collective entered (1-based) */
+    _Atomic int left;                 /* 1 once the rank freed its handle */
+    _Atomic uint64_t tag_step[2];     /* tag of the collective of each parity */
+    _Atomic uint32_t tag_index[2];    /* (atomic so a deadline report may read the last one) */
+    enum comm_kind kind[2];           /* its kind */
+    size_t bytes[2];                  /* bytes in data[parity] */
+    int root[2];                      /* broadcast, gather: the root it named */
+    unsigned char *data[2];           /* the bytes this rank contributed */
+    size_t capacity[2];               /* allocated size of data[parity] */
+};
+
+struct local_group {
+    int size;                                         /* ranks */
+    _Atomic int handles;                              /* handles not yet freed */
+    _Alignas(LOCAL_CACHE_LINE) _Atomic uint32_t wake; /* futex word, bumped on every change */
+    _Atomic int sleepers;                             /* ranks asleep (or about to) on wake */
+    _Atomic int broken;      /* 0, or the error of the first rank that failed */
+    _Atomic int broken_rank; /* that rank */
+    struct local_slot *slots; /* size slots, cache-line aligned */
+};
+
+struct comm_local {
+    struct comm head;          /* must be first */
+    struct local_group *group; /* shared by the ranks */
+    uint64_t entered;          /* collectives entered by this rank */
+};
+
+static void group_free(struct local_group *group) {
+    for (int r = 0; r < group->size; r++) {
+        free(group->slots[r].data[0]);
+        free(group->slots[r].data[1]);
+    }
+    free(group->slots);
+    free(group);
+}
+
+/* Wakes the sleepers after a change they may be waiting for. The caller's
+ * seq_cst store of that change and this seq_cst load of sleepers pair with
+ * the sleeper's increment and re-check: one of the two sees the other. */
+static void group_notify(struct local_group *group) {
+    if (atomic_load(&group->sleepers) == 0) return;
+    atomic_fetch_add(&group->wake, 1);
+    syscall(SYS_futex, &group->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void group_break(struct local_group *group, int error, int rank) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&group->broken, &expected, error))
+        atomic_store(&group->broken_rank, rank);
+    group_notify(group);
+}
+
+static void local_free(struct comm *comm) {
+    struct comm_local *local = (struct comm_local *)comm;
+    struct local_group *group = local->group;
+    atomic_store(&group->slots[comm->rank].left, 1);
+    group_notify(group);
+    if (atomic_fetch_sub(&group->handles, 1) == 1) group_free(group);
+    free(local);
+}
+
+/* Copies this rank's bytes into its slot and publishes the collective. */
+static int publish(struct comm_local *local, const struct comm_call *call, char *err,
+                   size_t errlen) {
+    struct local_slot *slot = &local->group->slots[local->head.rank];
+    uint64_t seq = ++local->entered;
+    int parity = (int)(seq & 1);
+    if (call->send_bytes > slot->capacity[parity]) {
+        unsigned char *grown = realloc(slot->data[parity], call->send_bytes);
+        if (!grown)
+            return comm_fail(err, errlen, COMM_ERR_SYSTEM, local->head.rank,
+                             "out of memory for a %zu-byte collective buffer", call->send_bytes);
+        slot->data[parity] = grown;
+        slot->capacity[parity] = call->send_bytes;
+    }
+    if (call->send_bytes > 0) memcpy(slot->data[parity], call->send, call->send_bytes);
+    slot->kind[parity] = call->kind;
+    slot->bytes[parity] = call->send_bytes;
+    slot->root[parity] = call->root;
+    atomic_store_explicit(&slot->tag_step[parity], call->tag.step, memory_order_relaxed);
+    atomic_store_explicit(&slot->tag_index[parity], call->tag.index, memory_order_relaxed);
+    atomic_store(&slot->arrived, seq);
+    group_notify(local->group);
+    return COMM_OK;
+}
+
+/* Compares a peer's published collective with this rank's: the tag, then
+ * the kind, the root and (where they must agree) the size. */
+static int check_peer(const struct comm_local *local, const struct comm_call *call, int peer,
+                      char *err, size_t errlen) {
+    const struct local_slot *slot = &local->group->slots[peer];
+    int parity = (int)(local->entered & 1);
+    int rank = local->head.rank;
+    struct comm_tag theirs = {
+        atomic_load_explicit(&slot->tag_step[parity], memory_order_relaxed),
+        atomic_load_explicit(&slot->tag_index[parity], memory_order_relaxed)};
+    if (theirs.step != call->tag.step || theirs.index != call->tag.index)
+        return comm_fail_tag(err, errlen, rank, call->tag, peer, theirs);
+    const char *what = NULL;
+    if (slot->kind[parity] != call->kind)
+        what = comm_kind_name(slot->kind[parity]);
+    else if (call->kind != COMM_KIND_BARRIER && slot->root[parity] != call->root)
+        what = "the same collective with another root";
+    else if (call->kind == COMM_KIND_ALLREDUCE && slot->bytes[parity] != call->send_bytes)
+        what = "an all-reduce of another size";
+    else if (call->kind == COMM_KIND_GATHER && rank == call->root &&
+             slot->bytes[parity] != call->recv_bytes[peer])
+        what = "a gather sending another size";
+    else if (call->kind == COMM_KIND_BROADCAST && peer == call->root &&
+             slot->bytes[parity] != call->send_bytes)
+        what = "a broadcast of another size";
+    if (!what) return COMM_OK;
+    return comm_fail(err, errlen, COMM_ERR_TAG, rank,
+                     "collective mismatch in (step %llu, index %u): this rank is in a %s of %zu "
+                     "bytes (root %d), rank %d in %s (%zu bytes, root %d)",
+                     (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                     comm_kind_name(call->kind), call->send_bytes, call->root, peer, what,
+                     slot->bytes[parity], slot->root[parity]);
+}
+
+/* Looks at every peer once: returns 1 when all have arrived (and agree),
+ * 0 while some have not, or an error. */
+static int scan_peers(const struct comm_local *local, const struct comm_call *call, char *err,
+                      size_t errlen) {
+    const struct local_group *group = local->group;
+    int all = 1;
+    for (int peer = 0; peer < group->size; peer++) {
+        if (peer == local->head.rank) continue;
+        const struct local_slot *slot = &group->slots[peer];
+        if (atomic_load(&slot->arrived) >= local->entered) {
+            int rc = check_peer(local, call, peer, err, errlen);
+            if (rc) return rc;
+            continue;
+        }
+        all = 0;
+        if (atomic_load(&slot->left))
+            return comm_fail(err, errlen, COMM_ERR_PEER, local->head.rank,
+                             "rank %d left the group while this rank waited in %s (step %llu, "
+                             "index %u)",
+                             peer, comm_kind_name(call->kind), (unsigned long long)call->tag.step,
+                             (unsigned)call->tag.index);
+    }
+    if (all) return 1;
+    int broken = atomic_load(&group->broken);
+    if (broken)
+        return comm_fail(err, errlen, broken, local->head.rank,
+                         "%s (step %llu, index %u) abandoned: rank %d failed in the group",
+                         comm_kind_name(call->kind), (unsigned long long)call->tag.step,
+                         (unsigned)call->tag.index, atomic_load(&group->broken_rank));
+    return 0;
+}
+
+/* The deadline message: the tag, the deadline and every rank not arrived
+ * with the last collective it entered. */
+static int deadline_error(const struct comm_local *local, const struct comm_call *call, char *err,
+                          size_t errlen) {
+    char missing[512] = "";
+    size_t used = 0;
+    int parity = (int)((local->entered - 1) & 1);
+    for (int peer = 0; peer < local->group->size && used < sizeof(missing); peer++) {
+        const struct local_slot *slot = &local->group->slots[peer];
+        if (peer == local->head.rank || atomic_load(&slot->arrived) >= local->entered) continue;
+        int n = snprintf(missing + used, sizeof(missing) - used,
+                         "%srank %d (last in step %llu, index %u)", used ? ", " : "", peer,
+                         (unsigned long long)atomic_load_explicit(&slot->tag_step[parity],
+                                                                  memory_order_relaxed),
+                         (unsigned)atomic_load_explicit(&slot->tag_index[parity],
+                                                        memory_order_relaxed));
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return comm_fail(err, errlen, COMM_ERR_DEADLINE, local->head.rank,
+                     "deadline of %.3f s passed in %s (step %llu, index %u); not arrived: %s",
+                     (double)local->head.deadline_ns * 1e-9, comm_kind_name(call->kind),
+                     (unsigned long long)call->tag.step, (unsigned)call->tag.index, missing);
+}
+
+/* Sleeps on the group's futex until something changes or until deadline. */
+static int sleep_on_group(const struct comm_local *local, const struct comm_call *call,
+                          uint64_t deadline, char *err, size_t errlen) {
+    struct local_group *group = local->group;
+    atomic_fetch_add(&group->sleepers, 1);
+    uint32_t seen = atomic_load(&group->wake);
+    int rc = scan_peers(local, call, err, errlen);
+    uint64_t now = comm_now_ns();
+    if (rc == 0 && now < deadline) {
+        uint64_t left = deadline - now;
+        struct timespec timeout = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        syscall(SYS_futex, &group->wake, FUTEX_WAIT_PRIVATE, seen, &timeout, NULL, 0);
+    }
+    atomic_fetch_sub(&group->sleepers, 1);
+    return rc;
+}
+
+/* Waits until every peer has entered this collective with the same tag. */
+static int wait_for_peers(const struct comm_local *local, const struct comm_call *call, char *err,
+                          size_t errlen) {
+    uint64_t start = comm_now_ns();
+    uint64_t deadline = start + local->head.deadline_ns;
+    for (unsigned spins = 0;; spins++) {
+        int rc = scan_peers(local, call, err, errlen);
+        if (rc) return rc < 0 ? rc : COMM_OK;
+        uint64_t now = comm_now_ns();
+        if (now >= deadline) return deadline_error(local, call, err, errlen);
+        if (now - start < COMM_SPIN_NS) {
+            comm_cpu_relax();
+            continue;
+        }
+        rc = sleep_on_group(local, call, deadline, err, errlen);
+        if (rc) return rc < 0 ? rc : COMM_OK;
+    }
+}
+
+/* Reads the peers' buffers into this rank's result. */
+static void combine(const struct comm_local *local, const struct comm_call *call) {
+    const struct local_group *group = local->group;
+    int parity = (int)(local->entered & 1);
+    switch (call->kind) {
+    case COMM_KIND_ALLREDUCE: {
+        float *out = call->recv;
+        size_t n = call->send_bytes / sizeof(float);
+        if (n == 0) break;
+        memcpy(out, group->slots[0].data[parity], call->send_bytes);
+        for (int r = 1; r < group->size; r++) {
+            const float *in = (const float *)group->slots[r].data[parity];
+            for (size_t i = 0; i < n; i++) out[i] += in[i];
+        }
+        break;
+    }
+    case COMM_KIND_BROADCAST:
+        if (local->head.rank != call->root && call->send_bytes > 0)
+            memcpy(call->recv, group->slots[call->root].data[parity], call->send_bytes);
+        break;
+    case COMM_KIND_GATHER:
+        if (local->head.rank == call->root) {
+            unsigned char *out = call->recv;
+            for (int r = 0; r < group->size; r++) {
+                if (call->recv_bytes[r] > 0)
+                    memcpy(out, group->slots[r].data[parity], call->recv_bytes[r]);
+                out += call->recv_bytes[r];
+            }
+        }
+        break;
+    case COMM_KIND_BARRIER: break;
+    }
+}
+
+static int local_run(struct comm *comm, const struct comm_call *call, char *err, size_t errlen) {
+    struct comm_local *local = (struct comm_local *)comm;
+    int rc = publish(local, call, err, errlen);
+    if (rc == COMM_OK) rc = wait_for_peers(local, call, err, errlen);
+    if (rc == COMM_OK) {
+        combine(local, call);
+        return COMM_OK;
+    }
+    group_break(local->group, rc, comm->rank);
+    return rc;
+}
+
+static const struct comm_ops local_ops = {local_run, local_free};
+
+int comm_local_create(int n, struct comm **ranks, char *err, size_t errlen) {
+    if (n < 1 || n > 4096 || !ranks)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, 0,
+                         "a local group needs 1..4096 ranks and an array for them, got %d", n);
+    struct local_group *group = calloc(1, sizeof(*group));
+    struct local_slot *slots = aligned_alloc(LOCAL_CACHE_LINE, (size_t)n * sizeof(*slots));
+    if (!group || !slots) {
+        free(group);
+        free(slots);
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, 0, "out of memory for a group of %d", n);
+    }
+    memset(slots, 0, (size_t)n * sizeof(*slots));
+    group->size = n;
+    group->slots = slots;
+    atomic_init(&group->handles, 0);
+    for (int r = 0; r < n; r++) {
+        struct comm_local *local = calloc(1, sizeof(*local));
+        if (!local) {
+            for (int done = 0; done < r; done++) free(ranks[done]);
+            group_free(group);
+            return comm_fail(err, errlen, COMM_ERR_SYSTEM, 0, "out of memory for rank %d", r);
+        }
+        comm_init_head(&local->head, &local_ops, COMM_LOCAL, r, n);
+        local->group = group;
+        ranks[r] = &local->head;
+    }
+    atomic_store(&group->handles, n);
+    return COMM_OK;
+}
