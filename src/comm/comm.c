@@ -38,10 +38,14 @@ int comm_fail_tag(char *err, size_t errlen, int rank, struct comm_tag mine, int 
 
 const char *comm_kind_name(enum comm_kind kind) {
     switch (kind) {
-    case COMM_KIND_ALLREDUCE: return "all-reduce";
-    case COMM_KIND_BROADCAST: return "broadcast";
-    case COMM_KIND_GATHER: return "gather";
-    case COMM_KIND_BARRIER: return "barrier";
+    case COMM_KIND_ALLREDUCE:
+        return "all-reduce";
+    case COMM_KIND_BROADCAST:
+        return "broadcast";
+    case COMM_KIND_GATHER:
+        return "gather";
+    case COMM_KIND_BARRIER:
+        return "barrier";
     }
     return "unknown collective";
 }
@@ -64,11 +68,16 @@ void comm_init_head(struct comm *comm, const struct comm_ops *ops, enum comm_bac
 
 int comm_exit_code(int error) {
     switch (error) {
-    case COMM_OK: return 0;
-    case COMM_ERR_TAG: return COMM_EXIT_TAG;
-    case COMM_ERR_DEADLINE: return COMM_EXIT_DEADLINE;
-    case COMM_ERR_PEER: return COMM_EXIT_PEER;
-    default: return COMM_EXIT_SYSTEM;
+    case COMM_OK:
+        return 0;
+    case COMM_ERR_TAG:
+        return COMM_EXIT_TAG;
+    case COMM_ERR_DEADLINE:
+        return COMM_EXIT_DEADLINE;
+    case COMM_ERR_PEER:
+        return COMM_EXIT_PEER;
+    default:
+        return COMM_EXIT_SYSTEM;
     }
 }
 
@@ -139,8 +148,10 @@ static int check_root(const struct comm *comm, int root, const char *what, char 
 int comm_allreduce_sum(struct comm *comm, float *buf, size_t n, struct comm_tag tag, char *err,
                        size_t errlen) {
     if (!buf && n > 0)
-        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank, "all-reduce of %zu floats from "
-                         "a NULL buffer", n);
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "all-reduce of %zu floats from "
+                         "a NULL buffer",
+                         n);
     struct comm_call call = {COMM_KIND_ALLREDUCE, tag, buf, n * sizeof(float), buf, NULL, 0};
     return run_call(comm, &call, err, errlen);
 }
@@ -157,8 +168,7 @@ int comm_broadcast(struct comm *comm, void *buf, size_t bytes, int root, struct 
 }
 
 int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
-                const size_t *recv_bytes, int root, struct comm_tag tag, char *err,
-                size_t errlen) {
+                const size_t *recv_bytes, int root, struct comm_tag tag, char *err, size_t errlen) {
     int rc = check_root(comm, root, "gather", err, errlen);
     if (rc) return rc;
     if (!send && send_bytes > 0)
@@ -175,8 +185,8 @@ int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *re
                              "gather of %zu bytes into a NULL buffer", total);
         if (recv_bytes[root] != send_bytes)
             return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
-                             "gather root sends %zu bytes but expects %zu from itself",
-                             send_bytes, recv_bytes[root]);
+                             "gather root sends %zu bytes but expects %zu from itself", send_bytes,
+                             recv_bytes[root]);
     }
     struct comm_call call = {COMM_KIND_GATHER, tag, send, send_bytes, recv, recv_bytes, root};
     return run_call(comm, &call, err, errlen);

@@ -69,6 +69,16 @@ int comm_local_create(int n, struct comm **ranks, char *err, size_t errlen);
  * COMM_ERR_USAGE with a message if lockstep was built without MPI. */
 int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_t errlen);
 
+/* After a failed collective a rank's sequence of collectives is broken:
+ * every later collective on its handle fails at once with the same error
+ * (local: the whole group's). The rank should then stop: a thread rank
+ * frees its handle (its peers then fail with COMM_ERR_PEER instead of
+ * waiting for their deadline); an MPI rank calls comm_free, which after a
+ * failure leaves MPI unfinalized (MPI_Finalize may hang on the collective
+ * left in flight), and exits at once with comm_exit_code(error), e.g.
+ * _exit(); mpirun then ends the job. A local rank thread that exits without
+ * comm_free is noticed by its peers only at their deadline. */
+
 /* Leaves the group (comm_mpi_create's handle also finalizes MPI). */
 void comm_free(struct comm *comm);
 
@@ -93,8 +103,7 @@ int comm_broadcast(struct comm *comm, void *buf, size_t bytes, int root, struct 
  * rank order into recv (recv_bytes[r] from rank r; must equal that rank's
  * send_bytes). recv and recv_bytes are read only on root. */
 int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
-                const size_t *recv_bytes, int root, struct comm_tag tag, char *err,
-                size_t errlen);
+                const size_t *recv_bytes, int root, struct comm_tag tag, char *err, size_t errlen);
 
 /* Waits until every rank has arrived. */
 int comm_barrier(struct comm *comm, struct comm_tag tag, char *err, size_t errlen);
@@ -102,11 +111,11 @@ int comm_barrier(struct comm *comm, struct comm_tag tag, char *err, size_t errle
 /* What a rank is doing, for stuck reports: the tag it is waiting in (or
  * last completed) and since when. Safe to read from another thread. */
 struct comm_state {
-    int waiting;           /* 1 while inside a collective */
-    struct comm_tag tag;   /* the collective */
-    double since;          /* CLOCK_MONOTONIC seconds when the wait began */
-    uint64_t completed;    /* collectives completed so far */
-    double wait_seconds;   /* total time spent waiting in collectives */
+    int waiting;         /* 1 while inside a collective */
+    struct comm_tag tag; /* the collective */
+    double since;        /* CLOCK_MONOTONIC seconds when the wait began */
+    uint64_t completed;  /* collectives completed so far */
+    double wait_seconds; /* total time spent waiting in collectives */
 };
 void comm_get_state(const struct comm *comm, struct comm_state *state);
 

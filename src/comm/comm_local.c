@@ -21,7 +21,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -34,23 +34,23 @@
  * non-atomic fields of parity k % 2 after they see arrived >= k. */
 struct local_slot {
     _Alignas(LOCAL_CACHE_LINE) _Atomic uint64_t arrived; /* last collective entered (1-based) */
-    _Atomic int left;                 /* 1 once the rank freed its handle */
-    _Atomic uint64_t tag_step[2];     /* tag of the collective of each parity */
-    _Atomic uint32_t tag_index[2];    /* (atomic so a deadline report may read the last one) */
-    enum comm_kind kind[2];           /* its kind */
-    size_t bytes[2];                  /* bytes in data[parity] */
-    int root[2];                      /* broadcast, gather: the root it named */
-    unsigned char *data[2];           /* the bytes this rank contributed */
-    size_t capacity[2];               /* allocated size of data[parity] */
+    _Atomic int left;                                    /* 1 once the rank freed its handle */
+    _Atomic uint64_t tag_step[2];                        /* tag of the collective of each parity */
+    _Atomic uint32_t tag_index[2]; /* (atomic so a deadline report may read the last one) */
+    enum comm_kind kind[2];        /* its kind */
+    size_t bytes[2];               /* bytes in data[parity] */
+    int root[2];                   /* broadcast, gather: the root it named */
+    void *data[2];                 /* the bytes this rank contributed */
+    size_t capacity[2];            /* allocated size of data[parity] */
 };
 
 struct local_group {
-    int size;                                         /* ranks */
-    _Atomic int handles;                              /* handles not yet freed */
-    _Alignas(LOCAL_CACHE_LINE) _Atomic uint32_t wake; /* futex word, bumped on every change */
-    _Atomic int sleepers;                             /* ranks asleep (or about to) on wake */
-    _Atomic int broken;      /* 0, or the error of the first rank that failed */
-    _Atomic int broken_rank; /* that rank */
+    int size;                 /* ranks */
+    _Atomic int handles;      /* handles not yet freed */
+    _Atomic uint32_t wake;    /* futex word, bumped on every change */
+    _Atomic int sleepers;     /* ranks asleep (or about to) on wake */
+    _Atomic int broken;       /* 0, or the error of the first rank that failed */
+    _Atomic int broken_rank;  /* that rank */
     struct local_slot *slots; /* size slots, cache-line aligned */
 };
 
@@ -101,7 +101,7 @@ static int publish(struct comm_local *local, const struct comm_call *call, char 
     uint64_t seq = ++local->entered;
     int parity = (int)(seq & 1);
     if (call->send_bytes > slot->capacity[parity]) {
-        unsigned char *grown = realloc(slot->data[parity], call->send_bytes);
+        void *grown = realloc(slot->data[parity], call->send_bytes);
         if (!grown)
             return comm_fail(err, errlen, COMM_ERR_SYSTEM, local->head.rank,
                              "out of memory for a %zu-byte collective buffer", call->send_bytes);
@@ -126,9 +126,8 @@ static int check_peer(const struct comm_local *local, const struct comm_call *ca
     const struct local_slot *slot = &local->group->slots[peer];
     int parity = (int)(local->entered & 1);
     int rank = local->head.rank;
-    struct comm_tag theirs = {
-        atomic_load_explicit(&slot->tag_step[parity], memory_order_relaxed),
-        atomic_load_explicit(&slot->tag_index[parity], memory_order_relaxed)};
+    struct comm_tag theirs = {atomic_load_explicit(&slot->tag_step[parity], memory_order_relaxed),
+                              atomic_load_explicit(&slot->tag_index[parity], memory_order_relaxed)};
     if (theirs.step != call->tag.step || theirs.index != call->tag.index)
         return comm_fail_tag(err, errlen, rank, call->tag, peer, theirs);
     const char *what = NULL;
@@ -179,9 +178,13 @@ static int scan_peers(const struct comm_local *local, const struct comm_call *ca
     int broken = atomic_load(&group->broken);
     if (broken)
         return comm_fail(err, errlen, broken, local->head.rank,
-                         "%s (step %llu, index %u) abandoned: rank %d failed in the group",
+                         "%s (step %llu, index %u) abandoned: rank %d failed in the group (%s)",
                          comm_kind_name(call->kind), (unsigned long long)call->tag.step,
-                         (unsigned)call->tag.index, atomic_load(&group->broken_rank));
+                         (unsigned)call->tag.index, atomic_load(&group->broken_rank),
+                         broken == COMM_ERR_TAG        ? "collective mismatch"
+                         : broken == COMM_ERR_DEADLINE ? "deadline passed"
+                         : broken == COMM_ERR_PEER     ? "a peer left"
+                                                       : "system error");
     return 0;
 }
 
@@ -195,12 +198,11 @@ static int deadline_error(const struct comm_local *local, const struct comm_call
     for (int peer = 0; peer < local->group->size && used < sizeof(missing); peer++) {
         const struct local_slot *slot = &local->group->slots[peer];
         if (peer == local->head.rank || atomic_load(&slot->arrived) >= local->entered) continue;
-        int n = snprintf(missing + used, sizeof(missing) - used,
-                         "%srank %d (last in step %llu, index %u)", used ? ", " : "", peer,
-                         (unsigned long long)atomic_load_explicit(&slot->tag_step[parity],
-                                                                  memory_order_relaxed),
-                         (unsigned)atomic_load_explicit(&slot->tag_index[parity],
-                                                        memory_order_relaxed));
+        int n = snprintf(
+            missing + used, sizeof(missing) - used, "%srank %d (last in step %llu, index %u)",
+            used ? ", " : "", peer,
+            (unsigned long long)atomic_load_explicit(&slot->tag_step[parity], memory_order_relaxed),
+            (unsigned)atomic_load_explicit(&slot->tag_index[parity], memory_order_relaxed));
         if (n < 0) break;
         used += (size_t)n;
     }
@@ -257,7 +259,7 @@ static void combine(const struct comm_local *local, const struct comm_call *call
         if (n == 0) break;
         memcpy(out, group->slots[0].data[parity], call->send_bytes);
         for (int r = 1; r < group->size; r++) {
-            const float *in = (const float *)group->slots[r].data[parity];
+            const float *in = group->slots[r].data[parity];
             for (size_t i = 0; i < n; i++) out[i] += in[i];
         }
         break;
@@ -276,7 +278,8 @@ static void combine(const struct comm_local *local, const struct comm_call *call
             }
         }
         break;
-    case COMM_KIND_BARRIER: break;
+    case COMM_KIND_BARRIER:
+        break;
     }
 }
 

@@ -11,9 +11,10 @@
  * weights are made unsigned (Q8_0: w + 128; Q4_0: the raw nibble) and the
  * activation block's bias -offset * sum(x) (matmul.c) restores the signed
  * sum. The float step per block is the scalar one, vectorized over 16 rows.
- * Two shapes, same bits:
- *  - GEMV (small batch): rows are read as stored and the per-row integer
- *    sums are reduced across lanes;
+ * Three shapes, same bits:
+ *  - Q8_0 GEMV (small batch): rows are read as stored, one block of 16 rows
+ *    at a time, and the per-row integer sums are reduced across lanes;
+ *  - Q4_0 GEMV: matmul_gemv_avx512.c, 4 blocks of a row per register;
  *  - GEMM: a panel of 16 rows is repacked once per batch block so that one
  *    64-byte load holds 4 consecutive weights of each of the 16 rows; each
  *    vpdpbusd then adds 4 products into 16 row lanes for one batch column
@@ -247,26 +248,6 @@ static ALWAYS_INLINE __m512i q8_0_dots(const char *const *rows, size_t offset, _
                             _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Q4_0: z[k] holds the 16 packed bytes of rows (k, k+4, k+8, k+12), one row
- * per 128-bit lane; low nibbles meet x[0..15], high nibbles x[16..31]. */
-static ALWAYS_INLINE __m512i q4_0_dots(const char *const *rows, size_t offset, __m512i x_low,
-                                       __m512i x_high) {
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
-    __m512i s[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + offset)));
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 4] + offset)), 1);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 8] + offset)), 2);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[k + 12] + offset)), 3);
-        __m512i low = _mm512_and_si512(z, nibble);
-        __m512i high = _mm512_and_si512(_mm512_srli_epi16(z, 4), nibble);
-        s[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low);
-        s[k] = _mm512_dpbusd_epi32(s[k], high, x_high);
-    }
-    return add_pairs_epi64(add_pairs_epi32(s[0], s[1]), add_pairs_epi32(s[2], s[3]));
-}
-
 /* Pointers to 16 rows from r0 (rows past nr repeat the last one) and their
  * byte offsets from row r0 for gathers. */
 static ALWAYS_INLINE __m512i row_pointers(const struct tensor_matrix *w, int r0, int nr,
@@ -280,14 +261,13 @@ static ALWAYS_INLINE __m512i row_pointers(const struct tensor_matrix *w, int r0,
     return _mm512_loadu_si512(offsets);
 }
 
-/* GEMV shape: 16 rows from r0 for batch columns b0 .. b0 + nc - 1. */
+/* Q8_0 GEMV shape: 16 rows from r0 for batch columns b0 .. b0 + nc - 1. */
 static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, int r0, int nr,
-                                          int b0, const int nc, const int q4) {
+                                          int b0, const int nc) {
     const struct tensor_matrix *w = job->w;
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
-    const size_t block_bytes =
-        q4 ? sizeof(struct tensor_block_q4_0) : sizeof(struct tensor_block_q8_0);
+    const size_t block_bytes = sizeof(struct tensor_block_q8_0);
     const char *rows[Q_ROWS];
     __m512i offsets = row_pointers(w, r0, nr, rows);
     __m512 acc[Q_GEMV_COLS];
@@ -296,24 +276,16 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
     const char *next = rows[0] + (size_t)Q_ROWS * w->row_stride;
     for (int j = 0; j < blocks; j++) {
         size_t offset = (size_t)j * block_bytes;
-        /* the next tile's rows, one prefetch per row per 64 bytes or less */
-        if (!q4 || j % 2 == 0)
-            for (int m = 0; m < Q_ROWS; m++)
-                _mm_prefetch(next + m * w->row_stride + offset, _MM_HINT_T1);
+        /* the next tile's rows, one prefetch per row and block */
+        for (int m = 0; m < Q_ROWS; m++)
+            _mm_prefetch(next + m * w->row_stride + offset, _MM_HINT_T1);
         __m512 d_w = gather_scales(rows[0], offsets, offset);
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             size_t xb = (size_t)(b0 + c) * blocks + j;
             const int8_t *x = xq->qs + xb * TENSOR_QK;
-            __m512i dot;
-            if (q4) {
-                __m512i x_low = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
-                __m512i x_high = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
-                dot = q4_0_dots(rows, offset + 2, x_low, x_high);
-            } else {
-                __m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
-                dot = q8_0_dots(rows, offset + 2, x2);
-            }
+            __m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
+            __m512i dot = q8_0_dots(rows, offset + 2, x2);
             dot = _mm512_add_epi32(dot, _mm512_set1_epi32(xq->bias[xb]));
             acc[c] = add_blocks(acc[c], dot, d_w, xq->d[xb]);
         }
@@ -325,19 +297,19 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
 }
 
 static ALWAYS_INLINE void quant_gemv(const struct tensor_matmul_job *job, int row_begin,
-                                     int row_end, const int q4) {
+                                     int row_end) {
     for (int r = row_begin; r < row_end; r += Q_ROWS) {
         int nr = row_end - r < Q_ROWS ? row_end - r : Q_ROWS;
         for (int b = 0; b < job->batch; b += Q_GEMV_COLS) {
             switch (job->batch - b) {
             case 1:
-                quant_gemv_tile(job, r, nr, b, 1, q4);
+                quant_gemv_tile(job, r, nr, b, 1);
                 break;
             case 2:
-                quant_gemv_tile(job, r, nr, b, 2, q4);
+                quant_gemv_tile(job, r, nr, b, 2);
                 break;
             default:
-                quant_gemv_tile(job, r, nr, b, Q_GEMV_COLS, q4);
+                quant_gemv_tile(job, r, nr, b, Q_GEMV_COLS);
                 break;
             }
         }
@@ -474,7 +446,7 @@ void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begi
     if (!strides_fit_gathers(job->w))
         tensor_matmul_q8_0_scalar(job, row_begin, row_end, scratch);
     else if (job->batch < Q_GEMM_MIN_BATCH)
-        tensor_gemv_q8_0_avx512(job, row_begin, row_end, scratch);
+        quant_gemv(job, row_begin, row_end);
     else
         quant_gemm(job, row_begin, row_end, scratch, 0);
 }
@@ -492,7 +464,7 @@ void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begi
 size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch) {
     if ((type == TENSOR_Q8_0 || type == TENSOR_Q4_0) && batch >= Q_GEMM_MIN_BATCH)
         return (size_t)(cols / TENSOR_QK) * Q_PANEL_BLOCK;
-    if (type == TENSOR_Q8_0 || type == TENSOR_Q4_0) return tensor_gemv_scratch_avx512(cols, batch);
+    if (type == TENSOR_Q4_0) return tensor_gemv_scratch_avx512(cols, batch);
     return 0;
 }
 

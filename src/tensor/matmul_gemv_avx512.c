@@ -1,22 +1,24 @@
-/* matmul_gemv_avx512.c -- AVX-512 quantized GEMV: Q8_0 / Q4_0 weights times
- * one or two activation rows (token generation).
+/* matmul_gemv_avx512.c -- AVX-512 Q4_0 GEMV: Q4_0 weights times one or two
+ * activation rows (token generation).
  *
  * Generation streams every weight once per token, so the work per weight
- * byte must stay below what memory delivers. The kernel takes a tile of 16
- * rows and walks it in groups of 4 consecutive blocks:
- *  - per row, two or four 64-byte loads and one word permutation
- *    (vpermt2w) per 64 quant bytes put block k's quants in 128-bit lane k:
- *    Q4_0 packs low nibbles (elements 0..15) and high nibbles (16..31) of
- *    the 4 blocks in one register, Q8_0 needs two (first and second 16
- *    elements of each block);
+ * byte must stay below what memory delivers (the 16-row kernel of
+ * matmul_avx512.c, which still serves Q8_0, spends a 128-bit load and an
+ * insert per block and row plus a gather per block). This kernel takes a
+ * tile of 16 rows and walks it in groups of 4 consecutive blocks (72 bytes
+ * of a row):
+ *  - per row, two overlapping 64-byte loads and one word permutation
+ *    (vpermt2w) put block k's 16 quant bytes in 128-bit lane k; masking
+ *    splits low nibbles (elements 0..15) from high nibbles (16..31);
  *  - the activations were laid out once per call to match: per group, the
  *    first 16 quants of its 4 blocks, then the last 16 (gemv_layout_x);
- *  - vpdpbusd (unsigned weights x signed activations, see matmul_avx512.c
- *    for the bias that restores the sign) gives 4 partial sums per block
- *    and row; 4 rows reduce to one vector (lane k = block k, rows in
+ *  - vpdpbusd (unsigned nibbles x signed activations; the activation bias
+ *    -8 * sum(x) of matmul.c restores the sign) gives 4 partial sums per
+ *    block and row; 4 rows reduce to one vector (lane k = block k, rows in
  *    order), and a 4x4 transpose of 128-bit lanes makes one vector of 16
  *    rows per block;
- *  - the 16 rows' fp16 scales are merged out of the same loads.
+ *  - the 16 rows' fp16 scales are picked out of the same loads by a tree of
+ *    permutations.
  * Then the float step of tensor_internal.h runs block after block on 16
  * rows at once: acc = acc + (float)dot * (d_w * d_x), the scalar sequence,
  * so results match the scalar kernel bit for bit. */
@@ -29,21 +31,33 @@
 
 #define GEMV_ROWS        16  /* rows per tile: one float vector of results */
 #define GEMV_GROUP       4   /* blocks per step: one per 128-bit lane */
-#define GEMV_MAX_COLS    2   /* activation rows sharing one pass over the weights */
 #define GEMV_GROUP_BYTES 128 /* laid-out activation bytes per group */
+#define GEMV_MAX_COLS    2   /* activation rows sharing one pass over the weights */
+#define BLOCK_BYTES      ((int)sizeof(struct tensor_block_q4_0))
 
-/* Word indices (vpermt2w) of block k's quants in lane k, from the group's
- * loads: Q4_0 from bytes [0, 64) and [8, 72); Q8_0 first halves from [0, 64)
- * and [64, 128), second halves from [8, 72) and [72, 136). */
-static const int16_t q4_quant_words[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
-                                           13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
-                                           25, 26, 56, 57, 58, 59, 60, 61, 62, 63};
-static const int16_t q8_low_words[32] = {1,  2,  3,  4,  5,  6,  7,  8,  18, 19, 20,
-                                         21, 22, 23, 24, 25, 35, 36, 37, 38, 39, 40,
-                                         41, 42, 52, 53, 54, 55, 56, 57, 58, 59};
-static const int16_t q8_high_words[32] = {5,  6,  7,  8,  9,  10, 11, 12, 22, 23, 24,
-                                          25, 26, 27, 28, 29, 39, 40, 41, 42, 43, 44,
-                                          45, 46, 56, 57, 58, 59, 60, 61, 62, 63};
+/* Prefetches of the next tile go to L2: into L1 they hold up the loads in
+ * flight. */
+#define GEMV_PREFETCH(p) _mm_prefetch((p), _MM_HINT_T1)
+
+/* Word indices (vpermt2w) of block k's quants in lane k, from a group's
+ * bytes [0, 64) and [8, 72). */
+static const int16_t quant_words[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
+                                        13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
+                                        25, 26, 56, 57, 58, 59, 60, 61, 62, 63};
+
+/* The scales (words 0, 9, 18, 27 of a row's first load) by a tree of
+ * vpermt2w: two rows' 4 scales side by side, then 4 rows (word 4 * row +
+ * block), 8 rows, and finally word 16 * block + row for blocks 0,1 / 2,3. */
+static const int16_t pair_words[32] = {0, 9, 18, 27, 32, 41, 50, 59};
+static const int16_t quad_words[32] = {0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39};
+static const int16_t octet_words[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                        11, 12, 13, 14, 15, 32, 33, 34, 35, 36, 37,
+                                        38, 39, 40, 41, 42, 43, 44, 45, 46, 47};
+static const int16_t final_words[2][32] = {
+    {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
+     1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61},
+    {2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62,
+     3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63}};
 
 /* Lays out the activation quants of batch rows for the kernel: group g of row
  * b at out + (b * groups + g) * 128 holds the first 16 quants of blocks
@@ -86,81 +100,73 @@ static ALWAYS_INLINE __m512i add_pairs_epi64(__m512i a, __m512i b) {
     return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
 }
 
-/* The weights and activations of one group, and where to merge scales. */
+/* The permutation indices and the activations of one group. */
 struct gemv_step {
-    __m512i quant_words[2]; /* vpermt2w indices (Q8_0: first and second halves) */
-    __m512i scale_words[2]; /* merge indices of the scales of blocks 0,1 and 2,3 */
+    __m512i quant_words;         /* quant_words above */
+    __m512i tree_words[3];       /* pair_words, quad_words, octet_words */
+    __m512i final_words[2];      /* final_words above */
     __m512i x[GEMV_MAX_COLS][2]; /* laid-out activations: first halves, second halves */
 };
 
-/* Row m's block dots for the group (s[c]: 4 partial sums per lane) and its
- * scales merged into words m and 16 + m of sw[0] (blocks 0, 1) and sw[1]. */
-static ALWAYS_INLINE void gemv_row(const struct gemv_step *step, const char *p, int len, int m,
-                                   __m512i *s, __m512i *sw, const int nc, const int full,
-                                   const int q4) {
-    __mmask32 lanes = (__mmask32)(0x10001u << m);
-    __m512i low, high;
-    if (q4) {
-        const __m512i nibble = _mm512_set1_epi8(0x0f);
-        __m512i a = load_part(p, 0, len, full);
-        __m512i q = _mm512_permutex2var_epi16(a, step->quant_words[0], load_part(p, 8, len, full));
-        low = _mm512_and_si512(q, nibble);
-        high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
-        sw[0] = _mm512_mask_permutex2var_epi16(sw[0], lanes, step->scale_words[0], a);
-        sw[1] = _mm512_mask_permutex2var_epi16(sw[1], lanes, step->scale_words[1], a);
-    } else {
-        const __m512i flip = _mm512_set1_epi8((char)0x80);
-        __m512i a = load_part(p, 0, len, full), b = load_part(p, 64, len, full);
-        low = _mm512_xor_si512(_mm512_permutex2var_epi16(a, step->quant_words[0], b), flip);
-        high = _mm512_xor_si512(_mm512_permutex2var_epi16(load_part(p, 8, len, full),
-                                                          step->quant_words[1],
-                                                          load_part(p, 72, len, full)),
-                                flip);
-        sw[0] = _mm512_mask_permutex2var_epi16(sw[0], lanes, step->scale_words[0], a);
-        sw[1] = _mm512_mask_permutex2var_epi16(sw[1], lanes, step->scale_words[1], b);
-    }
+/* One row's block dots for the group (s[c]: 4 partial sums per lane); its
+ * first load (holding the scales) is returned. */
+static ALWAYS_INLINE __m512i gemv_row(const struct gemv_step *step, const char *p, int len,
+                                      __m512i *s, const int nc, const int full) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    __m512i a = load_part(p, 0, len, full);
+    __m512i q = _mm512_permutex2var_epi16(a, step->quant_words, load_part(p, 8, len, full));
+    __m512i low = _mm512_and_si512(q, nibble);
+    __m512i high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
 #pragma GCC unroll 2
     for (int c = 0; c < nc; c++)
         s[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, step->x[c][0]),
                                    high, step->x[c][1]);
+    return a;
 }
 
-/* One group of nb blocks (4 unless the row's last) for 16 rows; adds each
- * block's float step to acc[c] in block order. */
-static ALWAYS_INLINE void gemv_group(const struct gemv_step *step, const char *const *rows,
-                                     const char *next, size_t stride, size_t offset, int nb,
+/* One group of nb blocks (4 unless the row's last) for 16 rows from base;
+ * adds each block's float step to acc[c] in block order. */
+static ALWAYS_INLINE void gemv_group(const struct gemv_step *step, const char *base,
+                                     const char *next, size_t stride, int nr, int nb,
                                      const float *const *xd, const int32_t *const *xbias,
-                                     __m512 *acc, const int nc, const int full, const int q4) {
-    const int block_bytes = q4 ? (int)sizeof(struct tensor_block_q4_0)
-                               : (int)sizeof(struct tensor_block_q8_0);
-    int len = nb * block_bytes;
-    __m512i v[GEMV_GROUP][GEMV_MAX_COLS];
-    __m512i sw[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+                                     __m512 *acc, const int nc, const int full_rows,
+                                     const int full) {
+    int len = nb * BLOCK_BYTES;
+    __m512i v[4][GEMV_MAX_COLS]; /* v[sub]: lane k = block k of rows 4sub .. 4sub+3 */
+    __m512i pairs[2], quads[2], octets[2];
 #pragma GCC unroll 4
     for (int sub = 0; sub < 4; sub++) {
-        __m512i s[4][GEMV_MAX_COLS];
+        __m512i s[4][GEMV_MAX_COLS], first[2];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             int m = 4 * sub + i;
             /* the next tile's rows, one prefetch per 64 bytes */
-            _mm_prefetch(next + m * stride + offset, _MM_HINT_T0);
-            _mm_prefetch(next + m * stride + offset + 64, _MM_HINT_T0);
-            if (!q4) _mm_prefetch(next + m * stride + offset + 128, _MM_HINT_T0);
-            gemv_row(step, rows[m] + offset, len, m, s[i], sw, nc, full, q4);
+            GEMV_PREFETCH(next + m * stride);
+            GEMV_PREFETCH(next + m * stride + 64);
+            /* a partial tile repeats its last row */
+            int row = full_rows || m < nr ? m : nr - 1;
+            first[i % 2] = gemv_row(step, base + (size_t)row * stride, len, s[i], nc, full);
+            if (i % 2 == 1)
+                pairs[i / 2] = _mm512_permutex2var_epi16(first[0], step->tree_words[0], first[1]);
         }
+        quads[sub % 2] = _mm512_permutex2var_epi16(pairs[0], step->tree_words[1], pairs[1]);
+        if (sub % 2 == 1)
+            octets[sub / 2] = _mm512_permutex2var_epi16(quads[0], step->tree_words[2], quads[1]);
 #pragma GCC unroll 2
         for (int c = 0; c < nc; c++)
             v[sub][c] = add_pairs_epi64(add_pairs_epi32(s[0][c], s[1][c]),
                                         add_pairs_epi32(s[2][c], s[3][c]));
     }
+    __m512i scales01 = _mm512_permutex2var_epi16(octets[0], step->final_words[0], octets[1]);
+    __m512i scales23 = _mm512_permutex2var_epi16(octets[0], step->final_words[1], octets[1]);
     __m512 d_w[GEMV_GROUP];
-    d_w[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(sw[0]));
-    d_w[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sw[0], 1));
-    d_w[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(sw[1]));
-    d_w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sw[1], 1));
+    d_w[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(scales01));
+    d_w[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(scales01, 1));
+    d_w[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(scales23));
+    d_w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(scales23, 1));
 #pragma GCC unroll 2
     for (int c = 0; c < nc; c++) {
-        /* v[sub] lane k holds block k of rows 4sub..4sub+3: transpose the lanes */
+        /* transpose the 128-bit lanes: dot[k] = block k of rows 0 .. 15 */
         __m512i t0 = _mm512_shuffle_i32x4(v[0][c], v[1][c], _MM_SHUFFLE(1, 0, 1, 0));
         __m512i t1 = _mm512_shuffle_i32x4(v[0][c], v[1][c], _MM_SHUFFLE(3, 2, 3, 2));
         __m512i t2 = _mm512_shuffle_i32x4(v[2][c], v[3][c], _MM_SHUFFLE(1, 0, 1, 0));
@@ -181,39 +187,25 @@ static ALWAYS_INLINE void gemv_group(const struct gemv_step *step, const char *c
     }
 }
 
-/* Rows r0 .. r0 + nr - 1 (nr <= 16; rows past nr repeat the last and are not
- * stored) for batch rows b0 .. b0 + nc - 1. */
+/* Rows r0 .. r0 + nr - 1 (nr <= 16; full_rows: nr == 16) for batch rows
+ * b0 .. b0 + nc - 1. */
 static ALWAYS_INLINE void gemv_tile(const struct tensor_matmul_job *job, const int8_t *layout,
-                                    int r0, int nr, int b0, const int nc, const int q4) {
+                                    int r0, int nr, int b0, const int nc, const int full_rows) {
     const struct tensor_matrix *w = job->w;
     const int blocks = w->cols / TENSOR_QK, groups = (blocks + GEMV_GROUP - 1) / GEMV_GROUP;
-    const size_t group_bytes = GEMV_GROUP * (q4 ? sizeof(struct tensor_block_q4_0)
-                                                : sizeof(struct tensor_block_q8_0));
-    const char *rows[GEMV_ROWS];
-    for (int m = 0; m < GEMV_ROWS; m++)
-        rows[m] = (const char *)w->data + (size_t)(r0 + (m < nr ? m : nr - 1)) * w->row_stride;
-    const char *next = rows[0] + GEMV_ROWS * w->row_stride;
+    const char *base = (const char *)w->data + (size_t)r0 * w->row_stride;
+    const char *next = base + GEMV_ROWS * w->row_stride;
     struct gemv_step step;
-    step.quant_words[0] = _mm512_loadu_si512(q4 ? q4_quant_words : q8_low_words);
-    step.quant_words[1] = _mm512_loadu_si512(q8_high_words);
-    /* scale words: Q4_0 bytes 0, 18, 36, 54 of the first load; Q8_0 bytes 0,
-     * 34 of the first load and 34, 51 words into the second (bytes 68, 102) */
-    step.scale_words[0] = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(32),
-                                                  _mm512_set1_epi16(q4 ? 32 + 9 : 32 + 17));
-    step.scale_words[1] =
-        _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(q4 ? 32 + 18 : 32 + 2),
-                                _mm512_set1_epi16(q4 ? 32 + 27 : 32 + 19));
+    step.quant_words = _mm512_loadu_si512(quant_words);
+    step.tree_words[0] = _mm512_loadu_si512(pair_words);
+    step.tree_words[1] = _mm512_loadu_si512(quad_words);
+    step.tree_words[2] = _mm512_loadu_si512(octet_words);
+    step.final_words[0] = _mm512_loadu_si512(final_words[0]);
+    step.final_words[1] = _mm512_loadu_si512(final_words[1]);
     __m512 acc[GEMV_MAX_COLS];
-    const float *xd[GEMV_MAX_COLS];
-    const int32_t *xbias[GEMV_MAX_COLS];
 #pragma GCC unroll 2
-    for (int c = 0; c < nc; c++) {
-        acc[c] = _mm512_setzero_ps();
-        xd[c] = job->xq->d + (size_t)(b0 + c) * blocks;
-        xbias[c] = job->xq->bias + (size_t)(b0 + c) * blocks;
-    }
-    int g = 0;
-    for (; g < blocks / GEMV_GROUP; g++) {
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
         const float *gd[GEMV_MAX_COLS];
         const int32_t *gbias[GEMV_MAX_COLS];
 #pragma GCC unroll 2
@@ -221,25 +213,17 @@ static ALWAYS_INLINE void gemv_tile(const struct tensor_matmul_job *job, const i
             const int8_t *x = layout + ((size_t)(b0 + c) * groups + g) * GEMV_GROUP_BYTES;
             step.x[c][0] = _mm512_loadu_si512(x);
             step.x[c][1] = _mm512_loadu_si512(x + 64);
-            gd[c] = xd[c] + g * GEMV_GROUP;
-            gbias[c] = xbias[c] + g * GEMV_GROUP;
+            gd[c] = job->xq->d + (size_t)(b0 + c) * blocks + g * GEMV_GROUP;
+            gbias[c] = job->xq->bias + (size_t)(b0 + c) * blocks + g * GEMV_GROUP;
         }
-        gemv_group(&step, rows, next, w->row_stride, g * group_bytes, GEMV_GROUP, gd, gbias, acc,
-                   nc, 1, q4);
-    }
-    if (g < groups) {
-        const float *gd[GEMV_MAX_COLS];
-        const int32_t *gbias[GEMV_MAX_COLS];
-#pragma GCC unroll 2
-        for (int c = 0; c < nc; c++) {
-            const int8_t *x = layout + ((size_t)(b0 + c) * groups + g) * GEMV_GROUP_BYTES;
-            step.x[c][0] = _mm512_loadu_si512(x);
-            step.x[c][1] = _mm512_loadu_si512(x + 64);
-            gd[c] = xd[c] + g * GEMV_GROUP;
-            gbias[c] = xbias[c] + g * GEMV_GROUP;
-        }
-        gemv_group(&step, rows, next, w->row_stride, g * group_bytes, blocks - g * GEMV_GROUP, gd,
-                   gbias, acc, nc, 0, q4);
+        size_t offset = (size_t)g * GEMV_GROUP * BLOCK_BYTES;
+        int nb = blocks - g * GEMV_GROUP;
+        if (nb >= GEMV_GROUP)
+            gemv_group(&step, base + offset, next + offset, w->row_stride, nr, GEMV_GROUP, gd,
+                       gbias, acc, nc, full_rows, 1);
+        else
+            gemv_group(&step, base + offset, next + offset, w->row_stride, nr, nb, gd, gbias, acc,
+                       nc, full_rows, 0);
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
 #pragma GCC unroll 2
@@ -247,26 +231,23 @@ static ALWAYS_INLINE void gemv_tile(const struct tensor_matmul_job *job, const i
         _mm512_mask_storeu_ps(job->out + (size_t)(b0 + c) * w->rows + r0, mask, acc[c]);
 }
 
-static ALWAYS_INLINE void gemv(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                               void *scratch, const int q4) {
-    int8_t *layout = scratch;
-    gemv_layout_x(layout, job->xq, job->batch, job->w->cols);
-    for (int r = row_begin; r < row_end; r += GEMV_ROWS) {
-        int nr = row_end - r < GEMV_ROWS ? row_end - r : GEMV_ROWS;
-        int b = 0;
-        for (; b + 2 <= job->batch; b += 2) gemv_tile(job, layout, r, nr, b, 2, q4);
-        if (b < job->batch) gemv_tile(job, layout, r, nr, b, 1, q4);
-    }
-}
-
-void tensor_gemv_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                             void *scratch) {
-    gemv(job, row_begin, row_end, scratch, 0);
+static ALWAYS_INLINE void gemv_columns(const struct tensor_matmul_job *job, const int8_t *layout,
+                                       int r, int nr, const int full_rows) {
+    int b = 0;
+    for (; b + 2 <= job->batch; b += 2) gemv_tile(job, layout, r, nr, b, 2, full_rows);
+    if (b < job->batch) gemv_tile(job, layout, r, nr, b, 1, full_rows);
 }
 
 void tensor_gemv_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                              void *scratch) {
-    gemv(job, row_begin, row_end, scratch, 1);
+    int8_t *layout = scratch;
+    gemv_layout_x(layout, job->xq, job->batch, job->w->cols);
+    for (int r = row_begin; r < row_end; r += GEMV_ROWS) {
+        if (row_end - r >= GEMV_ROWS)
+            gemv_columns(job, layout, r, GEMV_ROWS, 1);
+        else
+            gemv_columns(job, layout, r, row_end - r, 0);
+    }
 }
 
 size_t tensor_gemv_scratch_avx512(int cols, int batch) {

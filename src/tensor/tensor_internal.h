@@ -128,10 +128,8 @@ void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begi
 void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch);
 size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch);
-/* Quantized GEMV for small batches (matmul_gemv_avx512.c); scratch holds
- * tensor_gemv_scratch_avx512 bytes. */
-void tensor_gemv_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                             void *scratch);
+/* Q4_0 GEMV for small batches (matmul_gemv_avx512.c); scratch holds
+ * tensor_gemv_scratch_avx512 bytes (the activations laid out for it). */
 void tensor_gemv_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                              void *scratch);
 size_t tensor_gemv_scratch_avx512(int cols, int batch);

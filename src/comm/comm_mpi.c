@@ -1,0 +1,352 @@
+/* comm_mpi.c -- the mpi backend: one process per rank under Open MPI's
+ * mpirun.
+ *
+ * A collective is a set of non-blocking point-to-point messages on a
+ * private duplicate of MPI_COMM_WORLD: every rank sends every peer a small
+ * header (tag, kind, size, root), with its data attached where that peer
+ * needs it (all-reduce: to everyone; broadcast: from the root; gather: to
+ * the root). So every rank checks every peer's tag, at no extra round trip,
+ * and a peer in another collective is reported with both tags instead of
+ * mixing data. The all-reduce sums the received buffers in rank order, so
+ * every rank gets bitwise the same floats whatever the timing. (Direct
+ * exchange suits the few ranks of tensor parallelism; for 2 ranks it is the
+ * same one message each way as MPI_Allreduce, and faster than Open MPI's
+ * non-blocking collectives, see bench/comm_bench.c.) Messages between two
+ * ranks are matched in order (MPI's non-overtaking rule), so the k-th
+ * collectives of two ranks always meet.
+ *
+ * The requests are polled with MPI_Testall: a short spin, then sleeps that
+ * grow to a millisecond, so a waiting rank gives its core away; past the
+ * deadline the call fails with COMM_ERR_DEADLINE and the requests are left
+ * behind. MPI_Finalize may hang on those, so comm_free after a failure does
+ * not finalize: the caller should exit at once with comm_exit_code()
+ * (mpirun then ends the other ranks). MPI errors come back as return codes
+ * (MPI_ERRORS_RETURN) and become messages. */
+#include "comm_internal.h"
+
+#ifdef LOCKSTEP_HAVE_MPI
+
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Sent ahead of every rank's data. */
+struct mpi_header {
+    uint64_t step;  /* tag */
+    uint32_t index; /* tag */
+    uint32_t kind;  /* enum comm_kind */
+    uint64_t bytes; /* bytes of data this rank contributes */
+    int32_t root;   /* broadcast, gather: the root named */
+    int32_t rank;   /* the sender */
+};
+
+#define MPI_MESSAGE_TAG 17         /* MPI tag of every message (order does the matching) */
+#define MPI_POLL_MAX_NS 1000000ull /* longest sleep between two polls */
+
+struct comm_mpi {
+    struct comm head;      /* must be first */
+    MPI_Comm world;        /* a duplicate of MPI_COMM_WORLD that returns errors */
+    int initialized;       /* 1 if comm_mpi_create called MPI_Init_thread */
+    unsigned char *send;   /* header + this rank's data */
+    size_t send_capacity;  /* allocated bytes of send */
+    unsigned char *recv;   /* each peer's header + data, at offsets[peer] */
+    size_t recv_capacity;  /* allocated bytes of recv */
+    size_t *offsets;       /* size entries */
+    MPI_Request *requests; /* 2 * size: receives, then sends */
+    MPI_Status *statuses;  /* 2 * size */
+};
+
+static int mpi_created; /* one struct comm per process */
+
+/* "<what>: <MPI's message>" as error code. A truncated message means a
+ * peer sent more than this collective expects: a mismatch, reported so. */
+static int mpi_error(int rank, int code, const char *what, int mpi_rc, char *err, size_t errlen) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0, error_class = 0;
+    if (MPI_Error_string(mpi_rc, text, &length) != MPI_SUCCESS)
+        snprintf(text, sizeof(text), "MPI error code %d", mpi_rc);
+    if (MPI_Error_class(mpi_rc, &error_class) == MPI_SUCCESS && error_class == MPI_ERR_TRUNCATE)
+        return comm_fail(err, errlen, COMM_ERR_TAG, rank,
+                         "%s: a peer is in a collective of another size (%s)", what, text);
+    return comm_fail(err, errlen, code, rank, "%s: %s", what, text);
+}
+
+static int reserve(unsigned char **buf, size_t *capacity, size_t bytes) {
+    if (bytes <= *capacity) return 0;
+    unsigned char *grown = realloc(*buf, bytes);
+    if (!grown) return -1;
+    *buf = grown;
+    *capacity = bytes;
+    return 0;
+}
+
+/* Bytes of data rank `from` sends rank `to` in this collective. */
+static size_t data_bytes(const struct comm_call *call, int from, int to, size_t from_bytes) {
+    switch (call->kind) {
+    case COMM_KIND_ALLREDUCE:
+        return from_bytes;
+    case COMM_KIND_BROADCAST:
+        return from == call->root ? from_bytes : 0;
+    case COMM_KIND_GATHER:
+        return to == call->root ? from_bytes : 0;
+    case COMM_KIND_BARRIER:
+        return 0;
+    }
+    return 0;
+}
+
+/* Bytes this rank expects from peer: the header, and data as above. */
+static size_t expected_bytes(const struct comm_mpi *mpi, const struct comm_call *call, int peer) {
+    size_t bytes = call->send_bytes;
+    if (call->kind == COMM_KIND_GATHER)
+        bytes = mpi->head.rank == call->root ? call->recv_bytes[peer] : 0;
+    return sizeof(struct mpi_header) + data_bytes(call, peer, mpi->head.rank, bytes);
+}
+
+/* The error of a failed MPI_Testall: the first request with an error. */
+static int testall_error(struct comm_mpi *mpi, const struct comm_call *call, int count, int mpi_rc,
+                         char *err, size_t errlen) {
+    char what[160];
+    snprintf(what, sizeof(what), "MPI failed in %s (step %llu, index %u)",
+             comm_kind_name(call->kind), (unsigned long long)call->tag.step,
+             (unsigned)call->tag.index);
+    if (mpi_rc == MPI_ERR_IN_STATUS)
+        for (int i = 0; i < count; i++)
+            if (mpi->statuses[i].MPI_ERROR != MPI_SUCCESS &&
+                mpi->statuses[i].MPI_ERROR != MPI_ERR_PENDING)
+                return mpi_error(mpi->head.rank, COMM_ERR_PEER, what, mpi->statuses[i].MPI_ERROR,
+                                 err, errlen);
+    return mpi_error(mpi->head.rank, COMM_ERR_PEER, what, mpi_rc, err, errlen);
+}
+
+/* Waits for count requests under the deadline: spin, then sleep and poll. */
+static int poll_requests(struct comm_mpi *mpi, int count, const struct comm_call *call, char *err,
+                         size_t errlen) {
+    uint64_t start = comm_now_ns();
+    uint64_t deadline = start + mpi->head.deadline_ns;
+    uint64_t nap = 2000;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(count, mpi->requests, &done, mpi->statuses);
+        if (rc != MPI_SUCCESS) return testall_error(mpi, call, count, rc, err, errlen);
+        if (done) return COMM_OK;
+        uint64_t now = comm_now_ns();
+        if (now >= deadline)
+            return comm_fail(err, errlen, COMM_ERR_DEADLINE, mpi->head.rank,
+                             "deadline of %.3f s passed in %s (step %llu, index %u); not every "
+                             "rank of %d arrived",
+                             (double)mpi->head.deadline_ns * 1e-9, comm_kind_name(call->kind),
+                             (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                             mpi->head.size);
+        if (now - start < COMM_SPIN_NS) {
+            comm_cpu_relax();
+            continue;
+        }
+        sched_yield();
+        uint64_t left = deadline - now;
+        uint64_t sleep_ns = nap < left ? nap : left;
+        struct timespec pause = {(time_t)(sleep_ns / 1000000000ull),
+                                 (long)(sleep_ns % 1000000000ull)};
+        nanosleep(&pause, NULL);
+        if (nap < MPI_POLL_MAX_NS) nap *= 2;
+    }
+}
+
+/* Compares the header rank `peer` sent with this rank's. */
+static int check_header(const struct comm_mpi *mpi, const struct comm_call *call, int peer,
+                        char *err, size_t errlen) {
+    struct mpi_header theirs;
+    memcpy(&theirs, mpi->recv + mpi->offsets[peer], sizeof(theirs));
+    struct comm_tag tag = {theirs.step, theirs.index};
+    if (tag.step != call->tag.step || tag.index != call->tag.index)
+        return comm_fail_tag(err, errlen, mpi->head.rank, call->tag, peer, tag);
+    size_t expected = expected_bytes(mpi, call, peer) - sizeof(struct mpi_header);
+    int same = theirs.kind == (uint32_t)call->kind && theirs.rank == peer &&
+               (call->kind == COMM_KIND_BARRIER || theirs.root == call->root) &&
+               (expected == 0 || theirs.bytes == expected);
+    if (same) return COMM_OK;
+    return comm_fail(err, errlen, COMM_ERR_TAG, mpi->head.rank,
+                     "collective mismatch in (step %llu, index %u): this rank is in a %s of %zu "
+                     "bytes (root %d), rank %d in a %s of %llu bytes (root %d)",
+                     (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                     comm_kind_name(call->kind), call->send_bytes, call->root, peer,
+                     comm_kind_name((enum comm_kind)theirs.kind), (unsigned long long)theirs.bytes,
+                     (int)theirs.root);
+}
+
+/* Moves the received data into the caller's buffer. */
+static void combine(const struct comm_mpi *mpi, const struct comm_call *call) {
+    const unsigned char *recv = mpi->recv + sizeof(struct mpi_header);
+    const unsigned char *mine = mpi->send + sizeof(struct mpi_header);
+    int rank = mpi->head.rank;
+    if (call->kind == COMM_KIND_ALLREDUCE && call->send_bytes > 0) {
+        float *out = call->recv;
+        size_t n = call->send_bytes / sizeof(float);
+        memcpy(out, rank == 0 ? mine : recv + mpi->offsets[0], call->send_bytes);
+        for (int r = 1; r < mpi->head.size; r++) {
+            const void *data = r == rank ? mine : recv + mpi->offsets[r];
+            const float *in = data;
+            for (size_t i = 0; i < n; i++) out[i] += in[i];
+        }
+    } else if (call->kind == COMM_KIND_BROADCAST && rank != call->root && call->send_bytes > 0) {
+        memcpy(call->recv, recv + mpi->offsets[call->root], call->send_bytes);
+    } else if (call->kind == COMM_KIND_GATHER && rank == call->root) {
+        unsigned char *out = call->recv;
+        for (int r = 0; r < mpi->head.size; r++) {
+            if (call->recv_bytes[r] > 0)
+                memcpy(out, r == rank ? mine : recv + mpi->offsets[r], call->recv_bytes[r]);
+            out += call->recv_bytes[r];
+        }
+    }
+}
+
+/* Posts the receives from and the sends to every peer; returns the number
+ * of requests, or a negative error. */
+static int post(struct comm_mpi *mpi, const struct comm_call *call, char *err, size_t errlen) {
+    int rank = mpi->head.rank, count = 0;
+    for (int peer = 0; peer < mpi->head.size; peer++) {
+        if (peer == rank) continue;
+        size_t bytes = expected_bytes(mpi, call, peer);
+        int rc = MPI_Irecv(mpi->recv + mpi->offsets[peer], (int)bytes, MPI_BYTE, peer,
+                           MPI_MESSAGE_TAG, mpi->world, &mpi->requests[count++]);
+        if (rc != MPI_SUCCESS)
+            return mpi_error(rank, COMM_ERR_SYSTEM, "posting a receive", rc, err, errlen);
+    }
+    for (int peer = 0; peer < mpi->head.size; peer++) {
+        if (peer == rank) continue;
+        size_t bytes = sizeof(struct mpi_header) + data_bytes(call, rank, peer, call->send_bytes);
+        int rc = MPI_Isend(mpi->send, (int)bytes, MPI_BYTE, peer, MPI_MESSAGE_TAG, mpi->world,
+                           &mpi->requests[count++]);
+        if (rc != MPI_SUCCESS)
+            return mpi_error(rank, COMM_ERR_SYSTEM, "posting a send", rc, err, errlen);
+    }
+    return count;
+}
+
+/* Sizes the buffers for call; -1 if a message would not fit an int count. */
+static int prepare(struct comm_mpi *mpi, const struct comm_call *call) {
+    size_t total = 0;
+    for (int peer = 0; peer < mpi->head.size; peer++) {
+        mpi->offsets[peer] = total;
+        size_t bytes = peer == mpi->head.rank ? 0 : expected_bytes(mpi, call, peer);
+        if (bytes > INT_MAX) return -1;
+        total += (bytes + 7) & ~(size_t)7; /* keeps every header and float array aligned */
+    }
+    size_t mine = sizeof(struct mpi_header) + call->send_bytes;
+    if (mine > INT_MAX) return -1;
+    if (reserve(&mpi->send, &mpi->send_capacity, mine) != 0 ||
+        reserve(&mpi->recv, &mpi->recv_capacity, total > 0 ? total : 1) != 0)
+        return -2;
+    struct mpi_header header = {call->tag.step,   call->tag.index, (uint32_t)call->kind,
+                                call->send_bytes, call->root,      mpi->head.rank};
+    memcpy(mpi->send, &header, sizeof(header));
+    if (call->send_bytes > 0) memcpy(mpi->send + sizeof(header), call->send, call->send_bytes);
+    return 0;
+}
+
+static int mpi_run(struct comm *comm, const struct comm_call *call, char *err, size_t errlen) {
+    struct comm_mpi *mpi = (struct comm_mpi *)comm;
+    int rc = prepare(mpi, call);
+    if (rc == -1)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "%s of %zu bytes is too large for one MPI message",
+                         comm_kind_name(call->kind), call->send_bytes);
+    if (rc != 0)
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, comm->rank,
+                         "out of memory for a %zu-byte %s", call->send_bytes,
+                         comm_kind_name(call->kind));
+    int count = post(mpi, call, err, errlen);
+    if (count < 0) return count;
+    rc = poll_requests(mpi, count, call, err, errlen);
+    for (int peer = 0; rc == COMM_OK && peer < comm->size; peer++)
+        if (peer != comm->rank) rc = check_header(mpi, call, peer, err, errlen);
+    if (rc == COMM_OK) combine(mpi, call);
+    return rc;
+}
+
+static void mpi_free(struct comm *comm) {
+    struct comm_mpi *mpi = (struct comm_mpi *)comm;
+    if (comm->failed) {
+        /* Requests may still be in flight, reading and writing the buffers,
+         * and MPI_Finalize may wait for them forever: leave both. */
+        return;
+    }
+    MPI_Comm_free(&mpi->world);
+    if (mpi->initialized) MPI_Finalize();
+    free(mpi->send);
+    free(mpi->recv);
+    free(mpi->offsets);
+    free(mpi->requests);
+    free(mpi->statuses);
+    free(mpi);
+    mpi_created = 0;
+}
+
+static const struct comm_ops mpi_ops = {mpi_run, mpi_free};
+
+/* Frees a half-built handle of comm_mpi_create. */
+static void free_unjoined(struct comm_mpi *mpi) {
+    if (!mpi) return;
+    free(mpi->offsets);
+    free(mpi->requests);
+    free(mpi->statuses);
+    free(mpi);
+}
+
+int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_t errlen) {
+    if (mpi_created)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, 0,
+                         "comm_mpi_create: this process already has an MPI group (one per "
+                         "process)");
+    int already = 0, provided = 0, rc = MPI_Initialized(&already);
+    if (rc == MPI_SUCCESS && !already)
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS)
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, 0, "MPI_Init_thread failed (code %d)", rc);
+    int rank = 0, size = 0;
+    MPI_Comm world = MPI_COMM_NULL;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rc = MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(MPI_COMM_WORLD, &world);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        if (!already) MPI_Finalize();
+        return mpi_error(rank, COMM_ERR_SYSTEM, "joining the MPI job", rc, err, errlen);
+    }
+    struct comm_mpi *mpi = calloc(1, sizeof(*mpi));
+    if (mpi) {
+        mpi->offsets = calloc((size_t)size, sizeof(size_t));
+        mpi->requests = calloc(2 * (size_t)size, sizeof(MPI_Request));
+        mpi->statuses = calloc(2 * (size_t)size, sizeof(MPI_Status));
+    }
+    if (!mpi || !mpi->offsets || !mpi->requests || !mpi->statuses) {
+        free_unjoined(mpi);
+        MPI_Comm_free(&world);
+        if (!already) MPI_Finalize();
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, rank, "out of memory for the MPI group");
+    }
+    mpi->world = world;
+    mpi->initialized = !already;
+    comm_init_head(&mpi->head, &mpi_ops, COMM_MPI, rank, size);
+    mpi_created = 1;
+    *out = &mpi->head;
+    return COMM_OK;
+}
+
+#else
+
+int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_t errlen) {
+    (void)argc;
+    (void)argv;
+    *out = NULL;
+    return comm_fail(err, errlen, COMM_ERR_USAGE, 0,
+                     "the mpi backend is not available: lockstep was built without MPI "
+                     "(install libopenmpi-dev and configure with -DLOCKSTEP_MPI=ON)");
+}
+
+#endif
