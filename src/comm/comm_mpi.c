@@ -44,8 +44,10 @@ struct mpi_header {
     int32_t rank;   /* the sender */
 };
 
-#define MPI_MESSAGE_TAG 17         /* MPI tag of every message (order does the matching) */
-#define MPI_POLL_MAX_NS 1000000ull /* longest sleep between two polls */
+#define MPI_MESSAGE_TAG 17 /* MPI tag of every message (order does the matching) */
+#define MPI_POLL_MAX_NS                                                                            \
+    50000ull /* longest sleep between two polls: a peer is late by                                 \
+               about one step of compute, so longer sleeps only add latency */
 
 struct comm_mpi {
     struct comm head;      /* must be first */

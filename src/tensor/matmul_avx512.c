@@ -316,38 +316,111 @@ static ALWAYS_INLINE void quant_gemv(const struct tensor_matmul_job *job, int ro
     }
 }
 
+/* The 16 rows' fp16 scales of block j as floats; scalar loads are cheaper
+ * than a gather and the panel is reused across many batch columns. */
+static ALWAYS_INLINE __m512 load_scales(const char *const *rows, size_t block) {
+    uint16_t halves[Q_ROWS];
+#pragma GCC unroll 16
+    for (int m = 0; m < Q_ROWS; m++) memcpy(&halves[m], rows[m] + block, sizeof(uint16_t));
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)halves));
+}
+
+/* Q8_0 block at byte offset block of 16 rows, transposed into out[g] =
+ * dword g (quants 4g..4g+3) of rows 0..15. z[m] holds rows m and m + 8 in
+ * its 256-bit halves; three rounds of interleaves (dwords, qwords, then
+ * qword pairs across two vectors) transpose both 8 x 8 halves at once. */
+static ALWAYS_INLINE void transpose_q8_0(const char *const *rows, size_t block, __m512i *out) {
+    const __m512i pair_low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i pair_high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i z[8], a[8], c[8];
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        __m256i low = _mm256_loadu_si256((const __m256i *)(rows[m] + block + 2));
+        __m256i high = _mm256_loadu_si256((const __m256i *)(rows[m + 8] + block + 2));
+        z[m] = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+    }
+    /* a[2k] = dwords 0,1 | 4,5 of rows 2k, 2k+1 interleaved; a[2k+1]: 2,3 | 6,7 */
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        a[2 * k] = _mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]);
+    }
+    /* c[k] (k < 4) = dword k | k + 4 of rows 0..3, c[k + 4]: of rows 4..7 */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        c[4 * h + 0] = _mm512_unpacklo_epi64(a[4 * h + 0], a[4 * h + 2]);
+        c[4 * h + 1] = _mm512_unpackhi_epi64(a[4 * h + 0], a[4 * h + 2]);
+        c[4 * h + 2] = _mm512_unpacklo_epi64(a[4 * h + 1], a[4 * h + 3]);
+        c[4 * h + 3] = _mm512_unpackhi_epi64(a[4 * h + 1], a[4 * h + 3]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm512_permutex2var_epi64(c[k], pair_low, c[k + 4]);
+        out[k + 4] = _mm512_permutex2var_epi64(c[k], pair_high, c[k + 4]);
+    }
+}
+
+/* Q4_0 block at byte offset block of 16 rows: out[g] = packed dword g (low
+ * nibbles: quants 4g..4g+3, high: 16+4g..) of rows 0..15. z[k] holds rows
+ * k, k+4, k+8, k+12 in its 128-bit lanes; two rounds of interleaves
+ * transpose the four 4 x 4 lanes. */
+static ALWAYS_INLINE void transpose_q4_0(const char *const *rows, size_t block, __m512i *out) {
+    __m512i z[4], a[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + block + 2)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 4] + block + 2)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 8] + block + 2)), 2);
+        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 12] + block + 2)),
+                                  3);
+    }
+    a[0] = _mm512_unpacklo_epi32(z[0], z[1]);
+    a[1] = _mm512_unpackhi_epi32(z[0], z[1]);
+    a[2] = _mm512_unpacklo_epi32(z[2], z[3]);
+    a[3] = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(a[0], a[2]);
+    out[1] = _mm512_unpackhi_epi64(a[0], a[2]);
+    out[2] = _mm512_unpacklo_epi64(a[1], a[3]);
+    out[3] = _mm512_unpackhi_epi64(a[1], a[3]);
+}
+
 /* Repacks 16 rows from r0 into panel: per block, 8 groups of 64 bytes (group
  * g = weights 4g..4g+3 of rows 0..15, unsigned as vpdpbusd wants them), then
- * the 16 row scales as floats. */
-static ALWAYS_INLINE void repack_panel(const struct tensor_matrix *w, int r0, int nr, char *panel,
-                                       const int q4) {
+ * the 16 row scales as floats. The next panel's rows are fetched into L2
+ * meanwhile: they arrive while the micro-kernels use this one. */
+static ALWAYS_INLINE void repack_panel(const struct tensor_matrix *w, int r0, int nr,
+                                       int prefetch_rows, char *panel, const int q4) {
     const int blocks = w->cols / TENSOR_QK;
+    const size_t block_bytes =
+        q4 ? sizeof(struct tensor_block_q4_0) : sizeof(struct tensor_block_q8_0);
     const char *rows[Q_ROWS];
-    __m512i offsets = row_pointers(w, r0, nr, rows);
-    const char *row0 = rows[0];
+    row_pointers(w, r0, nr, rows);
+    const char *next = (const char *)w->data + (size_t)(r0 + Q_ROWS) * w->row_stride;
+    size_t fetched = 0; /* bytes of each next row prefetched so far */
     for (int j = 0; j < blocks; j++) {
         char *out = panel + (size_t)j * Q_PANEL_BLOCK;
+        size_t block = (size_t)j * block_bytes;
+        for (; fetched < block + block_bytes; fetched += 64)
+            for (int m = 0; m < prefetch_rows; m++)
+                _mm_prefetch(next + (size_t)m * w->row_stride + fetched, _MM_HINT_T1);
+        __m512i quants[8];
         if (q4) {
-            size_t block = (size_t)j * sizeof(struct tensor_block_q4_0);
             const __m512i nibble = _mm512_set1_epi8(0x0f);
+            transpose_q4_0(rows, block, quants);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
-                __m512i packed = _mm512_i32gather_epi32(offsets, row0 + block + 2 + 4 * g, 1);
-                _mm512_store_si512(out + 64 * g, _mm512_and_si512(packed, nibble));
+                _mm512_store_si512(out + 64 * g, _mm512_and_si512(quants[g], nibble));
                 _mm512_store_si512(out + 64 * (g + 4),
-                                   _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble));
+                                   _mm512_and_si512(_mm512_srli_epi16(quants[g], 4), nibble));
             }
-            _mm512_store_ps(out + Q_PANEL_QUANTS, gather_scales(row0, offsets, block));
         } else {
-            size_t block = (size_t)j * sizeof(struct tensor_block_q8_0);
             const __m512i flip = _mm512_set1_epi8((char)0x80);
+            transpose_q8_0(rows, block, quants);
 #pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                __m512i quants = _mm512_i32gather_epi32(offsets, row0 + block + 2 + 4 * g, 1);
-                _mm512_store_si512(out + 64 * g, _mm512_xor_si512(quants, flip));
-            }
-            _mm512_store_ps(out + Q_PANEL_QUANTS, gather_scales(row0, offsets, block));
+            for (int g = 0; g < 8; g++)
+                _mm512_store_si512(out + 64 * g, _mm512_xor_si512(quants[g], flip));
         }
+        _mm512_store_ps(out + Q_PANEL_QUANTS, load_scales(rows, block));
     }
 }
 
@@ -427,7 +500,8 @@ static ALWAYS_INLINE void quant_gemm(const struct tensor_matmul_job *job, int ro
         int b_end = b0 + Q_BATCH_BLOCK < job->batch ? b0 + Q_BATCH_BLOCK : job->batch;
         for (int r = row_begin; r < row_end; r += Q_ROWS) {
             int nr = row_end - r < Q_ROWS ? row_end - r : Q_ROWS;
-            repack_panel(job->w, r, nr, panel, q4);
+            int ahead = row_end - (r + Q_ROWS) < Q_ROWS ? row_end - (r + Q_ROWS) : Q_ROWS;
+            repack_panel(job->w, r, nr, ahead > 0 ? ahead : 0, panel, q4);
             for (int b = b0; b < b_end; b += Q_GEMM_COLS) {
                 int nc = b_end - b < Q_GEMM_COLS ? b_end - b : Q_GEMM_COLS;
                 quant_gemm_columns(job, panel, r, nr, b, nc);
