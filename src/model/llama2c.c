@@ -7,11 +7,10 @@
  * negative. The file is mapped, its size must be exactly what the header
  * implies, and the weights point into the mapping. Such a model is always
  * llama: NORM rope over the whole head, theta 10000, eps 1e-5. */
-#include "model/model.h"
+#include "model_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,20 +19,6 @@
 #include <unistd.h>
 
 #define LLAMA2C_HEADER_BYTES 28 /* 7 int32 */
-
-/* Writes "<path>: <message>" to err; returns -1. */
-__attribute__((format(printf, 4, 5))) static int
-llama2c_fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-    char message[384];
-    va_list ap;
-    va_start(ap, fmt);
-    /* clang-tidy 14 flags ap as uninitialized whenever this is not the first
-     * file of its run (a checker bug); it is initialized just above. */
-    vsnprintf(message, sizeof(message), fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", path, message);
-    return -1;
-}
 
 /* Checks every header field (vocab_size by magnitude) and the relations the
  * layout relies on; the message names the first bad field. */
@@ -55,19 +40,19 @@ static int llama2c_check_header(const struct llama2c_header *h, const char *path
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (fields[i].value < 1 || fields[i].value > fields[i].max)
-            return llama2c_fail(err, errlen, path, "header field %s is %lld, expected 1..%d",
-                                fields[i].name, (long long)fields[i].value, fields[i].max);
+            return model_fail(err, errlen, path, "header field %s is %lld, expected 1..%d",
+                              fields[i].name, (long long)fields[i].value, fields[i].max);
     if (h->dim % h->n_heads != 0)
-        return llama2c_fail(err, errlen, path, "header field n_heads %d does not divide dim %d",
-                            h->n_heads, h->dim);
+        return model_fail(err, errlen, path, "header field n_heads %d does not divide dim %d",
+                          h->n_heads, h->dim);
     if (h->n_heads % h->n_kv_heads != 0)
-        return llama2c_fail(err, errlen, path,
-                            "header field n_kv_heads %d does not divide n_heads %d", h->n_kv_heads,
-                            h->n_heads);
+        return model_fail(err, errlen, path,
+                          "header field n_kv_heads %d does not divide n_heads %d", h->n_kv_heads,
+                          h->n_heads);
     if ((h->dim / h->n_heads) % 2 != 0)
-        return llama2c_fail(err, errlen, path,
-                            "head size dim / n_heads = %d / %d is odd; rope needs pairs", h->dim,
-                            h->n_heads);
+        return model_fail(err, errlen, path,
+                          "head size dim / n_heads = %d / %d is odd; rope needs pairs", h->dim,
+                          h->n_heads);
     return 0;
 }
 
@@ -163,24 +148,24 @@ static void llama2c_config(struct model_config *c, const struct llama2c_header *
 /* Maps path read-only into model->mapping. */
 static int llama2c_map(struct model *m, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return llama2c_fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd < 0) return model_fail(err, errlen, path, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return llama2c_fail(err, errlen, path, "not a regular file");
+        return model_fail(err, errlen, path, "not a regular file");
     }
     if ((uint64_t)st.st_size < LLAMA2C_HEADER_BYTES) {
         close(fd);
-        return llama2c_fail(err, errlen, path,
-                            "file is %lld bytes, too small for a llama2.c header (%d bytes) or "
-                            "a GGUF file",
-                            (long long)st.st_size, LLAMA2C_HEADER_BYTES);
+        return model_fail(err, errlen, path,
+                          "file is %lld bytes, too small for a llama2.c header (%d bytes) or "
+                          "a GGUF file",
+                          (long long)st.st_size, LLAMA2C_HEADER_BYTES);
     }
     void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int mmap_errno = errno;
     close(fd);
     if (base == MAP_FAILED)
-        return llama2c_fail(err, errlen, path, "cannot map: %s", strerror(mmap_errno));
+        return model_fail(err, errlen, path, "cannot map: %s", strerror(mmap_errno));
     m->mapping = base;
     m->mapping_size = (size_t)st.st_size;
     return 0;
@@ -196,17 +181,17 @@ int llama2c_load(struct model *model, const char *path, char *err, size_t errlen
     struct llama2c_layout n = llama2c_layout_of(&h, shared);
     size_t expected = LLAMA2C_HEADER_BYTES + sizeof(float) * llama2c_layout_floats(&n);
     if (model->mapping_size != expected)
-        return llama2c_fail(err, errlen, path,
-                            "file is %zu bytes, expected %zu for the header (dim %d, hidden_dim "
-                            "%d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, "
-                            "seq_len %d)",
-                            model->mapping_size, expected, h.dim, h.hidden_dim, h.n_layers,
-                            h.n_heads, h.n_kv_heads, h.vocab_size, h.seq_len);
+        return model_fail(err, errlen, path,
+                          "file is %zu bytes, expected %zu for the header (dim %d, hidden_dim "
+                          "%d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, "
+                          "seq_len %d)",
+                          model->mapping_size, expected, h.dim, h.hidden_dim, h.n_layers, h.n_heads,
+                          h.n_kv_heads, h.vocab_size, h.seq_len);
 
     llama2c_config(&model->config, &h);
     model->layers = calloc((size_t)h.n_layers, sizeof(*model->layers));
     if (!model->layers)
-        return llama2c_fail(err, errlen, path, "cannot allocate %d layers", h.n_layers);
+        return model_fail(err, errlen, path, "cannot allocate %d layers", h.n_layers);
     llama2c_bind(model, (const float *)model->mapping + LLAMA2C_HEADER_BYTES / sizeof(float), &n);
     return 0;
 }

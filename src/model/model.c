@@ -41,17 +41,29 @@ int model_is_gguf(const char *path) {
     return n == sizeof(magic) && memcmp(magic, "GGUF", sizeof(magic)) == 0;
 }
 
-/* Writes "<path>: <message>" to the loader's error buffer; returns -1. */
-__attribute__((format(printf, 2, 3))) static int loader_fail(const struct model_gguf_loader *ld,
-                                                             const char *fmt, ...) {
+/* "<path>: " and the formatted message into err. */
+static int model_vfail(char *err, size_t errlen, const char *path, const char *fmt, va_list ap) {
     char message[384];
+    vsnprintf(message, sizeof(message), fmt, ap);
+    snprintf(err, errlen, "%s: %s", path, message);
+    return -1;
+}
+
+int model_fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    /* clang-tidy 14 flags ap as uninitialized whenever this is not the first
-     * file of its run (a checker bug); it is initialized just above. */
-    vsnprintf(message, sizeof(message), fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
+    model_vfail(err, errlen, path, fmt, ap);
     va_end(ap);
-    snprintf(ld->err, ld->errlen, "%s: %s", ld->path, message);
+    return -1;
+}
+
+/* model_fail into the loader's error buffer. */
+__attribute__((format(printf, 2, 3))) static int loader_fail(const struct model_gguf_loader *ld,
+                                                             const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    model_vfail(ld->err, ld->errlen, ld->path, fmt, ap);
+    va_end(ap);
     return -1;
 }
 

@@ -1,6 +1,7 @@
-/* model_internal.h -- what the writers of model files (model_writer.c for
- * model_write_gguf, random.c for model_write_random) share and the rest of
- * the program does not see: the GGUF file under construction with the
+/* model_internal.h -- what the files of the model module share and the rest
+ * of the program does not see: error messages that name the file, and for
+ * the writers of model files (model_writer.c for model_write_gguf, random.c
+ * for model_write_random) the GGUF file under construction with the
  * buffers it references, the list of a model's tensors in llama.cpp's order
  * and names, and the architecture's config keys. */
 #ifndef LOCKSTEP_MODEL_INTERNAL_H
@@ -75,5 +76,10 @@ int model_writer_write(struct model_writer *writer, const char *path, char *err,
 
 /* Bytes of every matrix a generated token reads (model.weight_bytes). */
 size_t model_count_weight_bytes(const struct model *m);
+
+/* Writes "<path>: <message>" to err; returns -1, so that a check can end in
+ * `return model_fail(...)`. */
+__attribute__((format(printf, 4, 5))) int model_fail(char *err, size_t errlen, const char *path,
+                                                     const char *fmt, ...);
 
 #endif

@@ -12,7 +12,6 @@
 #include "model/model_internal.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,18 +371,6 @@ static int random_set_vocab(struct gguf_writer *w, const struct random_vocab *v)
 
 /* -------------------------------------------------------------- writing */
 
-/* Writes "<path>: random model: <message>" to err; returns -1. */
-__attribute__((format(printf, 4, 5))) static int
-random_fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-    char message[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: random model: %s", path, message);
-    return -1;
-}
-
 static int random_check_params(const struct model_random_params *p, const char *path, char *err,
                                size_t errlen) {
     const struct {
@@ -399,22 +386,24 @@ static int random_check_params(const struct model_random_params *p, const char *
         {"context_length", p->context_length, 1, MODEL_MAX_CONTEXT},
     };
     if ((int)p->arch < MODEL_ARCH_LLAMA || (int)p->arch > MODEL_ARCH_QWEN3)
-        return random_fail(err, errlen, path, "unknown architecture %d", (int)p->arch);
+        return model_fail(err, errlen, path, "random model: unknown architecture %d", (int)p->arch);
     if (!tensor_type_is_valid((int)p->type))
-        return random_fail(err, errlen, path, "unsupported weight type %d", (int)p->type);
+        return model_fail(err, errlen, path, "random model: unsupported weight type %d",
+                          (int)p->type);
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (fields[i].value < fields[i].min || fields[i].value > fields[i].max)
-            return random_fail(err, errlen, path, "%s is %d, expected %d..%d", fields[i].name,
-                               fields[i].value, fields[i].min, fields[i].max);
+            return model_fail(err, errlen, path, "random model: %s is %d, expected %d..%d",
+                              fields[i].name, fields[i].value, fields[i].min, fields[i].max);
     if (p->dim % p->n_heads != 0)
-        return random_fail(err, errlen, path, "n_heads %d does not divide dim %d", p->n_heads,
-                           p->dim);
+        return model_fail(err, errlen, path, "random model: n_heads %d does not divide dim %d",
+                          p->n_heads, p->dim);
     if (p->n_heads % p->n_kv_heads != 0)
-        return random_fail(err, errlen, path, "n_kv_heads %d does not divide n_heads %d",
-                           p->n_kv_heads, p->n_heads);
+        return model_fail(err, errlen, path,
+                          "random model: n_kv_heads %d does not divide n_heads %d", p->n_kv_heads,
+                          p->n_heads);
     if ((p->dim / p->n_heads) % 2 != 0)
-        return random_fail(err, errlen, path, "head size dim / n_heads = %d is odd",
-                           p->dim / p->n_heads);
+        return model_fail(err, errlen, path, "random model: head size dim / n_heads = %d is odd",
+                          p->dim / p->n_heads);
     return 0;
 }
 
@@ -431,13 +420,13 @@ int model_write_random(const struct model_random_params *params, const char *pat
     int rc = -1;
     if (vocab_build(&vocab, params->vocab_size) != 0 ||
         model_writer_init(&writer, params->type) != 0) {
-        random_fail(err, errlen, path, "out of memory building a %d-token vocabulary",
-                    params->vocab_size);
+        model_fail(err, errlen, path, "random model: out of memory building a %d-token vocabulary",
+                   params->vocab_size);
     } else {
         snprintf(name, sizeof(name), "lockstep random %s", model_arch_name(params->arch));
         model_writer_set_config(&writer, &config, name);
         if (random_set_vocab(writer.gguf, &vocab) != 0)
-            random_fail(err, errlen, path, "out of memory writing the vocabulary");
+            model_fail(err, errlen, path, "random model: out of memory writing the vocabulary");
         else {
             model_writer_add_tensors(&writer, &layout, random_fill, &state);
             rc = model_writer_write(&writer, path, err, errlen);
