@@ -224,12 +224,11 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
                                  .on_failure = cli_rank_failed};
     struct engine_params params = {
         o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context, 16, 0, NULL, {0}};
-    if (n_prompt > 0 && cli_read_fault("generate", &params.fault)) {
-        n_prompt = -1;
-    } else if (n_prompt > 0 &&
-               (rc = engine_group_start(&group, m->model, &params, err, sizeof(err)))) {
+    if (n_prompt <= 0 || cli_read_fault("generate", &params.fault)) {
+        rc = 1;
+    } else if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {
         fprintf(stderr, "lockstep generate: %s\n", err);
-    } else if (n_prompt > 0) {
+    } else {
         struct engine *leader = engine_group_leader(&group);
         rc = 0;
         if (leader && generate_text(leader, m, tokens, n_prompt, o) != 0)

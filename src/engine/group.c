@@ -64,8 +64,8 @@ static int start_local(struct engine_group *g, const struct model *whole,
 int engine_group_start(struct engine_group *g, const struct model *whole,
                        const struct engine_params *params, char *err, size_t errlen) {
     int n = g->backend == COMM_LOCAL ? g->n : 1; /* mpi: one rank per process */
-    g->comms = calloc((size_t)n, sizeof(*g->comms));
-    g->shards = calloc((size_t)n, sizeof(*g->shards));
+    g->comms = calloc((size_t)n, sizeof(struct comm *));
+    g->shards = calloc((size_t)n, sizeof(struct model *));
     g->engines = calloc((size_t)n, sizeof(*g->engines));
     g->threads = calloc((size_t)n, sizeof(*g->threads));
     if (!g->comms || !g->shards || !g->engines || !g->threads) {

@@ -29,11 +29,11 @@ struct engine_plan *engine_plan_create(int max_tokens) {
     size_t n = (size_t)max_tokens;
     p->max_tokens = max_tokens;
     p->seqs = calloc(n, sizeof(*p->seqs));
-    p->token_seq = malloc(n * sizeof(*p->token_seq));
+    p->token_seq = malloc(n * sizeof(struct kv_sequence *));
     p->tokens = malloc(n * sizeof(int));
     p->positions = malloc(n * sizeof(int));
     p->want = malloc(n);
-    p->leader_seqs = malloc(n * sizeof(*p->leader_seqs));
+    p->leader_seqs = malloc(n * sizeof(const struct kv_sequence *));
     if (!p->seqs || !p->token_seq || !p->tokens || !p->positions || !p->want || !p->leader_seqs) {
         engine_plan_free(p);
         return NULL;
