@@ -7,20 +7,15 @@
  * SIGSTOPs itself mid-collective makes the job end within the ranks'
  * deadline (1 s) plus a margin, with the survivors' deadline message.
  *
- * Every job runs in its own process group with its own deadline. This test
- * is a child subreaper, so ranks that outlive mpirun are re-parented here;
- * after each job every remaining descendant is killed by pid and reaped.
+ * Every job runs with test_run_job (tests/testutil.h): in its own process
+ * group with its own deadline; ranks that outlive mpirun are re-parented to
+ * this test, and after each job every remaining one is killed by pid and
+ * reaped.
  * Skips (77) when lockstep was built without MPI or mpirun is absent. */
 #include "comm/comm.h"
 #include "testutil.h"
 
-#include <dirent.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #if defined(COMM_MPI_RANK) && defined(COMM_MPIRUN)
@@ -34,162 +29,59 @@
 #define FAULT_RANK_LIMIT 2.5
 #define FAULT_JOB_LIMIT  8.0
 
+/* One mpirun job and, from the ranks' "exiting with code" lines, when the
+ * last surviving rank exited. */
 struct job {
-    int status;       /* mpirun's exit code, 128+signal if killed */
-    int timed_out;    /* 1 if JOB_DEADLINE passed and the job was killed */
-    double seconds;   /* wall-clock time of the job */
-    int leftovers;    /* processes still alive after mpirun exited */
-    double last_exit; /* seconds from the start to the last "exiting with code" line, or -1 */
-    char *out;        /* stdout of all ranks */
-    char *err;        /* stderr of all ranks and of mpirun */
+    struct test_job run;
+    double last_exit; /* seconds from the start to the last survivor's exit line, or -1 */
 };
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *text = calloc(1, 1 << 16);
-    if (text && f) {
-        size_t got = fread(text, 1, (1 << 16) - 1, f);
-        text[got] = '\0';
-    }
-    if (f) fclose(f);
-    return text;
-}
-
-/* Kills every child of this process (mpirun, or ranks re-parented to this
- * subreaper) with SIGKILL, by pid, and reaps them; returns how many. */
-static int kill_children(void) {
-    int killed = 0;
-    for (int round = 0; round < 50; round++) {
-        DIR *proc = opendir("/proc");
-        if (!proc) return killed;
-        int found = 0;
-        struct dirent *entry;
-        while ((entry = readdir(proc)) != NULL) {
-            pid_t pid = (pid_t)atoi(entry->d_name);
-            if (pid <= 0) continue;
-            char path[64], stat[512];
-            snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-            FILE *f = fopen(path, "r");
-            if (!f) continue;
-            size_t got = fread(stat, 1, sizeof(stat) - 1, f);
-            fclose(f);
-            stat[got] = '\0';
-            const char *close_paren = strrchr(stat, ')');
-            int ppid = 0;
-            char state = 0;
-            if (!close_paren || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) continue;
-            if (ppid != (int)getpid()) continue;
-            found++;
-            if (state != 'Z') {
-                kill(pid, SIGKILL);
-                killed++;
-            }
-            waitpid(pid, NULL, 0);
-        }
-        closedir(proc);
-        if (!found) break;
-    }
-    return killed;
-}
 
 /* Runs `mpirun -np N comm_mpi_rank MODE 1.0` with a deadline. */
 static struct job run_job(int np, const char *mode) {
-    struct job job = {-1, 0, 0, 0, -1, NULL, NULL};
-    char out_path[512], err_path[512], ranks[16];
-    test_tmp_path(out_path, sizeof(out_path), "mpi.out");
-    test_tmp_path(err_path, sizeof(err_path), "mpi.err");
-    snprintf(ranks, sizeof(ranks), "%d", np);
+    struct job job = {{0}, -1};
+    char ranks[16];
     char *argv[24];
-    int argc = 0;
-    argv[argc++] = COMM_MPIRUN;
-    if (geteuid() == 0) argv[argc++] = "--allow-run-as-root";
-    char *options[] = {"--oversubscribe", "--bind-to", "none", "--mca", "btl",
-                       "self,vader,tcp",  "-np"};
-    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) argv[argc++] = options[i];
-    argv[argc++] = ranks;
+    int argc = test_mpirun_args(argv, COMM_MPIRUN, np, ranks, sizeof(ranks));
     argv[argc++] = COMM_MPI_RANK;
     argv[argc++] = (char *)mode;
     argv[argc++] = RANK_DEADLINE;
     argv[argc] = NULL;
-
-    fflush(NULL);
-    double start = now_seconds();
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        if (!freopen(out_path, "wb", stdout) || !freopen(err_path, "wb", stderr)) _exit(126);
-        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
-        setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* Open MPI keeps memory to the end */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid < 0) return job;
-    setpgid(pid, pid);
-    int status = 0;
-    for (;;) {
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid) break;
-        if (done < 0 || now_seconds() - start > JOB_DEADLINE) {
-            job.timed_out = 1;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        struct timespec nap = {0, 5000000};
-        nanosleep(&nap, NULL);
-    }
-    job.seconds = now_seconds() - start;
-    job.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    job.leftovers = kill_children();
-    job.out = read_all(out_path);
-    job.err = read_all(err_path);
-    remove(out_path);
-    remove(err_path);
+    job.run = test_run_job(argv, JOB_DEADLINE, test_mpi_env);
     /* The faulty rank (the last) may log an exit too, when mpirun wakes it
      * to end the job: only the survivors are timed. */
     int faulty = strcmp(mode, "kill") == 0 || strcmp(mode, "stop") == 0 ? np - 1 : -1;
-    for (const char *line = job.err; line && *line;
+    for (const char *line = job.run.err; line && *line;
          line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         int rank = -1, code = 0;
         double when = 0;
         if (sscanf(line, "rank %d: exiting with code %d at %lf", &rank, &code, &when) == 3 &&
-            rank != faulty && when - start > job.last_exit)
-            job.last_exit = when - start;
+            rank != faulty && when - job.run.start > job.last_exit)
+            job.last_exit = when - job.run.start;
     }
     printf("mpirun -np %d %s: exit %d after %.2f s (last rank exit after %.2f s)%s\n", np, mode,
-           job.status, job.seconds, job.last_exit,
-           job.timed_out ? " (killed at the test's deadline)" : "");
+           job.run.status, job.run.seconds, job.last_exit,
+           job.run.timed_out ? " (killed at the test's deadline)" : "");
     return job;
-}
-
-static void free_job(struct job *job) {
-    free(job->out);
-    free(job->err);
 }
 
 static void test_collectives(int np) {
     struct job job = run_job(np, "collectives");
-    CHECK_MSG(job.status == 0 && !job.timed_out, "exit %d\n%s", job.status, job.err);
+    CHECK_MSG(job.run.status == 0 && !job.run.timed_out, "exit %d\n%s", job.run.status,
+              job.run.err);
     for (int r = 0; r < np; r++) {
         char want[32];
         snprintf(want, sizeof(want), "rank %d: ok\n", r);
-        CHECK_MSG(strstr(job.out, want) != NULL, "missing \"%s\" in:\n%s", want, job.out);
+        CHECK_MSG(strstr(job.run.out, want) != NULL, "missing \"%s\" in:\n%s", want, job.run.out);
     }
-    CHECK(job.leftovers == 0);
-    free_job(&job);
+    CHECK(job.run.leftovers == 0);
+    test_job_free(&job.run);
 }
 
 static void test_tag(int np) {
     struct job job = run_job(np, "tag");
-    CHECK_MSG(job.status == COMM_EXIT_TAG && !job.timed_out, "exit %d\n%s", job.status, job.err);
-    CHECK_MSG(job.seconds < FAULT_JOB_LIMIT, "took %.2f s", job.seconds);
+    CHECK_MSG(job.run.status == COMM_EXIT_TAG && !job.run.timed_out, "exit %d\n%s", job.run.status,
+              job.run.err);
+    CHECK_MSG(job.run.seconds < FAULT_JOB_LIMIT, "took %.2f s", job.run.seconds);
     CHECK_MSG(job.last_exit >= 0 && job.last_exit < FAULT_RANK_LIMIT, "last rank exit after %.2f s",
               job.last_exit);
     /* Each rank that got to print names the other side of the mismatch. */
@@ -202,31 +94,33 @@ static void test_tag(int np) {
              ": collective tag mismatch: this rank is in (step 12, index 3), rank %d is in (step "
              "12, index 5)",
              np - 1);
-    CHECK_MSG(strstr(job.err, last) || strstr(job.err, other), "no tag mismatch message in:\n%s",
-              job.err);
-    free_job(&job);
+    CHECK_MSG(strstr(job.run.err, last) || strstr(job.run.err, other),
+              "no tag mismatch message in:\n%s", job.run.err);
+    test_job_free(&job.run);
 }
 
 static void test_fault(int np, const char *mode) {
     struct job job = run_job(np, mode);
-    CHECK_MSG(job.status != 0 && !job.timed_out, "exit %d\n%s", job.status, job.err);
-    CHECK_MSG(job.seconds < FAULT_JOB_LIMIT, "%s: the job took %.2f s", mode, job.seconds);
+    CHECK_MSG(job.run.status != 0 && !job.run.timed_out, "exit %d\n%s", job.run.status,
+              job.run.err);
+    CHECK_MSG(job.run.seconds < FAULT_JOB_LIMIT, "%s: the job took %.2f s", mode, job.run.seconds);
     /* A stopped rank never exits by itself: a survivor's deadline ends the
      * job, with its exit code and message. A killed rank is noticed by
      * mpirun too, which may end the survivors first (then they log
      * nothing); a survivor that logs reports its deadline or the MPI error. */
     int logged = job.last_exit >= 0;
     if (strcmp(mode, "stop") == 0)
-        CHECK_MSG(job.status == COMM_EXIT_DEADLINE && logged, "exit %d\n%s", job.status, job.err);
+        CHECK_MSG(job.run.status == COMM_EXIT_DEADLINE && logged, "exit %d\n%s", job.run.status,
+                  job.run.err);
     if (logged) {
         CHECK_MSG(job.last_exit >= 0.9 && job.last_exit < FAULT_RANK_LIMIT,
                   "%s: last rank exit after %.2f s (rank deadline 1 s)", mode, job.last_exit);
         CHECK_MSG(
-            strstr(job.err, ": deadline of 1.000 s passed in all-reduce (step 12, index 3)") ||
-                strstr(job.err, ": MPI failed in all-reduce (step 12, index 3)"),
-            "%s: no survivor message in:\n%s", mode, job.err);
+            strstr(job.run.err, ": deadline of 1.000 s passed in all-reduce (step 12, index 3)") ||
+                strstr(job.run.err, ": MPI failed in all-reduce (step 12, index 3)"),
+            "%s: no survivor message in:\n%s", mode, job.run.err);
     }
-    free_job(&job);
+    test_job_free(&job.run);
 }
 
 int main(void) {
@@ -234,14 +128,13 @@ int main(void) {
         printf("skip: %s is absent (Debian package openmpi-bin)\n", COMM_MPIRUN);
         return TEST_SKIP_CODE;
     }
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
     for (int np = 2; np <= 4; np += 2) {
         test_collectives(np);
         test_tag(np);
         test_fault(np, "kill");
         test_fault(np, "stop");
     }
-    int leftovers = kill_children();
+    int leftovers = test_kill_children();
     CHECK_MSG(leftovers == 0, "%d processes were left", leftovers);
     return test_status("test_comm_mpi");
 }

@@ -1,9 +1,12 @@
 /* testutil.c -- see testutil.h. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,4 +118,157 @@ void test_output_free(struct test_output *output) {
     free(output->out);
     free(output->err);
     output->out = output->err = NULL;
+}
+
+double test_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+const char *const test_mpi_env[] = {"OMPI_MCA_mpi_yield_when_idle=1", "ASAN_OPTIONS=detect_leaks=0",
+                                    NULL};
+
+int test_mpirun_args(char **argv, const char *mpirun, int np, char *np_text, size_t size) {
+    static char *const options[] = {"--oversubscribe", "--bind-to", "none",
+                                    "--mca",           "btl",       "self,vader,tcp"};
+    int argc = 0;
+    argv[argc++] = (char *)mpirun;
+    if (geteuid() == 0) argv[argc++] = "--allow-run-as-root";
+    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) argv[argc++] = options[i];
+    snprintf(np_text, size, "%d", np);
+    argv[argc++] = "-np";
+    argv[argc++] = np_text;
+    return argc;
+}
+
+#define MAX_KEPT_CHILDREN 64
+
+/* The pids of this process's children, from /proc (at most max); the
+ * states go to states[] when it is not NULL. Returns how many. */
+static int list_children(pid_t *pids, char *states, int max) {
+    DIR *proc = opendir("/proc");
+    struct dirent *entry;
+    int n = 0;
+    if (!proc) return 0;
+    while (n < max && (entry = readdir(proc)) != NULL) {
+        pid_t pid = (pid_t)atoi(entry->d_name);
+        char path[64], stat[512];
+        if (pid <= 0) continue;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t got = fread(stat, 1, sizeof(stat) - 1, f);
+        fclose(f);
+        stat[got] = '\0';
+        /* "pid (name) state ppid ...": the name may hold spaces and ')' */
+        const char *close_paren = strrchr(stat, ')');
+        int ppid = 0;
+        char state = 0;
+        if (!close_paren || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) continue;
+        if (ppid != (int)getpid()) continue;
+        if (states) states[n] = state;
+        pids[n++] = pid;
+    }
+    closedir(proc);
+    return n;
+}
+
+static int is_kept(pid_t pid, const pid_t *keep, int n_keep) {
+    for (int i = 0; i < n_keep; i++)
+        if (keep[i] == pid) return 1;
+    return 0;
+}
+
+/* Kills (SIGKILL, by pid) and reaps every child not in keep; repeats while
+ * killing re-parents more (an orted's ranks). Returns how many were
+ * running (zombies are only reaped). */
+static int kill_children_except(const pid_t *keep, int n_keep) {
+    int killed = 0;
+    for (int round = 0; round < 50; round++) {
+        pid_t pids[256];
+        char states[256];
+        int n = list_children(pids, states, 256), found = 0;
+        for (int i = 0; i < n; i++) {
+            if (is_kept(pids[i], keep, n_keep)) continue;
+            found++;
+            if (states[i] != 'Z') {
+                kill(pids[i], SIGKILL);
+                killed++;
+            }
+            waitpid(pids[i], NULL, 0);
+        }
+        if (!found) break;
+    }
+    return killed;
+}
+
+int test_kill_children(void) {
+    return kill_children_except(NULL, 0);
+}
+
+/* In the child: own process group, output to files, env added, exec. */
+static void exec_job(char *const argv[], const char *const env[], const char *out_path,
+                     const char *err_path) {
+    setpgid(0, 0);
+    if (!freopen(out_path, "wb", stdout) || !freopen(err_path, "wb", stderr)) _exit(126);
+    for (int i = 0; env && env[i]; i++) {
+        char name[256];
+        const char *equals = strchr(env[i], '=');
+        size_t length = equals ? (size_t)(equals - env[i]) : 0;
+        if (length == 0 || length >= sizeof(name)) _exit(126);
+        memcpy(name, env[i], length);
+        name[length] = '\0';
+        setenv(name, equals + 1, 1);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+struct test_job test_run_job(char *const argv[], double deadline_seconds, const char *const env[]) {
+    struct test_job job = {-1, 0, 0.0, 0.0, 0, NULL, NULL};
+    static int counter;
+    char out_path[512], err_path[512], name[64];
+    pid_t kept[MAX_KEPT_CHILDREN];
+    snprintf(name, sizeof(name), "job%d.out", counter);
+    test_tmp_path(out_path, sizeof(out_path), name);
+    snprintf(name, sizeof(name), "job%d.err", counter++);
+    test_tmp_path(err_path, sizeof(err_path), name);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int n_kept = list_children(kept, NULL, MAX_KEPT_CHILDREN);
+    fflush(NULL);
+    job.start = test_now();
+    pid_t pid = fork();
+    if (pid == 0) exec_job(argv, env, out_path, err_path);
+    if (pid > 0) {
+        int status = 0;
+        pid_t done;
+        setpgid(pid, pid); /* also here: no race with the first kill(-pid) */
+        while ((done = waitpid(pid, &status, WNOHANG)) == 0) {
+            if (test_now() - job.start > deadline_seconds) {
+                job.timed_out = 1;
+                kill(-pid, SIGKILL);
+                kill(pid, SIGKILL);
+                done = waitpid(pid, &status, 0);
+                break;
+            }
+            struct timespec nap = {0, 2000000};
+            nanosleep(&nap, NULL);
+        }
+        job.seconds = test_now() - job.start;
+        if (done == pid)
+            job.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        job.leftovers = kill_children_except(kept, n_kept);
+    }
+    job.out = slurp(out_path);
+    job.err = slurp(err_path);
+    remove(out_path);
+    remove(err_path);
+    return job;
+}
+
+void test_job_free(struct test_job *job) {
+    free(job->out);
+    free(job->err);
+    job->out = job->err = NULL;
 }

@@ -57,6 +57,46 @@ struct test_output {
 struct test_output test_run(char *const argv[], double deadline_seconds);
 void test_output_free(struct test_output *output);
 
+/* A job: a command that may start processes of its own (mpirun and its
+ * ranks), run by test_run_job. */
+struct test_job {
+    int status;     /* exit code; 128+signal if killed by one; -1 if it could not run */
+    int timed_out;  /* 1 if it passed its deadline and its process group was killed */
+    double start;   /* test_now() when it started */
+    double seconds; /* wall-clock time until its first process exited */
+    int leftovers;  /* its processes still running after the first one exited */
+    char *out;      /* stdout of all its processes, NUL-terminated (malloc'd) */
+    char *err;      /* stderr of all its processes, NUL-terminated (malloc'd) */
+};
+
+/* CLOCK_MONOTONIC in seconds. */
+double test_now(void);
+
+/* Runs argv (argv[0] a path) in a process group of its own, with env
+ * (NULL, or "NAME=VALUE" entries ending with NULL) added to its
+ * environment. Past the deadline (seconds) the group is killed. This
+ * process becomes a child subreaper, so processes that outlive argv[0]
+ * (ranks that mpirun left behind) are re-parented here; once argv[0] has
+ * exited, every child this process did not have before the job is killed
+ * with SIGKILL, by pid, reaped and counted in leftovers. Free the job with
+ * test_job_free. */
+struct test_job test_run_job(char *const argv[], double deadline_seconds, const char *const env[]);
+void test_job_free(struct test_job *job);
+
+/* Kills every child of this process with SIGKILL, by pid, and reaps them;
+ * returns how many were still running. */
+int test_kill_children(void);
+
+/* Writes `mpirun [--allow-run-as-root] --oversubscribe --bind-to none --mca
+ * btl self,vader,tcp -np NP` into argv (room for 12 entries; np_text, of
+ * size bytes, holds NP's digits) and returns the number of entries. */
+int test_mpirun_args(char **argv, const char *mpirun, int np, char *np_text, size_t size);
+
+/* Environment for MPI jobs: ranks yield when idle (this machine's cores
+ * are shared) and AddressSanitizer does not report Open MPI's memory,
+ * which it keeps until exit. */
+extern const char *const test_mpi_env[];
+
 /* Prints a summary line and returns the process exit status. */
 int test_status(const char *name);
 

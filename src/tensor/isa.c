@@ -109,6 +109,8 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .swiglu = tensor_swiglu_scalar,
     .dot = tensor_dot_scalar,
     .axpy = tensor_axpy_scalar,
+    .dot_rows = tensor_dot_rows_scalar,
+    .weighted_sum = tensor_weighted_sum_scalar,
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -126,6 +128,8 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .swiglu = tensor_swiglu_avx2,
     .dot = tensor_dot_avx2,
     .axpy = tensor_axpy_avx2,
+    .dot_rows = tensor_dot_rows_avx2,
+    .weighted_sum = tensor_weighted_sum_avx2,
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -143,4 +147,6 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .swiglu = tensor_swiglu_avx512,
     .dot = tensor_dot_avx512,
     .axpy = tensor_axpy_avx512,
+    .dot_rows = tensor_dot_rows_avx512,
+    .weighted_sum = tensor_weighted_sum_avx512,
 };

@@ -15,10 +15,14 @@
  *  - Q8_0 GEMV (small batch): rows are read as stored, one block of 16 rows
  *    at a time, and the per-row integer sums are reduced across lanes;
  *  - Q4_0 GEMV: matmul_gemv_avx512.c, 4 blocks of a row per register;
- *  - GEMM: a panel of 16 rows is repacked once per batch block so that one
- *    64-byte load holds 4 consecutive weights of each of the 16 rows; each
- *    vpdpbusd then adds 4 products into 16 row lanes for one batch column
- *    (the activation's 4 bytes broadcast), with no reduction at all. */
+ *  - GEMM: a panel of 16 rows is repacked once per batch block (row loads
+ *    transposed in registers, no gathers) so that one 64-byte load holds 4
+ *    consecutive weights of each of the 16 rows; each vpdpbusd then adds 4
+ *    products into 16 row lanes for one batch column (the activation's 4
+ *    bytes broadcast), with no reduction at all. A micro-kernel keeps 8
+ *    batch columns in registers, so each weight load serves 8 vpdpbusd.
+ *    Its limit on Zen 4 is the float step, whose two multiplies share the
+ *    vpdpbusd pipes (about 340 GFLOP/s a core with everything in L1). */
 #include "tensor_internal.h"
 
 #include <immintrin.h>
@@ -36,17 +40,8 @@
 /* Float batch block: activation rows kept in L2 while a weight tile is reused. */
 #define FLOAT_BLOCK_BYTES (384 * 1024)
 
-/* The fixed lane tree: (l, l+8), then (l, l+4), (l, l+2), (l, l+1). */
-static ALWAYS_INLINE float sum_lanes(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-    return _mm_cvtss_f32(s1);
-}
-
-/* sum_lanes of a, b, c and d at once, by the same tree (the same additions
- * of the same operands, so the same bits). */
+/* The fixed lane tree, (l, l+8), then (l, l+4), (l, l+2), (l, l+1), of a,
+ * b, c and d at once: their sums in lanes 0..3. */
 static ALWAYS_INLINE __m128 sum_lanes4(__m512 a, __m512 b, __m512 c, __m512 d) {
     /* (l, l+8): 256-bit halves of a and b side by side, likewise c and d */
     __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -371,8 +366,8 @@ static ALWAYS_INLINE void transpose_q4_0(const char *const *rows, size_t block, 
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + block + 2)));
         v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 4] + block + 2)), 1);
         v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 8] + block + 2)), 2);
-        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 12] + block + 2)),
-                                  3);
+        z[k] =
+            _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[k + 12] + block + 2)), 3);
     }
     a[0] = _mm512_unpacklo_epi32(z[0], z[1]);
     a[1] = _mm512_unpackhi_epi32(z[0], z[1]);
@@ -554,19 +549,84 @@ static ALWAYS_INLINE __m512 round_away(__m512 v) {
     return _mm512_mask_add_ps(whole, up, whole, one);
 }
 
+/* Reduces 16 vectors at once: lane k of the result is the maximum (or, with
+ * sum, the sum) of the lanes of v[k]. Four rounds halve the vectors by
+ * combining halves, quarters, pairs and single lanes of two vectors; a last
+ * permutation puts the lanes in order. Used only where the order of the
+ * operations cannot matter: maxima, and sums of small integers. */
+static ALWAYS_INLINE __m512 reduce_16(const __m512 *v, const int sum) {
+    __m512 r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        __m512 a = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 b = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i] = sum ? _mm512_add_ps(a, b) : _mm512_max_ps(a, b);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        __m512 a = _mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0));
+        __m512 b = _mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1));
+        r[i] = sum ? _mm512_add_ps(a, b) : _mm512_max_ps(a, b);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        __m512 a = _mm512_shuffle_ps(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 b = _mm512_shuffle_ps(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i] = sum ? _mm512_add_ps(a, b) : _mm512_max_ps(a, b);
+    }
+    __m512 a = _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0));
+    __m512 b = _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1));
+    /* lane 4l + e now holds v[4e + l] */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, sum ? _mm512_add_ps(a, b) : _mm512_max_ps(a, b));
+}
+
+/* Quantizes block j from its scale's inverse; returns its quants' sum. */
+static ALWAYS_INLINE __m512i quantize_block(int8_t *qs, const float *x, int j, float inverse) {
+    __m512 v0 = _mm512_loadu_ps(x + j * TENSOR_QK);
+    __m512 v1 = _mm512_loadu_ps(x + j * TENSOR_QK + 16);
+    __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, _mm512_set1_ps(inverse))));
+    __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, _mm512_set1_ps(inverse))));
+    _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK + 16), _mm512_cvtepi32_epi8(q1));
+    return _mm512_add_epi32(q0, q1);
+}
+
+/* Blocks j0 .. j0 + 15: the per-block reductions (largest magnitude, sum of
+ * quants) of 16 blocks share one reduce_16 each, and the scales are
+ * computed as one vector, by the same IEEE operations as the scalar code. */
+static ALWAYS_INLINE void quantize_16_blocks(int8_t *qs, float *d, int32_t *bias, const float *x,
+                                             int j0, int32_t offset) {
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) {
+        const float *block = x + (size_t)(j0 + k) * TENSOR_QK;
+        v[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(block)),
+                             _mm512_abs_ps(_mm512_loadu_ps(block + 16)));
+    }
+    __m512 scale = _mm512_div_ps(reduce_16(v, 0), _mm512_set1_ps(127.0f));
+    __mmask16 nonzero = _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    float inverse[16];
+    _mm512_storeu_ps(inverse, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), scale));
+    _mm512_storeu_ps(d + j0, _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)));
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++)
+        v[k] = _mm512_cvtepi32_ps(quantize_block(qs, x, j0 + k, inverse[k])); /* exact */
+    __m512i sums = _mm512_cvtps_epi32(reduce_16(v, 1));
+    _mm512_storeu_si512(bias + j0, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
+}
+
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset) {
-    for (int j = 0; j < n / TENSOR_QK; j++) {
+    int blocks = n / TENSOR_QK, j = 0;
+    for (; j + 16 <= blocks; j += 16) quantize_16_blocks(qs, d, bias, x, j, offset);
+    for (; j < blocks; j++) {
         __m512 v0 = _mm512_loadu_ps(x + j * TENSOR_QK);
         __m512 v1 = _mm512_loadu_ps(x + j * TENSOR_QK + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         float scale = amax / 127.0f;
-        float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
         d[j] = _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT));
-        __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, _mm512_set1_ps(inverse))));
-        __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, _mm512_set1_ps(inverse))));
-        _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK), _mm512_cvtepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(qs + j * TENSOR_QK + 16), _mm512_cvtepi32_epi8(q1));
-        bias[j] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        __m512i sum = quantize_block(qs, x, j, scale != 0.0f ? 1.0f / scale : 0.0f);
+        bias[j] = -offset * _mm512_reduce_add_epi32(sum);
     }
 }

@@ -1,5 +1,6 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
- * rotary embedding, softmax, SwiGLU, dot and axpy.
+ * rotary embedding, softmax, SwiGLU, dot and axpy, and their many-row forms
+ * for attention (dot_rows, weighted_sum).
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
@@ -47,6 +48,17 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void tensor_dot_rows_scalar(float *out, const float *q, const float *const *rows, int n_rows,
+                            int n) {
+    for (int p = 0; p < n_rows; p++) out[p] = tensor_dot_scalar(q, rows[p], n);
+}
+
+void tensor_weighted_sum_scalar(float *out, const float *weights, const float *const *rows,
+                                int n_rows, int n) {
+    for (int i = 0; i < n; i++) out[i] = 0.0f;
+    for (int p = 0; p < n_rows; p++) tensor_axpy_scalar(out, weights[p], rows[p], n);
+}
+
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
     if (n > 0) tensor_kernels_current()->rmsnorm(out, x, weight, n, eps);
 }
@@ -65,6 +77,15 @@ float tensor_dot(const float *a, const float *b, int n) {
 
 void tensor_axpy(float *y, float a, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->axpy(y, a, x, n);
+}
+
+void tensor_dot_rows(float *out, const float *q, const float *const *rows, int n_rows, int n) {
+    if (n_rows > 0) tensor_kernels_current()->dot_rows(out, q, rows, n_rows, n);
+}
+
+void tensor_weighted_sum(float *out, const float *weights, const float *const *rows, int n_rows,
+                         int n) {
+    if (n > 0) tensor_kernels_current()->weighted_sum(out, weights, rows, n_rows, n);
 }
 
 /* Largest rotary dimension supported (pairs computed once per call). */

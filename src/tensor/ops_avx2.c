@@ -66,11 +66,13 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     return _mm256_andnot_ps(underflow, result);
 }
 
-float tensor_dot_avx2(const float *a, const float *b, int n) {
+/* tensor_dot's sequence, inlined where many rows are taken in a row. */
+static ALWAYS_INLINE float dot(const float *a, const float *b, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     int i = 0;
     for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
             acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
                                      acc[k]);
@@ -89,6 +91,40 @@ void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
     if (i < n)
         store_tail(y + i, _mm256_fmadd_ps(va, load_tail(x + i, n - i), load_tail(y + i, n - i)),
                    n - i);
+}
+
+float tensor_dot_avx2(const float *a, const float *b, int n) {
+    return dot(a, b, n);
+}
+
+void tensor_dot_rows_avx2(float *out, const float *q, const float *const *rows, int n_rows, int n) {
+    for (int p = 0; p < n_rows; p++) out[p] = dot(q, rows[p], n);
+}
+
+/* Every element takes the fused multiply-adds of tensor_axpy_avx2 in the
+ * same order, from +0; they stay in registers, 32 or 8 columns at a time. */
+void tensor_weighted_sum_avx2(float *out, const float *weights, const float *const *rows,
+                              int n_rows, int n) {
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                         _mm256_setzero_ps()};
+        for (int p = 0; p < n_rows; p++) {
+            __m256 w = _mm256_set1_ps(weights[p]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                acc[k] = _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[p] + i + 8 * k), acc[k]);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
+    }
+    for (; i < n; i += 8) {
+        int width = n - i < 8 ? n - i : 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (int p = 0; p < n_rows; p++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[p]), load_tail(rows[p] + i, width), acc);
+        store_tail(out + i, acc, width);
+    }
 }
 
 void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps) {

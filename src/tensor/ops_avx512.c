@@ -40,11 +40,13 @@ static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
     return _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
 }
 
-float tensor_dot_avx512(const float *a, const float *b, int n) {
+/* tensor_dot's sequence, inlined where many rows are taken in a row. */
+static ALWAYS_INLINE float dot(const float *a, const float *b, int n) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
     int i = 0;
     for (; i + 64 <= n; i += 64)
+#pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
             acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
                                      _mm512_loadu_ps(b + i + 16 * k), acc[k]);
@@ -70,6 +72,42 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
         __m512 sum = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(mask, x + i),
                                      _mm512_maskz_loadu_ps(mask, y + i));
         _mm512_mask_storeu_ps(y + i, mask, sum);
+    }
+}
+
+float tensor_dot_avx512(const float *a, const float *b, int n) {
+    return dot(a, b, n);
+}
+
+void tensor_dot_rows_avx512(float *out, const float *q, const float *const *rows, int n_rows,
+                            int n) {
+    for (int p = 0; p < n_rows; p++) out[p] = dot(q, rows[p], n);
+}
+
+/* Every element takes the fused multiply-adds of tensor_axpy_avx512 in the
+ * same order, from +0; they stay in registers, 64 or 16 columns at a time. */
+void tensor_weighted_sum_avx512(float *out, const float *weights, const float *const *rows,
+                                int n_rows, int n) {
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                         _mm512_setzero_ps()};
+        for (int p = 0; p < n_rows; p++) {
+            __m512 w = _mm512_set1_ps(weights[p]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                acc[k] = _mm512_fmadd_ps(w, _mm512_loadu_ps(rows[p] + i + 16 * k), acc[k]);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n);
+        __m512 acc = _mm512_setzero_ps();
+        for (int p = 0; p < n_rows; p++)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[p]),
+                                  _mm512_maskz_loadu_ps(mask, rows[p] + i), acc);
+        _mm512_mask_storeu_ps(out + i, mask, acc);
     }
 }
 

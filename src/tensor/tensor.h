@@ -161,4 +161,14 @@ float tensor_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]. */
 void tensor_axpy(float *y, float a, const float *x, int n);
 
+/* out[p] = tensor_dot(q, rows[p], n) for p < n_rows, the same bits, without
+ * a call per row (attention scores over a sequence's cached keys). */
+void tensor_dot_rows(float *out, const float *q, const float *const *rows, int n_rows, int n);
+
+/* out[i] = sum over p < n_rows of weights[p] * rows[p][i]: the same bits as
+ * zeroing out and calling tensor_axpy(out, weights[p], rows[p], n) for p in
+ * order, with the sums kept in registers (attention's weighted values). */
+void tensor_weighted_sum(float *out, const float *weights, const float *const *rows, int n_rows,
+                         int n);
+
 #endif
