@@ -272,3 +272,20 @@ void test_job_free(struct test_job *job) {
     free(job->err);
     job->out = job->err = NULL;
 }
+
+int test_write_random_model(const char *path, char *const options[]) {
+    char *argv[36] = {LOCKSTEP_BIN, "convert", "--random"};
+    int argc = 3;
+    while (argc < 32 && options[argc - 3]) {
+        argv[argc] = options[argc - 3];
+        argc++;
+    }
+    argv[argc++] = "-o";
+    argv[argc++] = (char *)path;
+    argv[argc] = NULL;
+    struct test_output o = test_run(argv, 60.0);
+    CHECK_MSG(o.status == 0, "convert --random -o %s: exit %d\n%s", path, o.status, o.err);
+    int ok = o.status == 0;
+    test_output_free(&o);
+    return ok;
+}

@@ -97,6 +97,11 @@ int test_mpirun_args(char **argv, const char *mpirun, int np, char *np_text, siz
  * which it keeps until exit. */
 extern const char *const test_mpi_env[];
 
+/* Writes a random model with `lockstep convert --random OPTIONS... -o path`
+ * (options ends with NULL; at most 30). Returns 1, or 0 after a failed
+ * check. */
+int test_write_random_model(const char *path, char *const options[]);
+
 /* Prints a summary line and returns the process exit status. */
 int test_status(const char *name);
 

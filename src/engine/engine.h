@@ -102,6 +102,7 @@ struct engine {
     float *up;                            /* (max_tokens, hidden_dim) */
     float *scores;                        /* (n_threads, context_length) attention weights */
     float *logits;                        /* (max_tokens, vocab_size) */
+    const float **attention_rows;         /* (n_threads, context_length) key/value rows */
     int context_length;                   /* longest sequence the engine accepts */
     int *chunk_positions;                 /* (max_tokens) engine_run_sequence's batch */
     struct kv_sequence **chunk_sequences; /* (max_tokens) */

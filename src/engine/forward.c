@@ -68,6 +68,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->scores =
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    engine->attention_rows = malloc((size_t)tensor_pool_size(engine->pool) *
+                                    engine->context_length * sizeof(const float *));
     engine->comm = params->comm;
     engine->fault = params->fault;
     if (engine->comm && engine_init_parallel(engine, err, errlen)) {
@@ -79,7 +81,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->logits ||
-        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
+        !engine->attention_rows || !engine->chunk_positions || !engine->chunk_sequences ||
+        !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -100,6 +103,7 @@ void engine_free(struct engine *engine) {
     free(engine->up);
     free(engine->scores);
     free(engine->logits);
+    free((void *)engine->attention_rows);
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
     free(engine->chunk_want);
@@ -160,9 +164,10 @@ struct attention_job {
     int layer;
 };
 
-/* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal past. */
+/* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal
+ * past. scores and rows are this thread's work space (context_length each). */
 static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
-                   int head, float *scores) {
+                   int head, float *scores, const float **rows) {
     const struct model_config *c = &engine->model->config;
     int d = c->head_dim;
     int kv_head = head / (c->n_heads / c->n_kv_heads);
@@ -172,25 +177,27 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     float *out = engine->attn + ((size_t)token * c->n_heads + head) * d;
     float scale = 1.0f / sqrtf((float)d);
 
-    for (int p = 0; p <= pos; p++) {
-        const float *k = kv_key(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
-        scores[p] = tensor_dot(q, k, d) * scale;
-    }
+    for (int p = 0; p <= pos; p++)
+        rows[p] = kv_key(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+    tensor_dot_rows(scores, q, rows, pos + 1, d);
+    for (int p = 0; p <= pos; p++) scores[p] *= scale;
     tensor_softmax(scores, pos + 1);
-    memset(out, 0, (size_t)d * sizeof(float));
-    for (int p = 0; p <= pos; p++) {
-        const float *v = kv_value(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
-        tensor_axpy(out, scores[p], v, d);
-    }
+    for (int p = 0; p <= pos; p++)
+        rows[p] = kv_value(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+    tensor_weighted_sum(out, scores, rows, pos + 1, d);
 }
 
+/* Items go head by head, so one head's cached keys and values stay in the
+ * cache while the batch's tokens use them. */
 static void attention_worker(void *arg, int thread, int n_threads) {
     struct attention_job *job = arg;
-    const struct model_config *c = &job->engine->model->config;
-    int n_items = job->batch->n_tokens * c->n_heads;
-    float *scores = job->engine->scores + (size_t)thread * job->engine->context_length;
+    struct engine *engine = job->engine;
+    int n_tokens = job->batch->n_tokens;
+    int n_items = n_tokens * engine->model->config.n_heads;
+    float *scores = engine->scores + (size_t)thread * engine->context_length;
+    const float **rows = engine->attention_rows + (size_t)thread * engine->context_length;
     for (int i = thread; i < n_items; i += n_threads)
-        attend(job->engine, job->batch, job->layer, i / c->n_heads, i % c->n_heads, scores);
+        attend(engine, job->batch, job->layer, i % n_tokens, i / n_tokens, scores, rows);
 }
 
 /* x += attention(norm(x)) for one layer. */
