@@ -91,20 +91,21 @@ struct engine {
     const struct model *model;
     struct tensor_pool *pool;
     struct kv_cache kv;
-    int max_tokens;                       /* largest batch the buffers hold */
-    float *x;                             /* (max_tokens, dim) residual stream */
-    float *xb;                            /* (max_tokens, dim) normed input */
-    float *q;                             /* (max_tokens, n_heads*head_dim) */
-    float *k;                             /* (max_tokens, kv_dim) */
-    float *v;                             /* (max_tokens, kv_dim) */
-    float *attn;                          /* (max_tokens, n_heads*head_dim) attention output */
-    float *gate;                          /* (max_tokens, hidden_dim) */
-    float *up;                            /* (max_tokens, hidden_dim) */
-    float *scores;                        /* (n_threads, context_length) attention weights */
-    float *logits;                        /* (max_tokens, vocab_size) */
-    const float **attention_rows;         /* (n_threads, context_length) key/value rows */
-    int context_length;                   /* longest sequence the engine accepts */
-    int *chunk_positions;                 /* (max_tokens) engine_run_sequence's batch */
+    int max_tokens;               /* largest batch the buffers hold */
+    float *x;                     /* (max_tokens, dim) residual stream */
+    float *xb;                    /* (max_tokens, dim) normed input */
+    float *q;                     /* (max_tokens, n_heads*head_dim) */
+    float *k;                     /* (max_tokens, kv_dim) */
+    float *v;                     /* (max_tokens, kv_dim) */
+    float *attn;                  /* (max_tokens, n_heads*head_dim) attention output */
+    float *gate;                  /* (max_tokens, hidden_dim) */
+    float *up;                    /* (max_tokens, hidden_dim) */
+    float *scores;                /* (n_threads, context_length) attention weights */
+    float *logits;                /* (max_tokens, vocab_size) */
+    const float **attention_rows; /* (n_threads, context_length) key/value rows */
+    float *partials;      /* (reduce_parts * ranks, max_tokens, dim) column-split products */
+    int context_length;   /* longest sequence the engine accepts */
+    int *chunk_positions; /* (max_tokens) engine_run_sequence's batch */
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
     /* tensor parallelism (comm == NULL for one rank) */

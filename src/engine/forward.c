@@ -68,6 +68,9 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->scores =
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    size_t parts =
+        (size_t)model->reduce_parts * (size_t)(params->comm ? comm_size(params->comm) : 1);
+    engine->partials = malloc(parts * t * c->dim * sizeof(float));
     engine->attention_rows = malloc((size_t)tensor_pool_size(engine->pool) *
                                     engine->context_length * sizeof(const float *));
     engine->comm = params->comm;
@@ -81,8 +84,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->logits ||
-        !engine->attention_rows || !engine->chunk_positions || !engine->chunk_sequences ||
-        !engine->chunk_want) {
+        !engine->attention_rows || !engine->partials || !engine->chunk_positions ||
+        !engine->chunk_sequences || !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -104,6 +107,7 @@ void engine_free(struct engine *engine) {
     free(engine->scores);
     free(engine->logits);
     free((void *)engine->attention_rows);
+    free(engine->partials);
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
     free(engine->chunk_want);
@@ -155,6 +159,31 @@ static void norm_heads(float *rows, const float *weight, int n_rows_heads, int h
         float *head = rows + (size_t)h * head_dim;
         tensor_rmsnorm(head, head, weight, head_dim, eps);
     }
+}
+
+/* x += w in for a matrix whose columns are split over the ranks (attn_output,
+ * ffn_down). Each rank computes its parts of the product (model.reduce_parts
+ * column ranges) into its slots of `partials`, the others' slots zero; the
+ * all-reduce then gives every rank every part exactly (adding zeros is
+ * exact), and the parts are added in slot order -- the same operations at
+ * every tensor-parallel degree. */
+static int add_column_products(struct engine *engine, const struct tensor_matrix *w,
+                               const float *in, int n, uint32_t tag_index) {
+    int local = engine->model->reduce_parts;
+    int ranks = engine->comm ? comm_size(engine->comm) : 1;
+    int rank = engine->comm ? comm_rank(engine->comm) : 0;
+    size_t plane = (size_t)n * engine->model->config.dim, total = (size_t)local * ranks;
+    if (ranks > 1) memset(engine->partials, 0, total * plane * sizeof(float));
+    if (tensor_matmul_parts(engine->pool, engine->partials + (size_t)rank * local * plane, w, in, n,
+                            local) ||
+        engine_allreduce(engine, engine->partials, total * plane, tag_index))
+        return -1;
+    for (size_t i = 0; i < plane; i++) {
+        float sum = engine->partials[i];
+        for (size_t part = 1; part < total; part++) sum += engine->partials[part * plane + i];
+        engine->x[i] += sum;
+    }
+    return 0;
 }
 
 /* What the attention threads share for one layer. */
@@ -234,12 +263,8 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
                (size_t)kv_dim * sizeof(float));
     }
     tensor_pool_run(engine->pool, attention_worker, &job);
-    /* output projection, summed over the ranks' heads, and residual */
-    if (tensor_matmul(engine->pool, engine->xb, &w->wo, engine->attn, n)) return -1;
-    if (engine_allreduce(engine, engine->xb, (size_t)n * c->dim, ENGINE_TAG_LAYER(layer, 0)))
-        return -1;
-    for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
-    return 0;
+    /* output projection over every rank's heads, and residual */
+    return add_column_products(engine, &w->wo, engine->attn, n, ENGINE_TAG_LAYER(layer, 0));
 }
 
 /* x += w_down(silu(w_gate norm(x)) * w_up norm(x)) for one layer. */
@@ -254,11 +279,7 @@ static int mlp_block(struct engine *engine, int n, int layer) {
         tensor_matmul(engine->pool, engine->up, &w->w_up, engine->xb, n))
         return -1;
     tensor_swiglu(engine->gate, engine->gate, engine->up, n * c->hidden_dim);
-    if (tensor_matmul(engine->pool, engine->xb, &w->w_down, engine->gate, n)) return -1;
-    if (engine_allreduce(engine, engine->xb, (size_t)n * c->dim, ENGINE_TAG_LAYER(layer, 1)))
-        return -1;
-    for (size_t i = 0; i < (size_t)n * c->dim; i++) engine->x[i] += engine->xb[i];
-    return 0;
+    return add_column_products(engine, &w->w_down, engine->gate, n, ENGINE_TAG_LAYER(layer, 1));
 }
 
 /* Final norm of the wanted tokens, gathered into xb, then the classifier:

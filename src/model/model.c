@@ -7,7 +7,7 @@
  * and shape is checked against the config before its data is used, so the
  * forward pass can trust struct model without further checks. Weights point
  * into the file mapping and are never copied. */
-#include "model/model.h"
+#include "model_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -404,6 +404,7 @@ int model_load(struct model **out, const char *path, char *err, size_t errlen) {
     }
     m->weight_bytes = model_count_weight_bytes(m);
     m->shard_count = 1;
+    m->reduce_parts = model_reduction_parts(m);
     *out = m;
     return 0;
 }

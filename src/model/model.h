@@ -227,6 +227,10 @@ struct model {
     int shard_rank;      /* tensor parallelism: this slice's rank (0 for a whole model) */
     int shard_count;     /* ranks the model is split over (1 for a whole model) */
     int vocab_begin;     /* first classifier row (token id) this slice computes */
+    int reduce_parts;    /* column parts of the attn_output and ffn_down products this
+                            model (or slice) computes separately; the engine adds all
+                            ranks' parts in one fixed order, so results do not depend
+                            on the tensor-parallel degree (see model_shard) */
 };
 
 /* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
@@ -244,7 +248,12 @@ int model_is_gguf(const char *path);
  * output.rows is the slice's share. The slice points into whole's memory
  * (nothing is copied; each rank touches only its pages) and must be freed
  * with model_free before whole. A degree the model cannot take is refused
- * with the reason and the degrees that would work. */
+ * with the reason and the degrees that would work.
+ *
+ * Exactness across degrees: a whole model's column-split products are cut
+ * into G parts, G the largest of 4, 2, 1 that the model can be split into;
+ * a slice of a degree n dividing G computes G / n of them. Every degree
+ * dividing G then adds the same G partial sums in the same order. */
 int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
                 size_t errlen);
 

@@ -82,4 +82,8 @@ size_t model_count_weight_bytes(const struct model *m);
 __attribute__((format(printf, 4, 5))) int model_fail(char *err, size_t errlen, const char *path,
                                                      const char *fmt, ...);
 
+/* G for a whole model (see model_shard): the largest of 4, 2, 1 that the
+ * model can be split into. */
+int model_reduction_parts(const struct model *whole);
+
 #endif

@@ -66,6 +66,15 @@ static void possible_degrees(const struct model *m, char *out, size_t size) {
     }
 }
 
+int model_reduction_parts(const struct model *whole) {
+    char reason[160];
+    for (int parts = 4; parts > 1; parts /= 2) {
+        split_problem(whole, parts, reason, sizeof(reason));
+        if (reason[0] == '\0') return parts;
+    }
+    return 1;
+}
+
 static void shard_layer(struct model_layer *w, const struct model_config *whole, int rank, int n) {
     int q_rows = whole->n_heads / n * whole->head_dim;
     int kv_rows = whole->n_kv_heads / n * whole->head_dim;
@@ -117,6 +126,7 @@ int model_shard(const struct model *whole, int rank, int n, struct model **out, 
     m->output = slice_rows(&whole->output, m->vocab_begin, vocab_end - m->vocab_begin);
     m->shard_rank = rank;
     m->shard_count = n;
+    m->reduce_parts = whole->reduce_parts % n == 0 ? whole->reduce_parts / n : 1;
     m->weight_bytes = model_count_weight_bytes(m);
     *out = m;
     return 0;

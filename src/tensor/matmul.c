@@ -1,4 +1,5 @@
-/* matmul.c -- tensor_matmul: the threaded driver around the per-ISA kernels.
+/* matmul.c -- tensor_matmul and tensor_matmul_parts: the threaded driver
+ * around the per-ISA kernels.
  *
  * A matmul is two pool jobs at most. For quantized weights the activations
  * are first quantized to Q8_0 (in chunks of batch rows when there are
@@ -9,38 +10,61 @@
  * tensor_internal.h), so results depend neither on the thread count nor on
  * the batch.
  *
- * Scratch layout in the pool's memory: quantized activations (quants, block
- * scales, block biases), then one 64-byte aligned area per thread. */
+ * tensor_matmul_parts cuts the columns into parts and gives each its own
+ * job: a column view of the weights with its own contiguous activations.
+ * The kernels see ordinary matmuls, so a part's sums are the same bits as a
+ * tensor_matmul over that column slice -- which is what a tensor-parallel
+ * rank holding those columns computes.
+ *
+ * Scratch layout in the pool's memory: quantized activations of every part
+ * (quants, block scales, block biases) or, for float weights with several
+ * parts, the parts' activation copies; then one 64-byte aligned area per
+ * thread. */
 #include "tensor_internal.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Below this many activation elements the caller quantizes alone: waking
  * the workers would cost more than the work. */
 #define QUANTIZE_PARALLEL_MIN 32768
 
+#define MAX_PARTS 16
+
 struct matmul_run {
-    struct tensor_matmul_job job;   /* what to compute */
-    const struct tensor_kernels *k; /* kernel table, fixed for the whole call */
-    tensor_matmul_fn kernel;        /* the kernel for the weight type */
-    const float *x;                 /* float activations, for quantizing */
-    struct tensor_xq xq;            /* quantized activations */
-    char *thread_scratch;           /* first thread's scratch area */
-    size_t thread_scratch_bytes;    /* bytes per thread, a multiple of 64 */
-    int n_chunks;                   /* chunks of the pool job being run */
+    int n_parts;                              /* column parts (1: a plain matmul) */
+    struct tensor_matrix views[MAX_PARTS];    /* each part's columns of the weights */
+    struct tensor_matmul_job jobs[MAX_PARTS]; /* what to compute, per part */
+    struct tensor_xq xq[MAX_PARTS];           /* quantized activations, per part */
+    const struct tensor_kernels *k;           /* kernel table, fixed for the whole call */
+    tensor_matmul_fn kernel;                  /* the kernel for the weight type */
+    const float *x;                           /* (batch, cols) float activations, all parts */
+    int cols;                                 /* columns of the whole product */
+    char *thread_scratch;                     /* first thread's scratch area */
+    size_t thread_scratch_bytes;              /* bytes per thread, a multiple of 64 */
+    int n_chunks;                             /* chunks of the pool job being run */
 };
 
 static size_t align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
-/* Quantizes the batch rows [b0, b1). */
-static void quantize_rows(struct matmul_run *run, int b0, int b1) {
-    int cols = run->job.w->cols, blocks = cols / TENSOR_QK;
-    for (int b = b0; b < b1; b++)
-        run->k->quantize_x(run->xq.qs + (size_t)b * cols, run->xq.d + (size_t)b * blocks,
-                           run->xq.bias + (size_t)b * blocks, run->x + (size_t)b * cols, cols,
-                           run->xq.offset);
+/* Quantizes (or, for float weights split in parts, copies) the batch rows
+ * [b0, b1) of every part's activations. */
+static void prepare_rows(struct matmul_run *run, int b0, int b1) {
+    int part_cols = run->views[0].cols, blocks = part_cols / TENSOR_QK;
+    for (int p = 0; p < run->n_parts; p++) {
+        const struct tensor_xq *xq = &run->xq[p];
+        for (int b = b0; b < b1; b++) {
+            const float *x = run->x + (size_t)b * run->cols + (size_t)p * part_cols;
+            if (xq->qs)
+                run->k->quantize_x(xq->qs + (size_t)b * part_cols, xq->d + (size_t)b * blocks,
+                                   xq->bias + (size_t)b * blocks, x, part_cols, xq->offset);
+            else if (run->n_parts > 1)
+                memcpy((float *)run->jobs[p].x + (size_t)b * part_cols, x,
+                       (size_t)part_cols * sizeof(float));
+        }
+    }
 }
 
 /* Chunks per thread: more balance on a busy machine, fewer breaks in the
@@ -51,26 +75,27 @@ static int chunk_count(int items, int n_threads) {
     return items < CHUNKS_PER_THREAD * n_threads ? items : CHUNKS_PER_THREAD * n_threads;
 }
 
-static void quantize_chunk(void *arg, int chunk, int thread) {
+static void prepare_chunk(void *arg, int chunk, int thread) {
     struct matmul_run *run = arg;
     (void)thread;
-    int batch = run->job.batch;
-    quantize_rows(run, (int)((int64_t)batch * chunk / run->n_chunks),
-                  (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
+    int batch = run->jobs[0].batch;
+    prepare_rows(run, (int)((int64_t)batch * chunk / run->n_chunks),
+                 (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
 }
 
-/* Chunk c covers a contiguous range of whole row tiles. */
+/* Chunk c covers a contiguous range of whole row tiles, in every part. */
 static void matmul_chunk(void *arg, int chunk, int thread) {
     struct matmul_run *run = arg;
-    int rows = run->job.w->rows;
+    int rows = run->views[0].rows;
     int tiles = (rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE;
     int first = (int)((int64_t)tiles * chunk / run->n_chunks);
     int last = (int)((int64_t)tiles * (chunk + 1) / run->n_chunks);
     int row_begin = first * TENSOR_ROW_TILE;
     int row_end = last * TENSOR_ROW_TILE < rows ? last * TENSOR_ROW_TILE : rows;
     if (row_begin >= row_end) return;
-    run->kernel(&run->job, row_begin, row_end,
-                run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
+    for (int p = 0; p < run->n_parts; p++)
+        run->kernel(&run->jobs[p], row_begin, row_end,
+                    run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
 }
 
 static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, enum tensor_type type) {
@@ -87,30 +112,49 @@ static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, enum tensor_t
     return NULL;
 }
 
-static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
-    const struct tensor_matrix *w = run->job.w;
-    int batch = run->job.batch, n_threads = tensor_pool_size(pool);
+/* Lays out the pool's scratch for the parts' activations and the threads;
+ * -1 if it cannot be allocated. */
+static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
+    const struct tensor_matrix *w = &run->views[0];
+    int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
     int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
-    size_t blocks = (size_t)batch * (size_t)(w->cols / TENSOR_QK);
-    size_t qs_bytes = quantized ? align64((size_t)batch * (size_t)w->cols) : 0;
+    size_t values = (size_t)batch * (size_t)w->cols; /* per part */
+    size_t blocks = values / TENSOR_QK;
+    size_t qs_bytes = quantized ? align64(values) : 0;
     size_t d_bytes = quantized ? align64(blocks * sizeof(float)) : 0;
     size_t bias_bytes = quantized ? align64(blocks * sizeof(int32_t)) : 0;
+    size_t copy_bytes = !quantized && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
+    size_t part_bytes = qs_bytes + d_bytes + bias_bytes + copy_bytes;
     run->thread_scratch_bytes = align64(run->k->matmul_scratch(w->type, w->cols, batch));
-    char *scratch = tensor_pool_scratch(pool, qs_bytes + d_bytes + bias_bytes +
+    char *scratch = tensor_pool_scratch(pool, (size_t)run->n_parts * part_bytes +
                                                   (size_t)n_threads * run->thread_scratch_bytes);
     if (!scratch) return -1;
-    run->thread_scratch = scratch + qs_bytes + d_bytes + bias_bytes;
-    if (quantized) {
-        run->xq.qs = (void *)scratch;
-        run->xq.d = (void *)(scratch + qs_bytes);
-        run->xq.bias = (void *)(scratch + qs_bytes + d_bytes);
-        run->xq.offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
-        run->job.xq = &run->xq;
-        if ((size_t)batch * (size_t)w->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
-            quantize_rows(run, 0, batch);
+    run->thread_scratch = scratch + (size_t)run->n_parts * part_bytes;
+    for (int p = 0; p < run->n_parts; p++, scratch += part_bytes) {
+        if (quantized) {
+            run->xq[p].qs = (void *)scratch;
+            run->xq[p].d = (void *)(scratch + qs_bytes);
+            run->xq[p].bias = (void *)(scratch + qs_bytes + d_bytes);
+            run->xq[p].offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
+            run->jobs[p].xq = &run->xq[p];
+        } else if (run->n_parts > 1) {
+            run->jobs[p].x = (const float *)scratch;
+        }
+    }
+    return 0;
+}
+
+static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
+    const struct tensor_matrix *w = &run->views[0];
+    int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
+    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    if (place_scratch(pool, run)) return -1;
+    if (quantized || run->n_parts > 1) {
+        if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
+            prepare_rows(run, 0, batch);
         } else {
             run->n_chunks = chunk_count(batch, n_threads);
-            tensor_pool_run_chunks(pool, quantize_chunk, run, run->n_chunks);
+            tensor_pool_run_chunks(pool, prepare_chunk, run, run->n_chunks);
         }
     }
     run->n_chunks = chunk_count((w->rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE, n_threads);
@@ -118,19 +162,29 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     return 0;
 }
 
-int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
-                  const float *x, int batch) {
+int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                        const float *x, int batch, int n_parts) {
     if (batch <= 0 || w->rows <= 0 || w->cols <= 0) return 0;
+    int part_cols = n_parts > 0 ? w->cols / n_parts : 0;
+    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    if (n_parts < 1 || n_parts > MAX_PARTS || part_cols * n_parts != w->cols ||
+        (quantized && part_cols % TENSOR_QK != 0))
+        return -1;
     struct matmul_run run = {0};
     run.k = tensor_kernels_current();
     run.kernel = kernel_for(run.k, w->type);
     if (!run.kernel) return -1;
-    if ((w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0) && w->cols % TENSOR_QK != 0) return -1;
-    run.job.w = w;
-    run.job.x = x;
-    run.job.out = out;
-    run.job.batch = batch;
+    run.n_parts = n_parts;
     run.x = x;
+    run.cols = w->cols;
+    for (int p = 0; p < n_parts; p++) {
+        run.views[p] = *w;
+        run.views[p].data =
+            (const char *)w->data + tensor_row_bytes(w->type, (int64_t)p * part_cols);
+        run.views[p].cols = part_cols;
+        run.jobs[p] = (struct tensor_matmul_job){&run.views[p], x, NULL,
+                                                 out + (size_t)p * batch * w->rows, batch};
+    }
     if (pool) return run_matmul(pool, &run);
     /* no pool: run on the caller alone, with a temporary scratch owner */
     struct tensor_pool *own = tensor_pool_create(1);
@@ -138,4 +192,9 @@ int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matr
     int status = run_matmul(own, &run);
     tensor_pool_free(own);
     return status;
+}
+
+int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                  const float *x, int batch) {
+    return tensor_matmul_parts(pool, out, w, x, batch, 1);
 }

@@ -134,6 +134,16 @@ void tensor_pool_run_chunks(struct tensor_pool *pool, tensor_pool_chunk_fn fn, v
 int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                   const float *x, int batch);
 
+/* The product of tensor_matmul cut into n_parts equal column ranges (each a
+ * whole number of blocks for quantized weights; n_parts <= 16): out is
+ * (n_parts, batch, w->rows) and part p holds the sums over columns
+ * [p * cols / n_parts, (p + 1) * cols / n_parts) only -- the same bits as a
+ * tensor_matmul over that column slice. Tensor parallelism adds the parts
+ * in a fixed order on every rank, so the degree does not change the result.
+ * Returns 0, or -1 for a bad split or when scratch memory runs out. */
+int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                        const float *x, int batch, int n_parts);
+
 /* out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may be x). */
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 
