@@ -37,9 +37,10 @@ struct model_case {
     int degrees[3];        /* mpirun -np values; 0 ends the list */
 };
 
-/* A copy of the last non-empty line of text ("" when there is none). */
-static char *last_line(const char *text) {
-    size_t end = strlen(text);
+/* A copy of the last non-empty line of the size bytes of text ("" when
+ * there is none). */
+static char *last_line(const char *text, size_t size) {
+    size_t end = size;
     while (end > 0 && text[end - 1] == '\n') end--;
     size_t start = end;
     while (start > 0 && text[start - 1] != '\n') start--;
@@ -59,9 +60,10 @@ static int is_id_line(const char *line) {
 }
 
 /* Appends the generate arguments for one prompt; returns the new count. */
-static int add_generate_args(char **argv, int argc, const struct model_case *c, const char *prompt) {
-    char *args[] = {"-m", (char *)c->model, "-p", (char *)prompt, "-n", N_PREDICT, "--temp", "0",
-                    "--print-ids"};
+static int add_generate_args(char **argv, int argc, const struct model_case *c,
+                             const char *prompt) {
+    char *args[] = {"-m",      (char *)c->model, "-p", (char *)prompt, "-n",
+                    N_PREDICT, "--temp",         "0",  "--print-ids"};
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) argv[argc++] = args[i];
     if (c->tokenizer) {
         argv[argc++] = "-z";
@@ -75,11 +77,11 @@ static int add_generate_args(char **argv, int argc, const struct model_case *c, 
 static char *local_ids(const struct model_case *c, const char *prompt) {
     char *argv[24] = {LOCKSTEP_BIN, "generate"};
     add_generate_args(argv, 2, c, prompt);
-    struct test_output o = test_run(argv, JOB_DEADLINE);
-    char *ids = o.status == 0 ? last_line(o.out) : NULL;
-    CHECK_MSG(ids && is_id_line(ids), "%s '%s' (local): exit %d\n%s", c->model, prompt, o.status,
-              o.err);
-    test_output_free(&o);
+    struct test_job job = test_run_job(argv, JOB_DEADLINE, NULL);
+    char *ids = job.status == 0 ? last_line(job.out, job.out_size) : NULL;
+    CHECK_MSG(ids && is_id_line(ids), "%s '%s' (local): exit %d\n%s", c->model, prompt, job.status,
+              job.err);
+    test_job_free(&job);
     return ids;
 }
 
@@ -96,7 +98,7 @@ static void check_mpi_ids(const struct model_case *c, const char *prompt, int np
     argv[argc++] = "mpi";
     add_generate_args(argv, argc, c, prompt);
     struct test_job job = test_run_job(argv, JOB_DEADLINE, test_mpi_env);
-    char *ids = last_line(job.out);
+    char *ids = last_line(job.out, job.out_size);
     CHECK_MSG(job.status == 0 && !job.timed_out, "%s '%s' -np %d: exit %d\n%s", c->model, prompt,
               np, job.status, job.err);
     CHECK_MSG(ids && !strcmp(ids, want), "%s '%s' -np %d:\n  mpi:   %s\n  local: %s", c->model,
@@ -111,7 +113,8 @@ static void test_model(const struct model_case *c) {
     for (int p = 0; p < N_PROMPTS; p++) {
         char *want = local_ids(c, prompts[p]);
         if (!want) continue;
-        for (int d = 0; d < 3 && c->degrees[d]; d++) check_mpi_ids(c, prompts[p], c->degrees[d], want);
+        for (int d = 0; d < 3 && c->degrees[d]; d++)
+            check_mpi_ids(c, prompts[p], c->degrees[d], want);
         free(want);
     }
     printf("%s: %d prompts at -np 1, 2, 4 in %.1f s\n", c->model, N_PROMPTS, test_now() - start);
@@ -123,8 +126,8 @@ static void test_refused(const char *model, int np, const char *reason, const ch
     char np_text[16];
     char *argv[40];
     int argc = test_mpirun_args(argv, TEST_MPIRUN, np, np_text, sizeof(np_text));
-    char *args[] = {LOCKSTEP_BIN, "generate", "--comm", "mpi",    "-m", (char *)model,
-                    "-p",         "In",       "-n",     "4",      NULL};
+    char *args[] = {LOCKSTEP_BIN, "generate", "--comm", "mpi", "-m", (char *)model,
+                    "-p",         "In",       "-n",     "4",   NULL};
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) argv[argc++] = args[i];
     struct test_job job = test_run_job(argv, JOB_DEADLINE, test_mpi_env);
     char cannot[64];

@@ -47,12 +47,13 @@ int test_status(const char *name) {
     return 1;
 }
 
-/* Reads a whole file into a NUL-terminated malloc'd string ("" on error). */
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
+/* Reads a whole file into a NUL-terminated malloc'd string ("" on error);
+ * its size goes to *size_out when that is not NULL. */
+static char *slurp(const char *path, size_t *size_out) {
     size_t size = 0, cap = 4096;
     char *data = malloc(cap);
     if (!data) return NULL;
+    FILE *f = fopen(path, "rb");
     if (f) {
         size_t got;
         while ((got = fread(data + size, 1, cap - size - 1, f)) > 0) {
@@ -67,6 +68,7 @@ static char *slurp(const char *path) {
         fclose(f);
     }
     data[size] = '\0';
+    if (size_out) *size_out = size;
     return data;
 }
 
@@ -107,8 +109,8 @@ struct test_output test_run(char *const argv[], double deadline_seconds) {
         }
         result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
-    result.out = slurp(out_path);
-    result.err = slurp(err_path);
+    result.out = slurp(out_path, NULL);
+    result.err = slurp(err_path, NULL);
     remove(out_path);
     remove(err_path);
     return result;
@@ -143,6 +145,7 @@ int test_mpirun_args(char **argv, const char *mpirun, int np, char *np_text, siz
 }
 
 #define MAX_KEPT_CHILDREN 64
+#define LEFTOVER_GRACE    2.0 /* seconds a job's processes get to exit after its first one */
 
 /* The pids of this process's children, from /proc (at most max); the
  * states go to states[] when it is not NULL. Returns how many. */
@@ -193,6 +196,7 @@ static int kill_children_except(const pid_t *keep, int n_keep) {
             if (is_kept(pids[i], keep, n_keep)) continue;
             found++;
             if (states[i] != 'Z') {
+                printf("killing leftover process %d (state %c)\n", (int)pids[i], states[i]);
                 kill(pids[i], SIGKILL);
                 killed++;
             }
@@ -201,6 +205,28 @@ static int kill_children_except(const pid_t *keep, int n_keep) {
         if (!found) break;
     }
     return killed;
+}
+
+/* Reaps the children not in keep as they exit, for up to seconds; returns
+ * early once none is left. (mpirun may exit while the ranks it killed are
+ * still dying.) */
+static void reap_children_except(const pid_t *keep, int n_keep, double seconds) {
+    double start = test_now();
+    for (;;) {
+        pid_t pids[256];
+        char states[256];
+        int n = list_children(pids, states, 256), running = 0;
+        for (int i = 0; i < n; i++) {
+            if (is_kept(pids[i], keep, n_keep)) continue;
+            if (states[i] == 'Z')
+                waitpid(pids[i], NULL, 0);
+            else
+                running++;
+        }
+        if (!running || test_now() - start > seconds) return;
+        struct timespec nap = {0, 5000000};
+        nanosleep(&nap, NULL);
+    }
 }
 
 int test_kill_children(void) {
@@ -226,7 +252,7 @@ static void exec_job(char *const argv[], const char *const env[], const char *ou
 }
 
 struct test_job test_run_job(char *const argv[], double deadline_seconds, const char *const env[]) {
-    struct test_job job = {-1, 0, 0.0, 0.0, 0, NULL, NULL};
+    struct test_job job = {-1, 0, 0.0, 0.0, 0, NULL, 0, NULL};
     static int counter;
     char out_path[512], err_path[512], name[64];
     pid_t kept[MAX_KEPT_CHILDREN];
@@ -258,10 +284,11 @@ struct test_job test_run_job(char *const argv[], double deadline_seconds, const 
         job.seconds = test_now() - job.start;
         if (done == pid)
             job.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        reap_children_except(kept, n_kept, LEFTOVER_GRACE);
         job.leftovers = kill_children_except(kept, n_kept);
     }
-    job.out = slurp(out_path);
-    job.err = slurp(err_path);
+    job.out = slurp(out_path, &job.out_size);
+    job.err = slurp(err_path, NULL);
     remove(out_path);
     remove(err_path);
     return job;

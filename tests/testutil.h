@@ -60,13 +60,14 @@ void test_output_free(struct test_output *output);
 /* A job: a command that may start processes of its own (mpirun and its
  * ranks), run by test_run_job. */
 struct test_job {
-    int status;     /* exit code; 128+signal if killed by one; -1 if it could not run */
-    int timed_out;  /* 1 if it passed its deadline and its process group was killed */
-    double start;   /* test_now() when it started */
-    double seconds; /* wall-clock time until its first process exited */
-    int leftovers;  /* its processes still running after the first one exited */
-    char *out;      /* stdout of all its processes, NUL-terminated (malloc'd) */
-    char *err;      /* stderr of all its processes, NUL-terminated (malloc'd) */
+    int status;      /* exit code; 128+signal if killed by one; -1 if it could not run */
+    int timed_out;   /* 1 if it passed its deadline and its process group was killed */
+    double start;    /* test_now() when it started */
+    double seconds;  /* wall-clock time until its first process exited */
+    int leftovers;   /* its processes still running after the first one exited */
+    char *out;       /* stdout of all its processes, NUL-terminated (malloc'd) */
+    size_t out_size; /* bytes in out (generated text may hold NUL bytes) */
+    char *err;       /* stderr of all its processes, NUL-terminated (malloc'd) */
 };
 
 /* CLOCK_MONOTONIC in seconds. */
@@ -77,9 +78,9 @@ double test_now(void);
  * environment. Past the deadline (seconds) the group is killed. This
  * process becomes a child subreaper, so processes that outlive argv[0]
  * (ranks that mpirun left behind) are re-parented here; once argv[0] has
- * exited, every child this process did not have before the job is killed
- * with SIGKILL, by pid, reaped and counted in leftovers. Free the job with
- * test_job_free. */
+ * exited they get 2 s to exit too, then every child this process did not
+ * have before the job is killed with SIGKILL, by pid, reaped and counted in
+ * leftovers. Free the job with test_job_free. */
 struct test_job test_run_job(char *const argv[], double deadline_seconds, const char *const env[]);
 void test_job_free(struct test_job *job);
 
