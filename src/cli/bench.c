@@ -180,6 +180,7 @@ static int run_bench(const struct model *model, const struct bench_options *o) {
         struct engine *leader = engine_group_leader(&group);
         if (leader && bench_tests(leader, model, o, chunk, tokens, group.n) != 0)
             rc = engine_exit_code(leader);
+        cli_leave_if_collective_failed(leader);
     }
     if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
         fprintf(stderr, "lockstep bench: %s\n", err);

@@ -56,6 +56,10 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
  * exits the process with its distinct exit code (DESIGN.md I3). */
 void cli_rank_failed(struct engine *engine, const char *message);
 
+/* Exits the process at once with the leader's exit code if one of its
+ * collectives failed (the message has been printed); returns otherwise. */
+void cli_leave_if_collective_failed(const struct engine *leader);
+
 /* The fault injection a test asks for in LOCKSTEP_FAULT (engine_fault_parse);
  * -1 (message printed) if it is malformed. */
 int cli_read_fault(const char *command, struct engine_fault *fault);

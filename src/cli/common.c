@@ -127,6 +127,15 @@ void cli_rank_failed(struct engine *engine, const char *message) {
     _exit(engine_exit_code(engine));
 }
 
+void cli_leave_if_collective_failed(const struct engine *leader) {
+    if (!leader || leader->comm_error == COMM_OK) return;
+    /* a peer may be stuck inside a collective: it can be neither joined nor
+     * freed, and waiting for it is the hang DESIGN.md I3 rules out */
+    fflush(stdout);
+    fflush(stderr);
+    _exit(engine_exit_code(leader));
+}
+
 int cli_read_fault(const char *command, struct engine_fault *fault) {
     char err[256];
     if (engine_fault_parse(fault, getenv("LOCKSTEP_FAULT"), err, sizeof(err)) == 0) return 0;

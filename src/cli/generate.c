@@ -233,6 +233,7 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
         rc = 0;
         if (leader && generate_text(leader, m, tokens, n_prompt, o) != 0)
             rc = engine_exit_code(leader);
+        cli_leave_if_collective_failed(leader);
     }
     if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
         fprintf(stderr, "lockstep generate: %s\n", err);

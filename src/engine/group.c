@@ -70,19 +70,19 @@ int engine_group_start(struct engine_group *g, const struct model *whole,
     g->threads = calloc((size_t)n, sizeof(*g->threads));
     if (!g->comms || !g->shards || !g->engines || !g->threads) {
         snprintf(err, errlen, "out of memory starting %d ranks", n);
-        return -1;
+        return 1;
     }
-    if (g->backend == COMM_LOCAL) return start_local(g, whole, params, err, errlen);
+    if (g->backend == COMM_LOCAL) return start_local(g, whole, params, err, errlen) ? 1 : 0;
     /* mpi: this process is one rank of the job; the job's size is the degree */
     int rc = comm_mpi_create(NULL, NULL, &g->comms[0], err, errlen);
     if (rc != COMM_OK) return comm_exit_code(rc);
     if (comm_size(g->comms[0]) != g->n && g->n != 1) {
         snprintf(err, errlen, "--tp %d but mpirun started %d ranks", g->n, comm_size(g->comms[0]));
-        return -1;
+        return 1;
     }
     g->n = comm_size(g->comms[0]);
     comm_set_deadline(g->comms[0], g->deadline);
-    if (start_rank(g, 0, g->comms[0], whole, params, err, errlen)) return -1;
+    if (start_rank(g, 0, g->comms[0], whole, params, err, errlen)) return 1;
     if (comm_rank(g->comms[0]) != 0) {
         g->follower_done = 1;
         if (engine_follow(&g->engines[0], err, errlen) != 0)
