@@ -6,14 +6,12 @@
  * (mpirun -np 1, 2 and 4; --oversubscribe: this machine has 2 cores), the
  * last stdout line of `generate --print-ids --temp 0` (the generated ids)
  * must equal the one of a plain `generate` (local backend, tp=1), and the
- * job must leave no process behind. Models: a seeded random F32 model that
- * the test writes with `lockstep convert --random`, and
- * ../shared/models/kjv2m-f32.gguf and kjv2m.bin (skipped when absent). A
- * degree the model cannot take is refused with the reason and the degrees
- * that work (kjv2m-q8_0.gguf at -np 4, the random model at -np 3).
- *
- * Quantized models are left out of the token comparison: they are not yet
- * bit-identical across degrees (see tests/test_tensor_parallel.c).
+ * job must leave no process behind. Models: seeded random F32, Q8_0 and
+ * Q4_0 models that the test writes with `lockstep convert --random`, and
+ * ../shared/models/kjv2m-f32.gguf, kjv2m.bin and kjv2m-q4_0.gguf (skipped
+ * when absent). A degree the model cannot take is refused with the reason
+ * and the degrees that work (kjv2m-q8_0.gguf at -np 4, the random model at
+ * -np 3).
  * Skips (77) when lockstep was built without MPI or mpirun is absent. */
 #include "testutil.h"
 
@@ -117,7 +115,9 @@ static void test_model(const struct model_case *c) {
             check_mpi_ids(c, prompts[p], c->degrees[d], want);
         free(want);
     }
-    printf("%s: %d prompts at -np 1, 2, 4 in %.1f s\n", c->model, N_PROMPTS, test_now() - start);
+    printf("%s: %d prompts at -np", c->model, N_PROMPTS);
+    for (int d = 0; d < 3 && c->degrees[d]; d++) printf(" %d", c->degrees[d]);
+    printf(" in %.1f s\n", test_now() - start);
 }
 
 /* mpirun -np np on a model that cannot be split np ways: a non-zero exit
@@ -145,30 +145,40 @@ int main(void) {
         printf("skip: %s is absent (Debian package openmpi-bin)\n", TEST_MPIRUN);
         return TEST_SKIP_CODE;
     }
-    char random_path[512];
-    test_tmp_path(random_path, sizeof(random_path), "tp-mpi-random.gguf");
-    /* 8 query heads, 4 KV heads: degrees 1, 2 and 4 */
-    char *shape[] = {"--dim",      "256", "--hidden", "512", "--layers", "2",   "--heads", "8",
-                     "--kv-heads", "4",   "--vocab",  "300", "--type",   "f32", NULL};
-    if (test_write_random_model(random_path, shape)) {
-        struct model_case random_case = {random_path, NULL, {1, 2, 4}};
-        test_model(&random_case);
-        test_refused(random_path, 3, "8 query heads and 4 key/value heads do not divide by 3",
-                     "degrees that work: 1, 2, 4");
+    static const char *const types[] = {"f32", "q8_0", "q4_0"};
+    for (int t = 0; t < 3; t++) {
+        char random_path[512];
+        test_tmp_path(random_path, sizeof(random_path), "tp-mpi-random.gguf");
+        /* 8 query heads, 4 KV heads: degrees 1, 2 and 4 */
+        char *shape[] = {
+            "--dim", "256",        "--hidden", "512",     "--layers", "2",      "--heads",
+            "8",     "--kv-heads", "4",        "--vocab", "300",      "--type", (char *)types[t],
+            NULL};
+        if (test_write_random_model(random_path, shape)) {
+            struct model_case random_case = {random_path, NULL, {1, 2, t == 0 ? 4 : 0}};
+            test_model(&random_case);
+            if (t == 0)
+                test_refused(random_path, 3,
+                             "8 query heads and 4 key/value heads do not divide by 3",
+                             "degrees that work: 1, 2, 4");
+        }
+        remove(random_path);
     }
-    remove(random_path);
 
-    char f32[512], bin[512], tok[512], q8[512];
+    char f32[512], bin[512], tok[512], q8[512], q4[512];
     test_shared_path(f32, sizeof(f32), "models/kjv2m-f32.gguf");
     test_shared_path(bin, sizeof(bin), "models/kjv2m.bin");
     test_shared_path(tok, sizeof(tok), "models/tok1024.bin");
     test_shared_path(q8, sizeof(q8), "models/kjv2m-q8_0.gguf");
+    test_shared_path(q4, sizeof(q4), "models/kjv2m-q4_0.gguf");
     if (test_require_file(f32) && test_require_file(bin) && test_require_file(tok) &&
         test_require_file(q8)) {
         struct model_case gguf_case = {f32, NULL, {1, 2, 4}};
         struct model_case bin_case = {bin, tok, {1, 2, 4}};
         test_model(&gguf_case);
         test_model(&bin_case);
+        struct model_case q4_case = {q4, NULL, {2, 0, 0}};
+        test_model(&q4_case);
         test_refused(q8, 4, "slices of 48 columns are not whole 32-element q8_0 blocks",
                      "degrees that work: 1, 2");
     }
