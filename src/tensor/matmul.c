@@ -138,7 +138,7 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
             run->xq[p].offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
             run->jobs[p].xq = &run->xq[p];
         } else if (run->n_parts > 1) {
-            run->jobs[p].x = (const float *)scratch;
+            run->jobs[p].x = (const void *)scratch;
         }
     }
     return 0;
