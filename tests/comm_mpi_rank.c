@@ -3,8 +3,9 @@
  *
  * MODE is what the job does:
  *   collectives  many all-reduces (checked bitwise against the rank-order
- *                sum), broadcasts, gathers of unequal sizes and barriers;
- *                prints "rank R: ok" and exits 0;
+ *                sum), broadcasts, gathers of unequal sizes, all-gathers
+ *                (every other one sent from the rank's own place in the
+ *                result) and barriers; prints "rank R: ok" and exits 0;
  *   tag          after a few good calls the last rank enters (step 12,
  *                index 5) while the others enter (step 12, index 3);
  *   kill         the last rank SIGKILLs itself before step 12's all-reduce;
@@ -55,6 +56,27 @@ static void fail(const char *what, int iteration) {
     _exit(1);
 }
 
+/* The byte i of rank r's all-gather contribution in iteration it. */
+static unsigned char gather_byte(int it, int rank, size_t i) {
+    return (unsigned char)(rank * 71 + i * 3 + it);
+}
+
+/* One all-gather of iteration it; odd iterations send in place. */
+static void run_allgather(int it, int rank, int size, struct comm_tag tag) {
+    static unsigned char send[MAX_FLOATS * 4], recv[16 * MAX_FLOATS * 4];
+    char err[512];
+    size_t bytes = (it % 5 == 0) ? 768 * 4 : (size_t)(it * 53 % (MAX_FLOATS * 4));
+    unsigned char *from = it % 2 ? recv + (size_t)rank * bytes : send;
+    memset(recv, 0xEE, sizeof(recv));
+    for (size_t i = 0; i < bytes; i++) from[i] = gather_byte(it, rank, i);
+    check_rc(comm_allgather(comm, from, bytes, recv, tag, err, sizeof(err)), err);
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < bytes; i++)
+            if (recv[(size_t)r * bytes + i] != gather_byte(it, r, i)) fail("all-gather", it);
+    for (size_t i = (size_t)size * bytes; i < sizeof(recv); i++)
+        if (recv[i] != 0xEE) fail("all-gather (past the end)", it);
+}
+
 static void run_collectives(int rank, int size) {
     static float buf[MAX_FLOATS], expect[MAX_FLOATS];
     unsigned char bytes[256], gathered[64 * 16];
@@ -91,6 +113,8 @@ static void run_collectives(int rank, int size) {
                     if (gathered[at] != (unsigned char)(r * 50 + i + it)) fail("gather", it);
         }
         tag.index = 3;
+        if (size <= 16) run_allgather(it, rank, size, tag);
+        tag.index = 4;
         check_rc(comm_barrier(comm, tag, err, sizeof(err)), err);
     }
 }

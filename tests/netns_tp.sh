@@ -172,9 +172,9 @@ for prompt in "In the beginning God created" "And the LORD said unto"; do
     net0=$(sed -n 's/^rank 0: //p' "$work/mpi.err") net1=$(sed -n 's/^rank 1: //p' "$work/mpi.err")
     [ "$net0" = "$(net_of "$ns1")" ] && [ "$net1" = "$(net_of "$ns2")" ] && [ "$net0" != "$net1" ]
     check $? "ranks not in the two namespaces: rank 0 '$net0', rank 1 '$net1'"
-    # 32 steps x 2 layers x 2 all-reduces x 256 floats: >= 128 KiB each way
+    # 32 steps x 2 layers x 2 all-gathers of >= 256 floats: >= 128 KiB each way
     [ "$sent" -ge 131072 ] && [ "$received" -ge 131072 ]
-    check $? "the all-reduces did not cross the veth ($sent bytes out, $received in)"
+    check $? "the collectives did not cross the veth ($sent bytes out, $received in)"
 done
 
 # A forced failure must leave nothing behind either: no namespace, veth,

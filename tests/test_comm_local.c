@@ -1,10 +1,12 @@
 /* test_comm_local.c -- the local backend of src/comm: ranks as threads.
  *
  * Checks that the collectives give exact results (the all-reduce equals the
- * rank-order sum bitwise on every rank) for 1..4 ranks over thousands of
- * mixed calls, and that the failures I2 and I3 promise happen instead of
- * hangs: a tag mismatch, a collective kind mismatch, a stalled rank (the
- * deadline, with little CPU burnt while waiting), a rank that leaves.
+ * rank-order sum bitwise on every rank, the all-gather the concatenation in
+ * rank order, also when sent from its own place in the result) for 1..4
+ * ranks over thousands of mixed calls, and that the failures I2 and I3
+ * promise happen instead of hangs: a tag mismatch, a collective kind or
+ * size mismatch, a stalled rank (the deadline, with little CPU burnt while
+ * waiting), a rank that leaves.
  *
  * ctest-labels: concurrency */
 #include "comm/comm.h"
@@ -99,8 +101,35 @@ static double cpu_seconds(void) {
         }                                                                                          \
     } while (0)
 
-/* Thousands of all-reduces, broadcasts, gathers and barriers with sizes
- * and roots that change every iteration. */
+/* The byte i of rank r's all-gather contribution in iteration it. */
+static unsigned char gather_byte(int it, int rank, size_t i) {
+    return (unsigned char)(rank * 71 + i * 3 + it);
+}
+
+/* One all-gather of iteration it (sizes change with it; odd iterations
+ * send from the rank's own place in the result, even ones from a separate
+ * buffer); checks every rank's bytes arrived. */
+static void check_allgather(struct rank_run *run, int it, struct comm_tag tag) {
+    unsigned char send[MAX_FLOATS * 4], recv[MAX_RANKS * MAX_FLOATS * 4];
+    char err[ERR_BYTES];
+    size_t bytes = (it % 5 == 0) ? 768 * 4 : (size_t)(it * 53 % (MAX_FLOATS * 4));
+    int in_place = it % 2;
+    unsigned char *from = in_place ? recv + (size_t)run->rank * bytes : send;
+    memset(recv, 0xEE, sizeof(recv));
+    for (size_t i = 0; i < bytes; i++) from[i] = gather_byte(it, run->rank, i);
+    int rc = comm_allgather(run->comm, from, bytes, recv, tag, err, sizeof(err));
+    RANK_CHECK(run, rc == COMM_OK, "all-gather %d: %s", it, err);
+    size_t wrong = 0;
+    for (int r = 0; r < run->size; r++)
+        for (size_t i = 0; i < bytes; i++)
+            wrong += recv[(size_t)r * bytes + i] != gather_byte(it, r, i);
+    for (size_t i = (size_t)run->size * bytes; i < sizeof(recv); i++) wrong += recv[i] != 0xEE;
+    RANK_CHECK(run, wrong == 0, "all-gather %d of %zu bytes%s: %zu bytes wrong", it, bytes,
+               in_place ? " in place" : "", wrong);
+}
+
+/* Thousands of all-reduces, broadcasts, gathers, all-gathers and barriers
+ * with sizes and roots that change every iteration. */
 static void *scenario_exact(void *arg) {
     struct rank_run *run = arg;
     float buf[MAX_FLOATS], expect[MAX_FLOATS];
@@ -145,15 +174,17 @@ static void *scenario_exact(void *arg) {
                                "gather %d: byte %zu of rank %d", it, i, r);
         }
         tag.index = 3;
+        check_allgather(run, it, tag);
+        tag.index = 4;
         rc = comm_barrier(run->comm, tag, err, sizeof(err));
         RANK_CHECK(run, rc == COMM_OK, "barrier %d: %s", it, err);
     }
     struct comm_state state;
     comm_get_state(run->comm, &state);
-    RANK_CHECK(run, state.completed == 4u * ITERATIONS && state.waiting == 0,
+    RANK_CHECK(run, state.completed == 5u * ITERATIONS && state.waiting == 0,
                "state: %llu completed, waiting %d", (unsigned long long)state.completed,
                state.waiting);
-    RANK_CHECK(run, state.tag.step == ITERATIONS - 1 && state.tag.index == 3,
+    RANK_CHECK(run, state.tag.step == ITERATIONS - 1 && state.tag.index == 4,
                "state tag (%llu, %u)", (unsigned long long)state.tag.step, state.tag.index);
     return NULL;
 }
@@ -168,20 +199,30 @@ static void test_exact(void) {
     }
 }
 
-/* Every rank does 3 good all-reduces, then one at (12, 3), except the last
+/* The collective the fault scenarios run: an all-reduce of 192 floats, or
+ * (fault_allgather = 1) an all-gather of 192 floats from each rank. Set
+ * before the rank threads start. */
+static int fault_allgather;
+
+static int fault_collective(struct rank_run *run, struct comm_tag tag, char *err, size_t errlen) {
+    float buf[192] = {0}, all[MAX_RANKS * 192];
+    if (fault_allgather) return comm_allgather(run->comm, buf, sizeof(buf), all, tag, err, errlen);
+    return comm_allreduce_sum(run->comm, buf, 192, tag, err, errlen);
+}
+
+/* Every rank does 3 good collectives, then one at (12, 3), except the last
  * rank which is at (12, 5). */
 static void *scenario_tag_mismatch(void *arg) {
     struct rank_run *run = arg;
-    float buf[16] = {0};
     char err[ERR_BYTES];
     for (uint32_t i = 0; i < 3; i++) {
         struct comm_tag tag = {11, i};
-        int rc = comm_allreduce_sum(run->comm, buf, 16, tag, err, sizeof(err));
+        int rc = fault_collective(run, tag, err, sizeof(err));
         RANK_CHECK(run, rc == COMM_OK, "%s", err);
     }
     struct comm_tag tag = {12, run->rank == run->size - 1 ? 5u : 3u};
     double start = now_seconds();
-    run->rc = comm_allreduce_sum(run->comm, buf, 16, tag, run->err, sizeof(run->err));
+    run->rc = fault_collective(run, tag, run->err, sizeof(run->err));
     run->elapsed = now_seconds() - start;
     /* The group is broken now: a later call fails at once. */
     struct comm_tag next = {13, 0};
@@ -192,7 +233,9 @@ static void *scenario_tag_mismatch(void *arg) {
 
 static void test_tag_mismatch(void) {
     struct rank_run runs[MAX_RANKS];
-    for (int n = 2; n <= 3; n++) {
+    for (int kind = 0; kind < 4; kind++) {
+        int n = 2 + kind % 2;
+        fault_allgather = kind / 2;
         run_ranks(n, scenario_tag_mismatch, runs, 5.0);
         int last = n - 1;
         char want[256];
@@ -216,7 +259,8 @@ static void test_tag_mismatch(void) {
                     continue;
                 if (strcmp(runs[r].err, want) == 0) break;
             }
-            CHECK_MSG(strcmp(runs[r].err, want) == 0, "n=%d: got \"%s\"", n, runs[r].err);
+            CHECK_MSG(strcmp(runs[r].err, want) == 0, "n=%d, all-gather %d: got \"%s\"", n,
+                      fault_allgather, runs[r].err);
         }
     }
 }
@@ -233,6 +277,17 @@ static void *scenario_kind_mismatch(void *arg) {
     return NULL;
 }
 
+/* Same tag, same operation, different sizes: rank r all-gathers 16 + 8 r
+ * bytes. */
+static void *scenario_size_mismatch(void *arg) {
+    struct rank_run *run = arg;
+    unsigned char send[32] = {0}, recv[2 * 32];
+    struct comm_tag tag = {7, 2};
+    run->rc = comm_allgather(run->comm, send, 16 + 8 * (size_t)run->rank, recv, tag, run->err,
+                             sizeof(run->err));
+    return NULL;
+}
+
 static void test_kind_mismatch(void) {
     struct rank_run runs[2];
     run_ranks(2, scenario_kind_mismatch, runs, 5.0);
@@ -242,6 +297,19 @@ static void test_kind_mismatch(void) {
     CHECK_MSG(runs[1].rc == COMM_ERR_TAG && strstr(runs[1].err, "this rank is in a all-reduce") &&
                   strstr(runs[1].err, "rank 0 in broadcast"),
               "%s", runs[1].err);
+    run_ranks(2, scenario_size_mismatch, runs, 5.0);
+    CHECK_MSG(runs[0].rc == COMM_ERR_TAG &&
+                  strcmp(runs[0].err,
+                         "rank 0: collective mismatch in (step 7, index 2): this rank is in a "
+                         "all-gather of 16 bytes (root 0), rank 1 in an all-gather of another "
+                         "size (24 bytes, root 0)") == 0,
+              "%s", runs[0].err);
+    CHECK_MSG(runs[1].rc == COMM_ERR_TAG &&
+                  strcmp(runs[1].err,
+                         "rank 1: collective mismatch in (step 7, index 2): this rank is in a "
+                         "all-gather of 24 bytes (root 0), rank 0 in an all-gather of another "
+                         "size (16 bytes, root 0)") == 0,
+              "%s", runs[1].err);
 }
 
 /* The last rank never enters the collective; it returns at once and its
@@ -250,10 +318,9 @@ static void test_kind_mismatch(void) {
 static void *scenario_stall(void *arg) {
     struct rank_run *run = arg;
     if (run->rank == run->size - 1) return NULL;
-    float buf[192] = {0};
     struct comm_tag tag = {3, 1};
     double start = now_seconds(), cpu = cpu_seconds();
-    run->rc = comm_allreduce_sum(run->comm, buf, 192, tag, run->err, sizeof(run->err));
+    run->rc = fault_collective(run, tag, run->err, sizeof(run->err));
     run->elapsed = now_seconds() - start;
     run->cpu = cpu_seconds() - cpu;
     return NULL;
@@ -261,7 +328,10 @@ static void *scenario_stall(void *arg) {
 
 static void test_stall(void) {
     struct rank_run runs[MAX_RANKS];
-    for (int n = 2; n <= 3; n++) {
+    for (int kind = 0; kind < 4; kind++) {
+        int n = 2 + kind % 2;
+        fault_allgather = kind / 2;
+        const char *name = fault_allgather ? "all-gather" : "all-reduce";
         run_ranks(n, scenario_stall, runs, 0.5);
         /* The first rank to pass its deadline reports it; a rank still
          * waiting then gives up too, reporting that rank's failure. */
@@ -271,13 +341,14 @@ static void test_stall(void) {
                       runs[r].err);
             CHECK_MSG(runs[r].elapsed >= 0.45 && runs[r].elapsed < 0.8,
                       "rank %d waited %.3f s (deadline 0.5 s)", r, runs[r].elapsed);
-            char want[128], prefix[32];
+            char want[128], prefix[32], deadline[96], abandoned[96];
             snprintf(want, sizeof(want), "not arrived: rank %d (last in step 0, index 0)", n - 1);
             snprintf(prefix, sizeof(prefix), "rank %d: ", r);
-            int own = strstr(runs[r].err, "deadline of 0.500 s passed in all-reduce (step 3, "
-                                          "index 1)") &&
-                      strstr(runs[r].err, want);
-            int other = strstr(runs[r].err, "all-reduce (step 3, index 1) abandoned: rank ") &&
+            snprintf(deadline, sizeof(deadline),
+                     "deadline of 0.500 s passed in %s (step 3, index 1)", name);
+            snprintf(abandoned, sizeof(abandoned), "%s (step 3, index 1) abandoned: rank ", name);
+            int own = strstr(runs[r].err, deadline) && strstr(runs[r].err, want);
+            int other = strstr(runs[r].err, abandoned) &&
                         strstr(runs[r].err, "failed in the group (deadline passed)");
             CHECK_MSG(strncmp(runs[r].err, prefix, strlen(prefix)) == 0 && (own || other),
                       "rank %d: %s", r, runs[r].err);
@@ -291,6 +362,7 @@ static void test_stall(void) {
  * (the wait sleeps after its short spin). */
 static void test_idle_wait(void) {
     struct rank_run runs[2];
+    fault_allgather = 0;
     run_ranks(2, scenario_stall, runs, 1.0);
     printf("stalled peer: rank 0 waited %.3f s using %.4f s of CPU\n", runs[0].elapsed,
            runs[0].cpu);
@@ -351,6 +423,14 @@ static void test_usage(void) {
     size_t sizes[2] = {1, 1};
     CHECK(comm_gather(ranks[0], &byte, 2, &byte, sizes, 0, tag, err, sizeof(err)) ==
           COMM_ERR_USAGE);
+    float floats[4] = {0};
+    CHECK(comm_allgather(ranks[0], floats + 1, 8, floats, tag, err, sizeof(err)) == COMM_ERR_USAGE);
+    CHECK_MSG(strcmp(err, "rank 0: all-gather send buffer overlaps the receive buffer at byte 4, "
+                          "not at this rank's own place (byte 0)") == 0,
+              "%s", err);
+    CHECK(comm_allgather(ranks[1], floats, 8, NULL, tag, err, sizeof(err)) == COMM_ERR_USAGE);
+    CHECK_MSG(strcmp(err, "rank 1: all-gather of 8 bytes with a NULL receive buffer") == 0, "%s",
+              err);
     CHECK(comm_exit_code(COMM_ERR_DEADLINE) == COMM_EXIT_DEADLINE);
     CHECK(comm_exit_code(COMM_ERR_TAG) == COMM_EXIT_TAG);
     CHECK(comm_exit_code(COMM_ERR_PEER) == COMM_EXIT_PEER);

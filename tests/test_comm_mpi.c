@@ -2,7 +2,8 @@
  *
  * Runs tests/comm_mpi_rank.c under `mpirun -np 2` and `-np 4`
  * (--oversubscribe: this machine has 2 cores) and checks exit codes and
- * messages: exact collectives; a tag mismatch makes the job exit with
+ * messages: exact collectives (all-reduce, broadcast, gather, all-gather,
+ * barrier); a tag mismatch makes the job exit with
  * COMM_EXIT_TAG and messages naming both tags; a rank that SIGKILLs or
  * SIGSTOPs itself mid-collective makes the job end within the ranks'
  * deadline (1 s) plus a margin, with the survivors' deadline message.

@@ -46,6 +46,8 @@ const char *comm_kind_name(enum comm_kind kind) {
         return "gather";
     case COMM_KIND_BARRIER:
         return "barrier";
+    case COMM_KIND_ALLGATHER:
+        return "all-gather";
     }
     return "unknown collective";
 }
@@ -189,6 +191,37 @@ int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *re
                              recv_bytes[root]);
     }
     struct comm_call call = {COMM_KIND_GATHER, tag, send, send_bytes, recv, recv_bytes, root};
+    return run_call(comm, &call, err, errlen);
+}
+
+/* Checks the all-gather's buffers: recv holds size * send_bytes, and send
+ * is either this rank's own place in recv or outside recv altogether. */
+static int check_allgather(const struct comm *comm, const void *send, size_t send_bytes,
+                           const void *recv, char *err, size_t errlen) {
+    if (send_bytes == 0) return COMM_OK;
+    if (!send || !recv)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "all-gather of %zu bytes with a NULL %s buffer", send_bytes,
+                         send ? "receive" : "send");
+    if (send_bytes > SIZE_MAX / (size_t)comm->size)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "all-gather of %zu bytes from each of %d ranks overflows", send_bytes,
+                         comm->size);
+    uintptr_t from = (uintptr_t)send, to = (uintptr_t)recv;
+    uintptr_t own = to + (uintptr_t)comm->rank * send_bytes;
+    size_t total = send_bytes * (size_t)comm->size;
+    if (from == own || from + send_bytes <= to || from >= to + total) return COMM_OK;
+    return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                     "all-gather send buffer overlaps the receive buffer at byte %lld, not at "
+                     "this rank's own place (byte %zu)",
+                     (long long)((intptr_t)from - (intptr_t)to), (size_t)comm->rank * send_bytes);
+}
+
+int comm_allgather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
+                   struct comm_tag tag, char *err, size_t errlen) {
+    int rc = check_allgather(comm, send, send_bytes, recv, err, errlen);
+    if (rc) return rc;
+    struct comm_call call = {COMM_KIND_ALLGATHER, tag, send, send_bytes, recv, NULL, 0};
     return run_call(comm, &call, err, errlen);
 }
 

@@ -105,6 +105,16 @@ int comm_broadcast(struct comm *comm, void *buf, size_t bytes, int root, struct 
 int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
                 const size_t *recv_bytes, int root, struct comm_tag tag, char *err, size_t errlen);
 
+/* Every rank sends send_bytes from send (the same size on every rank; a
+ * rank whose peer sends another size fails as for a tag mismatch, naming
+ * both sizes); every rank receives all ranks' bytes concatenated in rank
+ * order into recv (size * send_bytes), rank r's at recv + r * send_bytes.
+ * send may be exactly this rank's own place in recv (recv + rank *
+ * send_bytes), so a rank can compute its part in place; any other overlap
+ * of send and recv is refused with COMM_ERR_USAGE. */
+int comm_allgather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
+                   struct comm_tag tag, char *err, size_t errlen);
+
 /* Waits until every rank has arrived. */
 int comm_barrier(struct comm *comm, struct comm_tag tag, char *err, size_t errlen);
 

@@ -22,6 +22,7 @@ enum comm_kind {
     COMM_KIND_BROADCAST = 2,
     COMM_KIND_GATHER = 3,
     COMM_KIND_BARRIER = 4,
+    COMM_KIND_ALLGATHER = 5,
 };
 
 /* One collective as the backends see it: comm.c has checked the sizes. */
@@ -30,7 +31,8 @@ struct comm_call {
     struct comm_tag tag;
     const void *send;         /* this rank's bytes (all-reduce: the floats) */
     size_t send_bytes;        /* their size */
-    void *recv;               /* where the result goes (all-reduce, broadcast: = send) */
+    void *recv;               /* where the result goes (all-reduce, broadcast: = send;
+                               * all-gather: size * send_bytes, send may be its own place) */
     const size_t *recv_bytes; /* gather on root: bytes expected from each rank */
     int root;                 /* broadcast, gather: the root rank */
 };

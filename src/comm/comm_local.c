@@ -8,9 +8,10 @@
  * then reads what it needs from the peers' buffers: the all-reduce sums them
  * in rank order (so every rank computes bitwise the same floats, whatever
  * the timing), the broadcast copies the root's, the gather the root
- * concatenates. One meeting per collective is enough because the buffers
- * alternate: a rank rewrites parity k % 2 only in collective k + 2, which it
- * enters after every peer has entered k + 1 and so has finished reading k.
+ * concatenates, the all-gather every rank concatenates. One meeting per
+ * collective is enough because the buffers alternate: a rank rewrites
+ * parity k % 2 only in collective k + 2, which it enters after every peer
+ * has entered k + 1 and so has finished reading k.
  *
  * A wait spins for COMM_SPIN_NS, then sleeps on a futex that every arrival,
  * departure and failure bumps (the bump and the wake are skipped while no
@@ -137,6 +138,8 @@ static int check_peer(const struct comm_local *local, const struct comm_call *ca
         what = "the same collective with another root";
     else if (call->kind == COMM_KIND_ALLREDUCE && slot->bytes[parity] != call->send_bytes)
         what = "an all-reduce of another size";
+    else if (call->kind == COMM_KIND_ALLGATHER && slot->bytes[parity] != call->send_bytes)
+        what = "an all-gather of another size";
     else if (call->kind == COMM_KIND_GATHER && rank == call->root &&
              slot->bytes[parity] != call->recv_bytes[peer])
         what = "a gather sending another size";
@@ -278,6 +281,13 @@ static void combine(const struct comm_local *local, const struct comm_call *call
             }
         }
         break;
+    case COMM_KIND_ALLGATHER: {
+        unsigned char *out = call->recv;
+        for (int r = 0; r < group->size && call->send_bytes > 0; r++, out += call->send_bytes)
+            if (out != call->send) /* else: sent from its own place, already there */
+                memcpy(out, group->slots[r].data[parity], call->send_bytes);
+        break;
+    }
     case COMM_KIND_BARRIER:
         break;
     }

@@ -4,11 +4,11 @@
  * A collective is a set of non-blocking point-to-point messages on a
  * private duplicate of MPI_COMM_WORLD: every rank sends every peer a small
  * header (tag, kind, size, root), with its data attached where that peer
- * needs it (all-reduce: to everyone; broadcast: from the root; gather: to
- * the root). So every rank checks every peer's tag, at no extra round trip,
- * and a peer in another collective is reported with both tags instead of
- * mixing data. The all-reduce sums the received buffers in rank order, so
- * every rank gets bitwise the same floats whatever the timing. (Direct
+ * needs it (all-reduce, all-gather: to everyone; broadcast: from the root;
+ * gather: to the root). So every rank checks every peer's tag, at no extra
+ * round trip, and a peer in another collective is reported with both tags
+ * instead of mixing data. The all-reduce sums the received buffers in rank
+ * order, so every rank gets bitwise the same floats whatever the timing. (Direct
  * exchange suits the few ranks of tensor parallelism; for 2 ranks it is the
  * same one message each way as MPI_Allreduce, and faster than Open MPI's
  * non-blocking collectives, see bench/comm_bench.c.) Messages between two
@@ -90,6 +90,7 @@ static int reserve(unsigned char **buf, size_t *capacity, size_t bytes) {
 static size_t data_bytes(const struct comm_call *call, int from, int to, size_t from_bytes) {
     switch (call->kind) {
     case COMM_KIND_ALLREDUCE:
+    case COMM_KIND_ALLGATHER:
         return from_bytes;
     case COMM_KIND_BROADCAST:
         return from == call->root ? from_bytes : 0;
@@ -194,6 +195,11 @@ static void combine(const struct comm_mpi *mpi, const struct comm_call *call) {
             const float *in = data;
             for (size_t i = 0; i < n; i++) out[i] += in[i];
         }
+    } else if (call->kind == COMM_KIND_ALLGATHER && call->send_bytes > 0) {
+        unsigned char *out = call->recv;
+        for (int r = 0; r < mpi->head.size; r++, out += call->send_bytes)
+            if (out != call->send) /* else: sent from its own place, already there */
+                memcpy(out, r == rank ? mine : recv + mpi->offsets[r], call->send_bytes);
     } else if (call->kind == COMM_KIND_BROADCAST && rank != call->root && call->send_bytes > 0) {
         memcpy(call->recv, recv + mpi->offsets[call->root], call->send_bytes);
     } else if (call->kind == COMM_KIND_GATHER && rank == call->root) {

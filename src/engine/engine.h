@@ -151,7 +151,8 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
 /* ======================= lockstep execution ======================= */
 
 /* Tags of a step's collectives, in the order every rank issues them: the
- * plan (header, then body), then two all-reduces per layer, then the
+ * plan (header, then body), then two all-gathers of the column-split
+ * products per layer (after attn_output and ffn_down), then the
  * classifier gather. */
 #define ENGINE_TAG_PLAN_HEADER          0u
 #define ENGINE_TAG_PLAN_BODY            1u

@@ -25,9 +25,13 @@ struct engine_plan {
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);
 
-/* Sums buf over the ranks (tag: this step, index); -1 on failure with
- * engine->comm_error and comm_message set. Time is added to comm_seconds. */
-int engine_allreduce(struct engine *engine, float *buf, size_t n, uint32_t index);
+/* Concatenates every rank's bytes from send, in rank order, into recv
+ * (ranks * bytes) on every rank (tag: this step, index); send may be this
+ * rank's own place in recv. Without a group does nothing. -1 on failure
+ * with engine->comm_error and comm_message set. Time is added to
+ * comm_seconds. */
+int engine_allgather(struct engine *engine, const void *send, size_t bytes, void *recv,
+                     uint32_t index);
 /* Gathers every rank's logits_slice rows of the n_wanted tokens into the
  * leader's logits (n_wanted, vocab_size); -1 on failure as above. */
 int engine_gather_logits(struct engine *engine, int n_wanted);

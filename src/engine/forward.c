@@ -163,20 +163,21 @@ static void norm_heads(float *rows, const float *weight, int n_rows_heads, int h
 
 /* x += w in for a matrix whose columns are split over the ranks (attn_output,
  * ffn_down). Each rank computes its parts of the product (model.reduce_parts
- * column ranges) into its slots of `partials`, the others' slots zero; the
- * all-reduce then gives every rank every part exactly (adding zeros is
- * exact), and the parts are added in slot order -- the same operations at
- * every tensor-parallel degree. */
+ * column ranges) straight into its own slots of `partials`; rank r's slots
+ * are [r * parts, (r + 1) * parts), so the all-gather, which concatenates
+ * the ranks' slots in rank order, gives every rank every part. The parts
+ * are then added in slot order -- the same operations at every
+ * tensor-parallel degree. */
 static int add_column_products(struct engine *engine, const struct tensor_matrix *w,
                                const float *in, int n, uint32_t tag_index) {
     int local = engine->model->reduce_parts;
     int ranks = engine->comm ? comm_size(engine->comm) : 1;
     int rank = engine->comm ? comm_rank(engine->comm) : 0;
     size_t plane = (size_t)n * engine->model->config.dim, total = (size_t)local * ranks;
-    if (ranks > 1) memset(engine->partials, 0, total * plane * sizeof(float));
-    if (tensor_matmul_parts(engine->pool, engine->partials + (size_t)rank * local * plane, w, in, n,
-                            local) ||
-        engine_allreduce(engine, engine->partials, total * plane, tag_index))
+    float *mine = engine->partials + (size_t)rank * local * plane;
+    if (tensor_matmul_parts(engine->pool, mine, w, in, n, local) ||
+        engine_allgather(engine, mine, (size_t)local * plane * sizeof(float), engine->partials,
+                         tag_index))
         return -1;
     for (size_t i = 0; i < plane; i++) {
         float sum = engine->partials[i];

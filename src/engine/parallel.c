@@ -25,11 +25,12 @@ static struct comm_tag tag_of(const struct engine *engine, uint32_t index) {
     return tag;
 }
 
-int engine_allreduce(struct engine *engine, float *buf, size_t n, uint32_t index) {
+int engine_allgather(struct engine *engine, const void *send, size_t bytes, void *recv,
+                     uint32_t index) {
     if (!engine->comm) return 0;
     double t0 = now_seconds();
-    int rc = comm_allreduce_sum(engine->comm, buf, n, tag_of(engine, index), engine->comm_message,
-                                sizeof(engine->comm_message));
+    int rc = comm_allgather(engine->comm, send, bytes, recv, tag_of(engine, index),
+                            engine->comm_message, sizeof(engine->comm_message));
     return finish(engine, rc, t0);
 }
 

@@ -4,8 +4,10 @@
  * and n_kv_heads/n key/value heads (rows of wq, wk, wv and their biases;
  * the matching input columns of wo) and hidden_dim/n feed-forward units
  * (rows of gate and up; input columns of down). After wo and after down the
- * ranks hold partial sums that the engine adds with an all-reduce: two per
- * layer. The classifier is split by vocabulary rows and gathered. Slices
+ * ranks hold partial sums that the engine adds across ranks: two all-reduces
+ * per layer, done as all-gathers of fixed column parts added in one order so
+ * that the degree does not change the result (see model_shard in model.h).
+ * The classifier is split by vocabulary rows and gathered. Slices
  * are views: a row slice moves the data pointer by whole rows, a column
  * slice by whole blocks and keeps the full row stride. */
 #include "model_internal.h"
