@@ -16,17 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 if the n floats at a and b have the same bit patterns. */
-static int same_bits(const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, a + i, sizeof(x));
-        memcpy(&y, b + i, sizeof(y));
-        if (x != y) return 0;
-    }
-    return 1;
-}
-
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 static float random_float(void) {
@@ -143,7 +132,7 @@ static void check_against_scalar(struct tensor_pool *pool, const struct tensor_m
             float got = simd[(size_t)b * w->rows + r], want = scalar[(size_t)b * w->rows + r];
             int ok;
             if (is_quantized(w->type)) {
-                ok = same_bits(&got, &want, 1);
+                ok = test_same_bits(&got, &want, 1);
             } else {
                 double value, magnitude;
                 reference(w, x, b, r, &value, &magnitude);
@@ -174,7 +163,7 @@ static void check_batch_invariance(struct tensor_pool **pools, int n_pools,
     for (int p = 0; p < n_pools; p++) {
         memset(together, 0xff, sizeof(float) * n);
         CHECK(tensor_matmul(pools[p], together, w, x, batch) == 0);
-        CHECK_MSG(same_bits(single, together, n),
+        CHECK_MSG(test_same_bits(single, together, n),
                   "%s: batch differs from single rows with %d threads", case_name(w, batch),
                   tensor_pool_size(pools[p]));
     }
@@ -201,8 +190,9 @@ static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) 
     float *b = malloc(sizeof(float) * (size_t)batch * rows);
     CHECK(tensor_matmul(pool, a, &slice, x, batch) == 0);
     CHECK(tensor_matmul(pool, b, &contiguous, x, batch) == 0);
-    CHECK_MSG(same_bits(a, b, (size_t)batch * rows), "%s %s: column slice differs from its copy",
-              tensor_isa_name(tensor_isa_current()), tensor_type_name(type));
+    CHECK_MSG(test_same_bits(a, b, (size_t)batch * rows),
+              "%s %s: column slice differs from its copy", tensor_isa_name(tensor_isa_current()),
+              tensor_type_name(type));
     free((void *)full.data);
     free(copy);
     free(x);
@@ -265,7 +255,7 @@ int main(void) {
     for (int i = 0; i < 64; i++) x[i] = random_float();
     CHECK(tensor_matmul(pools[0], out_pool, &w, x, 1) == 0);
     CHECK(tensor_matmul(NULL, out_none, &w, x, 1) == 0);
-    CHECK(same_bits(out_pool, out_none, 5));
+    CHECK(test_same_bits(out_pool, out_none, 5));
     /* quantized weights need whole blocks */
     struct tensor_matrix odd = w;
     odd.cols = 48;

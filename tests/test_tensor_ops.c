@@ -11,17 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 if the n floats at a and b have the same bit patterns. */
-static int same_bits(const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, a + i, sizeof(x));
-        memcpy(&y, b + i, sizeof(y));
-        if (x != y) return 0;
-    }
-    return 1;
-}
-
 static uint64_t rng_state = 88172645463325252ULL;
 
 static float random_float(float scale) {
@@ -57,7 +46,7 @@ static void test_rmsnorm(const char *isa, int n) {
     CHECK_MSG(bad == 0, "%s rmsnorm n=%d: %d elements off", isa, n, bad);
     memcpy(in_place, x, sizeof(float) * n);
     tensor_rmsnorm(in_place, in_place, weight, n, 1e-5f);
-    CHECK_MSG(same_bits(in_place, out, n), "%s rmsnorm n=%d in place", isa, n);
+    CHECK_MSG(test_same_bits(in_place, out, n), "%s rmsnorm n=%d in place", isa, n);
 }
 
 static void test_softmax(const char *isa, int n, float spread) {
@@ -92,7 +81,7 @@ static void test_swiglu(const char *isa, int n) {
     }
     CHECK_MSG(bad == 0, "%s swiglu n=%d: %d elements off", isa, n, bad);
     tensor_swiglu(gate, gate, up, n); /* out may alias gate */
-    CHECK_MSG(same_bits(gate, out, n), "%s swiglu n=%d aliased", isa, n);
+    CHECK_MSG(test_same_bits(gate, out, n), "%s swiglu n=%d aliased", isa, n);
 }
 
 static void test_dot_axpy(const char *isa, int n) {
@@ -107,7 +96,7 @@ static void test_dot_axpy(const char *isa, int n) {
     }
     float got = tensor_dot(a, b, n), again = tensor_dot(a, b, n);
     CHECK_MSG(close_to(got, want, magnitude), "%s dot n=%d: %.9g, want %.9g", isa, n, got, want);
-    CHECK_MSG(same_bits(&got, &again, 1), "%s dot n=%d not repeatable", isa, n);
+    CHECK_MSG(test_same_bits(&got, &again, 1), "%s dot n=%d not repeatable", isa, n);
     tensor_axpy(y, 0.75f, a, n);
     int bad = 0;
     for (int i = 0; i < n; i++) {
@@ -155,7 +144,7 @@ static void test_rope(void) {
                 CHECK_MSG(bad == 0, "rope style %d rope_dim %d pos %d: %d elements off", style,
                           rope_dims[d], positions[p], bad);
                 if (rope_dims[d] < HEAD_DIM) /* the unrotated tail of each head is untouched */
-                    CHECK(same_bits(rotated + HEAD_DIM - 1, x + HEAD_DIM - 1, 1));
+                    CHECK(test_same_bits(rotated + HEAD_DIM - 1, x + HEAD_DIM - 1, 1));
             }
         }
     }

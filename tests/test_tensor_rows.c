@@ -15,17 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 if the n floats at a and b have the same bit patterns. */
-static int same_bits(const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, a + i, sizeof(x));
-        memcpy(&y, b + i, sizeof(y));
-        if (x != y) return 0;
-    }
-    return 1;
-}
-
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 
 static float random_float(void) {
@@ -54,8 +43,8 @@ static void check_dot_rows(const float *q, const float *const *rows, int n_rows,
     float got[MAX_ROWS], want[MAX_ROWS];
     tensor_dot_rows(got, q, rows, n_rows, n);
     for (int p = 0; p < n_rows; p++) want[p] = tensor_dot(q, rows[p], n);
-    CHECK_MSG(same_bits(got, want, (size_t)n_rows), "%s: dot_rows n=%d rows=%d differs from dot",
-              isa, n, n_rows);
+    CHECK_MSG(test_same_bits(got, want, (size_t)n_rows),
+              "%s: dot_rows n=%d rows=%d differs from dot", isa, n, n_rows);
 }
 
 static void check_weighted_sum(const float *weights, const float *const *rows, int n_rows, int n,
@@ -65,8 +54,8 @@ static void check_weighted_sum(const float *weights, const float *const *rows, i
     tensor_weighted_sum(got, weights, rows, n_rows, n);
     memset(want, 0, sizeof(want));
     for (int p = 0; p < n_rows; p++) tensor_axpy(want, weights[p], rows[p], n);
-    CHECK_MSG(same_bits(got, want, (size_t)n), "%s: weighted_sum n=%d rows=%d differs from axpy",
-              isa, n, n_rows);
+    CHECK_MSG(test_same_bits(got, want, (size_t)n),
+              "%s: weighted_sum n=%d rows=%d differs from axpy", isa, n, n_rows);
     CHECK_MSG(got[n] == 12345.0f, "%s: weighted_sum n=%d wrote past the end", isa, n);
     int bad = 0;
     for (int i = 0; i < n; i++) {

@@ -12,17 +12,6 @@
 #include <stddef.h>
 #include <string.h>
 
-/* 1 if the n floats at a and b have the same bit patterns. */
-static int same_bits(const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, a + i, sizeof(x));
-        memcpy(&y, b + i, sizeof(y));
-        if (x != y) return 0;
-    }
-    return 1;
-}
-
 static int is_nan_half(uint16_t h) {
     return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
 }
@@ -95,7 +84,7 @@ static void test_half(void) {
     bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float mine = tensor_fp16_to_fp32((uint16_t)h), cpu = hardware_to_float((uint16_t)h);
-        if (isnan(cpu) ? !isnan(mine) : !same_bits(&mine, &cpu, 1)) bad++;
+        if (isnan(cpu) ? !isnan(mine) : !test_same_bits(&mine, &cpu, 1)) bad++;
     }
     CHECK_MSG(bad == 0, "%d halves convert differently from F16C", bad);
     /* random float bit patterns, concentrated on the half range */
@@ -198,7 +187,7 @@ static void test_q4_0(void) {
 static void test_dequantize(void) {
     float f[3] = {1.5f, -2.0f, 3.25f}, out[3];
     tensor_dequantize_row(out, f, TENSOR_F32, 3);
-    CHECK(same_bits(out, f, 3));
+    CHECK(test_same_bits(out, f, 3));
     uint16_t h[3] = {0x3c00, 0xc000, 0x3a00};
     tensor_dequantize_row(out, h, TENSOR_F16, 3);
     CHECK(out[0] == 1.0f && out[1] == -2.0f && out[2] == 0.75f);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -27,6 +28,16 @@ int test_require_file(const char *path) {
 const char *test_tmp_path(char *buf, size_t size, const char *name) {
     snprintf(buf, size, "%s/tmp-%d-%s", LOCKSTEP_TEST_TMP, (int)getpid(), name);
     return buf;
+}
+
+int test_same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, a + i, sizeof(x));
+        memcpy(&y, b + i, sizeof(y));
+        if (x != y) return 0;
+    }
+    return 1;
 }
 
 float test_max_abs_diff(const float *a, const float *b, int n) {

@@ -40,6 +40,9 @@ int test_require_file(const char *path);
 /* Path for a scratch file in the test build directory, unique per name. */
 const char *test_tmp_path(char *buf, size_t size, const char *name);
 
+/* 1 if the n floats at a and b have the same bit patterns. */
+int test_same_bits(const float *a, const float *b, size_t n);
+
 /* Maximum absolute difference between two float arrays. */
 float test_max_abs_diff(const float *a, const float *b, int n);
 
