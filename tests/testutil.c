@@ -83,56 +83,6 @@ static char *slurp(const char *path, size_t *size_out) {
     return data;
 }
 
-struct test_output test_run(char *const argv[], double deadline_seconds) {
-    struct test_output result = {-1, 0, NULL, NULL};
-    char out_path[512], err_path[512];
-    static int counter;
-    char name[64];
-    snprintf(name, sizeof(name), "run%d.out", counter);
-    test_tmp_path(out_path, sizeof(out_path), name);
-    snprintf(name, sizeof(name), "run%d.err", counter++);
-    test_tmp_path(err_path, sizeof(err_path), name);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(out_path, "wb", stdout) || !freopen(err_path, "wb", stderr)) _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid > 0) {
-        int status = 0;
-        struct timespec start, now;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (;;) {
-            pid_t done = waitpid(pid, &status, WNOHANG);
-            if (done == pid) break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            double elapsed =
-                (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) * 1e-9;
-            if (done < 0 || elapsed > deadline_seconds) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                result.timed_out = done >= 0;
-                break;
-            }
-            struct timespec nap = {0, 2000000};
-            nanosleep(&nap, NULL);
-        }
-        result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    result.out = slurp(out_path, NULL);
-    result.err = slurp(err_path, NULL);
-    remove(out_path);
-    remove(err_path);
-    return result;
-}
-
-void test_output_free(struct test_output *output) {
-    free(output->out);
-    free(output->err);
-    output->out = output->err = NULL;
-}
-
 double test_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -321,9 +271,9 @@ int test_write_random_model(const char *path, char *const options[]) {
     argv[argc++] = "-o";
     argv[argc++] = (char *)path;
     argv[argc] = NULL;
-    struct test_output o = test_run(argv, 60.0);
+    struct test_job o = test_run_job(argv, 60.0, NULL);
     CHECK_MSG(o.status == 0, "convert --random -o %s: exit %d\n%s", path, o.status, o.err);
     int ok = o.status == 0;
-    test_output_free(&o);
+    test_job_free(&o);
     return ok;
 }

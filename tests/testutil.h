@@ -46,20 +46,6 @@ int test_same_bits(const float *a, const float *b, size_t n);
 /* Maximum absolute difference between two float arrays. */
 float test_max_abs_diff(const float *a, const float *b, int n);
 
-/* Output of a command run by test_run. */
-struct test_output {
-    int status;    /* exit code; 128+signal if killed by one; -1 if it could not run */
-    int timed_out; /* 1 if it passed its deadline and was killed */
-    char *out;     /* its stdout, NUL-terminated (malloc'd) */
-    char *err;     /* its stderr, NUL-terminated (malloc'd) */
-};
-
-/* Runs argv (argv[0] a path) with a deadline in seconds; the child is killed
- * (SIGKILL, by pid) when the deadline passes. Returns the output; free it with
- * test_output_free. */
-struct test_output test_run(char *const argv[], double deadline_seconds);
-void test_output_free(struct test_output *output);
-
 /* A job: a command that may start processes of its own (mpirun and its
  * ranks), run by test_run_job. */
 struct test_job {
