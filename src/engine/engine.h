@@ -103,9 +103,11 @@ struct engine {
     float *scores;                /* (n_threads, context_length) attention weights */
     float *logits;                /* (max_tokens, vocab_size) */
     const float **attention_rows; /* (n_threads, context_length) key/value rows */
-    float *partials;      /* (reduce_parts * ranks, max_tokens, dim) column-split products */
-    int context_length;   /* longest sequence the engine accepts */
-    int *chunk_positions; /* (max_tokens) engine_run_sequence's batch */
+    float *partials;    /* (reduce_parts * ranks, max_tokens, dim) column-split products */
+    int context_length; /* longest sequence the engine accepts */
+    /* batch arrays for engine_run_sequence (all three) and for a follower's
+     * plan (sequences and flags) */
+    int *chunk_positions;                 /* (max_tokens) */
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
     /* tensor parallelism (comm == NULL for one rank) */

@@ -15,15 +15,16 @@ struct engine_plan {
     int32_t *body;                          /* serialized arrays, see plan.c */
     size_t body_capacity;                   /* int32 entries allocated */
     struct kv_sequence *seqs;               /* (max_tokens) follower: sequences of the step */
-    struct kv_sequence **token_seq;         /* (max_tokens) follower: sequence of each token */
-    int *tokens;                            /* (max_tokens) follower: the batch */
-    int *positions;                         /* (max_tokens) */
-    uint8_t *want;                          /* (max_tokens) */
     const struct kv_sequence **leader_seqs; /* (max_tokens) leader: distinct sequences */
 };
 
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);
+
+/* Checks what a batch asks for (sizes, token ids, positions, cache slots)
+ * before anything is computed or broadcast; -1 with err if it is bad. */
+int engine_check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,
+                       size_t errlen);
 
 /* Concatenates every rank's bytes from send, in rank order, into recv
  * (ranks * bytes) on every rank (tag: this step, index); send may be this

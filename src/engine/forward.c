@@ -118,8 +118,7 @@ void engine_free(struct engine *engine) {
     memset(engine, 0, sizeof(*engine));
 }
 
-/* Checks what the batch asks for before anything is written. */
-static int check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,
+int engine_check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,
                        size_t errlen) {
     const struct model_config *c = &engine->model->config;
     if (batch->n_tokens < 1 || batch->n_tokens > engine->max_tokens) {
@@ -309,7 +308,7 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     int dim = m->config.dim;
     int n_wanted = 0;
 
-    if (check_batch(engine, batch, err, errlen)) return -1;
+    if (engine_check_batch(engine, batch, err, errlen)) return -1;
     engine->comm_error = COMM_OK;
     /* token embeddings */
     for (int t = 0; t < batch->n_tokens; t++) {

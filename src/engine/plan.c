@@ -29,12 +29,8 @@ struct engine_plan *engine_plan_create(int max_tokens) {
     size_t n = (size_t)max_tokens;
     p->max_tokens = max_tokens;
     p->seqs = calloc(n, sizeof(*p->seqs));
-    p->token_seq = malloc(n * sizeof(struct kv_sequence *));
-    p->tokens = malloc(n * sizeof(int));
-    p->positions = malloc(n * sizeof(int));
-    p->want = malloc(n);
     p->leader_seqs = malloc(n * sizeof(const struct kv_sequence *));
-    if (!p->seqs || !p->token_seq || !p->tokens || !p->positions || !p->want || !p->leader_seqs) {
+    if (!p->seqs || !p->leader_seqs) {
         engine_plan_free(p);
         return NULL;
     }
@@ -45,10 +41,6 @@ void engine_plan_free(struct engine_plan *plan) {
     if (!plan) return;
     for (int i = 0; plan->seqs && i < plan->max_tokens; i++) free(plan->seqs[i].blocks);
     free(plan->seqs);
-    free(plan->token_seq);
-    free(plan->tokens);
-    free(plan->positions);
-    free(plan->want);
     free((void *)plan->leader_seqs);
     free(plan->body);
     free(plan);
@@ -99,11 +91,8 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
                      size_t errlen) {
     struct plan_header h;
     if (!engine->comm) return engine_forward(engine, batch, err, errlen);
-    if (batch->n_tokens < 1 || batch->n_tokens > engine->max_tokens) {
-        snprintf(err, errlen, "engine: batch of %d tokens (limit %d)", batch->n_tokens,
-                 engine->max_tokens);
-        return -1;
-    }
+    /* a bad batch is refused before the followers see it */
+    if (engine_check_batch(engine, batch, err, errlen)) return -1;
     if (encode_plan(engine, batch, &h)) {
         snprintf(err, errlen, "engine: out of memory for the step plan");
         return -1;
@@ -191,13 +180,14 @@ static int decode_plan(struct engine *engine, const struct plan_header *h,
         memcpy(s->blocks, ids, (size_t)blocks_of[j] * sizeof(int));
         s->n_blocks = blocks_of[j];
     }
+    /* tokens and positions are used where they arrived (int32_t is int
+     * here); sequences and flags go to the engine's batch arrays */
     for (int t = 0; t < n; t++) {
-        p->tokens[t] = tokens[t];
-        p->positions[t] = positions[t];
-        p->token_seq[t] = &p->seqs[seq_of[t]];
-        p->want[t] = (uint8_t)want[t];
+        engine->chunk_sequences[t] = &p->seqs[seq_of[t]];
+        engine->chunk_want[t] = (uint8_t)want[t];
     }
-    *batch = (struct engine_batch){n, p->tokens, p->positions, p->token_seq, p->want};
+    *batch =
+        (struct engine_batch){n, tokens, positions, engine->chunk_sequences, engine->chunk_want};
     return 0;
 }
 
