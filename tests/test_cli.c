@@ -81,6 +81,12 @@ static void test_random_model(const char *path) {
     CHECK_MSG(strstr(o.err, "generation: 12 tokens") != NULL, "stats: %s", o.err);
     test_job_free(&o);
     test_job_free(&again);
+    /* no prompt: the byte-level vocabulary adds no BOS, so generation starts from it */
+    o = run("generate", "-m", path, "-n", "4", "--temp", "0");
+    CHECK_MSG(o.status == 0 && strstr(o.err, "prompt: 1 tokens") &&
+                  strstr(o.err, "generation: 4 tokens"),
+              "generate without a prompt: %s", o.err);
+    test_job_free(&o);
     o = run("bench", "-m", path, "-p", "16", "-n", "8", "--reps", "2");
     CHECK_MSG(o.status == 0 && strstr(o.out, "| pp16") && strstr(o.out, "| tg8") &&
                   strstr(o.out, "GB/s"),

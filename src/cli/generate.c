@@ -157,9 +157,12 @@ static int encode_prompt(const struct cli_model *m, const struct generate_option
         fprintf(stderr, "lockstep generate: %s\n", *tokens ? err : "out of memory");
         return -1;
     }
-    if (n_prompt == 0) {
-        fprintf(stderr, "lockstep generate: the prompt is empty and the vocabulary has no BOS; "
-                        "give a prompt (-p)\n");
+    if (n_prompt == 0 && tokenizer_bos(m->tokenizer) >= 0) {
+        /* an empty prompt (and no BOS added): start from BOS, as text would */
+        (*tokens)[n_prompt++] = tokenizer_bos(m->tokenizer);
+    } else if (n_prompt == 0) {
+        fprintf(stderr, "lockstep generate: the prompt is empty and the vocabulary has no BOS "
+                        "token to start from; give a prompt (-p)\n");
         return -1;
     }
     if (n_prompt >= context) {
