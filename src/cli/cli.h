@@ -13,6 +13,8 @@ int cli_generate(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_convert(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_runner(int argc, char **argv);
+int cli_client(int argc, char **argv);
 
 /* Parses the value of option argv[*i] (advancing *i past it). Each returns 0,
  * or -1 after printing "lockstep <command>: ..." naming the option. */

@@ -15,6 +15,8 @@ static const struct subcommand subcommands[] = {
     {"bench", cli_bench, "measure prompt processing and generation speed"},
     {"convert", cli_convert, "write a random model, or convert a llama2.c checkpoint, to GGUF"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
+    {"runner", cli_runner, "serve one model instance on a unix socket (runner protocol)"},
+    {"client", cli_client, "send requests to a runner (for tests and debugging)"},
 };
 
 static void usage(FILE *out) {

@@ -164,6 +164,9 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
  * runs it like engine_forward. With one rank it is engine_forward. */
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen);
+/* Leader, idle: tells the other ranks to keep waiting for the next plan, so
+ * their wait's deadline starts again (send one well within it). */
+int engine_keep_alive(struct engine *engine, char *err, size_t errlen);
 /* Leader: tells the other ranks to leave engine_follow. */
 int engine_release_followers(struct engine *engine, char *err, size_t errlen);
 /* Ranks other than 0: receive and run the leader's plans until it releases

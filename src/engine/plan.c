@@ -14,13 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the leader broadcasts first; n_tokens == 0 releases the followers. */
+/* What the leader broadcasts first. n_tokens == 0 is no batch: a keep-alive
+ * (the followers wait for the next plan) or the release. */
 struct plan_header {
     uint64_t step;       /* the step this plan is */
-    int32_t n_tokens;    /* tokens of the batch; 0: stop */
+    int32_t n_tokens;    /* tokens of the batch; 0: keep-alive or stop */
     int32_t n_seqs;      /* distinct sequences */
     int32_t n_block_ids; /* total block ids in the body */
-    int32_t reserved;    /* zero; keeps the header 24 bytes on every ABI */
+    int32_t keep_alive;  /* with n_tokens == 0: 1 keep waiting, 0 stop */
 };
 
 struct engine_plan *engine_plan_create(int max_tokens) {
@@ -109,14 +110,25 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
     return rows;
 }
 
-int engine_release_followers(struct engine *engine, char *err, size_t errlen) {
-    struct plan_header h = {engine->step, 0, 0, 0, 0};
+/* Broadcasts a plan without a batch: keep_alive 1 keeps the followers
+ * waiting, 0 releases them. A keep-alive is a step of its own. */
+static int send_empty_plan(struct engine *engine, int keep_alive, char *err, size_t errlen) {
+    struct plan_header h = {engine->step, 0, 0, 0, keep_alive};
     if (!engine->comm) return 0;
     if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
         snprintf(err, errlen, "%s", engine->comm_message);
         return -1;
     }
+    if (keep_alive) engine->step++;
     return 0;
+}
+
+int engine_release_followers(struct engine *engine, char *err, size_t errlen) {
+    return send_empty_plan(engine, 0, err, errlen);
+}
+
+int engine_keep_alive(struct engine *engine, char *err, size_t errlen) {
+    return send_empty_plan(engine, 1, err, errlen);
 }
 
 /* Checks a received header against this rank's limits. */
@@ -198,6 +210,10 @@ int engine_follow(struct engine *engine, char *err, size_t errlen) {
         if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
             snprintf(err, errlen, "%s", engine->comm_message);
             return -1;
+        }
+        if (h.n_tokens == 0 && h.keep_alive) {
+            engine->step++;
+            continue;
         }
         if (h.n_tokens == 0) return 0;
         if (check_header(engine, &h, err, errlen)) return -1;

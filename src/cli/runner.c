@@ -1,0 +1,271 @@
+/* runner.c -- `lockstep runner`: one model instance serving the runner
+ * protocol on a unix socket.
+ *
+ * All ranks of the instance run here: threads of this process (--tp N), or
+ * one process per rank under mpirun (--comm mpi), where rank 0 serves and
+ * the others follow its plans until it stops. The KV cache is sized at
+ * start from --kv-memory (or a fraction of the memory available) and
+ * reported with the rest of the configuration on one "ready" line. SIGTERM
+ * or SIGINT stops the runner between two steps. */
+#include "cli.h"
+#include "runner/runner.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct runner_options {
+    const char *model_path;
+    const char *tokenizer_path;
+    const char *socket_path;
+    const char *trace_path;
+    int n_threads;
+    int context;        /* 0: the model's */
+    int kv_block_size;  /* positions per KV block */
+    double kv_memory;   /* bytes for the KV cache (all ranks together); 0: kv_fraction */
+    double kv_fraction; /* of MemAvailable, when kv_memory is 0 */
+    struct runner_params limits;
+    struct cli_parallel parallel;
+};
+
+static void runner_usage(FILE *out) {
+    fprintf(out,
+            "usage: lockstep runner -m MODEL --socket PATH [options]\n"
+            "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+            "  --socket PATH           unix socket to serve the runner protocol on\n"
+            "  -t, --threads N         threads per rank (default 2)\n"
+            "  -c, --ctx N             context length (default: the model's)\n"
+            "  --max-sequences N       sequences decoding at once (default 32)\n"
+            "  --max-waiting N         requests queued for admission (default 256)\n"
+            "  --step-tokens N         token budget of a step (default 64; more than\n"
+            "                          --max-sequences)\n"
+            "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
+            "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
+            "  --kv-block N            positions per KV block (default 16)\n"
+            "  --trace FILE            write every step as a JSON line\n"
+            "  --trace-steps N         steps kept in memory (default 1024)\n" CLI_PARALLEL_HELP);
+}
+
+/* Parses "512M"-style sizes. */
+static int parse_size(const char *text, double *bytes) {
+    char *end;
+    double v = strtod(text, &end);
+    double unit = 1;
+    if (!strcasecmp(end, "k") || !strcasecmp(end, "kib"))
+        unit = 1024.0;
+    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mib"))
+        unit = 1024.0 * 1024;
+    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gib"))
+        unit = 1024.0 * 1024 * 1024;
+    else if (*end)
+        return -1;
+    if (end == text || !(v > 0)) return -1;
+    *bytes = v * unit;
+    return 0;
+}
+
+static int parse_runner_option(const char *a, int argc, char **argv, int *i,
+                               struct runner_options *o) {
+    const char *cmd = "runner", *text;
+    struct runner_params *l = &o->limits;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+        return cli_string_value(cmd, argc, argv, i, &o->model_path);
+    if (!strcmp(a, "-z") || !strcmp(a, "--tokenizer"))
+        return cli_string_value(cmd, argc, argv, i, &o->tokenizer_path);
+    if (!strcmp(a, "--socket")) return cli_string_value(cmd, argc, argv, i, &o->socket_path);
+    if (!strcmp(a, "--trace")) return cli_string_value(cmd, argc, argv, i, &o->trace_path);
+    if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+        return cli_int_value(cmd, argc, argv, i, 1, 256, &o->n_threads);
+    if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
+        return cli_int_value(cmd, argc, argv, i, 2, 1 << 24, &o->context);
+    if (!strcmp(a, "--max-sequences"))
+        return cli_int_value(cmd, argc, argv, i, 1, 4096, &l->max_sequences);
+    if (!strcmp(a, "--max-waiting"))
+        return cli_int_value(cmd, argc, argv, i, 0, 1 << 20, &l->max_waiting);
+    if (!strcmp(a, "--step-tokens"))
+        return cli_int_value(cmd, argc, argv, i, 2, 1 << 16, &l->step_tokens);
+    if (!strcmp(a, "--trace-steps"))
+        return cli_int_value(cmd, argc, argv, i, 1, 1 << 20, &l->trace_steps);
+    if (!strcmp(a, "--kv-block"))
+        return cli_int_value(cmd, argc, argv, i, 1, 4096, &o->kv_block_size);
+    if (!strcmp(a, "--kv-fraction")) {
+        float f;
+        if (cli_float_value(cmd, argc, argv, i, &f)) return -1;
+        if (!(f > 0 && f <= 0.9f)) {
+            fprintf(stderr, "lockstep runner: --kv-fraction %g is not in (0, 0.9]\n", f);
+            return -1;
+        }
+        o->kv_fraction = f;
+        return 0;
+    }
+    if (!strcmp(a, "--kv-memory")) {
+        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
+        if (parse_size(text, &o->kv_memory) == 0) return 0;
+        fprintf(stderr, "lockstep runner: --kv-memory '%s' is not a size like 512M or 2G\n", text);
+        return -1;
+    }
+    fprintf(stderr, "lockstep runner: unknown option '%s' (see --help)\n", a);
+    return -1;
+}
+
+/* Returns 0, 1 for --help, or -1 on a bad option. */
+static int parse_runner_options(int argc, char **argv, struct runner_options *o) {
+    memset(o, 0, sizeof(*o));
+    o->n_threads = 2;
+    o->kv_block_size = 16;
+    o->kv_fraction = 0.25;
+    o->limits = (struct runner_params){
+        .max_sequences = 32, .max_waiting = 256, .step_tokens = 64, .trace_steps = 1024};
+    cli_parallel_default(&o->parallel);
+    for (int i = 1; i < argc; i++) {
+        int matched;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+        if (cli_parallel_option("runner", argc, argv, &i, &o->parallel, &matched)) return -1;
+        if (!matched && parse_runner_option(argv[i], argc, argv, &i, o)) return -1;
+    }
+    if (!o->model_path || !o->socket_path) {
+        fprintf(stderr, "lockstep runner: -m MODEL and --socket PATH are required\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* MemAvailable from /proc/meminfo in bytes, or 0. */
+static double available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024.0;
+}
+
+/* KV blocks for the options: the memory asked for, but no more than every
+ * sequence at full context needs. */
+static int kv_blocks(const struct runner_options *o, const struct model_config *c, int context,
+                     double *bytes_per_block) {
+    int kv_dim = c->n_kv_heads * c->head_dim;
+    *bytes_per_block = (double)kv_cache_bytes(c->n_layers, kv_dim, o->kv_block_size, 1);
+    double memory = o->kv_memory > 0 ? o->kv_memory : o->kv_fraction * available_memory();
+    double blocks = memory / *bytes_per_block;
+    double useful =
+        (double)o->limits.max_sequences * ((context + o->kv_block_size - 1) / o->kv_block_size);
+    if (blocks > useful) blocks = useful;
+    return blocks > (1 << 30) ? 1 << 30 : (int)blocks;
+}
+
+/* The tokens that end a sequence: EOS and the end-of-turn markers of the
+ * chat formats the vocabulary has. */
+static void find_end_tokens(const struct tokenizer *tok, struct runner_params *limits) {
+    static const char *const markers[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"};
+    limits->n_eos = 0;
+    if (tokenizer_eos(tok) >= 0) limits->eos[limits->n_eos++] = tokenizer_eos(tok);
+    for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++) {
+        int id = tokenizer_find(tok, markers[i], strlen(markers[i]));
+        if (id >= 0 && id != tokenizer_eos(tok)) limits->eos[limits->n_eos++] = id;
+    }
+}
+
+static struct runner_server *running_server;
+
+static void stop_on_signal(int sig) {
+    (void)sig;
+    if (running_server) runner_server_stop(running_server);
+}
+
+/* Basename of a path, for the model's name. */
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Serves on the leader's engine until a signal or a failure; exit status. */
+static int serve(struct engine *leader, const struct runner_options *o, double block_bytes) {
+    char err[512];
+    struct runner *runner = NULL;
+    struct runner_server *server = NULL;
+    struct runner_sink none = {0};
+    struct runner_server_params sp = {.socket_path = o->socket_path,
+                                      .model_name = base_name(o->model_path),
+                                      .keep_alive_seconds = o->parallel.deadline / 4};
+    int rc = 1;
+    if (runner_create(&runner, leader, &o->limits, &none, err, sizeof(err)) ||
+        (o->trace_path && runner_trace_open(runner, o->trace_path, err, sizeof(err))) ||
+        runner_server_create(&server, runner, &sp, err, sizeof(err))) {
+        fprintf(stderr, "lockstep runner: %s\n", err);
+        goto done;
+    }
+    running_server = server;
+    signal(SIGTERM, stop_on_signal);
+    signal(SIGINT, stop_on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
+           "%d tokens, KV cache %d blocks of %d positions = %.1f MiB)\n",
+           o->socket_path, sp.model_name, o->parallel.tp, leader->context_length,
+           o->limits.max_sequences, o->limits.step_tokens, leader->kv.n_blocks,
+           leader->kv.block_size, leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0));
+    fflush(stdout);
+    rc = 0;
+    if (runner_server_run(server, err, sizeof(err))) {
+        fprintf(stderr, "lockstep runner: %s\n", err);
+        rc = engine_exit_code(leader);
+    }
+    running_server = NULL;
+done:
+    runner_server_free(server);
+    runner_free(runner);
+    return rc;
+}
+
+static int run_instance(const struct cli_model *m, struct runner_options *o) {
+    char err[512];
+    const struct model_config *c = &m->model->config;
+    int context = o->context > 0 && o->context < c->context_length ? o->context : c->context_length;
+    double block_bytes;
+    int blocks = kv_blocks(o, c, context, &block_bytes);
+    struct engine_group group = {.n = o->parallel.tp,
+                                 .backend = o->parallel.backend,
+                                 .deadline = o->parallel.deadline,
+                                 .on_failure = cli_rank_failed};
+    struct engine_params params = {
+        o->n_threads, o->limits.step_tokens, context, o->kv_block_size, blocks, NULL, {0}};
+    int rc;
+    if (blocks < 1) {
+        fprintf(stderr, "lockstep runner: the KV memory holds no block of %.0f bytes\n",
+                block_bytes);
+        return 1;
+    }
+    find_end_tokens(m->tokenizer, &o->limits);
+    if (cli_read_fault("runner", &params.fault)) return 1;
+    if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {
+        fprintf(stderr, "lockstep runner: %s\n", err);
+    } else {
+        struct engine *leader = engine_group_leader(&group);
+        if (leader) rc = serve(leader, o, block_bytes);
+        cli_leave_if_collective_failed(leader);
+    }
+    if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
+        fprintf(stderr, "lockstep runner: %s\n", err);
+        rc = 1;
+    }
+    return rc;
+}
+
+int cli_runner(int argc, char **argv) {
+    struct runner_options o;
+    struct cli_model m;
+    int parsed = parse_runner_options(argc, argv, &o);
+    if (parsed) {
+        runner_usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? 0 : 2;
+    }
+    if (cli_model_load(&m, "runner", o.model_path, o.tokenizer_path)) return 1;
+    int rc = run_instance(&m, &o);
+    cli_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,335 @@
+/* runner.c -- the step loop of one model instance (leader side).
+ *
+ * runner_step plans a step (scheduler.c), runs it on every rank with
+ * engine_lead_step, then samples one token for every sequence whose known
+ * tokens were all computed, reports it, and finishes sequences that hit a
+ * stop condition. Requests enter and leave only between steps, so the step
+ * in flight never changes under the engine (DESIGN.md I1). Each sequence
+ * samples with its own seeded random stream from its own logits row, and
+ * the kernels give the same row whatever shares the batch (I5), so a
+ * request's tokens do not depend on its neighbours. */
+#include "runner_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t runner_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int check_params(const struct runner_params *p, const struct engine *engine, char *err,
+                        size_t errlen) {
+    if (p->max_sequences < 1 || p->max_waiting < 0 || p->trace_steps < 1 || p->n_eos < 0 ||
+        p->n_eos > RUNNER_EOS_MAX) {
+        snprintf(err, errlen, "runner: bad limits (max sequences %d, max waiting %d)",
+                 p->max_sequences, p->max_waiting);
+        return -1;
+    }
+    if (p->step_tokens <= p->max_sequences || p->step_tokens > engine->max_tokens) {
+        snprintf(err, errlen,
+                 "runner: the step budget (%d tokens) must exceed the sequence limit (%d) so "
+                 "new prompts always get prefill tokens, and fit the engine's batch (%d)",
+                 p->step_tokens, p->max_sequences, engine->max_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+int runner_create(struct runner **out, struct engine *leader, const struct runner_params *params,
+                  const struct runner_sink *sink, char *err, size_t errlen) {
+    *out = NULL;
+    if (check_params(params, leader, err, errlen)) return -1;
+    struct runner *r = calloc(1, sizeof(*r));
+    if (!r) goto out_of_memory;
+    size_t live = (size_t)params->max_sequences + (size_t)params->max_waiting;
+    size_t budget = (size_t)params->step_tokens;
+    r->engine = leader;
+    r->params = *params;
+    r->sink = *sink;
+    r->context_length = leader->context_length;
+    r->vocab_size = leader->model->config.vocab_size;
+    r->sequences = calloc(live, sizeof(struct runner_sequence *));
+    r->batch_sequences = calloc(budget, sizeof(struct runner_sequence *));
+    r->batch_tokens = calloc(budget, sizeof(int));
+    r->batch_positions = calloc(budget, sizeof(int));
+    r->batch_kv = calloc(budget, sizeof(struct kv_sequence *));
+    r->batch_want = calloc(budget, 1);
+    if (!r->sequences || !r->batch_sequences || !r->batch_tokens || !r->batch_positions ||
+        !r->batch_kv || !r->batch_want || runner_trace_init(r, err, errlen))
+        goto out_of_memory;
+    *out = r;
+    return 0;
+out_of_memory:
+    runner_free(r);
+    snprintf(err, errlen, "runner: out of memory");
+    return -1;
+}
+
+static void free_sequence(struct runner *runner, struct runner_sequence *s) {
+    kv_sequence_release(&runner->engine->kv, &s->kv);
+    sampler_free(&s->sampler);
+    runner_request_free(&s->request);
+    free(s->tokens);
+    free(s);
+}
+
+void runner_free(struct runner *runner) {
+    if (!runner) return;
+    for (int i = 0; i < runner->n_sequences; i++) free_sequence(runner, runner->sequences[i]);
+    free(runner->sequences);
+    free(runner->batch_sequences);
+    free(runner->batch_tokens);
+    free(runner->batch_positions);
+    free(runner->batch_kv);
+    free(runner->batch_want);
+    runner_trace_free(runner);
+    free(runner);
+}
+
+/* Reports the end of a request that never became a sequence. */
+static void refuse(struct runner *runner, uint32_t client, const struct runner_request *request,
+                   const char *message) {
+    struct runner_finished f = {
+        .id = request->id, .reason = RUNNER_FINISH_ERROR, .n_prompt = request->n_prompt};
+    snprintf(f.message, sizeof(f.message), "%s", message);
+    runner->sink.finished(runner->sink.context, client, &f);
+}
+
+static struct runner_sequence *find(const struct runner *runner, uint32_t client, uint64_t id,
+                                    int *index) {
+    for (int i = 0; i < runner->n_sequences; i++) {
+        struct runner_sequence *s = runner->sequences[i];
+        if (s->client == client && s->request.id == id) {
+            if (index) *index = i;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Why the runner cannot serve request, or NULL. */
+static const char *check_request(const struct runner *runner, uint32_t client,
+                                 const struct runner_request *q, char *why, size_t size) {
+    const struct kv_cache *kv = &runner->engine->kv;
+    if (find(runner, client, q->id, NULL)) {
+        snprintf(why, size, "request id %llu is already in use", (unsigned long long)q->id);
+        return why;
+    }
+    if (q->n_prompt < 1 || q->n_prompt >= runner->context_length) {
+        snprintf(why, size,
+                 "the prompt has %d tokens; the context holds %d (prompt and at least "
+                 "one generated token)",
+                 q->n_prompt, runner->context_length);
+        return why;
+    }
+    for (int i = 0; i < q->n_prompt; i++)
+        if (q->prompt[i] < 0 || q->prompt[i] >= runner->vocab_size) {
+            snprintf(why, size, "prompt token %d is %d, outside the vocabulary (0..%d)", i,
+                     q->prompt[i], runner->vocab_size - 1);
+            return why;
+        }
+    if (kv_blocks_for(kv, q->n_prompt + 1) > kv->n_blocks) {
+        snprintf(why, size, "the prompt needs %d KV blocks; the cache has %d",
+                 kv_blocks_for(kv, q->n_prompt + 1), kv->n_blocks);
+        return why;
+    }
+    if (runner->n_sequences - runner->n_admitted >= runner->params.max_waiting) {
+        snprintf(why, size, "the queue is full (%d requests waiting)", runner->params.max_waiting);
+        return why;
+    }
+    return NULL;
+}
+
+int runner_submit(struct runner *runner, uint32_t client, struct runner_request *request,
+                  uint64_t arrival_us) {
+    char why[160];
+    struct runner_sequence *s = NULL;
+    if (check_request(runner, client, request, why, sizeof(why))) goto refused;
+    snprintf(why, sizeof(why), "out of memory");
+    s = calloc(1, sizeof(*s));
+    if (!s) goto refused;
+    s->capacity = request->n_prompt + request->max_tokens;
+    if (s->capacity > runner->context_length) s->capacity = runner->context_length;
+    s->tokens = malloc((size_t)s->capacity * sizeof(int));
+    if (!s->tokens || sampler_init(&s->sampler, &request->sampling, runner->vocab_size))
+        goto refused;
+    memcpy(s->tokens, request->prompt, (size_t)request->n_prompt * sizeof(int));
+    s->n_tokens = request->n_prompt;
+    s->client = client;
+    s->order = runner->next_order++;
+    s->request = *request;
+    memset(request, 0, sizeof(*request));
+    runner->sequences[runner->n_sequences++] = s;
+    runner_trace_event(runner, "arrival", s, arrival_us, NULL);
+    return 0;
+refused:
+    if (s) {
+        sampler_free(&s->sampler);
+        free(s->tokens);
+        free(s);
+    }
+    refuse(runner, client, request, why);
+    runner_request_free(request);
+    return -1;
+}
+
+/* Reports the end of sequence i, frees it and closes the gap. */
+static void finish(struct runner *runner, int i, enum runner_finish_reason reason) {
+    struct runner_sequence *s = runner->sequences[i];
+    struct runner_finished f = {.id = s->request.id,
+                                .reason = reason,
+                                .n_prompt = s->request.n_prompt,
+                                .n_generated = s->n_generated};
+    runner_trace_event(runner, "finish", s, runner_now_us(), runner_finish_reason_name(reason));
+    runner->sink.finished(runner->sink.context, s->client, &f);
+    if (s->admitted) runner->n_admitted--;
+    free_sequence(runner, s);
+    memmove(&runner->sequences[i], &runner->sequences[i + 1],
+            (size_t)(runner->n_sequences - i - 1) * sizeof(struct runner_sequence *));
+    runner->n_sequences--;
+}
+
+void runner_cancel(struct runner *runner, uint32_t client, uint64_t id) {
+    int i;
+    if (find(runner, client, id, &i)) finish(runner, i, RUNNER_FINISH_CANCELLED);
+}
+
+void runner_cancel_client(struct runner *runner, uint32_t client) {
+    for (int i = runner->n_sequences - 1; i >= 0; i--)
+        if (runner->sequences[i]->client == client) finish(runner, i, RUNNER_FINISH_CANCELLED);
+}
+
+int runner_has_work(const struct runner *runner) {
+    return runner->n_sequences > 0;
+}
+
+void runner_describe(const struct runner *runner, struct runner_hello *hello) {
+    memset(hello, 0, sizeof(*hello));
+    hello->vocab_size = runner->vocab_size;
+    hello->context_length = runner->context_length;
+    hello->max_sequences = runner->params.max_sequences;
+    hello->step_tokens = runner->params.step_tokens;
+    hello->kv_block_size = runner->engine->kv.block_size;
+    hello->kv_blocks_total = runner->engine->kv.n_blocks;
+    hello->tensor_parallel = runner->engine->model->shard_count;
+}
+
+/* The most likely n tokens of a logits row with their log-probabilities. */
+static void find_top_logprobs(const float *logits, int vocab, int n,
+                              struct runner_alternative *top) {
+    float max = logits[0];
+    for (int i = 1; i < vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)(logits[i] - max));
+    float log_sum = (float)log(sum);
+    for (int k = 0; k < n; k++) top[k] = (struct runner_alternative){-1, -INFINITY};
+    for (int i = 0; i < vocab; i++) {
+        float lp = logits[i] - max - log_sum;
+        if (lp <= top[n - 1].logprob) continue;
+        int k = n - 1; /* insertion keeps the list sorted, ties by lower id */
+        while (k > 0 && top[k - 1].logprob < lp) {
+            top[k] = top[k - 1];
+            k--;
+        }
+        top[k] = (struct runner_alternative){i, lp};
+    }
+}
+
+/* Why s stops after its newest token, or 0 to go on. */
+static enum runner_finish_reason stop_reason(const struct runner *runner,
+                                             const struct runner_sequence *s) {
+    int last = s->tokens[s->n_tokens - 1];
+    if (!s->request.ignore_eos)
+        for (int i = 0; i < runner->params.n_eos; i++)
+            if (last == runner->params.eos[i]) return RUNNER_FINISH_EOS;
+    for (int i = 0; i < s->request.n_stops; i++) {
+        const struct runner_stop *stop = &s->request.stops[i];
+        if (stop->n_tokens > s->n_generated) continue;
+        if (!memcmp(stop->tokens, s->tokens + s->n_tokens - stop->n_tokens,
+                    (size_t)stop->n_tokens * sizeof(int)))
+            return RUNNER_FINISH_STOP;
+    }
+    /* full: max_tokens, the context, or a pool too small for the next token */
+    if (s->n_generated >= s->request.max_tokens || s->n_tokens >= runner->context_length ||
+        kv_blocks_for(&runner->engine->kv, s->n_tokens) > runner->engine->kv.n_blocks)
+        return RUNNER_FINISH_LENGTH;
+    return 0;
+}
+
+/* Samples s's next token from its logits row and reports it; returns why
+ * the sequence stops, or 0. */
+static enum runner_finish_reason sample_next(struct runner *runner, struct runner_sequence *s,
+                                             const float *logits) {
+    struct runner_token *t = &runner->token;
+    float logprob = 0.0f;
+    int next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens, &logprob);
+    s->tokens[s->n_tokens++] = next;
+    s->n_generated++;
+    enum runner_finish_reason reason = stop_reason(runner, s);
+    if (reason == RUNNER_FINISH_EOS) return reason; /* EOS is not sent as a token */
+    memset(t, 0, sizeof(*t));
+    t->id = s->request.id;
+    t->token = next;
+    if (s->request.logprobs) t->logprob = logprob;
+    t->n_top = s->request.top_logprobs;
+    if (t->n_top > 0) find_top_logprobs(logits, runner->vocab_size, t->n_top, t->top);
+    runner->sink.token(runner->sink.context, s->client, t);
+    return reason;
+}
+
+/* After the forward pass: advances every sequence of the batch, samples
+ * where logits were computed and finishes what stopped. */
+static void finish_step(struct runner *runner) {
+    const float *row = runner->engine->logits;
+    size_t vocab = (size_t)runner->vocab_size;
+    for (int b = 0; b < runner->n_batch_sequences; b++) {
+        struct runner_sequence *s = runner->batch_sequences[b];
+        s->n_computed += s->step_tokens;
+        if (s->n_computed < s->n_tokens) continue; /* prompt not complete yet */
+        enum runner_finish_reason reason = sample_next(runner, s, row);
+        row += vocab;
+        int i = 0;
+        if (reason && find(runner, s->client, s->request.id, &i)) finish(runner, i, reason);
+    }
+}
+
+static void send_heartbeat(struct runner *runner, uint64_t start_us, uint64_t end_us, int n_tokens,
+                           float comm_ms) {
+    const struct kv_cache *kv = &runner->engine->kv;
+    struct runner_heartbeat h = {.step = runner->steps,
+                                 .start_us = start_us,
+                                 .end_us = end_us,
+                                 .n_tokens = n_tokens,
+                                 .n_decode = runner->n_decode,
+                                 .n_sequences = runner->n_batch_sequences,
+                                 .n_running = runner->n_admitted,
+                                 .n_waiting = runner->n_sequences - runner->n_admitted,
+                                 .kv_blocks_used = kv->n_blocks - kv->n_free,
+                                 .kv_blocks_total = kv->n_blocks,
+                                 .comm_ms = comm_ms};
+    runner->sink.heartbeat(runner->sink.context, &h);
+}
+
+int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen) {
+    if (!start_us) start_us = runner_now_us();
+    int n_tokens = runner_schedule(runner);
+    if (n_tokens == 0) return 0;
+    struct engine_batch batch = {n_tokens, runner->batch_tokens, runner->batch_positions,
+                                 (struct kv_sequence *const *)runner->batch_kv, runner->batch_want};
+    double comm_before = runner->engine->comm_seconds;
+    if (engine_lead_step(runner->engine, &batch, err, errlen) < 0) return -1;
+    float comm_ms = (float)((runner->engine->comm_seconds - comm_before) * 1e3);
+    /* the trace copies the batch before sequences finish and are freed */
+    runner_trace_begin(runner, start_us, n_tokens);
+    finish_step(runner);
+    uint64_t end_us = runner_now_us();
+    runner_trace_end(runner, end_us);
+    send_heartbeat(runner, start_us, end_us, n_tokens, comm_ms);
+    runner->steps++;
+    return 1;
+}

@@ -1,0 +1,114 @@
+/* scheduler.c -- what goes into the next step.
+ *
+ * A step fills a token budget: first one decode token for every sequence
+ * that is decoding (a running stream is never skipped for a prompt), then
+ * prefill chunks of the other sequences in arrival order. A waiting prompt
+ * is admitted only when the KV blocks of all its tokens fit and a sequence
+ * slot is free; admission is first come, first served (a large prompt is not
+ * overtaken forever by small ones). When a decoding sequence needs a block
+ * and the pool is empty, the newest admitted sequence gives its blocks back
+ * and waits to be recomputed from its tokens (preemption by recomputation:
+ * its output is the same, since every chunking gives the same logits).
+ *
+ * Every prompt that has not started yet is promised one token of the step's
+ * budget before earlier prompts take the rest, so a new request waits at
+ * most one step for its first prefill chunk (DESIGN.md I1). */
+#include "runner_internal.h"
+
+/* Tokens the sequence still has to feed. */
+static int pending(const struct runner_sequence *s) {
+    return s->n_tokens - s->n_computed;
+}
+
+/* Decoding: the prompt was computed and one sampled token waits. */
+static int is_decoding(const struct runner_sequence *s) {
+    return s->admitted && s->n_generated > 0 && pending(s) == 1;
+}
+
+void runner_preempt(struct runner *runner, struct runner_sequence *sequence) {
+    kv_sequence_release(&runner->engine->kv, &sequence->kv);
+    sequence->n_computed = 0;
+    sequence->admitted = 0;
+    runner->n_admitted--;
+    runner_trace_event(runner, "preempt", sequence, runner_now_us(), NULL);
+}
+
+/* The admitted sequence that arrived last. */
+static struct runner_sequence *newest_admitted(struct runner *runner) {
+    for (int i = runner->n_sequences - 1; i >= 0; i--)
+        if (runner->sequences[i]->admitted) return runner->sequences[i];
+    return NULL;
+}
+
+/* Appends the next n tokens of s to the batch. */
+static void add_to_batch(struct runner *runner, struct runner_sequence *s, int n, int *n_tokens) {
+    for (int i = 0; i < n; i++) {
+        int t = *n_tokens + i, position = s->n_computed + i;
+        runner->batch_tokens[t] = s->tokens[position];
+        runner->batch_positions[t] = position;
+        runner->batch_kv[t] = &s->kv;
+        /* logits only where the sequence's known tokens end */
+        runner->batch_want[t] = position + 1 == s->n_tokens;
+    }
+    s->step_tokens = n;
+    runner->batch_sequences[runner->n_batch_sequences++] = s;
+    *n_tokens += n;
+}
+
+/* Reserves the decode position of every decoding sequence, oldest first,
+ * preempting the newest when the pool runs dry, and puts them in the batch.
+ * Victims are always newer than the sequence being served (or it), so no
+ * sequence already in the batch loses its blocks. */
+static int schedule_decodes(struct runner *runner) {
+    struct kv_cache *kv = &runner->engine->kv;
+    int n_tokens = 0;
+    for (int i = 0; i < runner->n_sequences; i++) {
+        struct runner_sequence *s = runner->sequences[i];
+        if (!is_decoding(s)) continue;
+        while (kv_sequence_reserve(kv, &s->kv, s->n_tokens)) {
+            struct runner_sequence *victim = newest_admitted(runner);
+            runner_preempt(runner, victim);
+            if (victim == s) break;
+        }
+        if (s->admitted) add_to_batch(runner, s, 1, &n_tokens);
+    }
+    runner->n_decode = n_tokens;
+    return n_tokens;
+}
+
+/* Admits s if a slot is free and the blocks of all its tokens fit. */
+static int admit(struct runner *runner, struct runner_sequence *s) {
+    if (runner->n_admitted >= runner->params.max_sequences) return 0;
+    if (kv_sequence_reserve(&runner->engine->kv, &s->kv, s->n_tokens)) return 0;
+    s->admitted = 1;
+    runner->n_admitted++;
+    return 1;
+}
+
+int runner_schedule(struct runner *runner) {
+    int budget = runner->params.step_tokens, unstarted = 0, admitting = 1;
+    runner->n_batch_sequences = 0;
+    for (int i = 0; i < runner->n_sequences; i++) {
+        runner->sequences[i]->step_tokens = 0;
+        unstarted += !runner->sequences[i]->started;
+    }
+    int n_tokens = schedule_decodes(runner);
+    for (int i = 0; i < runner->n_sequences && n_tokens < budget; i++) {
+        struct runner_sequence *s = runner->sequences[i];
+        if (s->step_tokens || is_decoding(s)) continue;
+        if (!s->started) unstarted--;
+        if (!s->admitted && (!admitting || !admit(runner, s))) {
+            admitting = 0; /* first come, first served: nobody overtakes it */
+            continue;
+        }
+        /* leave one token for each newer prompt that has not started and
+         * could be admitted */
+        int free_slots = runner->params.max_sequences - runner->n_admitted;
+        int room = budget - n_tokens - (unstarted < free_slots ? unstarted : free_slots);
+        if (room < 1) room = 1;
+        int n = pending(s) < room ? pending(s) : room;
+        s->started = 1;
+        add_to_batch(runner, s, n, &n_tokens);
+    }
+    return n_tokens;
+}
