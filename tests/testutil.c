@@ -255,6 +255,77 @@ struct test_job test_run_job(char *const argv[], double deadline_seconds, const 
     return job;
 }
 
+int test_start_service(struct test_service *service, char *const argv[], const char *const env[]) {
+    static int counter;
+    char name[64];
+    memset(service, 0, sizeof(*service));
+    snprintf(name, sizeof(name), "service%d.out", counter);
+    test_tmp_path(service->out_path, sizeof(service->out_path), name);
+    snprintf(name, sizeof(name), "service%d.err", counter++);
+    test_tmp_path(service->err_path, sizeof(service->err_path), name);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) exec_job(argv, env, service->out_path, service->err_path);
+    if (pid < 0) return 0;
+    setpgid(pid, pid);
+    service->pid = (int)pid;
+    return 1;
+}
+
+int test_service_running(struct test_service *service) {
+    int status;
+    if (!service->pid) return 0;
+    pid_t done = waitpid(service->pid, &status, WNOHANG);
+    if (done != service->pid) return 1;
+    service->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    kill(-service->pid, SIGKILL); /* whatever it left in its group */
+    service->pid = 0;
+    return 0;
+}
+
+int test_wait_for_output(struct test_service *service, const char *text, double deadline_seconds) {
+    double start = test_now();
+    for (;;) {
+        char *out = slurp(service->out_path, NULL);
+        int found = out && strstr(out, text);
+        free(out);
+        if (found) return 1;
+        if (!test_service_running(service) || test_now() - start > deadline_seconds) break;
+        struct timespec nap = {0, 5000000};
+        nanosleep(&nap, NULL);
+    }
+    char *err = slurp(service->err_path, NULL);
+    printf("service did not print '%s' (exit status %d); its stderr:\n%s\n", text, service->status,
+           err ? err : "");
+    free(err);
+    return 0;
+}
+
+int test_stop_service(struct test_service *service, double grace_seconds) {
+    if (!service->pid) return service->status;
+    pid_t pid = (pid_t)service->pid;
+    kill(-pid, SIGTERM);
+    double start = test_now();
+    while (test_service_running(service) && test_now() - start < grace_seconds) {
+        struct timespec nap = {0, 5000000};
+        nanosleep(&nap, NULL);
+    }
+    if (service->pid) {
+        int status;
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        service->status = 128 + SIGKILL;
+        service->pid = 0;
+    }
+    remove(service->out_path);
+    remove(service->err_path);
+    return service->status;
+}
+
+char *test_read_file(const char *path, size_t *size) {
+    return slurp(path, size);
+}
+
 void test_job_free(struct test_job *job) {
     free(job->out);
     free(job->err);

@@ -73,6 +73,28 @@ double test_now(void);
 struct test_job test_run_job(char *const argv[], double deadline_seconds, const char *const env[]);
 void test_job_free(struct test_job *job);
 
+/* A server started in the background (a runner, mpirun of a runner), in a
+ * process group of its own, its output in files. */
+struct test_service {
+    int pid;            /* its first process; 0 once stopped */
+    char out_path[512]; /* its stdout */
+    char err_path[512]; /* its stderr */
+    int status;         /* exit status once stopped (128+signal if killed) */
+};
+
+/* Starts argv like test_run_job but returns at once; 1 if it started. */
+int test_start_service(struct test_service *service, char *const argv[], const char *const env[]);
+/* Waits until its stdout contains text: 1, or 0 if it exited first or the
+ * deadline (seconds) passed (its stderr is printed then). */
+int test_wait_for_output(struct test_service *service, const char *text, double deadline_seconds);
+/* 1 while its first process has not exited. */
+int test_service_running(struct test_service *service);
+/* SIGTERM to its group, up to grace seconds to exit, then SIGKILL to the
+ * group; reaps it and returns its exit status. Safe to call twice. */
+int test_stop_service(struct test_service *service, double grace_seconds);
+/* Contents of a file (malloc'd, NUL-terminated), or NULL. */
+char *test_read_file(const char *path, size_t *size);
+
 /* Kills every child of this process with SIGKILL, by pid, and reaps them;
  * returns how many were still running. */
 int test_kill_children(void);

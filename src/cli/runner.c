@@ -6,7 +6,8 @@
  * the others follow its plans until it stops. The KV cache is sized at
  * start from --kv-memory (or a fraction of the memory available) and
  * reported with the rest of the configuration on one "ready" line. SIGTERM
- * or SIGINT stops the runner between two steps. */
+ * or SIGINT stops the runner between two steps; followers ignore them and
+ * leave when the leader releases them. */
 #include "cli.h"
 #include "runner/runner.h"
 
@@ -201,12 +202,9 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
         goto done;
     }
     running_server = server;
-    signal(SIGTERM, stop_on_signal);
-    signal(SIGINT, stop_on_signal);
-    signal(SIGPIPE, SIG_IGN);
     printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
            "%d tokens, KV cache %d blocks of %d positions = %.1f MiB)\n",
-           o->socket_path, sp.model_name, o->parallel.tp, leader->context_length,
+           o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
            o->limits.max_sequences, o->limits.step_tokens, leader->kv.n_blocks,
            leader->kv.block_size, leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0));
     fflush(stdout);
@@ -242,6 +240,11 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
     }
     find_end_tokens(m->tokenizer, &o->limits);
     if (cli_read_fault("runner", &params.fault)) return 1;
+    /* a stop request reaches the leader's server; a follower (an mpi rank
+     * that got the signal too) leaves when the leader releases it */
+    signal(SIGTERM, stop_on_signal);
+    signal(SIGINT, stop_on_signal);
+    signal(SIGPIPE, SIG_IGN);
     if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {
         fprintf(stderr, "lockstep runner: %s\n", err);
     } else {

@@ -280,13 +280,9 @@ static int transmit(struct server_connection *c) {
     return c->closing ? -1 : 0;
 }
 
-static void *io_main(void *arg) {
-    struct runner_server *server = arg;
+static void io_loop(struct runner_server *server) {
     struct pollfd *fds = calloc((size_t)server->params.max_connections + 2, sizeof(*fds));
-    if (!fds) {
-        runner_server_stop(server);
-        return NULL;
-    }
+    if (!fds) return;
     while (!server->stopping) {
         int n = server->n_connections;
         fds[0] = (struct pollfd){server->listen_fd, POLLIN, 0};
@@ -312,6 +308,17 @@ static void *io_main(void *arg) {
         if (fds[0].revents & POLLIN) accept_connection(server);
     }
     free(fds);
+}
+
+static void *io_main(void *arg) {
+    struct runner_server *server = arg;
+    io_loop(server);
+    server->stopping = 1;
+    /* runner_server_stop runs in a signal handler, where the step loop's
+     * condition variable cannot be signalled: wake it from here */
+    pthread_mutex_lock(&server->inbox_lock);
+    pthread_cond_broadcast(&server->inbox_ready);
+    pthread_mutex_unlock(&server->inbox_lock);
     return NULL;
 }
 
