@@ -157,8 +157,8 @@ static void test_batch_invariance(struct engine *engine, int vocab, const char *
     static struct result alone[16];
     for (float temperature = 0.0f; temperature < 1.0f; temperature += 0.8f) {
         for (int i = 0; i < 16; i++)
-            specs[i] = (struct spec){1 + (i * 37) % 150, 4 + (i * 13) % 40, (i * 3) % 20,
-                                     temperature};
+            specs[i] =
+                (struct spec){1 + (i * 37) % 150, 4 + (i * 13) % 40, (i * 3) % 20, temperature};
         run_alone(engine, specs, 16, vocab, alone);
         struct runner *r = new_runner(engine, 64, 16, trace);
         run_schedule(r, specs, 16, vocab);
@@ -215,7 +215,8 @@ static void test_chunking(struct engine *engine, int vocab) {
     CHECK_MSG(steps[0]->n_tokens == 20 && steps[0]->n_entries == 4, "first step: %d tokens",
               steps[0]->n_tokens);
     for (int k = 1; k < n; k++) /* nothing waiting: decode tokens only */
-        CHECK(steps[k]->n_tokens == 4 && steps[k]->entries[0].decode && steps[k]->entries[3].decode);
+        CHECK(steps[k]->n_tokens == 4 && steps[k]->entries[0].decode &&
+              steps[k]->entries[3].decode);
     make_request(&q, 4, &(struct spec){200, 4, 0, 0.0f}, vocab);
     runner_submit(r, 0, &q, runner_now_us());
     int first = 3, chunks = 0, prefilled = 0;
@@ -304,7 +305,7 @@ int main(void) {
     struct model *model = NULL;
     struct engine engine;
     struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128, 2, 4, 2, 320, 512,
-                                        TENSOR_Q8_0, 7};
+                                        TENSOR_Q8_0,      7};
     test_tmp_path(path, sizeof(path), "runner-model.gguf");
     test_tmp_path(trace, sizeof(trace), "runner-trace.jsonl");
     CHECK_MSG(model_write_random(&shape, path, err, sizeof(err)) == 0, "%s", err);

@@ -1,13 +1,17 @@
 /* testutil.c -- see testutil.h. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,4 +351,97 @@ int test_write_random_model(const char *path, char *const options[]) {
     int ok = o.status == 0;
     test_job_free(&o);
     return ok;
+}
+
+int test_http_send(int port, const char *method, const char *path, const char *headers,
+                   const char *body) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    size_t n = body ? strlen(body) : 0;
+    char *request = malloc(1024 + (headers ? strlen(headers) : 0) + n);
+    if (!request) {
+        close(fd);
+        return -1;
+    }
+    int head = sprintf(request,
+                       "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                       method, path, headers ? headers : "", n);
+    if (body) memcpy(request + head, body, n);
+    size_t total = (size_t)head + n, sent = 0;
+    while (sent < total) {
+        ssize_t k = send(fd, request + sent, total - sent, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        sent += (size_t)k;
+    }
+    free(request);
+    return fd;
+}
+
+/* Undoes chunked transfer coding in place; returns the new length. */
+static size_t dechunk(char *data, size_t length) {
+    size_t in = 0, out = 0;
+    while (in < length) {
+        char *end;
+        unsigned long size = strtoul(data + in, &end, 16);
+        char *line_end = strstr(end, "\r\n");
+        if (!line_end || size == 0) break;
+        in = (size_t)(line_end - data) + 2;
+        if (in + size > length) size = length - in;
+        memmove(data + out, data + in, size);
+        out += size;
+        in += size + 2;
+    }
+    data[out] = '\0';
+    return out;
+}
+
+struct test_http test_http_request(int port, const char *method, const char *path,
+                                   const char *headers, const char *body, double deadline) {
+    struct test_http r = {-1, NULL, NULL, 0};
+    int fd = test_http_send(port, method, path, headers, body);
+    size_t length = 0, capacity = 65536;
+    char *data = malloc(capacity);
+    double start = test_now();
+    while (fd >= 0 && data && test_now() - start < deadline) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        if (length + 4096 > capacity) {
+            char *grown = realloc(data, capacity *= 2);
+            if (!grown) break;
+            data = grown;
+        }
+        ssize_t k = recv(fd, data + length, capacity - length - 1, 0);
+        if (k <= 0) break;
+        length += (size_t)k;
+    }
+    if (fd >= 0) close(fd);
+    if (!data) return r;
+    data[length] = '\0';
+    char *split = strstr(data, "\r\n\r\n");
+    if (split && sscanf(data, "HTTP/1.%*d %d", &r.status) == 1) {
+        *split = '\0';
+        r.headers = strdup(data);
+        r.length = length - (size_t)(split + 4 - data);
+        r.body = malloc(r.length + 1);
+        memcpy(r.body, split + 4, r.length);
+        r.body[r.length] = '\0';
+        if (strcasestr(r.headers, "Transfer-Encoding: chunked"))
+            r.length = dechunk(r.body, r.length);
+    } else {
+        r.status = -1;
+    }
+    free(data);
+    return r;
+}
+
+void test_http_free(struct test_http *response) {
+    free(response->headers);
+    free(response->body);
+    response->headers = response->body = NULL;
 }

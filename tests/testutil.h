@@ -114,6 +114,25 @@ extern const char *const test_mpi_env[];
  * check. */
 int test_write_random_model(const char *path, char *const options[]);
 
+/* An HTTP/1.1 exchange over loopback (Connection: close). */
+struct test_http {
+    int status;    /* response status, or -1 if the exchange failed */
+    char *headers; /* the header block (malloc'd) */
+    char *body;    /* the body, de-chunked, NUL-terminated (malloc'd) */
+    size_t length; /* bytes in body */
+};
+
+/* Sends method path to 127.0.0.1:port with the extra header lines (each
+ * ending "\r\n"; may be NULL) and body (may be NULL), and reads the whole
+ * answer within deadline seconds. Free with test_http_free. */
+struct test_http test_http_request(int port, const char *method, const char *path,
+                                   const char *headers, const char *body, double deadline);
+void test_http_free(struct test_http *response);
+/* Opens a connection and sends the request; returns the socket (the caller
+ * reads), or -1. */
+int test_http_send(int port, const char *method, const char *path, const char *headers,
+                   const char *body);
+
 /* Prints a summary line and returns the process exit status. */
 int test_status(const char *name);
 

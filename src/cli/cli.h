@@ -15,6 +15,7 @@ int cli_convert(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_runner(int argc, char **argv);
 int cli_client(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 /* Parses the value of option argv[*i] (advancing *i past it). Each returns 0,
  * or -1 after printing "lockstep <command>: ..." naming the option. */
@@ -65,6 +66,12 @@ void cli_leave_if_collective_failed(const struct engine *leader);
 /* The fault injection a test asks for in LOCKSTEP_FAULT (engine_fault_parse);
  * -1 (message printed) if it is malformed. */
 int cli_read_fault(const char *command, struct engine_fault *fault);
+
+/* Blocks SIGTERM and SIGINT in the calling thread (and so in every thread
+ * it starts afterwards; call it before starting any) and starts a thread
+ * that waits for them and calls stop(arg) on each: stop runs as ordinary
+ * code, not in a signal handler. SIGPIPE is ignored. 0, or -1 (printed). */
+int cli_handle_stop_signals(void (*stop)(void *arg), void *arg);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

@@ -284,7 +284,8 @@ static int on_frame(struct client_run *run, const struct runner_frame *f) {
 static void send_due(struct client_run *run, uint64_t start_us) {
     char err[200];
     uint64_t now = runner_now_us();
-    for (int i = 0; i < run->n_requests; i++) {
+    /* the analyzer loses track of run->requests (free_run frees it) here */
+    for (int i = 0; i < run->n_requests; i++) { /* NOLINT(clang-analyzer-unix.Malloc) */
         struct client_request *r = &run->requests[i];
         if (r->sent || now < start_us + (uint64_t)r->delay_ms * 1000u) continue;
         if (runner_encode_add(&run->out, &r->request, err, sizeof(err))) {
@@ -369,9 +370,10 @@ static int load_requests(const char *path, struct client_run *run) {
 static int single_request(struct client_options *o, const struct cli_model *m,
                           struct client_run *run) {
     char err[256];
-    struct client_request *r = calloc(1, sizeof(*r));
-    run->requests = r;
-    if (!r) return -1;
+    run->requests = calloc(1, sizeof(*run->requests));
+    if (!run->requests) return -1;
+    run->n_requests = 1; /* from here on free_run frees what it holds */
+    struct client_request *r = &run->requests[0];
     r->request = o->request;
     memset(&o->request, 0, sizeof(o->request));
     r->cancel_after = -1;
@@ -394,7 +396,6 @@ static int single_request(struct client_options *o, const struct cli_model *m,
     }
     r->tokens = malloc((size_t)r->request.max_tokens * sizeof(int));
     r->logprobs = malloc((size_t)r->request.max_tokens * sizeof(float));
-    run->n_requests = 1;
     return r->tokens && r->logprobs ? 0 : -1;
 }
 
@@ -430,7 +431,8 @@ static int run_client(struct client_options *o, const struct cli_model *m) {
     rc = exchange(&run);
     if (rc == 0 && run.stream) {
         char text[64];
-        fwrite(text, 1, tokenizer_stream_flush(run.stream, text, sizeof(text)), stdout);
+        size_t n = tokenizer_stream_flush(run.stream, text, sizeof(text));
+        fwrite(text, 1, n, stdout);
         printf("\n[%s, %d tokens]\n", runner_finish_reason_name(run.requests[0].finished.reason),
                run.requests[0].n_tokens);
     }

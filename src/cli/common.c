@@ -1,6 +1,9 @@
 /* common.c -- option parsing and model loading shared by the subcommands. */
 #include "cli.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,4 +144,36 @@ int cli_read_fault(const char *command, struct engine_fault *fault) {
     if (engine_fault_parse(fault, getenv("LOCKSTEP_FAULT"), err, sizeof(err)) == 0) return 0;
     fprintf(stderr, "lockstep %s: LOCKSTEP_FAULT: %s\n", command, err);
     return -1;
+}
+
+struct stop_watch {
+    void (*stop)(void *arg);
+    void *arg;
+    sigset_t signals;
+};
+
+static void *watch_stop_signals(void *context) {
+    struct stop_watch *w = context;
+    for (;;) {
+        int sig;
+        if (sigwait(&w->signals, &sig) == 0) w->stop(w->arg);
+    }
+    return NULL;
+}
+
+int cli_handle_stop_signals(void (*stop)(void *arg), void *arg) {
+    static struct stop_watch watch; /* lives as long as the process */
+    pthread_t thread;
+    watch = (struct stop_watch){stop, arg, {{0}}};
+    sigemptyset(&watch.signals);
+    sigaddset(&watch.signals, SIGTERM);
+    sigaddset(&watch.signals, SIGINT);
+    signal(SIGPIPE, SIG_IGN);
+    if (pthread_sigmask(SIG_BLOCK, &watch.signals, NULL) ||
+        pthread_create(&thread, NULL, watch_stop_signals, &watch)) {
+        fprintf(stderr, "lockstep: cannot set up signal handling\n");
+        return -1;
+    }
+    pthread_detach(thread);
+    return 0;
 }

@@ -17,6 +17,7 @@ static const struct subcommand subcommands[] = {
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"runner", cli_runner, "serve one model instance on a unix socket (runner protocol)"},
     {"client", cli_client, "send requests to a runner (for tests and debugging)"},
+    {"serve", cli_serve, "serve models over an OpenAI-compatible HTTP API"},
 };
 
 static void usage(FILE *out) {

@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "runner/runner.h"
 
-#include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +154,8 @@ static int kv_blocks(const struct runner_options *o, const struct model_config *
     *bytes_per_block = (double)kv_cache_bytes(c->n_layers, kv_dim, o->kv_block_size, 1);
     double memory = o->kv_memory > 0 ? o->kv_memory : o->kv_fraction * available_memory();
     double blocks = memory / *bytes_per_block;
-    double useful =
-        (double)o->limits.max_sequences * ((context + o->kv_block_size - 1) / o->kv_block_size);
+    int blocks_per_sequence = (context + o->kv_block_size - 1) / o->kv_block_size;
+    double useful = (double)o->limits.max_sequences * blocks_per_sequence;
     if (blocks > useful) blocks = useful;
     return blocks > (1 << 30) ? 1 << 30 : (int)blocks;
 }
@@ -172,11 +172,23 @@ static void find_end_tokens(const struct tokenizer *tok, struct runner_params *l
     }
 }
 
+/* The server, for the signal thread; the lock keeps it from being freed
+ * while a stop is under way. */
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct runner_server *running_server;
 
-static void stop_on_signal(int sig) {
-    (void)sig;
+static void set_running_server(struct runner_server *server) {
+    pthread_mutex_lock(&running_lock);
+    running_server = server;
+    pthread_mutex_unlock(&running_lock);
+}
+
+/* SIGTERM/SIGINT: stop between two steps (nothing to do in a follower). */
+static void stop_serving(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&running_lock);
     if (running_server) runner_server_stop(running_server);
+    pthread_mutex_unlock(&running_lock);
 }
 
 /* Basename of a path, for the model's name. */
@@ -201,7 +213,7 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
         fprintf(stderr, "lockstep runner: %s\n", err);
         goto done;
     }
-    running_server = server;
+    set_running_server(server);
     printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
            "%d tokens, KV cache %d blocks of %d positions = %.1f MiB)\n",
            o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
@@ -213,7 +225,7 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
         fprintf(stderr, "lockstep runner: %s\n", err);
         rc = engine_exit_code(leader);
     }
-    running_server = NULL;
+    set_running_server(NULL);
 done:
     runner_server_free(server);
     runner_free(runner);
@@ -242,9 +254,7 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
     if (cli_read_fault("runner", &params.fault)) return 1;
     /* a stop request reaches the leader's server; a follower (an mpi rank
      * that got the signal too) leaves when the leader releases it */
-    signal(SIGTERM, stop_on_signal);
-    signal(SIGINT, stop_on_signal);
-    signal(SIGPIPE, SIG_IGN);
+    if (cli_handle_stop_signals(stop_serving, NULL)) return 1;
     if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {
         fprintf(stderr, "lockstep runner: %s\n", err);
     } else {

@@ -235,6 +235,9 @@ struct sampler {
 void sampler_params_default(struct sampler_params *params);
 int sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size);
 void sampler_free(struct sampler *sampler);
+/* Advances the random stream as n samples would, so a request resumed
+ * with its generated tokens draws what it would have drawn. */
+void sampler_skip(struct sampler *sampler, int n);
 /* Picks the next token from logits (vocab_size). history holds the
  * sequence's tokens so far (for the repetition penalty). *logprob (if not
  * NULL) receives the log-probability of the chosen token under the model's

@@ -46,6 +46,12 @@ static float next_uniform(struct sampler *sampler) {
     return (float)((x * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
 }
 
+void sampler_skip(struct sampler *sampler, int n) {
+    /* greedy sampling draws nothing; otherwise each sample draws once */
+    if (sampler->params.temperature <= 0.0f) return;
+    for (int i = 0; i < n; i++) next_uniform(sampler);
+}
+
 /* log p(id) under softmax(logits). */
 static float log_probability(const float *logits, int n, int id) {
     float max = logits[0];

@@ -158,6 +158,7 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     if (!s->tokens || sampler_init(&s->sampler, &request->sampling, runner->vocab_size))
         goto refused;
     memcpy(s->tokens, request->prompt, (size_t)request->n_prompt * sizeof(int));
+    sampler_skip(&s->sampler, request->resumed);
     s->n_tokens = request->n_prompt;
     s->client = client;
     s->order = runner->next_order++;
@@ -226,7 +227,7 @@ static void find_top_logprobs(const float *logits, int vocab, int n,
         if (logits[i] > max) max = logits[i];
     double sum = 0.0;
     for (int i = 0; i < vocab; i++) sum += exp((double)(logits[i] - max));
-    float log_sum = (float)log(sum);
+    float log_sum = (float)log(sum > 1.0 ? sum : 1.0); /* the maximum's term alone is 1 */
     for (int k = 0; k < n; k++) top[k] = (struct runner_alternative){-1, -INFINITY};
     for (int i = 0; i < vocab; i++) {
         float lp = logits[i] - max - log_sum;
@@ -313,6 +314,13 @@ static void send_heartbeat(struct runner *runner, uint64_t start_us, uint64_t en
                                  .kv_blocks_total = kv->n_blocks,
                                  .comm_ms = comm_ms};
     runner->sink.heartbeat(runner->sink.context, &h);
+}
+
+void runner_report_state(struct runner *runner) {
+    uint64_t now = runner_now_us();
+    runner->n_batch_sequences = 0;
+    runner->n_decode = 0;
+    send_heartbeat(runner, now, now, 0, 0.0f);
 }
 
 int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen) {

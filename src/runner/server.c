@@ -394,7 +394,7 @@ void runner_server_free(struct runner_server *server) {
         runner_server_stop(server);
         pthread_join(server->io_thread, NULL);
     }
-    for (int i = 0; i < server->n_connections; i++) {
+    for (int i = 0; server->connections && i < server->n_connections; i++) {
         close(server->connections[i].fd);
         runner_buffer_free(&server->connections[i].in);
         runner_buffer_free(&server->connections[i].out);
@@ -463,7 +463,7 @@ static int wait_for_work(struct runner_server *server, struct server_command **t
             *taken_capacity = n;
         }
     }
-    memcpy(*taken, server->inbox, (size_t)n * sizeof(**taken));
+    if (n > 0) memcpy(*taken, server->inbox, (size_t)n * sizeof(**taken));
     memmove(server->inbox, server->inbox + n,
             (size_t)(server->inbox_count - n) * sizeof(*server->inbox));
     server->inbox_count -= n;
@@ -488,10 +488,12 @@ int runner_server_run(struct runner_server *server, char *err, size_t errlen) {
             break;
         }
         apply_commands(server, taken, n);
-        if (runner_step(server->runner, start_us, err, errlen) < 0) {
+        int stepped = runner_step(server->runner, start_us, err, errlen);
+        if (stepped < 0) {
             rc = -1;
             break;
         }
+        if (stepped == 0 && n > 0) runner_report_state(server->runner);
         wake_io(server);
     }
     free(taken);

@@ -1,0 +1,94 @@
+/* gateway.c -- the gateway's life: load the models' vocabularies, start a
+ * supervised runner per model, serve HTTP, and send keep-alive comments to
+ * quiet streams until asked to stop. */
+#include "gateway_internal.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int gateway_create(struct gateway **out, const struct gateway_params *params, char *err,
+                   size_t errlen) {
+    struct gateway *g = calloc(1, sizeof(*g));
+    *out = NULL;
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    g->params = *params;
+    g->wake[0] = g->wake[1] = -1;
+    atomic_init(&g->next_id, 1);
+    g->instances = calloc((size_t)params->n_models, sizeof(*g->instances));
+    if (!g->instances || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
+        snprintf(err, errlen, "cannot set up the gateway");
+        gateway_free(g);
+        return -1;
+    }
+    for (int i = 0; i < params->n_models; i++) {
+        if (gateway_instance_init(&g->instances[i], g, &params->models[i], i, err, errlen)) {
+            g->n_instances = i + 1;
+            gateway_free(g);
+            return -1;
+        }
+        g->n_instances = i + 1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(g->instances[j].name, g->instances[i].name)) {
+                snprintf(err, errlen, "two models are called '%s': name them (--name)",
+                         g->instances[i].name);
+                gateway_free(g);
+                return -1;
+            }
+    }
+    if (gateway_http_start(g, err, errlen)) {
+        gateway_free(g);
+        return -1;
+    }
+    for (int i = 0; i < g->n_instances; i++)
+        if (gateway_instance_start(&g->instances[i], err, errlen)) {
+            gateway_free(g);
+            return -1;
+        }
+    *out = g;
+    return 0;
+}
+
+int gateway_port(const struct gateway *g) {
+    return g->port;
+}
+
+void gateway_stop(struct gateway *g) {
+    char byte = 1;
+    atomic_store(&g->stopping, 1);
+    ssize_t rc = write(g->wake[1], &byte, 1);
+    (void)rc; /* a full pipe already wakes gateway_run */
+}
+
+void gateway_run(struct gateway *g) {
+    while (!atomic_load(&g->stopping)) {
+        struct pollfd p = {g->wake[0], POLLIN, 0};
+        poll(&p, 1, 250);
+        uint64_t now = runner_now_us();
+        for (int i = 0; i < g->n_instances; i++)
+            gateway_instance_each(&g->instances[i], gateway_request_keep_alive, now);
+    }
+}
+
+void gateway_free(struct gateway *g) {
+    if (!g) return;
+    atomic_store(&g->stopping, 1);
+    /* runners first: their requests end with an error the clients still get */
+    for (int i = 0; i < g->n_instances; i++) {
+        if (g->instances[i].thread_started) pthread_join(g->instances[i].thread, NULL);
+        g->instances[i].thread_started = 0;
+    }
+    for (int i = 0; i < g->n_instances; i++) gateway_instance_free(&g->instances[i]);
+    gateway_http_stop(g);
+    free(g->instances);
+    metrics_registry_free(&g->metrics.registry);
+    for (int i = 0; i < 2; i++)
+        if (g->wake[i] >= 0) close(g->wake[i]);
+    free(g);
+}

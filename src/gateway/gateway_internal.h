@@ -1,0 +1,157 @@
+/* gateway_internal.h -- what the gateway's files share: a request, a model
+ * instance with its supervised runner, and the gateway itself. */
+#ifndef LOCKSTEP_GATEWAY_INTERNAL_H
+#define LOCKSTEP_GATEWAY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gateway/gateway.h"
+#include "gateway/metrics.h"
+#include "gateway/openai.h"
+#include "model/model.h"
+#include "runner/runner.h"
+#include "tokenizer/tokenizer.h"
+
+struct MHD_Connection;
+struct MHD_Daemon;
+struct gateway_instance;
+
+/* One client request. The HTTP side and the instance each hold a
+ * reference; the last release frees it. Everything below `lock` is guarded
+ * by it. */
+struct gateway_request {
+    uint64_t id;           /* runner protocol id (unique in the gateway) */
+    atomic_int references; /* holders: HTTP connection, instance table */
+    struct gateway *gateway;
+    struct gateway_instance *instance; /* the model instance serving it */
+    struct openai_request body;        /* the parsed request */
+    struct openai_response response;   /* what every chunk repeats */
+    char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
+    int *prompt;                       /* (n_prompt) the prompt's tokens */
+    int n_prompt;
+    int max_tokens;                 /* tokens to generate at most */
+    struct sampler_params sampling; /* with the seed fixed at arrival */
+    uint64_t arrival_us;            /* when it was accepted */
+
+    pthread_mutex_t lock;
+    int *generated; /* (max_tokens) tokens received so far */
+    int n_generated;
+    struct openai_token *token_reports; /* (max_tokens) logprobs, if asked for */
+    struct tokenizer_stream decoder;    /* bytes of complete UTF-8 characters */
+    char *held;                         /* decoded text not yet sent: it may start a stop string */
+    size_t n_held, held_capacity;
+    struct runner_buffer text;         /* not streaming: the whole answer so far */
+    struct runner_buffer out;          /* streaming: SSE bytes not yet sent */
+    int reports_pending;               /* token_reports not yet sent in a chunk */
+    long text_chars;                   /* characters sent (completions text_offset) */
+    int first_sent;                    /* chat: the role chunk went out */
+    enum openai_finish finish;         /* why it ended */
+    int done;                          /* 1: nothing more will be produced */
+    int failed;                        /* 1: ended with an error (error_json) */
+    char *error_json;                  /* the error body when failed */
+    int abandoned;                     /* 1: the client went away */
+    struct MHD_Connection *connection; /* its HTTP connection */
+    int suspended;                     /* 1: the connection waits for output */
+    uint64_t first_token_us, last_token_us, last_output_us;
+};
+
+/* A model instance: its vocabulary and the runner that serves it. */
+struct gateway_instance {
+    struct gateway *gateway;
+    struct gateway_model model; /* as configured (strings borrowed) */
+    char name[128];             /* what clients ask for */
+    struct model *file;         /* the model file (metadata; weights untouched) */
+    struct tokenizer *tokenizer;
+    enum tokenizer_chat_template chat_template;
+    char bos_text[64], eos_text[64]; /* for chat templates */
+    int context_length;
+    char socket_path[108]; /* where its runner listens */
+    pthread_t thread;      /* supervisor: starts, reads, restarts */
+    int thread_started;
+
+    pthread_mutex_t lock; /* guards everything below */
+    int fd;               /* connection to the runner, -1 while none */
+    pid_t pid;            /* runner process (its group's leader), 0 if none */
+    int ready;            /* 1: the runner said HELLO */
+    struct runner_hello hello;
+    int restarts;                      /* runners started after the first */
+    int failures;                      /* consecutive failed starts */
+    char status[256];                  /* why it is not ready */
+    struct gateway_request **requests; /* (capacity) unfinished requests it holds */
+    int n_requests, capacity;
+    struct runner_heartbeat last_heartbeat;
+};
+
+/* The metric families of GET /metrics (observe.c). */
+struct gateway_metrics {
+    struct metrics_registry registry;
+    struct metrics_metric *requests;                                   /* {model, status} */
+    struct metrics_metric *prompt_tokens;                              /* {model} */
+    struct metrics_metric *generated_tokens;                           /* {model} */
+    struct metrics_metric *time_to_first_token, *inter_token_latency;  /* {model} seconds */
+    struct metrics_metric *queue_depth, *running, *kv_used, *kv_total; /* {model} gauges */
+    struct metrics_metric *step_seconds;                               /* {model} */
+    struct metrics_metric *restarts;                                   /* {model} */
+};
+
+struct gateway {
+    struct gateway_params params;
+    struct MHD_Daemon *daemon;
+    int port;
+    atomic_int stopping;
+    int wake[2];                        /* pipe: gateway_stop -> gateway_run */
+    struct gateway_instance *instances; /* (n_instances) */
+    int n_instances;
+    atomic_int active; /* requests being served */
+    atomic_ullong next_id;
+    struct gateway_metrics metrics;
+};
+
+/* request.c */
+struct gateway_request *gateway_request_create(struct gateway *gateway,
+                                               struct gateway_instance *instance,
+                                               struct openai_request *body,
+                                               struct openai_error *error);
+void gateway_request_release(struct gateway_request *request);
+/* Called by the instance for each frame about the request. */
+void gateway_request_on_token(struct gateway_request *request, const struct runner_token *token);
+void gateway_request_on_finished(struct gateway_request *request,
+                                 const struct runner_finished *finished);
+/* Ends it with an error (status, message) if it is not done. */
+void gateway_request_fail(struct gateway_request *request, int status, const char *message);
+/* Adds an SSE comment if the stream has been quiet; wakes its connection. */
+void gateway_request_keep_alive(struct gateway_request *request, uint64_t now_us);
+/* Wakes the HTTP connection if it waits (lock held). */
+void gateway_request_wake(struct gateway_request *request);
+
+/* instance.c */
+int gateway_instance_init(struct gateway_instance *instance, struct gateway *gateway,
+                          const struct gateway_model *model, int index, char *err, size_t errlen);
+int gateway_instance_start(struct gateway_instance *instance, char *err, size_t errlen);
+void gateway_instance_free(struct gateway_instance *instance);
+/* Registers the request and sends it to the runner (now, or when one is up). */
+void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
+/* Cancels a request (client gone, stop string matched). */
+void gateway_instance_cancel(struct gateway_instance *instance, struct gateway_request *request);
+/* Calls fn on every registered request (keep-alives). */
+void gateway_instance_each(struct gateway_instance *instance,
+                           void (*fn)(struct gateway_request *, uint64_t), uint64_t arg);
+
+/* http.c */
+int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);
+void gateway_http_stop(struct gateway *gateway);
+
+/* observe.c: the gateway's metrics */
+int gateway_metrics_init(struct gateway *gateway);
+void gateway_observe_request(struct gateway *gateway, const char *model, int status);
+void gateway_observe_tokens(struct gateway_instance *instance, int prompt, int generated);
+void gateway_observe_latency(struct gateway_instance *instance, double ttft, double itl);
+void gateway_observe_heartbeat(struct gateway_instance *instance,
+                               const struct runner_heartbeat *heartbeat);
+void gateway_observe_restart(struct gateway_instance *instance);
+char *gateway_metrics_text(struct gateway *gateway);
+
+#endif

@@ -1,0 +1,349 @@
+/* http.c -- the gateway's HTTP server (libmicrohttpd): routing, API keys,
+ * body limits, and answers whole or streamed.
+ *
+ * One epoll thread serves every connection. A streamed answer is a
+ * callback response whose reader hands out the request's pending SSE bytes;
+ * when there are none it suspends the connection, and the request resumes
+ * it when its runner sends more (or a keep-alive comment is due), so
+ * hundreds of open streams cost no threads. A whole answer suspends the
+ * connection in the handler until the request is done. Every error is a
+ * JSON body in OpenAI's shape, and nothing a client sends is more than that
+ * client's problem (DESIGN.md I6). */
+#include "gateway_internal.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum route {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_MODELS,
+    ROUTE_MODEL,
+    ROUTE_METRICS,
+    ROUTE_CHAT,
+    ROUTE_COMPLETIONS,
+};
+
+/* One HTTP request in progress (MHD's per-request pointer). */
+struct http_call {
+    enum route route;
+    struct runner_buffer body;       /* POST body received so far */
+    int too_large;                   /* 1: the body passed the limit */
+    int status;                      /* status sent (for the metrics) */
+    int counted;                     /* 1: counts against max_concurrent */
+    struct gateway_request *request; /* completions: the request it serves */
+};
+
+static enum MHD_Result send_text(struct MHD_Connection *c, struct http_call *call, int status,
+                                 const char *type, char *text) {
+    const char *body = text ? text : "{\"error\":{\"message\":\"out of memory\"}}";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    free(text);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    call->status = status;
+    return rc;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, struct http_call *call,
+                                  const struct openai_error *e) {
+    return send_text(c, call, e->status, "application/json", openai_error_json(e));
+}
+
+static enum route find_route(const char *method, const char *url) {
+    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (get && !strcmp(url, "/health")) return ROUTE_HEALTH;
+    if (get && !strcmp(url, "/metrics")) return ROUTE_METRICS;
+    if (get && !strcmp(url, "/v1/models")) return ROUTE_MODELS;
+    if (get && !strncmp(url, "/v1/models/", 11)) return ROUTE_MODEL;
+    if (post && !strcmp(url, "/v1/chat/completions")) return ROUTE_CHAT;
+    if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
+    return ROUTE_NONE;
+}
+
+/* 1 if the request carries the API key (always, when none is set). The
+ * comparison takes the same time wherever the first difference is. */
+static int authorized(const struct gateway *g, struct MHD_Connection *c) {
+    const char *key = g->params.api_key;
+    if (!key || !*key) return 1;
+    const char *header = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!header || strncmp(header, "Bearer ", 7) != 0) return 0;
+    const char *given = header + 7;
+    size_t n = strlen(key), m = strlen(given);
+    unsigned difference = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++) difference |= (unsigned)(key[i] ^ given[i < m ? i : 0]);
+    return difference == 0;
+}
+
+static struct gateway_instance *find_instance(struct gateway *g, const char *name) {
+    for (int i = 0; i < g->n_instances; i++)
+        if (!strcmp(g->instances[i].name, name)) return &g->instances[i];
+    return NULL;
+}
+
+/* ---------- GET endpoints ---------- */
+
+static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c,
+                                     struct http_call *call) {
+    char *text = malloc(256 + (size_t)g->n_instances * 512);
+    int all_ready = 1;
+    size_t n = 0;
+    if (!text) return MHD_NO;
+    n += (size_t)sprintf(text + n, "{\"models\":[");
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *in = &g->instances[i];
+        pthread_mutex_lock(&in->lock);
+        all_ready &= in->ready;
+        n += (size_t)sprintf(text + n,
+                             "%s{\"model\":\"%s\",\"ready\":%s,\"restarts\":%d,"
+                             "\"runner_pid\":%d,\"status\":\"%s\"}",
+                             i ? "," : "", in->name, in->ready ? "true" : "false", in->restarts,
+                             (int)in->pid, in->ready ? "ready" : in->status);
+        pthread_mutex_unlock(&in->lock);
+    }
+    sprintf(text + n, "],\"status\":\"%s\"}", all_ready ? "ok" : "unavailable");
+    return send_text(c, call, all_ready ? 200 : 503, "application/json", text);
+}
+
+static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c,
+                                     struct http_call *call, const char *url) {
+    const char *ids[64];
+    int n = g->n_instances < 64 ? g->n_instances : 64;
+    for (int i = 0; i < n; i++) ids[i] = g->instances[i].name;
+    if (call->route == ROUTE_MODELS)
+        return send_text(c, call, 200, "application/json",
+                         openai_models_json(ids, n, (int64_t)time(NULL)));
+    const char *name = url + strlen("/v1/models/");
+    if (find_instance(g, name))
+        return send_text(c, call, 200, "application/json",
+                         openai_model_json(name, (int64_t)time(NULL)));
+    struct openai_error e;
+    openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
+                     "the model '%s' does not exist", name);
+    return send_error(c, call, &e);
+}
+
+/* ---------- completions ---------- */
+
+static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t max) {
+    struct gateway_request *r = cls;
+    ssize_t n = 0;
+    (void)position;
+    pthread_mutex_lock(&r->lock);
+    if (r->out.length) {
+        n = (ssize_t)(r->out.length < max ? r->out.length : max);
+        memcpy(buffer, r->out.data, (size_t)n);
+        runner_buffer_consume(&r->out, (size_t)n);
+    } else if (r->done) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else if (r->connection) {
+        /* nothing yet: park the connection until the request wakes it */
+        r->suspended = 1;
+        MHD_suspend_connection(r->connection);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+static enum MHD_Result start_stream(struct MHD_Connection *c, struct http_call *call) {
+    struct MHD_Response *response = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16384, read_stream, call->request, NULL);
+    if (!response) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result rc = MHD_queue_response(c, 200, response);
+    MHD_destroy_response(response);
+    call->status = 200;
+    return rc;
+}
+
+/* The whole answer of a finished request (lock held). */
+static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *call) {
+    struct gateway_request *r = call->request;
+    if (r->failed) {
+        char *copy = strdup(r->error_json ? r->error_json : "{}");
+        return send_text(c, call, r->failed, "application/json", copy);
+    }
+    struct openai_result result = {
+        .text = r->text.data ? (const char *)r->text.data : "",
+        .length = r->text.length,
+        .finish = r->finish,
+        .usage = {r->n_prompt, r->n_generated},
+        .n_tokens = r->body.logprobs ? r->n_generated : 0,
+        .tokens = r->token_reports,
+    };
+    return send_text(c, call, 200, "application/json",
+                     openai_completion_json(&r->response, &result));
+}
+
+/* Parses, checks limits, creates and submits the request. */
+static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection *c,
+                                        struct http_call *call) {
+    struct openai_request body;
+    struct openai_error e;
+    enum openai_kind kind = call->route == ROUTE_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION;
+    if (call->too_large) {
+        openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+        return send_error(c, call, &e);
+    }
+    if (openai_parse_request(call->body.data ? (const char *)call->body.data : "",
+                             call->body.length, kind, &body, &e))
+        return send_error(c, call, &e);
+    struct gateway_instance *in = find_instance(g, body.model);
+    if (!in) {
+        openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
+                         "the model '%s' does not exist", body.model);
+        openai_request_free(&body);
+        return send_error(c, call, &e);
+    }
+    if (atomic_fetch_add(&g->active, 1) >= g->params.max_concurrent) {
+        atomic_fetch_sub(&g->active, 1);
+        openai_error_set(&e, 429, "rate_limit_error", NULL, "too_many_requests",
+                         "%d requests are in progress; try again later", g->params.max_concurrent);
+        openai_request_free(&body);
+        return send_error(c, call, &e);
+    }
+    call->counted = 1;
+    call->request = gateway_request_create(g, in, &body, &e);
+    if (!call->request) return send_error(c, call, &e);
+    call->request->connection = c;
+    gateway_observe_tokens(in, call->request->n_prompt, 0);
+    gateway_instance_submit(in, call->request);
+    if (call->request->body.stream) return start_stream(c, call);
+    pthread_mutex_lock(&call->request->lock);
+    enum MHD_Result rc = MHD_YES;
+    if (call->request->done) {
+        rc = send_whole(c, call);
+    } else {
+        call->request->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&call->request->lock);
+    return rc;
+}
+
+/* ---------- the handler ---------- */
+
+static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, const char *url,
+                                  const char *method, struct http_call *call) {
+    struct openai_error e;
+    call->route = find_route(method, url);
+    if (call->route == ROUTE_NONE) {
+        openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
+                         method, url);
+        return send_error(c, call, &e);
+    }
+    if (call->route != ROUTE_HEALTH && !authorized(g, c)) {
+        openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                         "a valid API key is required: Authorization: Bearer KEY");
+        return send_error(c, call, &e);
+    }
+    if (call->route == ROUTE_HEALTH) return answer_health(g, c, call);
+    if (call->route == ROUTE_METRICS)
+        return send_text(c, call, 200, "text/plain; version=0.0.4", gateway_metrics_text(g));
+    if (call->route == ROUTE_MODELS || call->route == ROUTE_MODEL)
+        return answer_models(g, c, call, url);
+    return MHD_YES; /* a completion: the body comes next */
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **state) {
+    struct gateway *g = cls;
+    struct http_call *call = *state;
+    (void)version;
+    if (!call) {
+        call = calloc(1, sizeof(*call));
+        if (!call) return MHD_NO;
+        *state = call;
+        return first_call(g, c, url, method, call);
+    }
+    if (call->status) { /* answered already (an error before the body): drop the body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (call->body.length + *upload_data_size > g->params.max_body_bytes)
+            call->too_large = 1;
+        else if (runner_buffer_append(&call->body, upload_data, *upload_data_size))
+            return MHD_NO;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!call->request) return start_completion(g, c, call);
+    /* resumed: a whole answer is ready */
+    pthread_mutex_lock(&call->request->lock);
+    enum MHD_Result rc = MHD_YES;
+    if (call->request->done) {
+        rc = send_whole(c, call);
+    } else {
+        call->request->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&call->request->lock);
+    return rc;
+}
+
+/* The request is over for MHD (answered, or the client went away). */
+static void completed(void *cls, struct MHD_Connection *c, void **state,
+                      enum MHD_RequestTerminationCode why) {
+    struct gateway *g = cls;
+    struct http_call *call = *state;
+    (void)c;
+    if (!call) return;
+    struct gateway_request *r = call->request;
+    if (r) {
+        pthread_mutex_lock(&r->lock);
+        r->connection = NULL;
+        int abandoned = !r->done || why != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+        r->abandoned = abandoned;
+        if (!r->done) r->done = 1;
+        pthread_mutex_unlock(&r->lock);
+        if (abandoned) gateway_instance_cancel(r->instance, r);
+        gateway_observe_tokens(r->instance, 0, r->n_generated);
+        gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
+        gateway_request_release(r);
+    } else if (call->status) {
+        gateway_observe_request(g, "", call->status);
+    }
+    if (call->counted) atomic_fetch_sub(&g->active, 1);
+    runner_buffer_free(&call->body);
+    free(call);
+    *state = NULL;
+}
+
+int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)g->params.port)};
+    const char *host = g->params.host;
+    if (!strcmp(host, "localhost")) host = "127.0.0.1";
+    if (inet_pton(AF_INET, host, &address.sin_addr) != 1) {
+        snprintf(err, errlen, "--host %s is not an IPv4 address", g->params.host);
+        return -1;
+    }
+    g->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        handle, g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED,
+        completed, g, MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
+        MHD_OPTION_END);
+    if (!g->daemon) {
+        snprintf(err, errlen, "cannot listen on %s:%d (in use?)", g->params.host, g->params.port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(g->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    g->port = info ? info->port : g->params.port;
+    return 0;
+}
+
+void gateway_http_stop(struct gateway *g) {
+    if (g->daemon) MHD_stop_daemon(g->daemon);
+    g->daemon = NULL;
+}

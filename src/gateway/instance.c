@@ -1,0 +1,407 @@
+/* instance.c -- a model instance: its vocabulary and its supervised runner.
+ *
+ * One supervisor thread per instance starts the runner (a `lockstep
+ * runner` child in a process group of its own, or an mpirun job), connects
+ * to its socket, reads HELLO and then every frame: tokens and finishes go
+ * to their requests, heartbeats to the metrics. When the connection breaks
+ * (the runner exited, crashed or was killed) the supervisor kills what is
+ * left of the process group, waits with a growing backoff, starts a new
+ * runner and resubmits every unfinished request with the tokens it has
+ * already generated appended to its prompt, and the number of those tokens
+ * so the runner's random stream resumes where it was (DESIGN.md I4). */
+#include "gateway_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define START_DEADLINE_SECONDS 300.0 /* a runner must be ready (model loaded) in this time */
+#define BACKOFF_MAX_SECONDS    5.0
+
+/* The name clients use: the file name without directory and .gguf/.bin. */
+static void default_name(char *out, size_t size, const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(out, size, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".bin"))) *dot = '\0';
+}
+
+/* The vocabulary's spelling of a special token, for chat templates. */
+static void token_text(const struct tokenizer *tok, int id, char *out, size_t size) {
+    size_t length = 0;
+    const char *piece = id >= 0 ? tokenizer_piece(tok, id, &length) : NULL;
+    snprintf(out, size, "%.*s", piece ? (int)length : 0, piece ? piece : "");
+}
+
+static int load_vocabulary(struct gateway_instance *in, char *err, size_t errlen) {
+    const struct gateway_model *m = &in->model;
+    int failed;
+    if (model_load(&in->file, m->path, err, errlen)) return -1;
+    if (m->tokenizer_path)
+        failed = tokenizer_load_llama2c(&in->tokenizer, m->tokenizer_path,
+                                        in->file->config.vocab_size, err, errlen);
+    else if (in->file->gguf)
+        failed = tokenizer_load_gguf(&in->tokenizer, in->file->gguf, err, errlen);
+    else {
+        snprintf(err, errlen, "%s is a llama2.c checkpoint: give its tokenizer", m->path);
+        failed = 1;
+    }
+    if (failed) return -1;
+    in->context_length = in->file->config.context_length;
+    token_text(in->tokenizer, tokenizer_bos(in->tokenizer), in->bos_text, sizeof(in->bos_text));
+    token_text(in->tokenizer, tokenizer_eos(in->tokenizer), in->eos_text, sizeof(in->eos_text));
+    if (m->chat_template)
+        return tokenizer_chat_template_from_name(m->chat_template, &in->chat_template, err, errlen);
+    struct gguf_string jinja;
+    char message[64];
+    in->chat_template = TOKENIZER_CHAT_PLAIN;
+    if (in->file->gguf && gguf_get_string(in->file->gguf, "tokenizer.chat_template", &jinja,
+                                          message, sizeof(message)) == 0) {
+        char *text = strndup(jinja.data, jinja.len);
+        if (text) in->chat_template = tokenizer_chat_template_detect(text);
+        free(text);
+    }
+    return 0;
+}
+
+int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
+                          const struct gateway_model *model, int index, char *err, size_t errlen) {
+    memset(in, 0, sizeof(*in));
+    in->gateway = gateway;
+    in->model = *model;
+    in->fd = -1;
+    pthread_mutex_init(&in->lock, NULL);
+    if (model->name)
+        snprintf(in->name, sizeof(in->name), "%s", model->name);
+    else
+        default_name(in->name, sizeof(in->name), model->path);
+    snprintf(in->socket_path, sizeof(in->socket_path), "/tmp/lockstep-%d-%d.sock", (int)getpid(),
+             index);
+    snprintf(in->status, sizeof(in->status), "starting the runner");
+    return load_vocabulary(in, err, errlen);
+}
+
+/* ---------- talking to the runner ---------- */
+
+/* Sends a whole buffer; -1 if the connection broke. */
+static int send_all(int fd, const struct runner_buffer *b) {
+    size_t sent = 0;
+    while (sent < b->length) {
+        ssize_t n = send(fd, b->data + sent, b->length - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        sent += (size_t)n;
+    }
+    return 0;
+}
+
+/* The ADD frame of a request: its prompt plus what it generated so far
+ * (lock held). */
+static void send_add(struct gateway_instance *in, struct gateway_request *r) {
+    char err[200];
+    struct runner_buffer b = {0};
+    pthread_mutex_lock(&r->lock);
+    int n = r->n_prompt + r->n_generated;
+    int *prompt = malloc((size_t)n * sizeof(int));
+    if (prompt && !r->done) {
+        memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
+        memcpy(prompt + r->n_prompt, r->generated, (size_t)r->n_generated * sizeof(int));
+        struct runner_request q = {.id = r->id,
+                                   .sampling = r->sampling,
+                                   .max_tokens = r->max_tokens - r->n_generated,
+                                   .logprobs = 1,
+                                   .top_logprobs = r->body.top_logprobs,
+                                   .resumed = r->n_generated,
+                                   .n_prompt = n,
+                                   .prompt = prompt};
+        if (runner_encode_add(&b, &q, err, sizeof(err)) == 0 && in->fd >= 0 &&
+            send_all(in->fd, &b)) {
+            shutdown(in->fd, SHUT_RDWR); /* the supervisor sees it and restarts */
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    free(prompt);
+    runner_buffer_free(&b);
+}
+
+void gateway_instance_submit(struct gateway_instance *in, struct gateway_request *r) {
+    pthread_mutex_lock(&in->lock);
+    if (in->n_requests == in->capacity) {
+        int capacity = in->capacity ? 2 * in->capacity : 64;
+        struct gateway_request **grown =
+            realloc(in->requests, (size_t)capacity * sizeof(struct gateway_request *));
+        if (!grown) {
+            pthread_mutex_unlock(&in->lock);
+            gateway_request_fail(r, 500, "out of memory for the request table");
+            return;
+        }
+        in->requests = grown;
+        in->capacity = capacity;
+    }
+    atomic_fetch_add(&r->references, 1);
+    in->requests[in->n_requests++] = r;
+    if (in->fd >= 0 && in->ready) send_add(in, r);
+    pthread_mutex_unlock(&in->lock);
+}
+
+/* Removes request i from the table and drops the table's reference (lock held). */
+static void forget(struct gateway_instance *in, int i) {
+    struct gateway_request *r = in->requests[i];
+    in->requests[i] = in->requests[--in->n_requests];
+    gateway_request_release(r);
+}
+
+void gateway_instance_cancel(struct gateway_instance *in, struct gateway_request *r) {
+    char err[200];
+    struct runner_buffer b = {0};
+    pthread_mutex_lock(&in->lock);
+    if (in->fd >= 0 && in->ready && runner_encode_cancel(&b, r->id, err, sizeof(err)) == 0 &&
+        send_all(in->fd, &b))
+        shutdown(in->fd, SHUT_RDWR);
+    if (in->fd < 0) /* no runner holds it: nothing will finish it */
+        for (int i = 0; i < in->n_requests; i++)
+            if (in->requests[i] == r) forget(in, i);
+    pthread_mutex_unlock(&in->lock);
+    runner_buffer_free(&b);
+}
+
+void gateway_instance_each(struct gateway_instance *in,
+                           void (*fn)(struct gateway_request *, uint64_t), uint64_t arg) {
+    pthread_mutex_lock(&in->lock);
+    for (int i = 0; i < in->n_requests; i++) fn(in->requests[i], arg);
+    pthread_mutex_unlock(&in->lock);
+}
+
+/* The request with this id, with a reference for the caller, or NULL. */
+static struct gateway_request *find_request(struct gateway_instance *in, uint64_t id,
+                                            int forget_it) {
+    struct gateway_request *found = NULL;
+    pthread_mutex_lock(&in->lock);
+    for (int i = 0; i < in->n_requests && !found; i++)
+        if (in->requests[i]->id == id) {
+            found = in->requests[i];
+            atomic_fetch_add(&found->references, 1);
+            if (forget_it) forget(in, i);
+        }
+    pthread_mutex_unlock(&in->lock);
+    return found;
+}
+
+static void dispatch(struct gateway_instance *in, const struct runner_frame *f) {
+    char err[200];
+    struct runner_token token;
+    struct runner_finished finished;
+    struct runner_heartbeat heartbeat;
+    struct gateway_request *r;
+    if (f->type == RUNNER_MSG_TOKEN && !runner_decode_token(f, &token, err, sizeof(err))) {
+        if ((r = find_request(in, token.id, 0))) {
+            gateway_request_on_token(r, &token);
+            gateway_request_release(r);
+        }
+    } else if (f->type == RUNNER_MSG_FINISHED &&
+               !runner_decode_finished(f, &finished, err, sizeof(err))) {
+        if ((r = find_request(in, finished.id, 1))) {
+            gateway_request_on_finished(r, &finished);
+            gateway_request_release(r);
+        }
+    } else if (f->type == RUNNER_MSG_HEARTBEAT &&
+               !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
+        pthread_mutex_lock(&in->lock);
+        in->last_heartbeat = heartbeat;
+        pthread_mutex_unlock(&in->lock);
+        gateway_observe_heartbeat(in, &heartbeat);
+    }
+}
+
+/* ---------- the runner process ---------- */
+
+static pid_t spawn_runner(struct gateway_instance *in) {
+    const struct gateway_model *m = &in->model;
+    const struct gateway_params *p = &in->gateway->params;
+    char tp[16], threads[16], np[16];
+    const char *argv[64];
+    int n = 0;
+    snprintf(tp, sizeof(tp), "%d", m->tp);
+    snprintf(np, sizeof(np), "%d", m->tp);
+    snprintf(threads, sizeof(threads), "%d", m->threads);
+    if (m->launcher == GATEWAY_LAUNCHER_MPI) {
+        argv[n++] = p->mpirun_path;
+        if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
+        argv[n++] = "--bind-to";
+        argv[n++] = "none";
+        if (m->hosts) {
+            argv[n++] = "--hostfile";
+            argv[n++] = m->hosts;
+        } else {
+            argv[n++] = "--oversubscribe";
+        }
+        argv[n++] = "-np";
+        argv[n++] = np;
+    }
+    argv[n++] = p->lockstep_path;
+    argv[n++] = "runner";
+    argv[n++] = "-m";
+    argv[n++] = m->path;
+    if (m->tokenizer_path) {
+        argv[n++] = "-z";
+        argv[n++] = m->tokenizer_path;
+    }
+    argv[n++] = "--socket";
+    argv[n++] = in->socket_path;
+    argv[n++] = "-t";
+    argv[n++] = threads;
+    argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "--comm" : "--tp";
+    argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "mpi" : tp;
+    for (int i = 0; m->runner_args && m->runner_args[i] && n < 62; i++)
+        argv[n++] = m->runner_args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(STDERR_FILENO, STDOUT_FILENO); /* its "ready" line goes to the log */
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    if (pid > 0) setpgid(pid, pid);
+    return pid;
+}
+
+/* Connects to the runner's socket once it listens; -1 if the runner exited
+ * or the deadline passed. */
+static int connect_runner(struct gateway_instance *in, pid_t pid) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    memcpy(a.sun_path, in->socket_path, strlen(in->socket_path) + 1);
+    uint64_t start = runner_now_us();
+    while (!atomic_load(&in->gateway->stopping) &&
+           (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) return -2;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
+        if (fd >= 0) close(fd);
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+    }
+    return -1;
+}
+
+/* Reads frames until the connection ends or the gateway stops. */
+static void read_frames(struct gateway_instance *in, int fd) {
+    struct runner_buffer received = {0};
+    char err[200];
+    while (!atomic_load(&in->gateway->stopping)) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0) continue;
+        uint8_t chunk[65536];
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        if (n <= 0 || runner_buffer_append(&received, chunk, (size_t)n)) break;
+        struct runner_frame f;
+        size_t used = 0;
+        int rc;
+        while ((rc = runner_frame_next(received.data + used, received.length - used,
+                                       RUNNER_FRAME_MAX, &f, err, sizeof(err))) == 1) {
+            used += f.frame_length;
+            if (f.type == RUNNER_MSG_HELLO &&
+                !runner_decode_hello(&f, &in->hello, err, sizeof(err))) {
+                pthread_mutex_lock(&in->lock);
+                in->ready = 1;
+                in->failures = 0;
+                in->status[0] = '\0';
+                for (int i = 0; i < in->n_requests; i++) send_add(in, in->requests[i]);
+                pthread_mutex_unlock(&in->lock);
+                fprintf(stderr, "lockstep serve: model %s ready (runner pid %d)\n", in->name,
+                        (int)in->pid);
+            } else {
+                dispatch(in, &f);
+            }
+        }
+        if (rc < 0) {
+            fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, err);
+            break;
+        }
+        runner_buffer_consume(&received, used);
+    }
+    runner_buffer_free(&received);
+}
+
+/* Kills the runner's process group and reaps it. */
+static void stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
+    int status;
+    if (gently) {
+        kill(pid, SIGTERM);
+        for (int i = 0; i < 250 && waitpid(pid, &status, WNOHANG) == 0; i++) {
+            struct timespec nap = {0, 20000000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    unlink(in->socket_path);
+}
+
+static void *supervise(void *arg) {
+    struct gateway_instance *in = arg;
+    while (!atomic_load(&in->gateway->stopping)) {
+        pid_t pid = spawn_runner(in);
+        int fd = pid > 0 ? connect_runner(in, pid) : -1;
+        pthread_mutex_lock(&in->lock);
+        in->pid = pid;
+        in->fd = fd;
+        pthread_mutex_unlock(&in->lock);
+        if (fd >= 0) read_frames(in, fd);
+        pthread_mutex_lock(&in->lock);
+        in->fd = -1;
+        in->ready = 0;
+        in->pid = 0;
+        if (fd >= 0) close(fd);
+        pthread_mutex_unlock(&in->lock);
+        if (pid > 0) stop_runner(in, pid, atomic_load(&in->gateway->stopping));
+        if (atomic_load(&in->gateway->stopping)) break;
+        pthread_mutex_lock(&in->lock);
+        in->failures++;
+        in->restarts++;
+        snprintf(in->status, sizeof(in->status), "runner %s; restarting (attempt %d)",
+                 fd >= 0 ? "exited" : "failed to start", in->failures);
+        double backoff = 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
+        pthread_mutex_unlock(&in->lock);
+        fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, in->status);
+        gateway_observe_restart(in);
+        if (backoff > BACKOFF_MAX_SECONDS) backoff = BACKOFF_MAX_SECONDS;
+        for (double waited = 0; waited < backoff && !atomic_load(&in->gateway->stopping);
+             waited += 0.02) {
+            struct timespec nap = {0, 20000000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    return NULL;
+}
+
+int gateway_instance_start(struct gateway_instance *in, char *err, size_t errlen) {
+    if (pthread_create(&in->thread, NULL, supervise, in)) {
+        snprintf(err, errlen, "cannot start the supervisor of %s", in->name);
+        return -1;
+    }
+    in->thread_started = 1;
+    return 0;
+}
+
+void gateway_instance_free(struct gateway_instance *in) {
+    if (in->thread_started) pthread_join(in->thread, NULL);
+    for (int i = in->n_requests - 1; i >= 0; i--) {
+        gateway_request_fail(in->requests[i], 503, "the gateway is shutting down");
+        forget(in, i);
+    }
+    free(in->requests);
+    tokenizer_free(in->tokenizer);
+    model_free(in->file);
+    pthread_mutex_destroy(&in->lock);
+}

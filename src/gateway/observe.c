@@ -1,0 +1,87 @@
+/* observe.c -- what the gateway measures, in Prometheus families: requests
+ * by status, tokens in and out, time to first token and inter-token
+ * latency, and each runner's queue, running sequences, KV blocks, step
+ * time and restarts (from its heartbeats). */
+#include "gateway_internal.h"
+
+#include <stdio.h>
+
+/* Seconds: 1 ms to 60 s, roughly doubling. */
+static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                        0.5,   1,      2.5,   5,    10,    30,   60};
+#define N_BOUNDS ((int)(sizeof(latency_bounds) / sizeof(latency_bounds[0])))
+
+int gateway_metrics_init(struct gateway *g) {
+    struct gateway_metrics *m = &g->metrics;
+    struct metrics_registry *r = &m->registry;
+    char err[200];
+    if (metrics_registry_init(r)) return -1;
+    m->requests =
+        metrics_register_counter(r, "lockstep_requests_total", "HTTP requests by model and status",
+                                 "model", "status", err, sizeof(err));
+    m->prompt_tokens =
+        metrics_register_counter(r, "lockstep_prompt_tokens_total", "prompt tokens received",
+                                 "model", NULL, err, sizeof(err));
+    m->generated_tokens = metrics_register_counter(
+        r, "lockstep_generated_tokens_total", "tokens generated", "model", NULL, err, sizeof(err));
+    m->time_to_first_token = metrics_register_histogram(
+        r, "lockstep_time_to_first_token_seconds", "from arrival to the first token", "model", NULL,
+        latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->inter_token_latency = metrics_register_histogram(
+        r, "lockstep_inter_token_latency_seconds", "between two tokens of a stream", "model", NULL,
+        latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->queue_depth = metrics_register_gauge(r, "lockstep_queue_depth",
+                                            "requests waiting for admission in the runner", "model",
+                                            NULL, err, sizeof(err));
+    m->running =
+        metrics_register_gauge(r, "lockstep_running_sequences", "sequences holding KV blocks",
+                               "model", NULL, err, sizeof(err));
+    m->kv_used = metrics_register_gauge(r, "lockstep_kv_blocks_used", "KV cache blocks in use",
+                                        "model", NULL, err, sizeof(err));
+    m->kv_total = metrics_register_gauge(r, "lockstep_kv_blocks_total", "KV cache blocks", "model",
+                                         NULL, err, sizeof(err));
+    m->step_seconds =
+        metrics_register_histogram(r, "lockstep_step_seconds", "duration of a runner step", "model",
+                                   NULL, latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->restarts = metrics_register_counter(r, "lockstep_runner_restarts_total",
+                                           "runners restarted after they exited or failed", "model",
+                                           NULL, err, sizeof(err));
+    return m->requests && m->restarts && m->step_seconds ? 0 : -1;
+}
+
+void gateway_observe_request(struct gateway *g, const char *model, int status) {
+    char text[16];
+    snprintf(text, sizeof(text), "%d", status);
+    metrics_add(metrics_series_get(g->metrics.requests, model, text), 1);
+}
+
+void gateway_observe_tokens(struct gateway_instance *in, int prompt, int generated) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    if (prompt) metrics_add(metrics_series_get(m->prompt_tokens, in->name, NULL), prompt);
+    if (generated) metrics_add(metrics_series_get(m->generated_tokens, in->name, NULL), generated);
+}
+
+void gateway_observe_latency(struct gateway_instance *in, double ttft, double itl) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    if (ttft >= 0)
+        metrics_observe(metrics_series_get(m->time_to_first_token, in->name, NULL), ttft);
+    if (itl >= 0) metrics_observe(metrics_series_get(m->inter_token_latency, in->name, NULL), itl);
+}
+
+void gateway_observe_heartbeat(struct gateway_instance *in, const struct runner_heartbeat *h) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    metrics_set(metrics_series_get(m->queue_depth, in->name, NULL), h->n_waiting);
+    metrics_set(metrics_series_get(m->running, in->name, NULL), h->n_running);
+    metrics_set(metrics_series_get(m->kv_used, in->name, NULL), h->kv_blocks_used);
+    metrics_set(metrics_series_get(m->kv_total, in->name, NULL), h->kv_blocks_total);
+    metrics_observe(metrics_series_get(m->step_seconds, in->name, NULL),
+                    (double)(h->end_us - h->start_us) * 1e-6);
+}
+
+void gateway_observe_restart(struct gateway_instance *in) {
+    metrics_add(metrics_series_get(in->gateway->metrics.restarts, in->name, NULL), 1);
+}
+
+char *gateway_metrics_text(struct gateway *g) {
+    return metrics_render(&g->metrics.registry, NULL);
+}

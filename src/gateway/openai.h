@@ -1,0 +1,201 @@
+/* openai.h -- the gateway's OpenAI JSON layer (internal to src/gateway).
+ *
+ * Parses the bodies of POST /v1/chat/completions and POST /v1/completions
+ * into a struct openai_request, validating every field the gateway uses,
+ * and builds every response body the official OpenAI clients read:
+ * chat.completion, chat.completion.chunk, text_completion (whole and
+ * streamed), the usage-only chunk, GET /v1/models and the error object.
+ * The HTTP server, SSE framing and routing live in the rest of the module;
+ * this layer only turns JSON into structs and structs into JSON.
+ *
+ * Every builder returns a NUL-terminated, malloc'ed JSON text (free it with
+ * free()) or NULL when memory runs out. Builders never emit invalid UTF-8:
+ * a byte sequence that is not UTF-8 becomes U+FFFD, and so does a NUL byte.
+ * Builders are reentrant; a streaming gateway calls openai_chunk_json once
+ * per token with one small struct openai_delta. */
+#ifndef LOCKSTEP_GATEWAY_OPENAI_H
+#define LOCKSTEP_GATEWAY_OPENAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPENAI_STOPS_MAX        16        /* stop strings a request may give */
+#define OPENAI_TOP_LOGPROBS_MAX 20        /* alternatives per token a request may ask for */
+#define OPENAI_LOGPROB_FLOOR    (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
+
+/* Which endpoint a body was sent to. */
+enum openai_kind {
+    OPENAI_CHAT = 1,       /* POST /v1/chat/completions */
+    OPENAI_COMPLETION = 2, /* POST /v1/completions */
+};
+
+/* ======================= errors ======================= */
+
+/* An error in the shape OpenAI returns: {"error":{"message","type","param","code"}}. */
+struct openai_error {
+    int status;        /* HTTP status: 400 for every parse error */
+    char message[256]; /* one line for the client, naming the field and the bad value */
+    const char *type;  /* static string: "invalid_request_error", "server_error", ... */
+    char param[64];   /* the offending parameter ("temperature", "messages[1].role"); "" for none */
+    const char *code; /* static string such as "model_not_found", or NULL */
+};
+
+/* Fills e: status, type (static), param (NULL or "" for none), code
+ * (static or NULL) and a printf-style message (truncated to fit). */
+void openai_error_set(struct openai_error *e, int status, const char *type, const char *param,
+                      const char *code, const char *format, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* {"error":{"message":...,"type":...,"param":... or null,"code":... or null}}. */
+char *openai_error_json(const struct openai_error *e);
+
+/* ======================= requests (openai_request.c) ======================= */
+
+/* One chat message. */
+struct openai_message {
+    char *role;    /* "system", "developer", "user" or "assistant" */
+    char *content; /* its text; a content array's text parts concatenated; "" for none */
+};
+
+/* A parsed request body. Fields the endpoint does not have keep their
+ * defaults (for example messages for a completion). Unknown fields, and
+ * "user", are ignored. */
+struct openai_request {
+    enum openai_kind kind; /* the endpoint it was parsed for */
+    char *model;           /* requested model name, non-empty */
+
+    /* chat only */
+    int n_messages;                  /* >= 1 */
+    struct openai_message *messages; /* (n_messages) in conversation order */
+
+    /* completions only: the prompt is text or token ids, never both */
+    char *prompt;        /* the prompt text (may be ""), or NULL when ids were given */
+    int n_prompt_tokens; /* >= 1 when prompt_tokens is set, else 0 */
+    int *prompt_tokens;  /* (n_prompt_tokens) token ids >= 0, or NULL */
+
+    int stream;                    /* 1: answer with server-sent chunks */
+    int include_usage;             /* stream_options.include_usage: 1 adds a usage-only chunk */
+    int max_tokens;                /* max_completion_tokens, else max_tokens: >= 1; -1 when absent
+                                      (generate until end-of-sequence or the context is full) */
+    float temperature;             /* 0..2, default 1 (as OpenAI); 0 is greedy */
+    float top_p;                   /* 0..1, default 1 (off) */
+    int top_k;                     /* extension: >= 0, default 0 (off); -1 is read as 0 */
+    float min_p;                   /* extension: 0..1, default 0 (off) */
+    int has_seed;                  /* 1 if seed was given */
+    uint64_t seed;                 /* the seed as given; a negative seed is its two's complement */
+    int n_stops;                   /* 0..OPENAI_STOPS_MAX */
+    char *stops[OPENAI_STOPS_MAX]; /* (n_stops) non-empty stop strings */
+    float presence_penalty;        /* -2..2, default 0 */
+    float frequency_penalty;       /* -2..2, default 0 */
+    float repetition_penalty;      /* extension: > 0, default 1 (off) */
+    int logprobs;                  /* 1: report each generated token's log-probability */
+    int top_logprobs;              /* 0..OPENAI_TOP_LOGPROBS_MAX alternatives per token (chat:
+                                      top_logprobs; completions: the integer logprobs) */
+};
+
+/* Parses and validates len bytes of body (need not be NUL-terminated) as a
+ * request for the kind endpoint. 0 on success: out owns its strings, free
+ * with openai_request_free. -1 with error filled (status 400, type
+ * "invalid_request_error", param naming the field; 500 "server_error" when
+ * memory runs out) and out left empty (freeing it is harmless). */
+int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
+                         struct openai_request *out, struct openai_error *error);
+
+/* Frees what a request owns and empties it. */
+void openai_request_free(struct openai_request *request);
+
+/* ======================= responses (openai_response.c) ======================= */
+
+/* Why generation ended, as finish_reason reports it. */
+enum openai_finish {
+    OPENAI_FINISH_NONE = 0,   /* not finished: finish_reason is null */
+    OPENAI_FINISH_STOP = 1,   /* "stop": end-of-sequence or a stop string */
+    OPENAI_FINISH_LENGTH = 2, /* "length": max_tokens or the context length */
+};
+
+/* One of a token's most likely alternatives. */
+struct openai_alternative {
+    const char *text; /* its bytes (length of them, not NUL-terminated), caller-owned */
+    size_t length;
+    float logprob; /* natural log of its probability */
+};
+
+/* One generated token for a logprobs report. Texts point to the caller's
+ * storage (vocabulary pieces, say) and may hold part of a UTF-8 character:
+ * the "bytes" arrays carry them exactly, the "token" strings as U+FFFD. */
+struct openai_token {
+    const char *text; /* its bytes (length of them, not NUL-terminated) */
+    size_t length;
+    float logprob; /* natural log of its probability */
+    int n_top;     /* 0..OPENAI_TOP_LOGPROBS_MAX alternatives that follow */
+    struct openai_alternative top[OPENAI_TOP_LOGPROBS_MAX]; /* most likely first */
+};
+
+/* Token counts of one request. */
+struct openai_usage {
+    int prompt_tokens;     /* tokens the prompt was encoded to */
+    int completion_tokens; /* tokens generated */
+};
+
+/* What every response body of one request shares. */
+struct openai_response {
+    enum openai_kind kind; /* chat.completion[.chunk] or text_completion */
+    const char *id;        /* "chatcmpl-<hex>" or "cmpl-<hex>", the same in every chunk */
+    const char *model;     /* model name reported back */
+    int64_t created;       /* unix time in seconds, the same in every chunk */
+    int logprobs;          /* 1: the request asked for logprobs */
+    int include_usage;     /* 1: streaming with include_usage: every chunk has
+                              "usage": null, then a usage-only chunk */
+};
+
+/* Fills response from a parsed request (kind, model, logprobs,
+ * include_usage when streaming); id and model are borrowed, not copied. */
+void openai_response_init(struct openai_response *response, const struct openai_request *request,
+                          const char *id, int64_t created);
+
+/* A whole, non-streamed answer. */
+struct openai_result {
+    const char *text; /* generated text (length bytes) */
+    size_t length;
+    enum openai_finish finish;
+    struct openai_usage usage;
+    int n_tokens;                      /* entries in tokens */
+    const struct openai_token *tokens; /* logprobs of the generated tokens, if asked for */
+};
+
+/* One streamed chunk of an answer. */
+struct openai_delta {
+    int first;        /* chat: 1 on the first chunk, whose delta carries role "assistant" */
+    const char *text; /* new text (length bytes, may be 0) */
+    size_t length;
+    enum openai_finish finish;         /* set on the last chunk only (chat: its delta is {}
+                                          unless it carries text) */
+    int n_tokens;                      /* tokens whose text this chunk carries */
+    const struct openai_token *tokens; /* their logprobs, if asked for */
+    long text_offset; /* completions logprobs: characters generated before this chunk
+                         (sum of openai_text_chars over the earlier chunks' text) */
+};
+
+/* chat.completion or text_completion body, as response->kind says. */
+char *openai_completion_json(const struct openai_response *response,
+                             const struct openai_result *result);
+
+/* chat.completion.chunk or streamed text_completion body for one delta. */
+char *openai_chunk_json(const struct openai_response *response, const struct openai_delta *delta);
+
+/* The usage-only chunk that ends a stream with include_usage ("choices": []). */
+char *openai_usage_chunk_json(const struct openai_response *response,
+                              const struct openai_usage *usage);
+
+/* GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by"}]}. */
+char *openai_models_json(const char *const *ids, int n_ids, int64_t created);
+
+/* GET /v1/models/{id}: one model object. */
+char *openai_model_json(const char *id, int64_t created);
+
+/* Characters (code points) in length bytes of UTF-8, counted so that sums
+ * over pieces split inside a character still add up: the unit of the
+ * completions text_offset. */
+long openai_text_chars(const char *text, size_t length);
+
+#endif

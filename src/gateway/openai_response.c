@@ -1,0 +1,440 @@
+/* openai_response.c -- builds the JSON bodies the gateway answers with.
+ *
+ * Each builder assembles a cJSON tree, so cJSON does the escaping, and
+ * prints it without whitespace. Texts from the model are bytes that need
+ * not be valid UTF-8 (a token can end inside a character), and cJSON copies
+ * bytes as they are; so every text is first copied with ill-formed
+ * sequences and NUL bytes replaced by U+FFFD, which keeps each body valid
+ * JSON for strict parsers. Log-probabilities are printed with the fewest
+ * digits that read back as the same float ("-0.123", not
+ * "-0.12300000339746475"). */
+#include "gateway/openai.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------- text ----------------------------------- */
+
+/* Bytes of the well-formed UTF-8 character at s (n >= 1 bytes available),
+ * or minus the length of the ill-formed prefix that one U+FFFD replaces
+ * (Unicode's "maximal subpart": at least 1 byte). Ranges from the Unicode
+ * Standard's table of well-formed byte sequences: no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
+static int utf8_sequence(const unsigned char *s, size_t n) {
+    unsigned lo = 0x80, hi = 0xBF;
+    int trailing;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+        trailing = 1;
+    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+        trailing = 2;
+        if (s[0] == 0xE0) lo = 0xA0; /* overlong below U+0800 */
+        if (s[0] == 0xED) hi = 0x9F; /* surrogates U+D800..U+DFFF */
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+        trailing = 3;
+        if (s[0] == 0xF0) lo = 0x90; /* overlong below U+10000 */
+        if (s[0] == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return -1;
+    }
+    for (int i = 1; i <= trailing; i++) {
+        if ((size_t)i >= n || s[i] < lo || s[i] > hi) return -i;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return trailing + 1;
+}
+
+/* Copies length bytes of text to out (room for 3 * length + 1 bytes) as
+ * NUL-terminated valid UTF-8 without NUL bytes. */
+static void utf8_sanitize(const char *text, size_t length, char *out) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t used = 0;
+    for (size_t i = 0; i < length;) {
+        int n = utf8_sequence(s + i, length - i);
+        if (n > 0 && s[i] != '\0') {
+            memcpy(out + used, s + i, (size_t)n);
+            used += (size_t)n;
+            i += (size_t)n;
+        } else {
+            memcpy(out + used, "\xEF\xBF\xBD", 3);
+            used += 3;
+            i += (size_t)(n > 0 ? n : -n);
+        }
+    }
+    out[used] = '\0';
+}
+
+/* Returns make(text made valid UTF-8, context), using a stack buffer for
+ * short texts so a streamed token costs no extra allocation; NULL if
+ * memory runs out. */
+static cJSON *with_sanitized(const char *text, size_t length,
+                             cJSON *(*make)(const char *clean, void *context), void *context) {
+    char local[512];
+    if (text == NULL) length = 0;
+    if (length > (SIZE_MAX - 1) / 3) return NULL;
+    size_t size = 3 * length + 1;
+    char *clean = size <= sizeof(local) ? local : malloc(size);
+    if (clean == NULL) return NULL;
+    utf8_sanitize(text, length, clean);
+    cJSON *item = make(clean, context);
+    if (clean != local) free(clean);
+    return item;
+}
+
+static cJSON *make_string(const char *clean, void *context) {
+    (void)context;
+    return cJSON_CreateString(clean);
+}
+
+/* A JSON string of length bytes of text. */
+static cJSON *json_text(const char *text, size_t length) {
+    return with_sanitized(text, length, make_string, NULL);
+}
+
+/* A JSON string of a NUL-terminated C string (NULL gives ""). */
+static cJSON *json_string(const char *text) {
+    return json_text(text, text != NULL ? strlen(text) : 0);
+}
+
+long openai_text_chars(const char *text, size_t length) {
+    long chars = 0;
+    for (size_t i = 0; i < length; i++) chars += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return chars;
+}
+
+/* ------------------------------ numbers --------------------------------- */
+
+/* A log-probability as a JSON number with the shortest decimal form that
+ * reads back as the same float; -inf and NaN become OPENAI_LOGPROB_FLOOR,
+ * since JSON has no infinity. The digits go in as raw JSON: printing them
+ * through a double again would cost more than the rest of a chunk. */
+static cJSON *json_logprob(float logprob) {
+    char digits[32];
+    if (isnan(logprob) || logprob < OPENAI_LOGPROB_FLOOR) logprob = (float)OPENAI_LOGPROB_FLOOR;
+    /* %g drops trailing zeros, so 6 digits already give the shortest form
+     * of any float that has one of 6 digits or fewer; 9 always round-trip. */
+    for (int precision = 6; precision <= 9; precision++) {
+        snprintf(digits, sizeof(digits), "%.*g", precision, (double)logprob);
+        if (strtof(digits, NULL) == logprob) break;
+    }
+    return cJSON_CreateRaw(digits);
+}
+
+/* The JSON array of the length bytes of text as numbers 0..255, written
+ * directly (raw JSON) for the same reason. */
+static cJSON *json_bytes(const char *text, size_t length) {
+    char local[256];
+    if (text == NULL) length = 0;
+    if (length > (SIZE_MAX - 3) / 4) return NULL;
+    size_t size = 4 * length + 3; /* "[" + up to "255," per byte + "]" + NUL */
+    char *out = size <= sizeof(local) ? local : malloc(size);
+    if (out == NULL) return NULL;
+    size_t used = 0;
+    out[used++] = '[';
+    for (size_t i = 0; i < length; i++) {
+        unsigned byte = (unsigned char)text[i];
+        if (i > 0) out[used++] = ',';
+        if (byte >= 100) out[used++] = (char)('0' + byte / 100);
+        if (byte >= 10) out[used++] = (char)('0' + byte / 10 % 10);
+        out[used++] = (char)('0' + byte % 10);
+    }
+    out[used++] = ']';
+    out[used] = '\0';
+    cJSON *item = cJSON_CreateRaw(out);
+    if (out != local) free(out);
+    return item;
+}
+
+/* ------------------------------ building -------------------------------- */
+
+/* Adds item to parent (an object under key, or an array when key is NULL;
+ * keys are string literals, not copied) and returns it. If item or parent
+ * is NULL, or adding fails, item is deleted, *failed set, NULL returned:
+ * so a builder can go on adding after a failed allocation and check once. */
+static cJSON *json_add(cJSON *parent, const char *key, cJSON *item, int *failed) {
+    int added = 0;
+    if (item != NULL && parent != NULL)
+        added = key != NULL ? cJSON_AddItemToObjectCS(parent, key, item)
+                            : cJSON_AddItemToArray(parent, item);
+    if (!added) {
+        cJSON_Delete(item);
+        *failed = 1;
+        return NULL;
+    }
+    return item;
+}
+
+/* The printed tree (NULL if anything failed); root is deleted. */
+static char *json_print(cJSON *root, int failed) {
+    char *text = failed || root == NULL ? NULL : cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+static cJSON *json_finish_reason(enum openai_finish finish) {
+    switch (finish) {
+    case OPENAI_FINISH_STOP:
+        return cJSON_CreateString("stop");
+    case OPENAI_FINISH_LENGTH:
+        return cJSON_CreateString("length");
+    default:
+        return cJSON_CreateNull();
+    }
+}
+
+static int clamp_top(int n_top) {
+    if (n_top < 0) return 0;
+    return n_top > OPENAI_TOP_LOGPROBS_MAX ? OPENAI_TOP_LOGPROBS_MAX : n_top;
+}
+
+/* {"id","object","created","model"}: the head of every response body. */
+static cJSON *json_head(const struct openai_response *response, const char *object, int *failed) {
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) *failed = 1;
+    json_add(root, "id", json_string(response->id), failed);
+    json_add(root, "object", cJSON_CreateString(object), failed);
+    json_add(root, "created", cJSON_CreateNumber((double)response->created), failed);
+    json_add(root, "model", json_string(response->model), failed);
+    return root;
+}
+
+static cJSON *json_usage(const struct openai_usage *usage, int *failed) {
+    cJSON *object = cJSON_CreateObject();
+    json_add(object, "prompt_tokens", cJSON_CreateNumber(usage->prompt_tokens), failed);
+    json_add(object, "completion_tokens", cJSON_CreateNumber(usage->completion_tokens), failed);
+    json_add(object, "total_tokens",
+             cJSON_CreateNumber((double)usage->prompt_tokens + usage->completion_tokens), failed);
+    return object;
+}
+
+/* -------------------------- logprobs: chat shape ------------------------ */
+
+/* {"token","logprob","bytes"}: bytes are the token's exact bytes. */
+static cJSON *chat_token_json(const char *text, size_t length, float logprob, int *failed) {
+    cJSON *entry = cJSON_CreateObject();
+    json_add(entry, "token", json_text(text, length), failed);
+    json_add(entry, "logprob", json_logprob(logprob), failed);
+    json_add(entry, "bytes", json_bytes(text, length), failed);
+    return entry;
+}
+
+/* {"content":[{token, logprob, bytes, top_logprobs:[...]}, ...],"refusal":null}. */
+static cJSON *chat_logprobs_json(const struct openai_token *tokens, int n_tokens, int *failed) {
+    cJSON *logprobs = cJSON_CreateObject();
+    cJSON *content = json_add(logprobs, "content", cJSON_CreateArray(), failed);
+    for (int i = 0; i < n_tokens; i++) {
+        const struct openai_token *token = &tokens[i];
+        cJSON *entry =
+            json_add(content, NULL,
+                     chat_token_json(token->text, token->length, token->logprob, failed), failed);
+        cJSON *top = json_add(entry, "top_logprobs", cJSON_CreateArray(), failed);
+        for (int j = 0; j < clamp_top(token->n_top); j++) {
+            const struct openai_alternative *alt = &token->top[j];
+            json_add(top, NULL, chat_token_json(alt->text, alt->length, alt->logprob, failed),
+                     failed);
+        }
+    }
+    json_add(logprobs, "refusal", cJSON_CreateNull(), failed);
+    return logprobs;
+}
+
+/* ----------------------- logprobs: completions shape -------------------- */
+
+/* What add_top_entry hands to with_sanitized. */
+struct top_entry {
+    cJSON *top;    /* the {text: logprob} object */
+    float logprob; /* the value to add */
+    int *failed;   /* set when memory runs out */
+};
+
+/* Adds clean: logprob unless clean is already a key (two tokens can print
+ * alike, as U+FFFD; the first, more likely, one is kept). Returns top. */
+static cJSON *add_top_key(const char *clean, void *context) {
+    struct top_entry *entry = context;
+    if (cJSON_GetObjectItemCaseSensitive(entry->top, clean) != NULL) return entry->top;
+    cJSON *value = json_logprob(entry->logprob);
+    if (value == NULL || !cJSON_AddItemToObject(entry->top, clean, value)) {
+        cJSON_Delete(value);
+        *entry->failed = 1;
+    }
+    return entry->top;
+}
+
+static void add_top_entry(cJSON *top, const char *text, size_t length, float logprob, int *failed) {
+    struct top_entry entry = {top, logprob, failed};
+    if (top == NULL || with_sanitized(text, length, add_top_key, &entry) == NULL) *failed = 1;
+}
+
+/* {"tokens","token_logprobs","top_logprobs","text_offset"}: one entry per
+ * token in each; top_logprobs[i] maps the alternatives' texts to their
+ * logprobs and always holds the sampled token too (so up to k+1 keys). */
+static cJSON *completion_logprobs_json(const struct openai_token *tokens, int n_tokens,
+                                       long text_offset, int *failed) {
+    cJSON *logprobs = cJSON_CreateObject();
+    cJSON *texts = json_add(logprobs, "tokens", cJSON_CreateArray(), failed);
+    cJSON *values = json_add(logprobs, "token_logprobs", cJSON_CreateArray(), failed);
+    cJSON *tops = json_add(logprobs, "top_logprobs", cJSON_CreateArray(), failed);
+    cJSON *offsets = json_add(logprobs, "text_offset", cJSON_CreateArray(), failed);
+    for (int i = 0; i < n_tokens; i++) {
+        const struct openai_token *token = &tokens[i];
+        json_add(texts, NULL, json_text(token->text, token->length), failed);
+        json_add(values, NULL, json_logprob(token->logprob), failed);
+        cJSON *top = json_add(tops, NULL, cJSON_CreateObject(), failed);
+        for (int j = 0; j < clamp_top(token->n_top); j++)
+            add_top_entry(top, token->top[j].text, token->top[j].length, token->top[j].logprob,
+                          failed);
+        add_top_entry(top, token->text, token->length, token->logprob, failed);
+        json_add(offsets, NULL, cJSON_CreateNumber((double)text_offset), failed);
+        text_offset += openai_text_chars(token->text, token->length);
+    }
+    return logprobs;
+}
+
+/* ------------------------------- bodies --------------------------------- */
+
+void openai_response_init(struct openai_response *response, const struct openai_request *request,
+                          const char *id, int64_t created) {
+    response->kind = request->kind;
+    response->id = id;
+    response->model = request->model;
+    response->created = created;
+    response->logprobs = request->logprobs;
+    response->include_usage = request->stream && request->include_usage;
+}
+
+static char *chat_completion_json(const struct openai_response *response,
+                                  const struct openai_result *result) {
+    int failed = 0;
+    cJSON *root = json_head(response, "chat.completion", &failed);
+    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
+    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
+    json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+    cJSON *message = json_add(choice, "message", cJSON_CreateObject(), &failed);
+    json_add(message, "role", cJSON_CreateString("assistant"), &failed);
+    json_add(message, "content", json_text(result->text, result->length), &failed);
+    json_add(message, "refusal", cJSON_CreateNull(), &failed);
+    json_add(choice, "logprobs",
+             response->logprobs ? chat_logprobs_json(result->tokens, result->n_tokens, &failed)
+                                : cJSON_CreateNull(),
+             &failed);
+    json_add(choice, "finish_reason", json_finish_reason(result->finish), &failed);
+    json_add(root, "usage", json_usage(&result->usage, &failed), &failed);
+    return json_print(root, failed);
+}
+
+static char *text_completion_json(const struct openai_response *response,
+                                  const struct openai_result *result) {
+    int failed = 0;
+    cJSON *root = json_head(response, "text_completion", &failed);
+    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
+    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
+    json_add(choice, "text", json_text(result->text, result->length), &failed);
+    json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+    json_add(choice, "logprobs",
+             response->logprobs
+                 ? completion_logprobs_json(result->tokens, result->n_tokens, 0, &failed)
+                 : cJSON_CreateNull(),
+             &failed);
+    json_add(choice, "finish_reason", json_finish_reason(result->finish), &failed);
+    json_add(root, "usage", json_usage(&result->usage, &failed), &failed);
+    return json_print(root, failed);
+}
+
+char *openai_completion_json(const struct openai_response *response,
+                             const struct openai_result *result) {
+    if (response->kind == OPENAI_CHAT) return chat_completion_json(response, result);
+    return text_completion_json(response, result);
+}
+
+/* The delta of a chat chunk: role on the first, content unless this is a
+ * final chunk without text (whose delta is {}). */
+static cJSON *chat_delta_json(const struct openai_delta *delta, int *failed) {
+    cJSON *object = cJSON_CreateObject();
+    if (delta->first) json_add(object, "role", cJSON_CreateString("assistant"), failed);
+    if (delta->first || delta->length > 0 || delta->finish == OPENAI_FINISH_NONE)
+        json_add(object, "content", json_text(delta->text, delta->length), failed);
+    return object;
+}
+
+char *openai_chunk_json(const struct openai_response *response, const struct openai_delta *delta) {
+    int failed = 0;
+    int chat = response->kind == OPENAI_CHAT;
+    cJSON *root = json_head(response, chat ? "chat.completion.chunk" : "text_completion", &failed);
+    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
+    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
+    if (chat) {
+        json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+        json_add(choice, "delta", chat_delta_json(delta, &failed), &failed);
+    } else {
+        json_add(choice, "text", json_text(delta->text, delta->length), &failed);
+        json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+    }
+    cJSON *logprobs = NULL;
+    if (response->logprobs && delta->n_tokens > 0)
+        logprobs = chat ? chat_logprobs_json(delta->tokens, delta->n_tokens, &failed)
+                        : completion_logprobs_json(delta->tokens, delta->n_tokens,
+                                                   delta->text_offset, &failed);
+    else
+        logprobs = cJSON_CreateNull();
+    json_add(choice, "logprobs", logprobs, &failed);
+    json_add(choice, "finish_reason", json_finish_reason(delta->finish), &failed);
+    if (response->include_usage) json_add(root, "usage", cJSON_CreateNull(), &failed);
+    return json_print(root, failed);
+}
+
+char *openai_usage_chunk_json(const struct openai_response *response,
+                              const struct openai_usage *usage) {
+    int failed = 0;
+    const char *object =
+        response->kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion";
+    cJSON *root = json_head(response, object, &failed);
+    json_add(root, "choices", cJSON_CreateArray(), &failed);
+    json_add(root, "usage", json_usage(usage, &failed), &failed);
+    return json_print(root, failed);
+}
+
+/* {"id","object":"model","created","owned_by":"lockstep"}. */
+static cJSON *model_object(const char *id, int64_t created, int *failed) {
+    cJSON *model = cJSON_CreateObject();
+    json_add(model, "id", json_string(id), failed);
+    json_add(model, "object", cJSON_CreateString("model"), failed);
+    json_add(model, "created", cJSON_CreateNumber((double)created), failed);
+    json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
+    return model;
+}
+
+char *openai_models_json(const char *const *ids, int n_ids, int64_t created) {
+    int failed = 0;
+    cJSON *root = cJSON_CreateObject();
+    json_add(root, "object", cJSON_CreateString("list"), &failed);
+    cJSON *data = json_add(root, "data", cJSON_CreateArray(), &failed);
+    for (int i = 0; i < n_ids; i++)
+        json_add(data, NULL, model_object(ids[i], created, &failed), &failed);
+    return json_print(root, failed);
+}
+
+char *openai_model_json(const char *id, int64_t created) {
+    int failed = 0;
+    return json_print(model_object(id, created, &failed), failed);
+}
+
+char *openai_error_json(const struct openai_error *e) {
+    int failed = 0;
+    size_t param_length = strnlen(e->param, sizeof(e->param));
+    cJSON *root = cJSON_CreateObject();
+    cJSON *error = json_add(root, "error", cJSON_CreateObject(), &failed);
+    json_add(error, "message", json_text(e->message, strnlen(e->message, sizeof(e->message))),
+             &failed);
+    json_add(error, "type", e->type != NULL ? cJSON_CreateString(e->type) : cJSON_CreateNull(),
+             &failed);
+    json_add(error, "param",
+             param_length > 0 ? json_text(e->param, param_length) : cJSON_CreateNull(), &failed);
+    json_add(error, "code", e->code != NULL ? cJSON_CreateString(e->code) : cJSON_CreateNull(),
+             &failed);
+    return json_print(root, failed);
+}

@@ -1,0 +1,185 @@
+/* fuzz_openai.c -- libFuzzer harness for the gateway's OpenAI JSON layer
+ * (src/gateway/openai_*.c). The input is parsed as a body for both
+ * endpoints. A refusal must be a 400 with a one-line message, and its error
+ * body must parse back. An accepted request must hold what openai.h
+ * promises (every range, every string present), and every body built from
+ * it -- the whole response, the first, a middle and the last chunk, the
+ * usage chunk -- must parse back with cJSON, be valid UTF-8 with no raw
+ * control byte, and carry a text that was valid UTF-8 unchanged. Token
+ * texts and logprobs for the builders are cut from the input, so they hold
+ * split characters, NUL bytes, -inf and NaN. Built by
+ * tests/fuzz/CMakeLists.txt when LOCKSTEP_FUZZ=ON. */
+#include "gateway/openai.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_TOKENS 8 /* tokens cut from the input for logprobs */
+
+/* 1 if s[0..n) is UTF-8 with no NUL (decoded and range-checked here on
+ * its own, not with the code under test). */
+static int valid_utf8(const unsigned char *s, size_t n) {
+    static const unsigned smallest[4] = {0, 0x80, 0x800, 0x10000}; /* no overlong forms */
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        int more = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+        if (c == 0 || more < 0 || (size_t)more >= n - i) return 0;
+        unsigned code = c & (more == 0 ? 0x7Fu : 0x7Fu >> (more + 1));
+        for (int k = 1; k <= more; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            code = (code << 6) | (s[i + k] & 0x3Fu);
+        }
+        if (code < smallest[more] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+            return 0;
+        i += (size_t)more + 1;
+    }
+    return 1;
+}
+
+/* Checks a built body and returns it parsed (the caller deletes it). */
+static cJSON *check_body(char *text) {
+    if (text == NULL) abort();
+    size_t length = strlen(text);
+    if (!valid_utf8((const unsigned char *)text, length)) abort();
+    for (size_t i = 0; i < length; i++)
+        if ((unsigned char)text[i] < 0x20) abort();
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(root)) abort();
+    return root;
+}
+
+static void check_refusal(const struct openai_error *e) {
+    if (e->status != 400 || e->type == NULL || strcmp(e->type, "invalid_request_error") != 0)
+        abort();
+    if (e->message[0] == '\0' || memchr(e->message, '\n', sizeof(e->message)) != NULL) abort();
+    cJSON *root = check_body(openai_error_json(e));
+    cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(error, "message"))) abort();
+    cJSON_Delete(root);
+}
+
+static int in(double value, double lo, double hi) {
+    return value >= lo && value <= hi;
+}
+
+static void check_request(const struct openai_request *r, enum openai_kind kind) {
+    if (r->kind != kind || r->model == NULL || r->model[0] == '\0') abort();
+    if (kind == OPENAI_CHAT) {
+        if (r->n_messages < 1 || r->prompt != NULL || r->prompt_tokens != NULL) abort();
+        for (int i = 0; i < r->n_messages; i++)
+            if (r->messages[i].role == NULL || r->messages[i].content == NULL) abort();
+    } else {
+        if (r->n_messages != 0 || (r->prompt == NULL) == (r->prompt_tokens == NULL)) abort();
+        if ((r->prompt_tokens != NULL) != (r->n_prompt_tokens >= 1)) abort();
+        for (int i = 0; r->prompt_tokens != NULL && i < r->n_prompt_tokens; i++)
+            if (r->prompt_tokens[i] < 0) abort();
+    }
+    if (!in(r->n_stops, 0, OPENAI_STOPS_MAX)) abort();
+    for (int i = 0; i < r->n_stops; i++)
+        if (r->stops[i] == NULL || r->stops[i][0] == '\0') abort();
+    if (r->max_tokens != -1 && r->max_tokens < 1) abort();
+    if (!in(r->temperature, 0, 2) || !in(r->top_p, 0, 1) || r->top_k < 0 || !in(r->min_p, 0, 1) ||
+        !in(r->presence_penalty, -2, 2) || !in(r->frequency_penalty, -2, 2) ||
+        !(r->repetition_penalty > 0) || !in(r->logprobs, 0, 1) ||
+        !in(r->top_logprobs, 0, OPENAI_TOP_LOGPROBS_MAX) || !in(r->stream, 0, 1) ||
+        !in(r->include_usage, 0, 1) || !in(r->has_seed, 0, 1))
+        abort();
+}
+
+/* A logprob from one input byte, including the values JSON cannot hold. */
+static float logprob_of(uint8_t byte) {
+    if (byte == 0) return -INFINITY;
+    if (byte == 1) return NAN;
+    return -(float)byte / 16.0f;
+}
+
+/* Cuts up to FUZZ_TOKENS tokens, each with n_top alternatives, from data. */
+static int cut_tokens(const uint8_t *data, size_t size, int n_top, struct openai_token *tokens) {
+    int n = 0;
+    size_t at = 0;
+    while (n < FUZZ_TOKENS && at < size) {
+        struct openai_token *token = &tokens[n++];
+        size_t length = data[at] % 5;
+        if (length > size - at) length = size - at;
+        token->text = (const char *)data + at;
+        token->length = length;
+        token->logprob = logprob_of(data[at]);
+        token->n_top = n_top;
+        for (int j = 0; j < n_top; j++) {
+            size_t start = (at + (size_t)j * 3) % size, alt_length = (size - start) % 4;
+            token->top[j] = (struct openai_alternative){(const char *)data + start, alt_length,
+                                                        logprob_of(data[start])};
+        }
+        at += length + 1;
+    }
+    return n;
+}
+
+/* The text a response will carry: the first message or the prompt. */
+static const char *sample_text(const struct openai_request *r) {
+    if (r->n_messages > 0) return r->messages[0].content;
+    return r->prompt != NULL ? r->prompt : "";
+}
+
+/* A string member's value equals want (when want was valid UTF-8). */
+static void check_text(const cJSON *holder, const char *key, const char *want) {
+    if (!valid_utf8((const unsigned char *)want, strlen(want))) return;
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(holder, key);
+    if (!cJSON_IsString(item) || strcmp(item->valuestring, want) != 0) abort();
+}
+
+static void build_responses(const struct openai_request *r, const uint8_t *data, size_t size) {
+    struct openai_token tokens[FUZZ_TOKENS];
+    int n_tokens = cut_tokens(data, size, r->top_logprobs, tokens);
+    const char *text = sample_text(r);
+    struct openai_response response;
+    openai_response_init(&response, r, r->kind == OPENAI_CHAT ? "chatcmpl-f0" : "cmpl-f0", 1);
+    response.include_usage = r->include_usage;
+
+    struct openai_result result = {text,          strlen(text), OPENAI_FINISH_STOP,
+                                   {7, n_tokens}, n_tokens,     tokens};
+    cJSON *root = check_body(openai_completion_json(&response, &result));
+    const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    if (r->kind == OPENAI_CHAT)
+        check_text(cJSON_GetObjectItemCaseSensitive(choice, "message"), "content", text);
+    else
+        check_text(choice, "text", text);
+    check_text(root, "model", r->model);
+    cJSON_Delete(root);
+
+    struct openai_delta deltas[3] = {
+        {1, "", 0, OPENAI_FINISH_NONE, 0, NULL, 0},
+        {0, text, strlen(text), OPENAI_FINISH_NONE, n_tokens, tokens, 0},
+        {0, NULL, 0, OPENAI_FINISH_LENGTH, 0, NULL, openai_text_chars(text, strlen(text))},
+    };
+    for (int i = 0; i < 3; i++) cJSON_Delete(check_body(openai_chunk_json(&response, &deltas[i])));
+    struct openai_usage usage = {1, n_tokens};
+    cJSON_Delete(check_body(openai_usage_chunk_json(&response, &usage)));
+    const char *ids[2] = {r->model, text};
+    cJSON_Delete(check_body(openai_models_json(ids, 2, 1)));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const enum openai_kind kinds[2] = {OPENAI_CHAT, OPENAI_COMPLETION};
+    for (int k = 0; k < 2; k++) {
+        struct openai_request request;
+        struct openai_error error;
+        if (openai_parse_request((const char *)data, size, kinds[k], &request, &error) != 0) {
+            if (request.model != NULL || request.messages != NULL || request.prompt != NULL)
+                abort();
+            check_refusal(&error);
+            continue;
+        }
+        check_request(&request, kinds[k]);
+        build_responses(&request, data, size);
+        openai_request_free(&request);
+    }
+    return 0;
+}

@@ -1,0 +1,960 @@
+/* test_runner_protocol.c -- the runner protocol codec (src/runner/protocol.c):
+ * every message round-trips field by field; two frames match bytes written
+ * out by hand; every validation rule refuses its bad value, in the decoder
+ * (a valid frame with one field patched) and in the encoder (the same value
+ * in the struct), with the exact message naming the field; truncated
+ * payloads, trailing bytes and bad headers are refused; frames are found
+ * whole in a byte stream (every prefix is incomplete, frames back to back);
+ * strings are cut to the struct's array before a whole UTF-8 character; the
+ * frames in tests/fuzz/corpus-runner are valid. Leaks show under ASan. */
+#include "runner/runner.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char err[512];
+
+/* rc must be -1 and err exactly "runner protocol: <expected>"; clears err. */
+#define CHECK_FAILS(rc, expected) check_fails(__LINE__, (rc), (expected))
+static void check_fails(int line, int rc, const char *expected) {
+    char want[512];
+    snprintf(want, sizeof(want), "runner protocol: %s", expected);
+    CHECK_MSG(rc == -1 && strcmp(err, want) == 0, "line %d: rc %d, err '%s', expected '%s'", line,
+              rc, err, want);
+    err[0] = '\0';
+}
+
+static int same_float(float a, float b) {
+    return test_same_bits(&a, &b, 1);
+}
+
+static void put_u32(uint8_t *at, uint32_t value) {
+    for (int i = 0; i < 4; i++) at[i] = (uint8_t)(value >> (8 * i));
+}
+
+/* The one frame in buffer (it must hold exactly one). */
+static struct runner_frame only_frame(const struct runner_buffer *buffer) {
+    struct runner_frame frame;
+    memset(&frame, 0, sizeof(frame));
+    int rc =
+        runner_frame_next(buffer->data, buffer->length, RUNNER_FRAME_MAX, &frame, err, sizeof(err));
+    CHECK_MSG(rc == 1 && frame.frame_length == buffer->length, "rc %d (%s), frame %zu of %zu", rc,
+              err, frame.frame_length, buffer->length);
+    return frame;
+}
+
+/* Decodes any frame with the decoder of its type and frees what it made. */
+static int decode_any(const struct runner_frame *frame) {
+    union {
+        struct runner_hello hello;
+        struct runner_request request;
+        struct runner_token token;
+        struct runner_finished finished;
+        struct runner_heartbeat heartbeat;
+        uint64_t id;
+        char message[256];
+    } any;
+    int rc = -1;
+    switch (frame->type) {
+    case RUNNER_MSG_HELLO:
+        return runner_decode_hello(frame, &any.hello, err, sizeof(err));
+    case RUNNER_MSG_ADD:
+        rc = runner_decode_add(frame, &any.request, err, sizeof(err));
+        runner_request_free(&any.request);
+        return rc;
+    case RUNNER_MSG_CANCEL:
+        return runner_decode_cancel(frame, &any.id, err, sizeof(err));
+    case RUNNER_MSG_TOKEN:
+        return runner_decode_token(frame, &any.token, err, sizeof(err));
+    case RUNNER_MSG_FINISHED:
+        return runner_decode_finished(frame, &any.finished, err, sizeof(err));
+    case RUNNER_MSG_HEARTBEAT:
+        return runner_decode_heartbeat(frame, &any.heartbeat, err, sizeof(err));
+    case RUNNER_MSG_ERROR:
+        return runner_decode_error(frame, any.message, sizeof(any.message), err, sizeof(err));
+    }
+    return rc;
+}
+
+/* Decodes the one frame in buffer with the u32 at payload offset replaced by bits. */
+static int decode_patched(const struct runner_buffer *buffer, size_t offset, uint32_t bits) {
+    uint8_t *copy = malloc(buffer->length);
+    memcpy(copy, buffer->data, buffer->length);
+    put_u32(copy + RUNNER_FRAME_HEADER + offset, bits);
+    struct runner_frame frame;
+    int rc = runner_frame_next(copy, buffer->length, RUNNER_FRAME_MAX, &frame, err, sizeof(err));
+    CHECK_MSG(rc == 1, "patched frame: rc %d (%s)", rc, err);
+    rc = rc == 1 ? decode_any(&frame) : 0;
+    free(copy);
+    return rc;
+}
+
+/* A u32 field of a payload with a value its decoder must refuse. */
+struct bad_field {
+    size_t offset;        /* in the payload */
+    uint32_t bits;        /* written there */
+    int encoder;          /* 1: the same value in the struct must make the encoder fail too */
+    const char *expected; /* err after "runner protocol: " */
+};
+
+/* ---- sample messages ---- */
+
+static struct runner_hello sample_hello(void) {
+    struct runner_hello hello = {32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf"};
+    return hello;
+}
+
+/* A request and the arrays it points into; sample_add_init ties them together. */
+struct sample_add {
+    struct runner_request request;
+    int prompt[5];
+    int stop_newlines[2];
+    int stop_period[1];
+    struct runner_stop stops[2];
+};
+
+static void sample_add_init(struct sample_add *s) {
+    const int prompt[5] = {1, 15043, 3186, 0, 2147483647};
+    memset(s, 0, sizeof(*s));
+    memcpy(s->prompt, prompt, sizeof(prompt));
+    s->stop_newlines[0] = s->stop_newlines[1] = 13;
+    s->stop_period[0] = 29889;
+    s->stops[0] = (struct runner_stop){2, s->stop_newlines};
+    s->stops[1] = (struct runner_stop){1, s->stop_period};
+    struct runner_request *r = &s->request;
+    r->id = 0xFEDCBA9876543210ull;
+    r->sampling = (struct sampler_params){0.7f, 40, 0.9f, 0.05f, 1.1f, 64, 0x0123456789ABCDEFull};
+    r->max_tokens = 256;
+    r->logprobs = 1;
+    r->top_logprobs = 5;
+    r->resumed = 2;
+    r->ignore_eos = 1;
+    r->n_prompt = 5;
+    r->prompt = s->prompt;
+    r->n_stops = 2;
+    r->stops = s->stops;
+}
+
+static struct runner_token sample_token(int n_top) {
+    struct runner_token token;
+    memset(&token, 0, sizeof(token));
+    token.id = 0x8000000000000001ull;
+    token.token = 31999;
+    token.logprob = -1.5e-3f;
+    token.n_top = n_top;
+    for (int i = 0; i < n_top; i++)
+        token.top[i] = (struct runner_alternative){i * 1000 + 7, -0.25f * (float)i};
+    return token;
+}
+
+static struct runner_heartbeat sample_heartbeat(void) {
+    struct runner_heartbeat beat = {
+        123456789012ull, 1000000000000ull, 1000000002500ull, 512, 7, 9, 7, 3, 100, 1024, 1.25f};
+    return beat;
+}
+
+/* ---- round trips ---- */
+
+static void check_same_request(const struct runner_request *a, const struct runner_request *b) {
+    CHECK(a->id == b->id);
+    CHECK(same_float(a->sampling.temperature, b->sampling.temperature));
+    CHECK(a->sampling.top_k == b->sampling.top_k);
+    CHECK(same_float(a->sampling.top_p, b->sampling.top_p));
+    CHECK(same_float(a->sampling.min_p, b->sampling.min_p));
+    CHECK(same_float(a->sampling.repeat_penalty, b->sampling.repeat_penalty));
+    CHECK(a->sampling.repeat_last_n == b->sampling.repeat_last_n);
+    CHECK(a->sampling.seed == b->sampling.seed);
+    CHECK(a->max_tokens == b->max_tokens && a->logprobs == b->logprobs);
+    CHECK(a->top_logprobs == b->top_logprobs && a->ignore_eos == b->ignore_eos);
+    CHECK(a->resumed == b->resumed);
+    CHECK(a->n_prompt == b->n_prompt && a->n_stops == b->n_stops);
+    if (a->n_prompt != b->n_prompt || a->n_stops != b->n_stops) return;
+    CHECK(memcmp(a->prompt, b->prompt, (size_t)a->n_prompt * sizeof(int)) == 0);
+    for (int i = 0; i < a->n_stops; i++) {
+        CHECK(a->stops[i].n_tokens == b->stops[i].n_tokens);
+        if (a->stops[i].n_tokens == b->stops[i].n_tokens)
+            CHECK(memcmp(a->stops[i].tokens, b->stops[i].tokens,
+                         (size_t)a->stops[i].n_tokens * sizeof(int)) == 0);
+    }
+}
+
+static void round_trip_request(const struct runner_request *request) {
+    struct runner_buffer buffer = {0};
+    struct runner_request decoded;
+    CHECK_MSG(runner_encode_add(&buffer, request, err, sizeof(err)) == 0, "%s", err);
+    struct runner_frame frame = only_frame(&buffer);
+    CHECK(frame.type == RUNNER_MSG_ADD);
+    CHECK_MSG(runner_decode_add(&frame, &decoded, err, sizeof(err)) == 0, "%s", err);
+    check_same_request(request, &decoded);
+    runner_request_free(&decoded);
+    CHECK(decoded.prompt == NULL && decoded.stops == NULL);
+    runner_buffer_free(&buffer);
+}
+
+static void test_round_trip_add(void) {
+    struct sample_add s;
+    sample_add_init(&s);
+    round_trip_request(&s.request);
+
+    /* Every bound that is allowed: 16 stops of 64 tokens, edge sampling values. */
+    static int stop_tokens[RUNNER_STOPS_MAX][RUNNER_STOP_TOKENS_MAX];
+    struct runner_stop stops[RUNNER_STOPS_MAX];
+    for (int i = 0; i < RUNNER_STOPS_MAX; i++) {
+        for (int j = 0; j < RUNNER_STOP_TOKENS_MAX; j++) stop_tokens[i][j] = i * 100 + j;
+        stops[i] = (struct runner_stop){RUNNER_STOP_TOKENS_MAX, stop_tokens[i]};
+    }
+    int prompt[1] = {0};
+    struct runner_request edge = {.sampling = {0.0f, 0, 1.0f, 1.0f, 1e-30f, 0, 0},
+                                  .max_tokens = 2147483647,
+                                  .top_logprobs = RUNNER_TOP_LOGPROBS_MAX,
+                                  .n_prompt = 1,
+                                  .prompt = prompt,
+                                  .n_stops = RUNNER_STOPS_MAX,
+                                  .stops = stops};
+    round_trip_request(&edge);
+    edge.sampling.min_p = -0.0f; /* -0 is in [0, 1] and keeps its sign bit */
+    edge.sampling.temperature = 1e6f;
+    edge.logprobs = 1;
+    round_trip_request(&edge);
+}
+
+static void test_round_trip_others(void) {
+    struct runner_buffer buffer = {0};
+    struct runner_frame frame;
+
+    struct runner_hello hello = sample_hello(), hello_out;
+    CHECK(runner_encode_hello(&buffer, &hello, err, sizeof(err)) == 0);
+    frame = only_frame(&buffer);
+    CHECK(frame.type == RUNNER_MSG_HELLO);
+    CHECK_MSG(runner_decode_hello(&frame, &hello_out, err, sizeof(err)) == 0, "%s", err);
+    CHECK(hello_out.vocab_size == 32000 && hello_out.context_length == 4096);
+    CHECK(hello_out.max_sequences == 8 && hello_out.step_tokens == 512);
+    CHECK(hello_out.kv_block_size == 16 && hello_out.kv_blocks_total == 1024);
+    CHECK(hello_out.tensor_parallel == 2 && strcmp(hello_out.model, "kjv2m-q8_0.gguf") == 0);
+
+    const uint64_t ids[] = {0, 42, UINT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        uint64_t id = 1;
+        buffer.length = 0;
+        CHECK(runner_encode_cancel(&buffer, ids[i], err, sizeof(err)) == 0);
+        frame = only_frame(&buffer);
+        CHECK(frame.type == RUNNER_MSG_CANCEL && frame.payload_length == 8);
+        CHECK(runner_decode_cancel(&frame, &id, err, sizeof(err)) == 0 && id == ids[i]);
+    }
+
+    for (int n_top = 0; n_top <= RUNNER_TOP_LOGPROBS_MAX; n_top += RUNNER_TOP_LOGPROBS_MAX) {
+        struct runner_token token = sample_token(n_top), token_out;
+        buffer.length = 0;
+        CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
+        frame = only_frame(&buffer);
+        CHECK(frame.type == RUNNER_MSG_TOKEN);
+        CHECK_MSG(runner_decode_token(&frame, &token_out, err, sizeof(err)) == 0, "%s", err);
+        CHECK(token_out.id == token.id && token_out.token == 31999);
+        CHECK(same_float(token_out.logprob, -1.5e-3f) && token_out.n_top == n_top);
+        for (int i = 0; i < n_top; i++)
+            CHECK(token_out.top[i].token == i * 1000 + 7 &&
+                  same_float(token_out.top[i].logprob, -0.25f * (float)i));
+    }
+
+    for (int reason = RUNNER_FINISH_EOS; reason <= RUNNER_FINISH_ERROR; reason++) {
+        struct runner_finished finished = {(uint64_t)reason << 40, reason, 17, 3 * reason, ""};
+        struct runner_finished finished_out;
+        if (reason == RUNNER_FINISH_ERROR)
+            snprintf(finished.message, sizeof(finished.message), "context full: 4096 positions");
+        buffer.length = 0;
+        CHECK(runner_encode_finished(&buffer, &finished, err, sizeof(err)) == 0);
+        frame = only_frame(&buffer);
+        CHECK(frame.type == RUNNER_MSG_FINISHED);
+        CHECK_MSG(runner_decode_finished(&frame, &finished_out, err, sizeof(err)) == 0, "%s", err);
+        CHECK(finished_out.id == finished.id && finished_out.reason == finished.reason);
+        CHECK(finished_out.n_prompt == 17 && finished_out.n_generated == 3 * reason);
+        CHECK(strcmp(finished_out.message, finished.message) == 0);
+    }
+
+    struct runner_heartbeat beat = sample_heartbeat(), beat_out;
+    buffer.length = 0;
+    CHECK(runner_encode_heartbeat(&buffer, &beat, err, sizeof(err)) == 0);
+    frame = only_frame(&buffer);
+    CHECK(frame.type == RUNNER_MSG_HEARTBEAT && frame.payload_length == 56);
+    CHECK_MSG(runner_decode_heartbeat(&frame, &beat_out, err, sizeof(err)) == 0, "%s", err);
+    CHECK(beat_out.step == 123456789012ull && beat_out.start_us == 1000000000000ull);
+    CHECK(beat_out.end_us == 1000000002500ull && beat_out.n_tokens == 512);
+    CHECK(beat_out.n_decode == 7 && beat_out.n_sequences == 9 && beat_out.n_running == 7);
+    CHECK(beat_out.n_waiting == 3 && beat_out.kv_blocks_used == 100);
+    CHECK(beat_out.kv_blocks_total == 1024 && same_float(beat_out.comm_ms, 1.25f));
+
+    char message[64];
+    buffer.length = 0;
+    CHECK(runner_encode_error(&buffer, "model file kjv2m.gguf: bad tensor", err, sizeof(err)) == 0);
+    frame = only_frame(&buffer);
+    CHECK(frame.type == RUNNER_MSG_ERROR);
+    CHECK(runner_decode_error(&frame, message, sizeof(message), err, sizeof(err)) == 0);
+    CHECK(strcmp(message, "model file kjv2m.gguf: bad tensor") == 0);
+    runner_buffer_free(&buffer);
+}
+
+/* ---- exact bytes ---- */
+
+static void check_bytes(const struct runner_buffer *buffer, const uint8_t *expected, size_t n) {
+    CHECK_MSG(buffer->length == n, "%zu bytes, expected %zu", buffer->length, n);
+    for (size_t i = 0; i < n && i < buffer->length; i++)
+        CHECK_MSG(buffer->data[i] == expected[i], "byte %zu: 0x%02x, expected 0x%02x", i,
+                  buffer->data[i], expected[i]);
+}
+
+static void test_exact_bytes(void) {
+    struct runner_buffer buffer = {0};
+    struct runner_token token = sample_token(1);
+    token.id = 0x0102030405060708ull;
+    token.token = 300;
+    token.logprob = -0.5f;
+    token.top[0] = (struct runner_alternative){5, -1.0f};
+    static const uint8_t token_frame[] = {
+        0x1C, 0x00, 0x00, 0x00, 0x01, 0x04, 0x00, 0x00, /* 28-byte payload, version 1, TOKEN */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
+        0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
+        0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
+        0x01, 0x00, 0x00, 0x00,                         /* n_top 1 */
+        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xBF, /* top[0]: token 5, logprob -1 */
+    };
+    CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
+    check_bytes(&buffer, token_frame, sizeof(token_frame));
+
+    static const uint8_t error_frame[] = {0x06, 0x00, 0x00, 0x00, 0x01, 0x07, 0x00,
+                                          0x00, 0x02, 0x00, 0x00, 0x00, 'h',  'i'};
+    buffer.length = 0;
+    CHECK(runner_encode_error(&buffer, "hi", err, sizeof(err)) == 0);
+    check_bytes(&buffer, error_frame, sizeof(error_frame));
+    runner_buffer_free(&buffer);
+}
+
+/* ---- finding frames ---- */
+
+/* One frame of every type, HELLO to ERROR, appended to stream. */
+static void encode_every_type(struct runner_buffer *stream) {
+    struct sample_add s;
+    sample_add_init(&s);
+    struct runner_hello hello = sample_hello();
+    struct runner_token token = sample_token(3);
+    struct runner_finished finished = {9, RUNNER_FINISH_ERROR, 5, 2, "oops"};
+    struct runner_heartbeat beat = sample_heartbeat();
+    CHECK(runner_encode_hello(stream, &hello, err, sizeof(err)) == 0);
+    CHECK(runner_encode_add(stream, &s.request, err, sizeof(err)) == 0);
+    CHECK(runner_encode_cancel(stream, 7, err, sizeof(err)) == 0);
+    CHECK(runner_encode_token(stream, &token, err, sizeof(err)) == 0);
+    CHECK(runner_encode_finished(stream, &finished, err, sizeof(err)) == 0);
+    CHECK(runner_encode_heartbeat(stream, &beat, err, sizeof(err)) == 0);
+    CHECK(runner_encode_error(stream, "bye", err, sizeof(err)) == 0);
+}
+
+static void test_stream(void) {
+    struct runner_buffer stream = {0};
+    encode_every_type(&stream);
+
+    /* Back to back: each frame is found whole, in order, and every prefix of
+     * it (with nothing after) is incomplete. */
+    size_t at = 0;
+    int n_frames = 0;
+    while (at < stream.length) {
+        struct runner_frame frame;
+        int rc = runner_frame_next(stream.data + at, stream.length - at, RUNNER_FRAME_MAX, &frame,
+                                   err, sizeof(err));
+        CHECK_MSG(rc == 1, "frame %d: rc %d (%s)", n_frames, rc, err);
+        if (rc != 1) break;
+        n_frames++;
+        CHECK(frame.type == (enum runner_message)n_frames);
+        CHECK(frame.payload == stream.data + at + RUNNER_FRAME_HEADER);
+        CHECK(frame.frame_length == RUNNER_FRAME_HEADER + frame.payload_length);
+        CHECK_MSG(decode_any(&frame) == 0, "%s", err);
+        for (size_t n = 0; n < frame.frame_length; n++) {
+            struct runner_frame partial;
+            CHECK_MSG(runner_frame_next(stream.data + at, n, RUNNER_FRAME_MAX, &partial, err,
+                                        sizeof(err)) == 0,
+                      "frame %d prefix %zu", n_frames, n);
+        }
+        at += frame.frame_length;
+    }
+    CHECK(n_frames == 7 && at == stream.length);
+
+    /* Consuming from the buffer as a reader would. */
+    n_frames = 0;
+    struct runner_frame frame;
+    while (runner_frame_next(stream.data, stream.length, RUNNER_FRAME_MAX, &frame, err,
+                             sizeof(err)) == 1) {
+        n_frames++;
+        runner_buffer_consume(&stream, frame.frame_length);
+    }
+    CHECK(n_frames == 7 && stream.length == 0);
+    runner_buffer_free(&stream);
+}
+
+static void test_header_errors(void) {
+    struct runner_buffer buffer = {0};
+    struct runner_frame frame;
+    CHECK(runner_encode_cancel(&buffer, 1, err, sizeof(err)) == 0);
+    uint8_t bytes[16];
+    memcpy(bytes, buffer.data, sizeof(bytes));
+    const struct {
+        size_t offset;
+        uint8_t value;
+        const char *expected;
+    } cases[] = {
+        {4, 2, "header: version 2, expected 1"},
+        {4, 0, "header: version 0, expected 1"},
+        {5, 0, "header: type 0 is not a known message (1..7)"},
+        {5, 8, "header: type 8 is not a known message (1..7)"},
+        {6, 1, "header: reserved field 0x0001 is not zero"},
+        {7, 0x80, "header: reserved field 0x8000 is not zero"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t bad[16];
+        memcpy(bad, bytes, sizeof(bad));
+        bad[cases[i].offset] = cases[i].value;
+        /* The header alone is enough to refuse the frame. */
+        CHECK_FAILS(
+            runner_frame_next(bad, RUNNER_FRAME_HEADER, RUNNER_FRAME_MAX, &frame, err, sizeof(err)),
+            cases[i].expected);
+    }
+    CHECK_FAILS(runner_frame_next(bytes, sizeof(bytes), 7, &frame, err, sizeof(err)),
+                "header: CANCEL payload of 8 bytes exceeds the limit of 7");
+    CHECK(runner_frame_next(bytes, sizeof(bytes), 8, &frame, err, sizeof(err)) == 1);
+    put_u32(bytes, 0xFFFFFFFFu);
+    CHECK_FAILS(
+        runner_frame_next(bytes, RUNNER_FRAME_HEADER, RUNNER_FRAME_MAX, &frame, err, sizeof(err)),
+        "header: CANCEL payload of 4294967295 bytes exceeds the limit of 4194304");
+    CHECK(runner_frame_next(bytes, 0, RUNNER_FRAME_MAX, &frame, err, sizeof(err)) == 0);
+    runner_buffer_free(&buffer);
+}
+
+/* Every strict prefix of every payload is refused by its decoder (read from
+ * an exact-size copy, so ASan sees any read past the end), and so is the
+ * payload with one byte more; a decoder refuses a frame of another type. */
+static void test_truncated_and_trailing(void) {
+    struct runner_buffer stream = {0};
+    encode_every_type(&stream);
+    const char *last_field[] = {"",    "model",   "prompt",  "id",
+                                "top", "message", "comm_ms", "message"};
+    struct runner_frame frame;
+    for (size_t at = 0; runner_frame_next(stream.data + at, stream.length - at, RUNNER_FRAME_MAX,
+                                          &frame, err, sizeof(err)) == 1;
+         at += frame.frame_length) {
+        const char *name = last_field[frame.type];
+        for (size_t n = 0; n <= frame.payload_length + 1; n++) {
+            if (n == frame.payload_length) continue;
+            uint8_t *copy = malloc(n > 0 ? n : 1);
+            memcpy(copy, frame.payload, n < frame.payload_length ? n : frame.payload_length);
+            if (n > frame.payload_length) copy[frame.payload_length] = 0xEE;
+            struct runner_frame cut = frame;
+            cut.payload = copy;
+            cut.payload_length = n;
+            err[0] = '\0';
+            CHECK_MSG(decode_any(&cut) == -1 && strncmp(err, "runner protocol: ", 17) == 0,
+                      "type %d, payload %zu of %zu: err '%s'", frame.type, n, frame.payload_length,
+                      err);
+            if (n > frame.payload_length) {
+                char expected[128];
+                snprintf(expected, sizeof(expected), "1 trailing byte after %s, the last field",
+                         name);
+                CHECK_MSG(strstr(err, expected) != NULL, "err '%s'", err);
+            }
+            free(copy);
+        }
+    }
+    struct runner_token token_out;
+    CHECK(runner_frame_next(stream.data, stream.length, RUNNER_FRAME_MAX, &frame, err,
+                            sizeof(err)) == 1);
+    CHECK_FAILS(runner_decode_token(&frame, &token_out, err, sizeof(err)),
+                "TOKEN: cannot decode a HELLO frame");
+    runner_buffer_free(&stream);
+}
+
+/* ---- validation rules: decoder (patched frame) and encoder (same value) ---- */
+
+/* Stores bits in the 4-byte int or float that fields[offset / 4] points to
+ * (the struct member that travels at that payload offset). */
+static void set_field(void *const *fields, size_t n_fields, size_t offset, uint32_t bits) {
+    void *field = offset / 4 < n_fields ? fields[offset / 4] : NULL;
+    CHECK_MSG(field != NULL, "no struct member for payload offset %zu", offset);
+    if (field != NULL) memcpy(field, &bits, sizeof(bits));
+}
+
+static void set_add_field(struct sample_add *s, size_t offset, uint32_t bits) {
+    struct runner_request *r = &s->request;
+    void *const fields[] = {[2] = &r->sampling.temperature,
+                            [3] = &r->sampling.top_k,
+                            [4] = &r->sampling.top_p,
+                            [5] = &r->sampling.min_p,
+                            [6] = &r->sampling.repeat_penalty,
+                            [7] = &r->sampling.repeat_last_n,
+                            [10] = &r->max_tokens,
+                            [12] = &r->top_logprobs,
+                            [13] = &r->resumed,
+                            [14] = &r->n_stops,
+                            [15] = &s->stops[0].n_tokens,
+                            [17] = &s->stop_newlines[1],
+                            [19] = &s->stop_period[0],
+                            [20] = &r->n_prompt,
+                            [25] = &s->prompt[4]};
+    set_field(fields, sizeof(fields) / sizeof(fields[0]), offset, bits);
+}
+
+static void test_add_rules(void) {
+    /* Payload offsets of the sample request: id 0, temperature 8, top_k 12,
+     * top_p 16, min_p 20, repeat_penalty 24, repeat_last_n 28, seed 32,
+     * max_tokens 40, flags 44, top_logprobs 48, resumed 52, n_stops 56,
+     * stops[0] 60 (count) 64 68, stops[1] 72 (count) 76, n_prompt 80,
+     * prompt 84..100. */
+    static const struct bad_field cases[] = {
+        {8, 0xBF800000u, 1, "ADD: temperature -1 must be finite and >= 0"},
+        {8, 0x7FC00000u, 1, "ADD: temperature nan must be finite and >= 0"},
+        {8, 0x7F800000u, 1, "ADD: temperature inf must be finite and >= 0"},
+        {12, 0xFFFFFFFFu, 1, "ADD: top_k -1 must be >= 0"},
+        {16, 0x00000000u, 1, "ADD: top_p 0 out of range (0, 1]"},
+        {16, 0x3FC00000u, 1, "ADD: top_p 1.5 out of range (0, 1]"},
+        {16, 0x7FC00000u, 1, "ADD: top_p nan out of range (0, 1]"},
+        {20, 0xBDCCCCCDu, 1, "ADD: min_p -0.1 out of range [0, 1]"},
+        {20, 0x3F8CCCCDu, 1, "ADD: min_p 1.1 out of range [0, 1]"},
+        {20, 0x7F800000u, 1, "ADD: min_p inf out of range [0, 1]"},
+        {24, 0x00000000u, 1, "ADD: repeat_penalty 0 must be finite and > 0"},
+        {24, 0xBF800000u, 1, "ADD: repeat_penalty -1 must be finite and > 0"},
+        {24, 0x7F800000u, 1, "ADD: repeat_penalty inf must be finite and > 0"},
+        {28, 0xFFFFFFFFu, 1, "ADD: repeat_last_n -1 must be >= 0"},
+        {40, 0x00000000u, 1, "ADD: max_tokens 0 must be >= 1"},
+        {40, 0x80000000u, 1, "ADD: max_tokens -2147483648 must be >= 1"},
+        {44, 0x00000004u, 0, "ADD: flags 0x4 has unknown bits 0x4"},
+        {44, 0x80000003u, 0, "ADD: flags 0x80000003 has unknown bits 0x80000000"},
+        {48, 0xFFFFFFFFu, 1, "ADD: top_logprobs -1 out of range [0, 20]"},
+        {48, 21, 1, "ADD: top_logprobs 21 out of range [0, 20]"},
+        {52, 0xFFFFFFFFu, 1, "ADD: resumed -1 out of range [0, 4]"},
+        {52, 5, 1, "ADD: resumed 5 out of range [0, 4]"},
+        {56, 17, 1, "ADD: n_stops 17 out of range [0, 16]"},
+        {56, 0xFFFFFFFFu, 0, "ADD: n_stops 4294967295 out of range [0, 16]"},
+        {60, 0, 1, "ADD: stops[0].n_tokens 0 out of range [1, 64]"},
+        {60, 65, 1, "ADD: stops[0].n_tokens 65 out of range [1, 64]"},
+        {68, 0xFFFFFFFFu, 1, "ADD: stops[0].tokens[1] -1 must be >= 0"},
+        {76, 0x80000000u, 1, "ADD: stops[1].tokens[0] -2147483648 must be >= 0"},
+        {80, 0, 1, "ADD: n_prompt 0 must be >= 1"},
+        {80, 6, 0, "ADD: n_prompt 6 needs 24 bytes, 20 left"},
+        {80, 0x40000000u, 0, "ADD: n_prompt 1073741824 needs 4294967296 bytes, 20 left"},
+        {80, 0x80000000u, 0, "ADD: n_prompt 2147483648 out of range [1, 2147483647]"},
+        {100, 0xFFFFFFFFu, 1, "ADD: prompt[4] -1 must be >= 0"},
+    };
+    struct runner_buffer buffer = {0};
+    struct sample_add s;
+    sample_add_init(&s);
+    CHECK(runner_encode_add(&buffer, &s.request, err, sizeof(err)) == 0);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + 104);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
+        if (!cases[i].encoder) continue;
+        struct runner_buffer out = {0};
+        sample_add_init(&s);
+        set_add_field(&s, cases[i].offset, cases[i].bits);
+        CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)), cases[i].expected);
+        CHECK(out.length == 0);
+        runner_buffer_free(&out);
+    }
+
+    /* A refused request leaves nothing allocated and the output zeroed. */
+    struct runner_request request;
+    memset(&request, 0xAB, sizeof(request));
+    CHECK(decode_patched(&buffer, 100, 0xFFFFFFFFu) == -1);
+    struct runner_frame frame = only_frame(&buffer);
+    uint8_t *copy = malloc(buffer.length);
+    memcpy(copy, buffer.data, buffer.length);
+    put_u32(copy + RUNNER_FRAME_HEADER + 96, 0xFFFFFFFFu);
+    frame.payload = copy + RUNNER_FRAME_HEADER;
+    CHECK(runner_decode_add(&frame, &request, err, sizeof(err)) == -1);
+    CHECK(request.prompt == NULL && request.stops == NULL && request.n_prompt == 0);
+    runner_request_free(&request);
+    free(copy);
+
+    /* What only the encoder can be given. */
+    struct runner_buffer out = {0};
+    sample_add_init(&s);
+    s.request.logprobs = 2;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: logprobs 2 out of range [0, 1]");
+    sample_add_init(&s);
+    s.request.ignore_eos = -1;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: ignore_eos -1 out of range [0, 1]");
+    sample_add_init(&s);
+    s.request.prompt = NULL;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: prompt is NULL with 5 tokens");
+    sample_add_init(&s);
+    s.request.stops = NULL;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: stops is NULL with n_stops 2");
+    sample_add_init(&s);
+    s.stops[1].tokens = NULL;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: stops[1].tokens is NULL with 1 tokens");
+    CHECK(out.length == 0);
+    runner_buffer_free(&out);
+    runner_buffer_free(&buffer);
+}
+
+static void set_token_field(struct runner_token *t, size_t offset, uint32_t bits) {
+    void *const fields[] = {
+        [2] = &t->token,         [3] = &t->logprob,        [4] = &t->n_top,
+        [5] = &t->top[0].token,  [6] = &t->top[0].logprob, [7] = &t->top[1].token,
+        [8] = &t->top[1].logprob};
+    set_field(fields, sizeof(fields) / sizeof(fields[0]), offset, bits);
+}
+
+static void test_token_rules(void) {
+    /* id 0, token 8, logprob 12, n_top 16, top[0] 20 24, top[1] 28 32. */
+    static const struct bad_field cases[] = {
+        {8, 0xFFFFFFFFu, 1, "TOKEN: token -1 must be >= 0"},
+        {12, 0x7FC00000u, 1, "TOKEN: logprob nan is not finite"},
+        {12, 0xFF800000u, 1, "TOKEN: logprob -inf is not finite"},
+        {16, 21, 1, "TOKEN: n_top 21 out of range [0, 20]"},
+        {16, 0xFFFFFFFFu, 0, "TOKEN: n_top 4294967295 out of range [0, 20]"},
+        {16, 3, 0, "TOKEN: n_top 3 needs 24 bytes, 16 left"},
+        {20, 0x80000000u, 1, "TOKEN: top[0].token -2147483648 must be >= 0"},
+        {28, 0xFFFFFFFBu, 1, "TOKEN: top[1].token -5 must be >= 0"},
+        {24, 0x7F800000u, 1, "TOKEN: top[0].logprob inf is not finite"},
+        {32, 0xFFC00000u, 1, "TOKEN: top[1].logprob -nan is not finite"},
+    };
+    struct runner_buffer buffer = {0};
+    struct runner_token token = sample_token(2);
+    CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + 36);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
+        if (!cases[i].encoder) continue;
+        struct runner_buffer out = {0};
+        token = sample_token(2);
+        set_token_field(&token, cases[i].offset, cases[i].bits);
+        CHECK_FAILS(runner_encode_token(&out, &token, err, sizeof(err)), cases[i].expected);
+        CHECK(out.length == 0);
+        runner_buffer_free(&out);
+    }
+    runner_buffer_free(&buffer);
+}
+
+static void test_finished_rules(void) {
+    /* id 0, reason 8, n_prompt 12, n_generated 16, message length 20, message 24. */
+    static const struct bad_field cases[] = {
+        {8, 0, 1, "FINISHED: reason 0 out of range [1, 5]"},
+        {8, 6, 1, "FINISHED: reason 6 out of range [1, 5]"},
+        {8, 0xFFFFFFFFu, 0, "FINISHED: reason 4294967295 out of range [1, 5]"},
+        {12, 0xFFFFFFFFu, 1, "FINISHED: n_prompt -1 must be >= 0"},
+        {16, 0xFFFFFFFDu, 1, "FINISHED: n_generated -3 must be >= 0"},
+        {20, 5, 0, "FINISHED: payload ends inside message (5 bytes needed, 4 left)"},
+        {20, 0xFFFFFFF0u, 0,
+         "FINISHED: payload ends inside message (4294967280 bytes needed, 4 left)"},
+        {20, 3, 0, "FINISHED: 1 trailing byte after message, the last field"},
+        {24, 0x00006F6Fu, 0, "FINISHED: message has a NUL byte at offset 2"},
+    };
+    struct runner_buffer buffer = {0};
+    struct runner_finished finished = {9, RUNNER_FINISH_ERROR, 5, 2, "oops"};
+    CHECK(runner_encode_finished(&buffer, &finished, err, sizeof(err)) == 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
+        if (!cases[i].encoder) continue;
+        struct runner_finished bad = finished;
+        void *const fields[] = {[2] = &bad.reason, [3] = &bad.n_prompt, [4] = &bad.n_generated};
+        set_field(fields, 5, cases[i].offset, cases[i].bits);
+        size_t before = buffer.length;
+        CHECK_FAILS(runner_encode_finished(&buffer, &bad, err, sizeof(err)), cases[i].expected);
+        CHECK(buffer.length == before);
+    }
+    memset(finished.message, 'x', sizeof(finished.message));
+    CHECK_FAILS(runner_encode_finished(&buffer, &finished, err, sizeof(err)),
+                "FINISHED: message is not NUL-terminated within its 200 bytes");
+    runner_buffer_free(&buffer);
+}
+
+static void test_heartbeat_rules(void) {
+    /* step 0, start_us 8, end_us 16, n_tokens 24, n_decode 28, n_sequences
+     * 32, n_running 36, n_waiting 40, kv_blocks_used 44, kv_blocks_total 48,
+     * comm_ms 52. */
+    static const struct bad_field cases[] = {
+        {20, 0, 1, "HEARTBEAT: end_us 3567589828 is before start_us 1000000000000"},
+        {24, 0xFFFFFFFFu, 1, "HEARTBEAT: n_tokens -1 must be >= 0"},
+        {28, 0xFFFFFFFFu, 1, "HEARTBEAT: n_decode -1 must be >= 0"},
+        {32, 0xFFFFFFFFu, 1, "HEARTBEAT: n_sequences -1 must be >= 0"},
+        {36, 0xFFFFFFFFu, 1, "HEARTBEAT: n_running -1 must be >= 0"},
+        {40, 0xFFFFFFFFu, 1, "HEARTBEAT: n_waiting -1 must be >= 0"},
+        {44, 0xFFFFFFFFu, 1, "HEARTBEAT: kv_blocks_used -1 must be >= 0"},
+        {48, 0xFFFFFFFFu, 1, "HEARTBEAT: kv_blocks_total -1 must be >= 0"},
+        {28, 513, 1, "HEARTBEAT: n_decode 513 exceeds n_tokens 512"},
+        {32, 600, 1, "HEARTBEAT: n_sequences 600 exceeds n_tokens 512"},
+        {44, 2000, 1, "HEARTBEAT: kv_blocks_used 2000 exceeds kv_blocks_total 1024"},
+        {52, 0x7FC00000u, 1, "HEARTBEAT: comm_ms nan must be finite and >= 0"},
+        {52, 0xBF800000u, 1, "HEARTBEAT: comm_ms -1 must be finite and >= 0"},
+    };
+    struct runner_buffer buffer = {0};
+    struct runner_heartbeat beat = sample_heartbeat();
+    CHECK(runner_encode_heartbeat(&buffer, &beat, err, sizeof(err)) == 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
+        struct runner_heartbeat bad = beat;
+        void *const fields[] = {
+            [6] = &bad.n_tokens,         [7] = &bad.n_decode,   [8] = &bad.n_sequences,
+            [9] = &bad.n_running,        [10] = &bad.n_waiting, [11] = &bad.kv_blocks_used,
+            [12] = &bad.kv_blocks_total, [13] = &bad.comm_ms};
+        if (cases[i].offset == 20)
+            bad.end_us &= 0xFFFFFFFFull; /* what zeroing its high half does to the frame */
+        else
+            set_field(fields, 14, cases[i].offset, cases[i].bits);
+        size_t before = buffer.length;
+        CHECK_FAILS(runner_encode_heartbeat(&buffer, &bad, err, sizeof(err)), cases[i].expected);
+        CHECK(buffer.length == before);
+    }
+    runner_buffer_free(&buffer);
+}
+
+static void test_hello_rules(void) {
+    const char *names[] = {"vocab_size",    "context_length",  "max_sequences",  "step_tokens",
+                           "kv_block_size", "kv_blocks_total", "tensor_parallel"};
+    struct runner_buffer buffer = {0};
+    struct runner_hello hello = sample_hello();
+    CHECK(runner_encode_hello(&buffer, &hello, err, sizeof(err)) == 0);
+    for (int i = 0; i < 7; i++) {
+        char expected[128];
+        snprintf(expected, sizeof(expected), "HELLO: %s 0 must be >= 1", names[i]);
+        CHECK_FAILS(decode_patched(&buffer, (size_t)i * 4, 0), expected);
+        struct runner_hello bad = hello;
+        int *fields[] = {&bad.vocab_size,     &bad.context_length, &bad.max_sequences,
+                         &bad.step_tokens,    &bad.kv_block_size,  &bad.kv_blocks_total,
+                         &bad.tensor_parallel};
+        *fields[i] = 0;
+        size_t before = buffer.length;
+        CHECK_FAILS(runner_encode_hello(&buffer, &bad, err, sizeof(err)), expected);
+        CHECK(buffer.length == before);
+    }
+    CHECK_FAILS(decode_patched(&buffer, 28, 100),
+                "HELLO: payload ends inside model (100 bytes needed, 15 left)");
+    CHECK_FAILS(decode_patched(&buffer, 32, 0x67006A6Bu),
+                "HELLO: model has a NUL byte at offset 2");
+    memset(hello.model, 'm', sizeof(hello.model));
+    CHECK_FAILS(runner_encode_hello(&buffer, &hello, err, sizeof(err)),
+                "HELLO: model is not NUL-terminated within its 128 bytes");
+    runner_buffer_free(&buffer);
+}
+
+/* ---- strings ---- */
+
+/* A frame made by hand: a header for type, then n payload bytes. */
+static struct runner_frame hand_frame(uint8_t *bytes, int type, size_t n) {
+    struct runner_frame frame;
+    put_u32(bytes, (uint32_t)n);
+    bytes[4] = RUNNER_PROTOCOL_VERSION;
+    bytes[5] = (uint8_t)type;
+    bytes[6] = bytes[7] = 0;
+    CHECK(runner_frame_next(bytes, RUNNER_FRAME_HEADER + n, RUNNER_FRAME_MAX, &frame, err,
+                            sizeof(err)) == 1);
+    return frame;
+}
+
+/* A FINISHED frame whose message is text; returns the decoded message length. */
+static size_t finished_message_length(const char *text, char *message) {
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 24 + 400];
+    size_t n = strlen(text);
+    uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
+    memset(payload, 0, 24);
+    put_u32(payload + 8, RUNNER_FINISH_ERROR);
+    put_u32(payload + 20, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) payload[24 + i] = (uint8_t)text[i]; /* no terminator */
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_FINISHED, 24 + n);
+    struct runner_finished finished;
+    CHECK_MSG(runner_decode_finished(&frame, &finished, err, sizeof(err)) == 0, "%s", err);
+    strcpy(message, finished.message);
+    return strlen(finished.message);
+}
+
+static void test_strings(void) {
+    char text[400], message[200];
+    /* Longer than the 200-byte array: cut to 199 bytes and terminated. */
+    memset(text, 'a', 300);
+    text[300] = '\0';
+    CHECK(finished_message_length(text, message) == 199 && message[198] == 'a');
+    /* A 2-byte character across the cut is left out whole... */
+    memset(text, 'a', 198);
+    strcpy(text + 198, "\xc3\xa9"
+                       "b");
+    CHECK(finished_message_length(text, message) == 198);
+    /* ...one that ends at the cut is kept... */
+    memset(text, 'a', 197);
+    strcpy(text + 197, "\xc3\xa9"
+                       "bb");
+    CHECK(finished_message_length(text, message) == 199 && strcmp(message + 197, "\xc3\xa9") == 0);
+    /* ...and so is one that fits exactly. */
+    text[199] = '\0';
+    CHECK(finished_message_length(text, message) == 199);
+    /* A 4-byte character across the cut. */
+    memset(text, 'a', 197);
+    strcpy(text + 197, "\xf0\x9f\x98\x80");
+    CHECK(finished_message_length(text, message) == 197);
+
+    /* The model name is cut to 127 bytes. */
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 32 + 300];
+    uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
+    for (int i = 0; i < 7; i++) put_u32(payload + 4 * i, 1);
+    put_u32(payload + 28, 300);
+    memset(payload + 32, 'm', 300);
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_HELLO, 32 + 300);
+    struct runner_hello hello;
+    CHECK_MSG(runner_decode_hello(&frame, &hello, err, sizeof(err)) == 0, "%s", err);
+    CHECK(strlen(hello.model) == 127 && hello.model[0] == 'm');
+
+    /* ERROR: cut to the caller's buffer; NUL bytes refused; no buffer at all is fine. */
+    struct runner_buffer buffer = {0};
+    char small[4];
+    CHECK(runner_encode_error(&buffer, "hello", err, sizeof(err)) == 0);
+    frame = only_frame(&buffer);
+    CHECK(runner_decode_error(&frame, small, sizeof(small), err, sizeof(err)) == 0);
+    CHECK(strcmp(small, "hel") == 0);
+    CHECK(runner_decode_error(&frame, NULL, 0, err, sizeof(err)) == 0);
+    CHECK_FAILS(decode_patched(&buffer, 4, 0x006C6568u),
+                "ERROR: message has a NUL byte at offset 3");
+    CHECK_FAILS(decode_patched(&buffer, 0, 4),
+                "ERROR: 1 trailing byte after message, the last field");
+    CHECK_FAILS(runner_encode_error(&buffer, NULL, err, sizeof(err)), "ERROR: message is NULL");
+    runner_buffer_free(&buffer);
+}
+
+/* The encoders refuse a payload the default receiver would refuse. */
+static void test_frame_limit(void) {
+    struct runner_buffer buffer = {0};
+    struct sample_add s;
+    sample_add_init(&s);
+    /* 64 fixed bytes without stops, then 4 per prompt token. */
+    int n_fit = (int)((RUNNER_FRAME_MAX - 64) / 4);
+    int *prompt = calloc((size_t)n_fit + 1, sizeof(int));
+    s.request.prompt = prompt;
+    s.request.n_stops = 0;
+    s.request.n_prompt = n_fit + 1;
+    CHECK_FAILS(runner_encode_add(&buffer, &s.request, err, sizeof(err)),
+                "ADD: payload of 4194308 bytes exceeds the frame limit of 4194304 bytes");
+    CHECK(buffer.length == 0);
+    s.request.n_prompt = n_fit;
+    CHECK(runner_encode_add(&buffer, &s.request, err, sizeof(err)) == 0);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + RUNNER_FRAME_MAX);
+    struct runner_frame frame = only_frame(&buffer);
+    struct runner_request decoded;
+    CHECK_MSG(runner_decode_add(&frame, &decoded, err, sizeof(err)) == 0, "%s", err);
+    CHECK(decoded.n_prompt == n_fit && decoded.n_stops == 0);
+    runner_request_free(&decoded);
+    free(prompt);
+
+    char *message = malloc(RUNNER_FRAME_MAX);
+    memset(message, 'e', RUNNER_FRAME_MAX - 3);
+    message[RUNNER_FRAME_MAX - 3] = '\0';
+    size_t before = buffer.length;
+    CHECK_FAILS(runner_encode_error(&buffer, message, err, sizeof(err)),
+                "ERROR: payload of 4194305 bytes exceeds the frame limit of 4194304 bytes");
+    CHECK(buffer.length == before);
+    message[RUNNER_FRAME_MAX - 4] = '\0';
+    CHECK(runner_encode_error(&buffer, message, err, sizeof(err)) == 0);
+    CHECK(buffer.length == before + RUNNER_FRAME_HEADER + RUNNER_FRAME_MAX);
+    free(message);
+    runner_buffer_free(&buffer);
+}
+
+/* ---- buffer, names, corpus ---- */
+
+static void test_buffer(void) {
+    struct runner_buffer buffer = {0};
+    uint8_t bytes[1000];
+    for (int i = 0; i < 1000; i++) bytes[i] = (uint8_t)(i * 7);
+    CHECK(runner_buffer_append(&buffer, NULL, 0) == 0 && buffer.length == 0);
+    CHECK(runner_buffer_append(&buffer, bytes, 3) == 0 && buffer.length == 3);
+    CHECK(runner_buffer_append(&buffer, bytes, 1000) == 0 && buffer.length == 1003);
+    CHECK(buffer.capacity >= 1003);
+    runner_buffer_consume(&buffer, 3);
+    CHECK(buffer.length == 1000 && memcmp(buffer.data, bytes, 1000) == 0);
+    runner_buffer_consume(&buffer, 998);
+    CHECK(buffer.length == 2 && buffer.data[0] == bytes[998] && buffer.data[1] == bytes[999]);
+    runner_buffer_consume(&buffer, 5000);
+    CHECK(buffer.length == 0);
+    CHECK(runner_buffer_append(&buffer, bytes, 2) == 0);
+    CHECK(runner_buffer_append(&buffer, bytes, SIZE_MAX - 1) == -1 && buffer.length == 2);
+    runner_buffer_free(&buffer);
+    CHECK(buffer.data == NULL && buffer.length == 0 && buffer.capacity == 0);
+    runner_buffer_free(&buffer);
+
+    struct runner_request empty;
+    memset(&empty, 0, sizeof(empty));
+    runner_request_free(&empty);
+    runner_request_free(NULL);
+}
+
+static void test_finish_reason_names(void) {
+    CHECK(strcmp(runner_finish_reason_name(RUNNER_FINISH_EOS), "eos") == 0);
+    CHECK(strcmp(runner_finish_reason_name(RUNNER_FINISH_LENGTH), "length") == 0);
+    CHECK(strcmp(runner_finish_reason_name(RUNNER_FINISH_STOP), "stop") == 0);
+    CHECK(strcmp(runner_finish_reason_name(RUNNER_FINISH_CANCELLED), "cancelled") == 0);
+    CHECK(strcmp(runner_finish_reason_name(RUNNER_FINISH_ERROR), "error") == 0);
+    CHECK(strcmp(runner_finish_reason_name((enum runner_finish_reason)0), "unknown") == 0);
+}
+
+/* Every file in tests/fuzz/corpus-runner is a whole number of valid frames,
+ * and together they hold every message type. */
+static void test_corpus(void) {
+    const char *source = __FILE__, *slash = strrchr(source, '/');
+    if (source[0] != '/' || slash == NULL) {
+        printf("note: %s is not an absolute path; corpus not checked\n", source);
+        return;
+    }
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%.*s/fuzz/corpus-runner", (int)(slash - source), source);
+    DIR *listing = opendir(dir);
+    CHECK_MSG(listing != NULL, "cannot open %s", dir);
+    if (listing == NULL) return;
+    int seen[RUNNER_MSG_ERROR + 1] = {0}, n_files = 0;
+    const struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (entry->d_name[0] == '.') continue;
+        char path[1300];
+        uint8_t bytes[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, entry->d_name);
+        FILE *file = fopen(path, "rb");
+        CHECK_MSG(file != NULL, "cannot open %s", path);
+        if (file == NULL) continue;
+        size_t length = fread(bytes, 1, sizeof(bytes), file);
+        CHECK_MSG(feof(file), "%s is 4096 bytes or more", path);
+        fclose(file);
+        n_files++;
+        size_t at = 0;
+        struct runner_frame frame;
+        while (runner_frame_next(bytes + at, length - at, RUNNER_FRAME_MAX, &frame, err,
+                                 sizeof(err)) == 1) {
+            CHECK_MSG(decode_any(&frame) == 0, "%s at %zu: %s", path, at, err);
+            seen[frame.type] = 1;
+            at += frame.frame_length;
+        }
+        CHECK_MSG(at == length && length > 0, "%s: %zu of %zu bytes are whole frames", path, at,
+                  length);
+    }
+    closedir(listing);
+    CHECK(n_files >= RUNNER_MSG_ERROR);
+    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_ERROR; type++)
+        CHECK_MSG(seen[type], "no frame of type %d in %s", type, dir);
+}
+
+int main(void) {
+    test_buffer();
+    test_finish_reason_names();
+    test_round_trip_add();
+    test_round_trip_others();
+    test_exact_bytes();
+    test_stream();
+    test_header_errors();
+    test_truncated_and_trailing();
+    test_add_rules();
+    test_token_rules();
+    test_finished_rules();
+    test_heartbeat_rules();
+    test_hello_rules();
+    test_strings();
+    test_frame_limit();
+    test_corpus();
+    return test_status("test_runner_protocol");
+}
