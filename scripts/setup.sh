@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake gcc clang clang-format clang-tidy cppcheck libclang-rt-14-dev
-          libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2)
+          libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2 curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -304,6 +304,8 @@ int main(int argc, char **argv) {
      * the socket file being gone shows the leader stopped cleanly */
     CHECK_MSG(status == 0 || (mpi && status == 1), "runner exit status %d", status);
     CHECK_MSG(access(socket_path, F_OK) != 0, "the socket file is still there");
+    /* mpirun may exit before its ranks finish leaving */
+    CHECK_MSG(test_reap_children(20.0) == 0, "processes left running after the stop");
     CHECK(test_kill_children() == 0);
     return test_status(mpi ? "test_runner_server mpi" : "test_runner_server local");
 }

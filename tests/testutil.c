@@ -194,6 +194,15 @@ static void reap_children_except(const pid_t *keep, int n_keep, double seconds) 
     }
 }
 
+int test_reap_children(double seconds) {
+    pid_t pids[256];
+    char states[256];
+    reap_children_except(NULL, 0, seconds);
+    int n = list_children(pids, states, 256), running = 0;
+    for (int i = 0; i < n; i++) running += states[i] != 'Z';
+    return running;
+}
+
 int test_kill_children(void) {
     return kill_children_except(NULL, 0);
 }
@@ -320,6 +329,12 @@ int test_stop_service(struct test_service *service, double grace_seconds) {
         waitpid(pid, &status, 0);
         service->status = 128 + SIGKILL;
         service->pid = 0;
+    }
+    if (test_failures > 0 || service->status != 0) { /* its log explains the failure */
+        char *err = slurp(service->err_path, NULL);
+        printf("--- stderr of the stopped service (exit status %d):\n%s\n", service->status,
+               err ? err : "");
+        free(err);
     }
     remove(service->out_path);
     remove(service->err_path);

@@ -95,6 +95,11 @@ int test_stop_service(struct test_service *service, double grace_seconds);
 /* Contents of a file (malloc'd, NUL-terminated), or NULL. */
 char *test_read_file(const char *path, size_t *size);
 
+/* Reaps children of this process as they exit, for up to seconds; returns
+ * how many are still running then (processes a stopped job leaves to exit
+ * on their own, such as mpirun's ranks). */
+int test_reap_children(double seconds);
+
 /* Kills every child of this process with SIGKILL, by pid, and reaps them;
  * returns how many were still running. */
 int test_kill_children(void);

@@ -56,6 +56,7 @@ struct gateway_request {
     struct MHD_Connection *connection; /* its HTTP connection */
     int suspended;                     /* 1: the connection waits for output */
     uint64_t first_token_us, last_token_us, last_output_us;
+    uint64_t unsent_since_us; /* streaming: when the oldest unsent token arrived (0: none) */
 };
 
 /* A model instance: its vocabulary and the runner that serves it. */
@@ -95,6 +96,7 @@ struct gateway_metrics {
     struct metrics_metric *queue_depth, *running, *kv_used, *kv_total; /* {model} gauges */
     struct metrics_metric *step_seconds;                               /* {model} */
     struct metrics_metric *restarts;                                   /* {model} */
+    struct metrics_metric *overhead; /* {model} token received -> bytes to the socket */
 };
 
 struct gateway {
@@ -152,6 +154,7 @@ void gateway_observe_latency(struct gateway_instance *instance, double ttft, dou
 void gateway_observe_heartbeat(struct gateway_instance *instance,
                                const struct runner_heartbeat *heartbeat);
 void gateway_observe_restart(struct gateway_instance *instance);
+void gateway_observe_overhead(struct gateway_instance *instance, double seconds);
 char *gateway_metrics_text(struct gateway *gateway);
 
 #endif

@@ -141,6 +141,11 @@ static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t ma
         n = (ssize_t)(r->out.length < max ? r->out.length : max);
         memcpy(buffer, r->out.data, (size_t)n);
         runner_buffer_consume(&r->out, (size_t)n);
+        if (r->unsent_since_us) {
+            gateway_observe_overhead(r->instance,
+                                     (double)(runner_now_us() - r->unsent_since_us) * 1e-6);
+            r->unsent_since_us = 0;
+        }
     } else if (r->done) {
         n = MHD_CONTENT_READER_END_OF_STREAM;
     } else if (r->connection) {

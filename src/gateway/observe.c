@@ -11,6 +11,11 @@ static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.5,   1,      2.5,   5,    10,    30,   60};
 #define N_BOUNDS ((int)(sizeof(latency_bounds) / sizeof(latency_bounds[0])))
 
+/* Seconds: 10 us to 100 ms, for the gateway's own work per token. */
+static const double overhead_bounds[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                         1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1};
+#define N_OVERHEAD_BOUNDS ((int)(sizeof(overhead_bounds) / sizeof(overhead_bounds[0])))
+
 int gateway_metrics_init(struct gateway *g) {
     struct gateway_metrics *m = &g->metrics;
     struct metrics_registry *r = &m->registry;
@@ -46,7 +51,11 @@ int gateway_metrics_init(struct gateway *g) {
     m->restarts = metrics_register_counter(r, "lockstep_runner_restarts_total",
                                            "runners restarted after they exited or failed", "model",
                                            NULL, err, sizeof(err));
-    return m->requests && m->restarts && m->step_seconds ? 0 : -1;
+    m->overhead = metrics_register_histogram(
+        r, "lockstep_gateway_overhead_seconds",
+        "from a token's frame arriving from the runner to its bytes going to the client socket",
+        "model", NULL, overhead_bounds, N_OVERHEAD_BOUNDS, err, sizeof(err));
+    return m->requests && m->restarts && m->step_seconds && m->overhead ? 0 : -1;
 }
 
 void gateway_observe_request(struct gateway *g, const char *model, int status) {
@@ -80,6 +89,10 @@ void gateway_observe_heartbeat(struct gateway_instance *in, const struct runner_
 
 void gateway_observe_restart(struct gateway_instance *in) {
     metrics_add(metrics_series_get(in->gateway->metrics.restarts, in->name, NULL), 1);
+}
+
+void gateway_observe_overhead(struct gateway_instance *in, double seconds) {
+    metrics_observe(metrics_series_get(in->gateway->metrics.overhead, in->name, NULL), seconds);
 }
 
 char *gateway_metrics_text(struct gateway *g) {

@@ -251,6 +251,10 @@ static size_t stop_prefix_tail(const struct gateway_request *r) {
  * returns 1 if a stop string was found (the text before it was sent). */
 static int release_held(struct gateway_request *r, int final) {
     size_t cut = r->n_held;
+    if (cut == 0) { /* nothing held (a token of no text yet): logprobs may still go out */
+        emit(r, "", 0, OPENAI_FINISH_NONE);
+        return 0;
+    }
     int stopped = 0;
     for (int s = 0; s < r->body.n_stops; s++) {
         const char *at = memmem(r->held, r->n_held, r->body.stops[s], strlen(r->body.stops[s]));
@@ -271,6 +275,7 @@ static int release_held(struct gateway_request *r, int final) {
 }
 
 static int hold(struct gateway_request *r, const char *bytes, size_t n) {
+    if (n == 0) return 0;
     if (r->n_held + n > r->held_capacity) {
         size_t capacity = 2 * (r->n_held + n) + 64;
         char *grown = realloc(r->held, capacity);
@@ -331,6 +336,7 @@ void gateway_request_on_token(struct gateway_request *r, const struct runner_tok
     if (r->n_generated == 0)
         gateway_observe_latency(r->instance, (double)(now - r->arrival_us) * 1e-6, -1);
     r->last_token_us = now;
+    if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
     r->generated[r->n_generated++] = t->token;
     report_token(r, t);
     size_t n = tokenizer_stream_push(&r->decoder, t->token, text, sizeof(text));
