@@ -491,7 +491,7 @@ static int exchange(struct bench_client *client, struct bench_stream *s, unsigne
     while ((n = read_body(c, &body, bytes, sizeof(bytes), err, errlen)) > 0)
         if (stream_feed(s, bytes, (size_t)n, err, errlen)) return -1;
     if (n < 0) return -1;
-    if (head.close) connection_close(c);
+    if (head.close || body.remaining < 0) connection_close(c); /* < 0: it ended with EOF */
     if (s->error[0]) {
         snprintf(err, errlen, "%s", s->error);
         return -1;
@@ -772,6 +772,8 @@ static int parse_options(int argc, char **argv, struct bench_options *o) {
     o->prompt_json = escape_json(o->prompt);
     o->model_json = escape_json(o->model);
     if (!o->prompt_json || !o->model_json) {
+        free(o->prompt_json);
+        free(o->model_json);
         fprintf(stderr, "gateway_bench: out of memory\n");
         return -1;
     }

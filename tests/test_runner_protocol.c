@@ -55,6 +55,7 @@ static int decode_any(const struct runner_frame *frame) {
         struct runner_heartbeat heartbeat;
         uint64_t id;
         char message[256];
+        struct runner_fault fault;
     } any;
     int rc = -1;
     switch (frame->type) {
@@ -74,6 +75,8 @@ static int decode_any(const struct runner_frame *frame) {
         return runner_decode_heartbeat(frame, &any.heartbeat, err, sizeof(err));
     case RUNNER_MSG_ERROR:
         return runner_decode_error(frame, any.message, sizeof(any.message), err, sizeof(err));
+    case RUNNER_MSG_FAULT:
+        return runner_decode_fault(frame, &any.fault, err, sizeof(err));
     }
     return rc;
 }
@@ -403,8 +406,8 @@ static void test_header_errors(void) {
     } cases[] = {
         {4, 2, "header: version 2, expected 1"},
         {4, 0, "header: version 0, expected 1"},
-        {5, 0, "header: type 0 is not a known message (1..7)"},
-        {5, 8, "header: type 8 is not a known message (1..7)"},
+        {5, 0, "header: type 0 is not a known message (1..8)"},
+        {5, 9, "header: type 9 is not a known message (1..8)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
         {7, 0x80, "header: reserved field 0x8000 is not zero"},
     };
@@ -908,7 +911,7 @@ static void test_corpus(void) {
     DIR *listing = opendir(dir);
     CHECK_MSG(listing != NULL, "cannot open %s", dir);
     if (listing == NULL) return;
-    int seen[RUNNER_MSG_ERROR + 1] = {0}, n_files = 0;
+    int seen[RUNNER_MSG_FAULT + 1] = {0}, n_files = 0;
     const struct dirent *entry;
     while ((entry = readdir(listing)) != NULL) {
         if (entry->d_name[0] == '.') continue;
@@ -934,12 +937,48 @@ static void test_corpus(void) {
                   length);
     }
     closedir(listing);
-    CHECK(n_files >= RUNNER_MSG_ERROR);
-    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_ERROR; type++)
+    CHECK(n_files >= RUNNER_MSG_FAULT);
+    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_FAULT; type++)
         CHECK_MSG(seen[type], "no frame of type %d in %s", type, dir);
 }
 
+/* FAULT: round trip, and every range refused by both sides. */
+static void test_fault(void) {
+    struct runner_buffer buffer = {0};
+    struct runner_fault in = {RUNNER_FAULT_DELAY, 3, 250, 40}, out;
+    CHECK(runner_encode_fault(&buffer, &in, err, sizeof(err)) == 0);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + 16);
+    struct runner_frame frame = only_frame(&buffer);
+    CHECK(runner_decode_fault(&frame, &out, err, sizeof(err)) == 0);
+    CHECK(out.kind == in.kind && out.rank == 3 && out.delay_ms == 250 && out.steps == 40);
+    static const struct bad_field cases[] = {
+        {0, 0, 1, "FAULT: kind 0 out of range [1, 3]"},
+        {0, 4, 0, "FAULT: kind 4 is not a known fault"},
+        {4, 64, 1, "FAULT: rank 64 out of range [0, 63]"},
+        {4, 0xFFFFFFFFu, 1, "FAULT: rank -1 out of range [0, 63]"},
+        {8, 0, 1, "FAULT: delay_ms 0 out of range [1, 60000]"},
+        {8, 60001, 1, "FAULT: delay_ms 60001 out of range [1, 60000]"},
+        {12, 0, 1, "FAULT: steps 0 out of range [1, 1000000]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
+        if (!cases[i].encoder) continue;
+        struct runner_buffer refused = {0};
+        struct runner_fault bad = in;
+        int *fields[] = {(int *)&bad.kind, &bad.rank, &bad.delay_ms, &bad.steps};
+        *fields[cases[i].offset / 4] = (int)cases[i].bits;
+        CHECK_FAILS(runner_encode_fault(&refused, &bad, err, sizeof(err)), cases[i].expected);
+        runner_buffer_free(&refused);
+    }
+    /* a stall needs no delay or steps */
+    struct runner_fault stall = {RUNNER_FAULT_STALL, 1, 0, 0};
+    buffer.length = 0;
+    CHECK(runner_encode_fault(&buffer, &stall, err, sizeof(err)) == 0);
+    runner_buffer_free(&buffer);
+}
+
 int main(void) {
+    test_fault();
     test_buffer();
     test_finish_reason_names();
     test_round_trip_add();

@@ -3,6 +3,7 @@
 add_test(NAME ${name} COMMAND ${name} local)
 if(TARGET MPI::MPI_C AND MPIEXEC_EXECUTABLE)
   add_test(NAME ${name}_mpi COMMAND ${name} mpi ${MPIEXEC_EXECUTABLE})
-  set_tests_properties(${name}_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
-                       LABELS concurrency)
+  # not under ThreadSanitizer: Open MPI's own locks are not instrumented
+  # and it reports their order as races of ours
+  set_tests_properties(${name}_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "")
 endif()

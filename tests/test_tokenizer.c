@@ -383,6 +383,36 @@ static void check_stream(void) {
     tokenizer_free(tok);
 }
 
+/* Invalid UTF-8 next to spaces: a broken lead byte before a space eats part
+ * of the escaped space, whose other bytes fall back to byte tokens (the
+ * fuzzer found the symbol buffer too small for this). Every id must fit in
+ * tokenizer_max_ids, and the ids decode to the escaped bytes. */
+static void check_broken_utf8(void) {
+    char path[1024], err[256], out[256];
+    struct tokenizer *tok = load_gguf_vocab(
+        test_shared_path(path, sizeof(path), "fixtures/tokenizer/ggml-vocab-llama-spm.gguf"));
+    static const char text[] = "\xc3 \xc3 \xc3 \xc3 \xe2 x\xf0 ";
+    size_t len = sizeof(text) - 1;
+    int max_ids = tokenizer_max_ids(len), n = 0;
+    int *ids = malloc((size_t)max_ids * sizeof(int));
+    if (!tok || !ids) {
+        free(ids);
+        tokenizer_free(tok);
+        return;
+    }
+    CHECK_MSG(tokenizer_encode(tok, text, len, 0, ids, max_ids, &n, err, sizeof(err)) == 0, "%s",
+              err);
+    CHECK_MSG(n > (int)len + 2 && n <= max_ids, "%d ids for %zu bytes (room %d)", n, len, max_ids);
+    /* what byte fallback gives: the prefix space, then each space the broken
+     * character swallowed as the raw bytes of its escape "\xe2\x96\x81" */
+    static const char expected[] = " \xc3\xe2\x96\x81\xc3\xe2\x96\x81\xc3\xe2\x96\x81\xc3"
+                                   "\xe2\x96\x81\xe2\xe2\x96\x81x\xf0\xe2\x96\x81";
+    size_t decoded = decode_all(tok, ids, n, out, sizeof(out));
+    CHECK(decoded == sizeof(expected) - 1 && !memcmp(out, expected, decoded));
+    free(ids);
+    tokenizer_free(tok);
+}
+
 int main(void) {
     char path[1024];
     if (!test_require_file(
@@ -394,5 +424,6 @@ int main(void) {
     check_fixture("fixtures/tokenizer/ggml-vocab-gpt-2.gguf", 0);
     check_kjv2m();
     check_stream();
+    check_broken_utf8();
     return test_status("test_tokenizer");
 }

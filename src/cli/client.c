@@ -385,11 +385,11 @@ static int single_request(struct client_options *o, const struct cli_model *m,
         }
     } else {
         size_t len = strlen(o->prompt);
-        r->request.prompt = malloc((len + 2) * sizeof(int));
+        int max_ids = tokenizer_max_ids(len);
+        r->request.prompt = malloc((size_t)max_ids * sizeof(int));
         if (!r->request.prompt ||
             tokenizer_encode(m->tokenizer, o->prompt, len, tokenizer_adds_bos(m->tokenizer),
-                             r->request.prompt, (int)len + 2, &r->request.n_prompt, err,
-                             sizeof(err))) {
+                             r->request.prompt, max_ids, &r->request.n_prompt, err, sizeof(err))) {
             fprintf(stderr, "lockstep client: %s\n", err);
             return -1;
         }

@@ -149,7 +149,7 @@ static int encode_prompt(const struct cli_model *m, const struct generate_option
                          int **tokens) {
     char err[512];
     size_t prompt_len = strlen(o->prompt);
-    int max_ids = (int)prompt_len + 2, n_prompt = 0;
+    int max_ids = tokenizer_max_ids(prompt_len), n_prompt = 0;
     int add_bos = o->add_bos >= 0 ? o->add_bos : tokenizer_adds_bos(m->tokenizer);
     *tokens = malloc((size_t)(max_ids + o->n_predict + 1) * sizeof(int));
     if (!*tokens || tokenizer_encode(m->tokenizer, o->prompt, prompt_len, add_bos, *tokens, max_ids,

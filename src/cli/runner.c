@@ -11,7 +11,11 @@
 #include "cli.h"
 #include "runner/runner.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,8 @@ struct runner_options {
     const char *tokenizer_path;
     const char *socket_path;
     const char *trace_path;
+    const char *status_path; /* --status: shared file of every rank's collective state */
+    int allow_faults;        /* --allow-faults: accept FAULT frames (tests, benchmarks) */
     int n_threads;
     int context;        /* 0: the model's */
     int kv_block_size;  /* positions per KV block */
@@ -32,22 +38,26 @@ struct runner_options {
 };
 
 static void runner_usage(FILE *out) {
-    fprintf(out,
-            "usage: lockstep runner -m MODEL --socket PATH [options]\n"
-            "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
-            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
-            "  --socket PATH           unix socket to serve the runner protocol on\n"
-            "  -t, --threads N         threads per rank (default 2)\n"
-            "  -c, --ctx N             context length (default: the model's)\n"
-            "  --max-sequences N       sequences decoding at once (default 32)\n"
-            "  --max-waiting N         requests queued for admission (default 256)\n"
-            "  --step-tokens N         token budget of a step (default 64; more than\n"
-            "                          --max-sequences)\n"
-            "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
-            "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
-            "  --kv-block N            positions per KV block (default 16)\n"
-            "  --trace FILE            write every step as a JSON line\n"
-            "  --trace-steps N         steps kept in memory (default 1024)\n" CLI_PARALLEL_HELP);
+    fprintf(
+        out,
+        "usage: lockstep runner -m MODEL --socket PATH [options]\n"
+        "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+        "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+        "  --socket PATH           unix socket to serve the runner protocol on\n"
+        "  -t, --threads N         threads per rank (default 2)\n"
+        "  -c, --ctx N             context length (default: the model's)\n"
+        "  --max-sequences N       sequences decoding at once (default 32)\n"
+        "  --max-waiting N         requests queued for admission (default 256)\n"
+        "  --step-tokens N         token budget of a step (default 64; more than\n"
+        "                          --max-sequences)\n"
+        "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
+        "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
+        "  --kv-block N            positions per KV block (default 16)\n"
+        "  --trace FILE            write every step as a JSON line\n"
+        "  --trace-steps N         steps kept in memory (default 1024)\n"
+        "  --status FILE           each rank mirrors its collective state into FILE\n"
+        "                          (for the gateway's stuck reports)\n"
+        "  --allow-faults          accept fault injection frames (tests only)\n" CLI_PARALLEL_HELP);
 }
 
 /* Parses "512M"-style sizes. */
@@ -78,6 +88,8 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
         return cli_string_value(cmd, argc, argv, i, &o->tokenizer_path);
     if (!strcmp(a, "--socket")) return cli_string_value(cmd, argc, argv, i, &o->socket_path);
     if (!strcmp(a, "--trace")) return cli_string_value(cmd, argc, argv, i, &o->trace_path);
+    if (!strcmp(a, "--status")) return cli_string_value(cmd, argc, argv, i, &o->status_path);
+    if (!strcmp(a, "--allow-faults")) return (o->allow_faults = 1) - 1;
     if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
         return cli_int_value(cmd, argc, argv, i, 1, 256, &o->n_threads);
     if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
@@ -205,7 +217,8 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     struct runner_sink none = {0};
     struct runner_server_params sp = {.socket_path = o->socket_path,
                                       .model_name = base_name(o->model_path),
-                                      .keep_alive_seconds = o->parallel.deadline / 4};
+                                      .keep_alive_seconds = o->parallel.deadline / 4,
+                                      .allow_faults = o->allow_faults};
     int rc = 1;
     if (runner_create(&runner, leader, &o->limits, &none, err, sizeof(err)) ||
         (o->trace_path && runner_trace_open(runner, o->trace_path, err, sizeof(err))) ||
@@ -232,6 +245,24 @@ done:
     return rc;
 }
 
+/* Maps the status file every rank of the instance writes its record into
+ * (ranks of other processes open the same file); NULL if there is none. */
+static struct comm_status_record *map_status(const char *path) {
+    size_t bytes = RUNNER_RANKS_MAX * sizeof(struct comm_status_record);
+    if (!path) return NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "lockstep runner: cannot map the status file %s: %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    return p;
+}
+
 static int run_instance(const struct cli_model *m, struct runner_options *o) {
     char err[512];
     const struct model_config *c = &m->model->config;
@@ -252,6 +283,8 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
     }
     find_end_tokens(m->tokenizer, &o->limits);
     if (cli_read_fault("runner", &params.fault)) return 1;
+    group.status = map_status(o->status_path);
+    if (o->status_path && !group.status) return 1;
     /* a stop request reaches the leader's server; a follower (an mpi rank
      * that got the signal too) leaves when the leader releases it */
     if (cli_handle_stop_signals(stop_serving, NULL)) return 1;
@@ -266,6 +299,7 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
         fprintf(stderr, "lockstep runner: %s\n", err);
         rc = 1;
     }
+    if (group.status) munmap(group.status, RUNNER_RANKS_MAX * sizeof(struct comm_status_record));
     return rc;
 }
 
@@ -276,6 +310,10 @@ int cli_runner(int argc, char **argv) {
     if (parsed) {
         runner_usage(parsed > 0 ? stdout : stderr);
         return parsed > 0 ? 0 : 2;
+    }
+    if (getenv("LOCKSTEP_FAULT_REFUSE_START")) { /* fault injection: a runner that fails */
+        fprintf(stderr, "lockstep runner: refusing to start (LOCKSTEP_FAULT_REFUSE_START)\n");
+        return 1;
     }
     if (cli_model_load(&m, "runner", o.model_path, o.tokenizer_path)) return 1;
     int rc = run_instance(&m, &o);

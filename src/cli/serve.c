@@ -26,28 +26,33 @@ struct serve_options {
 };
 
 static void serve_usage(FILE *out) {
-    fprintf(out, "usage: lockstep serve -m MODEL [model options] [-m MODEL ...] [options]\n"
-                 "model options (before any -m: defaults for all):\n"
-                 "  -m, --model FILE        a model to serve (repeat for several)\n"
-                 "  --name NAME             the name clients use (default: the file name)\n"
-                 "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
-                 "  --tp N                  tensor-parallel ranks (default 1)\n"
-                 "  -t, --threads N         threads per rank (default 2)\n"
-                 "  --launcher local|mpi    ranks as threads of one process, or under mpirun\n"
-                 "  --hosts FILE            mpirun hostfile (mpi launcher)\n"
-                 "  --chat-template NAME    llama2, llama3, chatml, mistral, zephyr or plain\n"
-                 "                          (default: recognised from the model file)\n"
-                 "  --runner-arg ARG        pass ARG to every `lockstep runner` (repeat)\n"
-                 "options:\n"
-                 "  --host ADDR             address to listen on (default 127.0.0.1)\n"
-                 "  --port N                port (default 8080; 0 picks a free one)\n"
-                 "  --api-key KEY           require Authorization: Bearer KEY (also\n"
-                 "                          LOCKSTEP_API_KEY); /health stays open\n"
-                 "  --max-body BYTES        largest request body (default 1048576)\n"
-                 "  --max-prompt-tokens N   longest prompt (default: the context)\n"
-                 "  --max-tokens N          largest max_tokens (default 4096)\n"
-                 "  --max-concurrent N      requests at once (default 256)\n"
-                 "  --keep-alive S          SSE comment on quiet streams every S s (default 15)\n");
+    fprintf(out,
+            "usage: lockstep serve -m MODEL [model options] [-m MODEL ...] [options]\n"
+            "model options (before any -m: defaults for all):\n"
+            "  -m, --model FILE        a model to serve (repeat for several)\n"
+            "  --name NAME             the name clients use (default: the file name)\n"
+            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+            "  --tp N                  tensor-parallel ranks (default 1)\n"
+            "  -t, --threads N         threads per rank (default 2)\n"
+            "  --launcher local|mpi    ranks as threads of one process, or under mpirun\n"
+            "  --hosts FILE            mpirun hostfile (mpi launcher)\n"
+            "  --chat-template NAME    llama2, llama3, chatml, mistral, zephyr or plain\n"
+            "                          (default: recognised from the model file)\n"
+            "  --runner-arg ARG        pass ARG to every `lockstep runner` (repeat)\n"
+            "options:\n"
+            "  --host ADDR             address to listen on (default 127.0.0.1)\n"
+            "  --port N                port (default 8080; 0 picks a free one)\n"
+            "  --api-key KEY           require Authorization: Bearer KEY (also\n"
+            "                          LOCKSTEP_API_KEY); /health stays open\n"
+            "  --max-body BYTES        largest request body (default 1048576)\n"
+            "  --max-prompt-tokens N   longest prompt (default: the context)\n"
+            "  --max-tokens N          largest max_tokens (default 4096)\n"
+            "  --max-concurrent N      requests at once (default 256)\n"
+            "  --keep-alive S          SSE comment on quiet streams every S s (default 15)\n"
+            "  --watchdog S            a runner with work and no completed step for the\n"
+            "                          larger of S and 20 median steps is stuck: killed,\n"
+            "                          restarted, its requests resumed (default 5)\n"
+            "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n");
 }
 
 /* Options of the model being described (or the defaults). */
@@ -96,6 +101,17 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
         p->max_body_bytes = (size_t)value;
         return 0;
     }
+    if (!strcmp(a, "--enable-faults")) return (p->enable_faults = 1) - 1;
+    if (!strcmp(a, "--watchdog")) {
+        float seconds;
+        if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
+        if (!(seconds >= 0.1f)) {
+            fprintf(stderr, "lockstep serve: --watchdog %g is below 0.1 s\n", seconds);
+            return -1;
+        }
+        p->watchdog_seconds = seconds;
+        return 0;
+    }
     if (!strcmp(a, "--keep-alive")) {
         float seconds;
         if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
@@ -125,6 +141,7 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
                                  .max_tokens_limit = 4096,
                                  .max_concurrent = 256,
                                  .keep_alive_seconds = 15,
+                                 .watchdog_seconds = 5,
                                  .mpirun_path = "mpirun"};
     o->defaults = (struct gateway_model){.tp = 1, .threads = 2};
     struct gateway_model *current = &o->defaults;

@@ -132,7 +132,7 @@ int cli_tokenize(int argc, char **argv) {
     }
     if (load_vocabulary(&o, &gguf, &tok) == 0) {
         int add_bos = o.add_bos >= 0 ? o.add_bos : tokenizer_adds_bos(tok);
-        int max_ids = (int)len + 2;
+        int max_ids = tokenizer_max_ids(len);
         int *ids = malloc((size_t)max_ids * sizeof(int));
         if (ids && tokenizer_encode(tok, text, len, add_bos, ids, max_ids, &n_ids, err,
                                     sizeof(err)) == 0) {

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t comm_now_ns(void) {
     struct timespec now;
@@ -116,6 +117,27 @@ void comm_get_state(const struct comm *comm, struct comm_state *state) {
     state->wait_seconds = (double)atomic_load_explicit(&comm->wait_ns, memory_order_relaxed) * 1e-9;
 }
 
+void comm_attach_status(struct comm *comm, struct comm_status_record *record) {
+    comm->status = record;
+    if (record) atomic_store_explicit(&record->pid, (int32_t)getpid(), memory_order_relaxed);
+}
+
+/* Mirrors the start (or end) of a collective into the shared record. */
+static void publish_status(struct comm *comm, const struct comm_call *call, uint64_t now,
+                           int waiting) {
+    struct comm_status_record *r = comm->status;
+    if (!r) return;
+    if (waiting) {
+        atomic_store_explicit(&r->step, call->tag.step, memory_order_relaxed);
+        atomic_store_explicit(&r->index, call->tag.index, memory_order_relaxed);
+        atomic_store_explicit(&r->since_ns, now, memory_order_relaxed);
+    } else {
+        atomic_store_explicit(&r->done_ns, now, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->completed, 1, memory_order_relaxed);
+    }
+    atomic_store_explicit(&r->waiting, (uint32_t)waiting, memory_order_release);
+}
+
 /* Runs one collective through the backend, keeping the reported state. */
 static int run_call(struct comm *comm, const struct comm_call *call, char *err, size_t errlen) {
     if (comm->failed)
@@ -129,8 +151,10 @@ static int run_call(struct comm *comm, const struct comm_call *call, char *err, 
     atomic_store_explicit(&comm->tag_index, call->tag.index, memory_order_relaxed);
     atomic_store_explicit(&comm->since_ns, start, memory_order_relaxed);
     atomic_store_explicit(&comm->waiting, 1, memory_order_release);
+    publish_status(comm, call, start, 1);
     int rc = comm->ops->run(comm, call, err, errlen);
-    uint64_t spent = comm_now_ns() - start;
+    uint64_t end = comm_now_ns(), spent = end - start;
+    publish_status(comm, call, end, 0);
     atomic_fetch_add_explicit(&comm->wait_ns, spent, memory_order_relaxed);
     if (rc == COMM_OK)
         atomic_fetch_add_explicit(&comm->completed, 1, memory_order_relaxed);

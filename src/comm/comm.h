@@ -129,4 +129,21 @@ struct comm_state {
 };
 void comm_get_state(const struct comm *comm, struct comm_state *state);
 
+/* The same state in memory other processes map (a status file): the rank
+ * writes it at every collective, so a supervisor can say what a stuck rank
+ * was doing without its cooperation. Times are CLOCK_MONOTONIC ns, which
+ * processes of one machine share. */
+struct comm_status_record {
+    _Atomic int32_t pid;        /* the rank's process; 0: no rank attached yet */
+    _Atomic uint32_t waiting;   /* 1 while inside a collective */
+    _Atomic uint64_t step;      /* tag of the collective waited in, or the last one */
+    _Atomic uint32_t index;     /* ... its index */
+    _Atomic uint64_t since_ns;  /* when that collective began */
+    _Atomic uint64_t done_ns;   /* when the last collective completed */
+    _Atomic uint64_t completed; /* collectives completed */
+};
+
+/* From now on the rank mirrors its state into record (NULL: stop). */
+void comm_attach_status(struct comm *comm, struct comm_status_record *record);
+
 #endif

@@ -52,12 +52,13 @@ struct comm {
     uint64_t deadline_ns; /* deadline of every wait, nanoseconds */
     int failed;           /* first error this rank returned (0: none); later calls fail at once */
     /* What comm_get_state reports; written by the rank's thread, read by any. */
-    _Atomic int waiting;        /* 1 while inside a collective */
-    _Atomic uint64_t tag_step;  /* tag of the current or last collective */
-    _Atomic uint32_t tag_index; /* ... its index */
-    _Atomic uint64_t since_ns;  /* CLOCK_MONOTONIC ns when that collective began */
-    _Atomic uint64_t completed; /* collectives completed */
-    _Atomic uint64_t wait_ns;   /* total ns spent inside collectives */
+    _Atomic int waiting;               /* 1 while inside a collective */
+    _Atomic uint64_t tag_step;         /* tag of the current or last collective */
+    _Atomic uint32_t tag_index;        /* ... its index */
+    _Atomic uint64_t since_ns;         /* CLOCK_MONOTONIC ns when that collective began */
+    _Atomic uint64_t completed;        /* collectives completed */
+    _Atomic uint64_t wait_ns;          /* total ns spent inside collectives */
+    struct comm_status_record *status; /* shared copy of the above, or NULL */
 };
 
 /* Fills the common head (deadline COMM_DEFAULT_DEADLINE). */

@@ -75,6 +75,7 @@ enum engine_fault_kind {
     ENGINE_FAULT_KILL = 2,  /* SIGKILL this process */
     ENGINE_FAULT_STOP = 3,  /* SIGSTOP this process */
     ENGINE_FAULT_STALL = 4, /* stop making progress inside the collective */
+    ENGINE_FAULT_DELAY = 5, /* sleep a random 0..delay_ms before each collective */
 };
 
 struct engine_fault {
@@ -111,17 +112,22 @@ struct engine {
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
     /* tensor parallelism (comm == NULL for one rank) */
-    struct comm *comm;          /* this rank's handle on its group */
-    uint64_t step;              /* tag of the current step (leader: next to run) */
-    float *logits_slice;        /* (max_tokens, output.rows) this rank's vocabulary rows */
-    float *logits_gathered;     /* leader: (max_tokens, vocab_size) slices in rank order */
-    size_t *gather_bytes;       /* leader: (ranks) bytes of each rank's slice */
-    double comm_seconds;        /* time spent in collectives so far */
-    int comm_error;             /* the enum comm_error of the last failed collective */
-    char comm_message[256];     /* its message */
-    struct engine_plan *plan;   /* the step plan being built or received */
-    struct engine_group *group; /* the group this rank belongs to, or NULL */
-    struct engine_fault fault;  /* injected fault (tests), kind NONE normally */
+    struct comm *comm;                 /* this rank's handle on its group */
+    uint64_t step;                     /* tag of the current step (leader: next to run) */
+    float *logits_slice;               /* (max_tokens, output.rows) this rank's vocabulary rows */
+    float *logits_gathered;            /* leader: (max_tokens, vocab_size) slices in rank order */
+    size_t *gather_bytes;              /* leader: (ranks) bytes of each rank's slice */
+    double comm_seconds;               /* time spent in collectives so far */
+    int comm_error;                    /* the enum comm_error of the last failed collective */
+    char comm_message[256];            /* its message */
+    struct engine_plan *plan;          /* the step plan being built or received */
+    struct engine_group *group;        /* the group this rank belongs to, or NULL */
+    struct engine_fault fault;         /* injected fault (tests), kind NONE normally */
+    struct engine_fault planned_fault; /* leader: a fault the next plan carries to its rank */
+    int planned_delay_ms;              /* ... DELAY: longest sleep per collective */
+    int planned_delay_steps;           /* ... DELAY: for how many steps */
+    int delay_ms;                      /* DELAY in force on this rank: longest sleep */
+    uint64_t delay_until;              /* ... until this step (exclusive) */
 };
 
 struct engine_params {
@@ -164,6 +170,12 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
  * runs it like engine_forward. With one rank it is engine_forward. */
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen);
+/* Leader: the next plan tells rank `rank` to stall in its collectives
+ * (ENGINE_FAULT_STALL) or to sleep up to delay_ms before each of them for
+ * `steps` steps (ENGINE_FAULT_DELAY). Fault injection for tests and
+ * benchmarks; a single rank applies it around its forward pass. */
+void engine_plan_fault(struct engine *leader, enum engine_fault_kind kind, int rank, int delay_ms,
+                       int steps);
 /* Leader, idle: tells the other ranks to keep waiting for the next plan, so
  * their wait's deadline starts again (send one well within it). */
 int engine_keep_alive(struct engine *engine, char *err, size_t errlen);
@@ -186,6 +198,9 @@ struct engine_group {
     int started;               /* engines initialized */
     int threads_started;       /* highest follower thread started */
     int follower_done;         /* mpi: this process was a follower and is done */
+    /* Shared records each rank mirrors its collective state into (indexed
+     * by rank; NULL: none), for stuck reports. Set before starting. */
+    struct comm_status_record *status;
     /* Called on a local follower thread whose collective failed (NULL:
      * the thread just ends). The lockstep command exits the process with
      * engine_exit_code, so a rank that gives up never leaves peers waiting. */

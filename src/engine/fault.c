@@ -39,11 +39,21 @@ int engine_fault_parse(struct engine_fault *fault, const char *spec, char *err, 
     return -1;
 }
 
+/* DELAY: a sleep of 0..delay_ms, drawn from the step and index (no state,
+ * so every rank and run can reproduce it). */
+static void delay_collective(const struct engine *engine, uint32_t index) {
+    uint64_t x = (engine->step * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)index * 0xBF58476D1CE4E5B9ull);
+    x ^= x >> 31;
+    long ns = (long)(x % ((uint64_t)engine->delay_ms * 1000000u + 1u));
+    struct timespec nap = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&nap, NULL);
+}
+
 uint32_t engine_fault_apply(const struct engine *engine, uint32_t index) {
     const struct engine_fault *f = &engine->fault;
-    if (f->kind == ENGINE_FAULT_NONE || f->step != engine->step || !engine->comm ||
-        comm_rank(engine->comm) != f->rank)
-        return index;
+    int rank = engine->comm ? comm_rank(engine->comm) : 0;
+    if (engine->delay_ms > 0 && engine->step < engine->delay_until) delay_collective(engine, index);
+    if (f->kind == ENGINE_FAULT_NONE || f->step != engine->step || rank != f->rank) return index;
     switch (f->kind) {
     case ENGINE_FAULT_TAG:
         return index + 1000;

@@ -33,6 +33,8 @@ static int start_rank(struct engine_group *g, int i, struct comm *comm, const st
                       const struct engine_params *params, char *err, size_t errlen) {
     struct engine_params p = *params;
     p.comm = comm;
+    /* a rank of one (no comm) has no collectives to report */
+    if (comm && g->status) comm_attach_status(comm, &g->status[comm_rank(comm)]);
     if (g->n > 1 && model_shard(whole, comm_rank(comm), g->n, &g->shards[i], err, errlen))
         return -1;
     const struct model *m = g->n > 1 ? g->shards[i] : whole;

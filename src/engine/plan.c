@@ -22,6 +22,9 @@ struct plan_header {
     int32_t n_seqs;      /* distinct sequences */
     int32_t n_block_ids; /* total block ids in the body */
     int32_t keep_alive;  /* with n_tokens == 0: 1 keep waiting, 0 stop */
+    int32_t fault_kind;  /* an injected fault for this step (tests): enum engine_fault_kind */
+    int32_t fault_rank;  /* ... the rank it strikes */
+    int32_t fault_delay_ms, fault_steps; /* ... DELAY's longest sleep and duration */
 };
 
 struct engine_plan *engine_plan_create(int max_tokens) {
@@ -84,14 +87,53 @@ static int encode_plan(struct engine *engine, const struct engine_batch *b, stru
         memcpy(ids, p->leader_seqs[j]->blocks, (size_t)blocks_of[j] * sizeof(int32_t));
         ids += blocks_of[j];
     }
-    *h = (struct plan_header){engine->step, n, n_seqs, n_ids, 0};
+    *h = (struct plan_header){engine->step,
+                              n,
+                              n_seqs,
+                              n_ids,
+                              0,
+                              engine->planned_fault.kind,
+                              engine->planned_fault.rank,
+                              engine->planned_delay_ms,
+                              engine->planned_delay_steps};
+    engine->planned_fault.kind = ENGINE_FAULT_NONE;
     return 0;
+}
+
+void engine_plan_fault(struct engine *leader, enum engine_fault_kind kind, int rank, int delay_ms,
+                       int steps) {
+    leader->planned_fault = (struct engine_fault){kind, rank, 0};
+    leader->planned_delay_ms = delay_ms;
+    leader->planned_delay_steps = steps;
+}
+
+/* Makes the fault a plan carries this rank's, from this step on. */
+static void take_fault(struct engine *engine, const struct plan_header *h) {
+    int rank = engine->comm ? comm_rank(engine->comm) : 0;
+    if (h->fault_rank != rank) return;
+    if (h->fault_kind == ENGINE_FAULT_STALL)
+        engine->fault = (struct engine_fault){ENGINE_FAULT_STALL, rank, h->step};
+    if (h->fault_kind == ENGINE_FAULT_DELAY && h->fault_delay_ms > 0) {
+        engine->delay_ms = h->fault_delay_ms;
+        engine->delay_until = h->step + (uint64_t)h->fault_steps;
+    }
 }
 
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen) {
     struct plan_header h;
-    if (!engine->comm) return engine_forward(engine, batch, err, errlen);
+    if (!engine->comm) {
+        /* one rank: no plan to carry a fault; it strikes around the pass */
+        h = (struct plan_header){engine->step, batch->n_tokens, 0, 0, 0,
+                                 engine->planned_fault.kind, engine->planned_fault.rank,
+                                 engine->planned_delay_ms, engine->planned_delay_steps};
+        engine->planned_fault.kind = ENGINE_FAULT_NONE;
+        take_fault(engine, &h);
+        engine_fault_apply(engine, 0);
+        int rows = engine_forward(engine, batch, err, errlen);
+        engine->step++;
+        return rows;
+    }
     /* a bad batch is refused before the followers see it */
     if (engine_check_batch(engine, batch, err, errlen)) return -1;
     if (encode_plan(engine, batch, &h)) {
@@ -100,6 +142,7 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
     }
     size_t body_bytes =
         (4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids) * sizeof(int32_t);
+    take_fault(engine, &h);
     if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER) ||
         engine_broadcast(engine, engine->plan->body, body_bytes, ENGINE_TAG_PLAN_BODY)) {
         snprintf(err, errlen, "%s", engine->comm_message);
@@ -113,7 +156,7 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
 /* Broadcasts a plan without a batch: keep_alive 1 keeps the followers
  * waiting, 0 releases them. A keep-alive is a step of its own. */
 static int send_empty_plan(struct engine *engine, int keep_alive, char *err, size_t errlen) {
-    struct plan_header h = {engine->step, 0, 0, 0, keep_alive};
+    struct plan_header h = {engine->step, 0, 0, 0, keep_alive, 0, 0, 0, 0};
     if (!engine->comm) return 0;
     if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
         snprintf(err, errlen, "%s", engine->comm_message);
@@ -217,6 +260,7 @@ int engine_follow(struct engine *engine, char *err, size_t errlen) {
         }
         if (h.n_tokens == 0) return 0;
         if (check_header(engine, &h, err, errlen)) return -1;
+        take_fault(engine, &h);
         size_t entries = 4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids;
         if (reserve_body(engine->plan, entries)) {
             snprintf(err, errlen, "engine: out of memory for the step plan");

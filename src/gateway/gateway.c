@@ -20,6 +20,7 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     }
     g->params = *params;
     g->wake[0] = g->wake[1] = -1;
+    pthread_mutex_init(&g->reports_lock, NULL);
     atomic_init(&g->next_id, 1);
     g->instances = calloc((size_t)params->n_models, sizeof(*g->instances));
     if (!g->instances || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
@@ -79,15 +80,15 @@ void gateway_run(struct gateway *g) {
 void gateway_free(struct gateway *g) {
     if (!g) return;
     atomic_store(&g->stopping, 1);
-    /* runners first: their requests end with an error the clients still get */
-    for (int i = 0; i < g->n_instances; i++) {
-        if (g->instances[i].thread_started) pthread_join(g->instances[i].thread, NULL);
-        g->instances[i].thread_started = 0;
-    }
-    for (int i = 0; i < g->n_instances; i++) gateway_instance_free(&g->instances[i]);
+    /* runners first: their requests end with an error the clients still get;
+     * then HTTP, whose last callbacks still reach the instances */
+    for (int i = 0; i < g->n_instances; i++) gateway_instance_stop(&g->instances[i]);
     gateway_http_stop(g);
+    for (int i = 0; i < g->n_instances; i++) gateway_instance_free(&g->instances[i]);
     free(g->instances);
     metrics_registry_free(&g->metrics.registry);
+    for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
+    pthread_mutex_destroy(&g->reports_lock);
     for (int i = 0; i < 2; i++)
         if (g->wake[i] >= 0) close(g->wake[i]);
     free(g);

@@ -42,6 +42,9 @@ struct gateway_params {
     int max_tokens_limit;      /* larger max_tokens get 400 */
     int max_concurrent;        /* requests at once; more get 429 */
     double keep_alive_seconds; /* idle streams get an SSE comment this often */
+    double watchdog_seconds;   /* a runner with work and no step for max(this, 20 x its
+                                  median step time) is stuck: killed and replaced */
+    int enable_faults;         /* 1: POST /debug/fault and runners that accept faults (tests) */
     const char *lockstep_path; /* the lockstep binary runners are started with */
     const char *mpirun_path;   /* mpirun, for the mpi launcher */
     int n_models;

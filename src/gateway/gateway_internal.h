@@ -84,6 +84,19 @@ struct gateway_instance {
     struct gateway_request **requests; /* (capacity) unfinished requests it holds */
     int n_requests, capacity;
     struct runner_heartbeat last_heartbeat;
+    /* the watchdog (watchdog.c) */
+    char status_path[108]; /* the file the runner's ranks mirror their state into */
+    struct comm_status_record *rank_status; /* (RUNNER_RANKS_MAX) that file, mapped */
+    uint64_t progress_us;                   /* last sign of progress (a heartbeat, HELLO, or work
+                                               arriving at an idle runner) */
+    double step_seconds[64];                /* recent step durations (ring) */
+    int n_step_seconds;                     /* entries filled (<= 64) */
+    int next_step_second;                   /* ring position */
+    uint64_t down_since_us;                 /* the runner died or was found stuck (0: up) */
+    int stuck_detections;
+    int refuse_starts; /* fault injection: starts still to refuse */
+    int unavailable;   /* 1: failed to start GATEWAY_START_ATTEMPTS times */
+    int last_exit;     /* the last runner's wait status */
 };
 
 /* The metric families of GET /metrics (observe.c). */
@@ -97,6 +110,8 @@ struct gateway_metrics {
     struct metrics_metric *step_seconds;                               /* {model} */
     struct metrics_metric *restarts;                                   /* {model} */
     struct metrics_metric *overhead; /* {model} token received -> bytes to the socket */
+    struct metrics_metric *stuck;    /* {model} stuck detections */
+    struct metrics_metric *detection_seconds, *recovery_seconds; /* {model} */
 };
 
 struct gateway {
@@ -110,7 +125,12 @@ struct gateway {
     atomic_int active; /* requests being served */
     atomic_ullong next_id;
     struct gateway_metrics metrics;
+    pthread_mutex_t reports_lock; /* guards the stuck reports */
+    char *stuck_reports[16];      /* JSON of the latest stuck reports (ring) */
+    int n_stuck_reports;          /* reports made so far */
 };
+
+#define GATEWAY_START_ATTEMPTS 5 /* failed starts in a row before requests fail */
 
 /* request.c */
 struct gateway_request *gateway_request_create(struct gateway *gateway,
@@ -133,6 +153,9 @@ void gateway_request_wake(struct gateway_request *request);
 int gateway_instance_init(struct gateway_instance *instance, struct gateway *gateway,
                           const struct gateway_model *model, int index, char *err, size_t errlen);
 int gateway_instance_start(struct gateway_instance *instance, char *err, size_t errlen);
+/* Stops the supervisor (and its runner) and fails the unfinished requests;
+ * the HTTP side may still call in (cancel) until gateway_instance_free. */
+void gateway_instance_stop(struct gateway_instance *instance);
 void gateway_instance_free(struct gateway_instance *instance);
 /* Registers the request and sends it to the runner (now, or when one is up). */
 void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
@@ -141,6 +164,26 @@ void gateway_instance_cancel(struct gateway_instance *instance, struct gateway_r
 /* Calls fn on every registered request (keep-alives). */
 void gateway_instance_each(struct gateway_instance *instance,
                            void (*fn)(struct gateway_request *, uint64_t), uint64_t arg);
+
+/* watchdog.c (instance lock held unless said otherwise) */
+/* Maps a fresh, zeroed status file for the next runner; -1 if it cannot. */
+int gateway_watchdog_prepare(struct gateway_instance *instance);
+void gateway_watchdog_free(struct gateway_instance *instance);
+/* A heartbeat arrived: progress, and a step time for the deadline. */
+void gateway_watchdog_note(struct gateway_instance *instance, const struct runner_heartbeat *h);
+/* Seconds without progress after which a runner with work is stuck. */
+double gateway_watchdog_deadline(const struct gateway_instance *instance);
+/* 1 if the runner has work and made no progress within the deadline. */
+int gateway_watchdog_expired(const struct gateway_instance *instance, uint64_t now_us);
+/* Says what every rank was doing (log and GET /debug/stuck). */
+void gateway_watchdog_report(struct gateway_instance *instance, uint64_t now_us);
+/* The process of rank `rank` (its status record, else the runner's). */
+pid_t gateway_rank_pid(const struct gateway_instance *instance, int rank);
+/* GET /debug/stuck (takes the reports lock). */
+char *gateway_stuck_json(struct gateway *gateway);
+/* POST /debug/fault: applies a fault (no lock held); 0, or -1 with error. */
+int gateway_instance_fault(struct gateway_instance *instance, const char *kind, int rank,
+                           int delay_ms, int steps, int count, struct openai_error *error);
 
 /* http.c */
 int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);
@@ -155,6 +198,8 @@ void gateway_observe_heartbeat(struct gateway_instance *instance,
                                const struct runner_heartbeat *heartbeat);
 void gateway_observe_restart(struct gateway_instance *instance);
 void gateway_observe_overhead(struct gateway_instance *instance, double seconds);
+void gateway_observe_stuck(struct gateway_instance *instance, double detection_seconds);
+void gateway_observe_recovery(struct gateway_instance *instance, double seconds);
 char *gateway_metrics_text(struct gateway *gateway);
 
 #endif

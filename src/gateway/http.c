@@ -12,6 +12,7 @@
 #include "gateway_internal.h"
 
 #include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ enum route {
     ROUTE_METRICS,
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
+    ROUTE_STUCK, /* GET /debug/stuck: the latest stuck reports */
+    ROUTE_FAULT, /* POST /debug/fault: fault injection (only with --enable-faults) */
 };
 
 /* One HTTP request in progress (MHD's per-request pointer). */
@@ -57,7 +60,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, struct http_call *ca
     return send_text(c, call, e->status, "application/json", openai_error_json(e));
 }
 
-static enum route find_route(const char *method, const char *url) {
+static enum route find_route(const struct gateway *g, const char *method, const char *url) {
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (get && !strcmp(url, "/health")) return ROUTE_HEALTH;
     if (get && !strcmp(url, "/metrics")) return ROUTE_METRICS;
@@ -65,6 +68,8 @@ static enum route find_route(const char *method, const char *url) {
     if (get && !strncmp(url, "/v1/models/", 11)) return ROUTE_MODEL;
     if (post && !strcmp(url, "/v1/chat/completions")) return ROUTE_CHAT;
     if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
+    if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
+    if (post && !strcmp(url, "/debug/fault") && g->params.enable_faults) return ROUTE_FAULT;
     return ROUTE_NONE;
 }
 
@@ -103,9 +108,9 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
         all_ready &= in->ready;
         n += (size_t)sprintf(text + n,
                              "%s{\"model\":\"%s\",\"ready\":%s,\"restarts\":%d,"
-                             "\"runner_pid\":%d,\"status\":\"%s\"}",
+                             "\"runner_pid\":%d,\"stuck_detections\":%d,\"status\":\"%s\"}",
                              i ? "," : "", in->name, in->ready ? "true" : "false", in->restarts,
-                             (int)in->pid, in->ready ? "ready" : in->status);
+                             (int)in->pid, in->stuck_detections, in->ready ? "ready" : in->status);
         pthread_mutex_unlock(&in->lock);
     }
     sprintf(text + n, "],\"status\":\"%s\"}", all_ready ? "ok" : "unavailable");
@@ -235,12 +240,46 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     return rc;
 }
 
+/* POST /debug/fault {"model", "kind", "rank", "delay_ms", "steps", "count"}. */
+static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
+                                    struct http_call *call) {
+    struct openai_error e;
+    cJSON *j = cJSON_ParseWithLength(call->body.data ? (const char *)call->body.data : "",
+                                     call->body.length);
+    const char *model = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "model"));
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "kind"));
+    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(j, "rank");
+    const cJSON *delay = cJSON_GetObjectItemCaseSensitive(j, "delay_ms");
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+    const cJSON *count = cJSON_GetObjectItemCaseSensitive(j, "count");
+    struct gateway_instance *in = model ? find_instance(g, model) : NULL;
+    enum MHD_Result rc;
+    if (!kind || !model) {
+        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL,
+                         "a fault needs \"model\" and \"kind\" strings");
+        rc = send_error(c, call, &e);
+    } else if (!in) {
+        openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
+                         "the model does not exist");
+        rc = send_error(c, call, &e);
+    } else if (gateway_instance_fault(in, kind, cJSON_IsNumber(rank) ? rank->valueint : 0,
+                                      cJSON_IsNumber(delay) ? delay->valueint : 0,
+                                      cJSON_IsNumber(steps) ? steps->valueint : 0,
+                                      cJSON_IsNumber(count) ? count->valueint : 1, &e)) {
+        rc = send_error(c, call, &e);
+    } else {
+        rc = send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
 /* ---------- the handler ---------- */
 
 static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, const char *url,
                                   const char *method, struct http_call *call) {
     struct openai_error e;
-    call->route = find_route(method, url);
+    call->route = find_route(g, method, url);
     if (call->route == ROUTE_NONE) {
         openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
                          method, url);
@@ -256,6 +295,8 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
         return send_text(c, call, 200, "text/plain; version=0.0.4", gateway_metrics_text(g));
     if (call->route == ROUTE_MODELS || call->route == ROUTE_MODEL)
         return answer_models(g, c, call, url);
+    if (call->route == ROUTE_STUCK)
+        return send_text(c, call, 200, "application/json", gateway_stuck_json(g));
     return MHD_YES; /* a completion: the body comes next */
 }
 
@@ -283,6 +324,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
     if (!call->request) return start_completion(g, c, call);
     /* resumed: a whole answer is ready */
     pthread_mutex_lock(&call->request->lock);

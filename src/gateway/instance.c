@@ -86,6 +86,8 @@ int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
         default_name(in->name, sizeof(in->name), model->path);
     snprintf(in->socket_path, sizeof(in->socket_path), "/tmp/lockstep-%d-%d.sock", (int)getpid(),
              index);
+    snprintf(in->status_path, sizeof(in->status_path), "/tmp/lockstep-%d-%d.status", (int)getpid(),
+             index);
     snprintf(in->status, sizeof(in->status), "starting the runner");
     return load_vocabulary(in, err, errlen);
 }
@@ -134,7 +136,16 @@ static void send_add(struct gateway_instance *in, struct gateway_request *r) {
 }
 
 void gateway_instance_submit(struct gateway_instance *in, struct gateway_request *r) {
+    char why[512];
     pthread_mutex_lock(&in->lock);
+    if (in->unavailable) {
+        snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
+        pthread_mutex_unlock(&in->lock);
+        gateway_request_fail(r, 503, why);
+        return;
+    }
+    /* an idle runner starts its watchdog clock when work arrives */
+    if (in->n_requests == 0) in->progress_us = runner_now_us();
     if (in->n_requests == in->capacity) {
         int capacity = in->capacity ? 2 * in->capacity : 64;
         struct gateway_request **grown =
@@ -217,6 +228,7 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
                !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
         pthread_mutex_lock(&in->lock);
         in->last_heartbeat = heartbeat;
+        gateway_watchdog_note(in, &heartbeat);
         pthread_mutex_unlock(&in->lock);
         gateway_observe_heartbeat(in, &heartbeat);
     }
@@ -261,12 +273,20 @@ static pid_t spawn_runner(struct gateway_instance *in) {
     argv[n++] = threads;
     argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "--comm" : "--tp";
     argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "mpi" : tp;
+    if (gateway_watchdog_prepare(in) == 0) {
+        argv[n++] = "--status";
+        argv[n++] = in->status_path;
+    }
+    if (p->enable_faults) argv[n++] = "--allow-faults";
+    int refuse = in->refuse_starts > 0;
+    if (refuse) in->refuse_starts--;
     for (int i = 0; m->runner_args && m->runner_args[i] && n < 62; i++)
         argv[n++] = m->runner_args[i];
     argv[n] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+        if (refuse) setenv("LOCKSTEP_FAULT_REFUSE_START", "1", 1);
         dup2(STDERR_FILENO, STDOUT_FILENO); /* its "ready" line goes to the log */
         execvp(argv[0], (char *const *)argv);
         _exit(127);
@@ -294,13 +314,41 @@ static int connect_runner(struct gateway_instance *in, pid_t pid) {
     return -1;
 }
 
-/* Reads frames until the connection ends or the gateway stops. */
+/* The runner said HELLO (lock held): it is up; resubmit what it must do. */
+static void runner_ready(struct gateway_instance *in) {
+    uint64_t now = runner_now_us();
+    in->ready = 1;
+    in->failures = 0;
+    in->unavailable = 0;
+    in->status[0] = '\0';
+    in->progress_us = now;
+    if (in->down_since_us) gateway_observe_recovery(in, (double)(now - in->down_since_us) * 1e-6);
+    in->down_since_us = 0;
+    for (int i = 0; i < in->n_requests; i++) send_add(in, in->requests[i]);
+}
+
+/* 1 if the watchdog finds the runner stuck (the report is made). */
+static int check_watchdog(struct gateway_instance *in) {
+    uint64_t now = runner_now_us();
+    pthread_mutex_lock(&in->lock);
+    int stuck = gateway_watchdog_expired(in, now);
+    if (stuck) {
+        gateway_watchdog_report(in, now);
+        gateway_observe_stuck(in, (double)(now - in->progress_us) * 1e-6);
+        in->down_since_us = now;
+    }
+    pthread_mutex_unlock(&in->lock);
+    return stuck;
+}
+
+/* Reads frames until the connection ends, the runner is stuck or the
+ * gateway stops. */
 static void read_frames(struct gateway_instance *in, int fd) {
     struct runner_buffer received = {0};
     char err[200];
-    while (!atomic_load(&in->gateway->stopping)) {
+    while (!atomic_load(&in->gateway->stopping) && !check_watchdog(in)) {
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0) continue;
+        if (poll(&p, 1, 50) <= 0) continue;
         uint8_t chunk[65536];
         ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
         if (n <= 0 || runner_buffer_append(&received, chunk, (size_t)n)) break;
@@ -313,10 +361,7 @@ static void read_frames(struct gateway_instance *in, int fd) {
             if (f.type == RUNNER_MSG_HELLO &&
                 !runner_decode_hello(&f, &in->hello, err, sizeof(err))) {
                 pthread_mutex_lock(&in->lock);
-                in->ready = 1;
-                in->failures = 0;
-                in->status[0] = '\0';
-                for (int i = 0; i < in->n_requests; i++) send_add(in, in->requests[i]);
+                runner_ready(in);
                 pthread_mutex_unlock(&in->lock);
                 fprintf(stderr, "lockstep serve: model %s ready (runner pid %d)\n", in->name,
                         (int)in->pid);
@@ -333,9 +378,11 @@ static void read_frames(struct gateway_instance *in, int fd) {
     runner_buffer_free(&received);
 }
 
-/* Kills the runner's process group and reaps it. */
-static void stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
-    int status;
+/* Kills the runner's process group, and every rank process its status
+ * file names (mpirun puts ranks in groups of their own), and reaps it;
+ * returns its wait status. */
+static int stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
+    int status = 0;
     if (gently) {
         kill(pid, SIGTERM);
         for (int i = 0; i < 250 && waitpid(pid, &status, WNOHANG) == 0; i++) {
@@ -344,34 +391,71 @@ static void stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
         }
     }
     kill(-pid, SIGKILL);
+    for (int rank = 0; rank < in->model.tp && rank < RUNNER_RANKS_MAX; rank++) {
+        pid_t rank_pid = gateway_rank_pid(in, rank);
+        if (rank_pid > 0 && rank_pid != pid) kill(rank_pid, SIGKILL);
+    }
     waitpid(pid, &status, 0);
     unlink(in->socket_path);
+    return status;
+}
+
+/* After GATEWAY_START_ATTEMPTS failed starts in a row (lock held): the
+ * requests fail with the reason instead of waiting forever. */
+static void give_up_requests(struct gateway_instance *in) {
+    char why[512];
+    snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
+    in->unavailable = 1;
+    while (in->n_requests > 0) {
+        struct gateway_request *r = in->requests[in->n_requests - 1];
+        in->n_requests--;
+        gateway_request_fail(r, 503, why);
+        gateway_request_release(r);
+    }
+}
+
+/* What the last runner's wait status says, for /health and logs. */
+static void describe_exit(char *out, size_t size, int status) {
+    if (WIFEXITED(status))
+        snprintf(out, size, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, size, "signal %d", WTERMSIG(status));
+    else
+        snprintf(out, size, "wait status %d", status);
 }
 
 static void *supervise(void *arg) {
     struct gateway_instance *in = arg;
     while (!atomic_load(&in->gateway->stopping)) {
+        pthread_mutex_lock(&in->lock);
         pid_t pid = spawn_runner(in);
+        in->pid = pid;
+        pthread_mutex_unlock(&in->lock);
         int fd = pid > 0 ? connect_runner(in, pid) : -1;
         pthread_mutex_lock(&in->lock);
-        in->pid = pid;
         in->fd = fd;
         pthread_mutex_unlock(&in->lock);
         if (fd >= 0) read_frames(in, fd);
         pthread_mutex_lock(&in->lock);
+        int was_ready = in->ready;
         in->fd = -1;
         in->ready = 0;
-        in->pid = 0;
         if (fd >= 0) close(fd);
+        if (!in->down_since_us) in->down_since_us = runner_now_us();
         pthread_mutex_unlock(&in->lock);
-        if (pid > 0) stop_runner(in, pid, atomic_load(&in->gateway->stopping));
+        int status = pid > 0 ? stop_runner(in, pid, atomic_load(&in->gateway->stopping)) : 0;
         if (atomic_load(&in->gateway->stopping)) break;
+        char how[64];
+        describe_exit(how, sizeof(how), status);
         pthread_mutex_lock(&in->lock);
-        in->failures++;
+        in->pid = 0;
+        in->failures = was_ready ? 0 : in->failures + 1;
         in->restarts++;
-        snprintf(in->status, sizeof(in->status), "runner %s; restarting (attempt %d)",
-                 fd >= 0 ? "exited" : "failed to start", in->failures);
-        double backoff = 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
+        snprintf(in->status, sizeof(in->status), "runner %s (%s); restarting (attempt %d)",
+                 was_ready ? "ended" : "failed to start", how, in->failures + 1);
+        if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
+        double backoff =
+            was_ready ? 0.05 : 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
         pthread_mutex_unlock(&in->lock);
         fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, in->status);
         gateway_observe_restart(in);
@@ -394,13 +478,21 @@ int gateway_instance_start(struct gateway_instance *in, char *err, size_t errlen
     return 0;
 }
 
-void gateway_instance_free(struct gateway_instance *in) {
+void gateway_instance_stop(struct gateway_instance *in) {
     if (in->thread_started) pthread_join(in->thread, NULL);
+    in->thread_started = 0;
+    pthread_mutex_lock(&in->lock);
     for (int i = in->n_requests - 1; i >= 0; i--) {
         gateway_request_fail(in->requests[i], 503, "the gateway is shutting down");
         forget(in, i);
     }
+    pthread_mutex_unlock(&in->lock);
+}
+
+void gateway_instance_free(struct gateway_instance *in) {
     free(in->requests);
+    gateway_watchdog_free(in);
+    unlink(in->status_path);
     tokenizer_free(in->tokenizer);
     model_free(in->file);
     pthread_mutex_destroy(&in->lock);

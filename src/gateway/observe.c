@@ -55,7 +55,20 @@ int gateway_metrics_init(struct gateway *g) {
         r, "lockstep_gateway_overhead_seconds",
         "from a token's frame arriving from the runner to its bytes going to the client socket",
         "model", NULL, overhead_bounds, N_OVERHEAD_BOUNDS, err, sizeof(err));
-    return m->requests && m->restarts && m->step_seconds && m->overhead ? 0 : -1;
+    m->stuck = metrics_register_counter(r, "lockstep_stuck_detections_total",
+                                        "runners the watchdog found stuck", "model", NULL, err,
+                                        sizeof(err));
+    m->detection_seconds = metrics_register_histogram(
+        r, "lockstep_detection_seconds", "from a stuck runner's last progress to its detection",
+        "model", NULL, latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->recovery_seconds = metrics_register_histogram(
+        r, "lockstep_recovery_seconds",
+        "from a runner's death or stuck detection until its replacement is ready", "model", NULL,
+        latency_bounds, N_BOUNDS, err, sizeof(err));
+    return m->requests && m->restarts && m->step_seconds && m->overhead && m->stuck &&
+                   m->detection_seconds && m->recovery_seconds
+               ? 0
+               : -1;
 }
 
 void gateway_observe_request(struct gateway *g, const char *model, int status) {
@@ -93,6 +106,17 @@ void gateway_observe_restart(struct gateway_instance *in) {
 
 void gateway_observe_overhead(struct gateway_instance *in, double seconds) {
     metrics_observe(metrics_series_get(in->gateway->metrics.overhead, in->name, NULL), seconds);
+}
+
+void gateway_observe_stuck(struct gateway_instance *in, double detection_seconds) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    metrics_add(metrics_series_get(m->stuck, in->name, NULL), 1);
+    metrics_observe(metrics_series_get(m->detection_seconds, in->name, NULL), detection_seconds);
+}
+
+void gateway_observe_recovery(struct gateway_instance *in, double seconds) {
+    metrics_observe(metrics_series_get(in->gateway->metrics.recovery_seconds, in->name, NULL),
+                    seconds);
 }
 
 char *gateway_metrics_text(struct gateway *g) {

@@ -40,7 +40,7 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
     }
     int add_bos =
         tokenizer_adds_bos(in->tokenizer) && !tokenizer_chat_template_writes_bos(in->chat_template);
-    int max_ids = (int)length + 2;
+    int max_ids = tokenizer_max_ids(length);
     r->prompt = malloc((size_t)max_ids * sizeof(int));
     if (!r->prompt || tokenizer_encode_special(in->tokenizer, text, length, add_bos, r->prompt,
                                                max_ids, &r->n_prompt, err, sizeof(err))) {
@@ -71,7 +71,7 @@ static int completion_prompt(struct gateway_request *r, struct openai_error *err
         if (r->prompt) memcpy(r->prompt, r->body.prompt_tokens, (size_t)r->n_prompt * sizeof(int));
     } else {
         size_t length = strlen(r->body.prompt);
-        int max_ids = (int)length + 2;
+        int max_ids = tokenizer_max_ids(length);
         r->prompt = malloc((size_t)max_ids * sizeof(int));
         if (r->prompt && tokenizer_encode(tok, r->body.prompt, length, tokenizer_adds_bos(tok),
                                           r->prompt, max_ids, &r->n_prompt, err, sizeof(err)))

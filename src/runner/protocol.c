@@ -43,7 +43,7 @@ static const char *protocol_message_name(unsigned type) {
         [RUNNER_MSG_HELLO] = "HELLO",       [RUNNER_MSG_ADD] = "ADD",
         [RUNNER_MSG_CANCEL] = "CANCEL",     [RUNNER_MSG_TOKEN] = "TOKEN",
         [RUNNER_MSG_FINISHED] = "FINISHED", [RUNNER_MSG_HEARTBEAT] = "HEARTBEAT",
-        [RUNNER_MSG_ERROR] = "ERROR",
+        [RUNNER_MSG_ERROR] = "ERROR",       [RUNNER_MSG_FAULT] = "FAULT",
     };
     if (type >= sizeof(names) / sizeof(names[0]) || names[type] == NULL) return "unknown";
     return names[type];
@@ -383,6 +383,33 @@ int runner_encode_cancel(struct runner_buffer *out, uint64_t id, char *err, size
     return writer_end(&writer, &report);
 }
 
+/* The ranges of a fault's fields, for both directions. */
+static int protocol_check_fault(const struct protocol_report *report,
+                                const struct runner_fault *fault) {
+    if (protocol_check_range(report, "kind", (int)fault->kind, RUNNER_FAULT_STALL,
+                             RUNNER_FAULT_CLOSE) ||
+        protocol_check_range(report, "rank", fault->rank, 0, RUNNER_RANKS_MAX - 1))
+        return -1;
+    if (fault->kind != RUNNER_FAULT_DELAY) return 0;
+    return protocol_check_range(report, "delay_ms", fault->delay_ms, 1, 60000) ||
+                   protocol_check_range(report, "steps", fault->steps, 1, 1000000)
+               ? -1
+               : 0;
+}
+
+int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fault, char *err,
+                        size_t errlen) {
+    const struct protocol_report report = {"FAULT", err, errlen};
+    struct protocol_writer writer;
+    if (protocol_check_fault(&report, fault)) return -1;
+    writer_begin(&writer, out, RUNNER_MSG_FAULT);
+    writer_put_u32(&writer, (uint32_t)fault->kind);
+    writer_put_i32(&writer, fault->rank);
+    writer_put_i32(&writer, fault->delay_ms);
+    writer_put_i32(&writer, fault->steps);
+    return writer_end(&writer, &report);
+}
+
 int runner_encode_token(struct runner_buffer *out, const struct runner_token *token, char *err,
                         size_t errlen) {
     const struct protocol_report report = {"TOKEN", err, errlen};
@@ -456,9 +483,9 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
     unsigned reserved = (unsigned)data[6] | (unsigned)data[7] << 8;
     if (version != RUNNER_PROTOCOL_VERSION)
         return protocol_fail(&report, "version %u, expected %d", version, RUNNER_PROTOCOL_VERSION);
-    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_ERROR)
+    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_FAULT)
         return protocol_fail(&report, "type %u is not a known message (%d..%d)", type,
-                             RUNNER_MSG_HELLO, RUNNER_MSG_ERROR);
+                             RUNNER_MSG_HELLO, RUNNER_MSG_FAULT);
     if (reserved != 0) return protocol_fail(&report, "reserved field 0x%04x is not zero", reserved);
     if (payload > max_payload)
         return protocol_fail(&report, "%s payload of %" PRIu32 " bytes exceeds the limit of %zu",
@@ -688,6 +715,24 @@ int runner_decode_cancel(const struct runner_frame *frame, uint64_t *id, char *e
         reader_u64(&reader, "id", &decoded) || reader_end(&reader, "id"))
         return -1;
     *id = decoded;
+    return 0;
+}
+
+int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *fault, char *err,
+                        size_t errlen) {
+    struct protocol_reader reader;
+    uint32_t kind;
+    struct runner_fault decoded;
+    if (reader_begin(&reader, frame, RUNNER_MSG_FAULT, err, errlen) ||
+        reader_u32(&reader, "kind", &kind) || reader_i32(&reader, "rank", &decoded.rank) ||
+        reader_i32(&reader, "delay_ms", &decoded.delay_ms) ||
+        reader_i32(&reader, "steps", &decoded.steps) || reader_end(&reader, "steps"))
+        return -1;
+    decoded.kind = kind <= RUNNER_FAULT_CLOSE ? (enum runner_fault_kind)kind : 0;
+    if (kind > RUNNER_FAULT_CLOSE)
+        return protocol_fail(&reader.report, "kind %" PRIu32 " is not a known fault", kind);
+    if (protocol_check_fault(&reader.report, &decoded)) return -1;
+    *fault = decoded;
     return 0;
 }
 

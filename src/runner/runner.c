@@ -316,6 +316,12 @@ static void send_heartbeat(struct runner *runner, uint64_t start_us, uint64_t en
     runner->sink.heartbeat(runner->sink.context, &h);
 }
 
+void runner_inject_fault(struct runner *runner, const struct runner_fault *fault) {
+    enum engine_fault_kind kind =
+        fault->kind == RUNNER_FAULT_STALL ? ENGINE_FAULT_STALL : ENGINE_FAULT_DELAY;
+    engine_plan_fault(runner->engine, kind, fault->rank, fault->delay_ms, fault->steps);
+}
+
 void runner_report_state(struct runner *runner) {
     uint64_t now = runner_now_us();
     runner->n_batch_sequences = 0;

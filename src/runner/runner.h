@@ -130,6 +130,8 @@ struct runner_hello {
  *   HEARTBEAT  u64 step, start_us, end_us; i32 n_tokens, n_decode, n_sequences,
  *              n_running, n_waiting, kv_used, kv_total; f32 comm_ms
  *   ERROR      u32 n + n bytes message (the sender closes the connection after it)
+ *   FAULT      u32 kind; i32 rank, delay_ms, steps (tests and benchmarks only: a
+ *              runner started without --allow-faults refuses it)
  * A payload must be consumed exactly: trailing bytes are an error. */
 #define RUNNER_PROTOCOL_VERSION 1
 #define RUNNER_FRAME_HEADER     8
@@ -143,7 +145,24 @@ enum runner_message {
     RUNNER_MSG_FINISHED = 5,
     RUNNER_MSG_HEARTBEAT = 6,
     RUNNER_MSG_ERROR = 7,
+    RUNNER_MSG_FAULT = 8,
 };
+
+/* An injected fault (off unless the runner allows them). */
+enum runner_fault_kind {
+    RUNNER_FAULT_STALL = 1, /* rank stops making progress in the next step's collectives */
+    RUNNER_FAULT_DELAY = 2, /* rank sleeps 0..delay_ms before each collective for `steps` steps */
+    RUNNER_FAULT_CLOSE = 3, /* the runner closes every connection of its socket */
+};
+
+struct runner_fault {
+    enum runner_fault_kind kind;
+    int rank;     /* 0..RUNNER_RANKS_MAX-1 */
+    int delay_ms; /* DELAY: 1..60000 */
+    int steps;    /* DELAY: 1..1000000 */
+};
+
+#define RUNNER_RANKS_MAX 64 /* ranks a status file has records for */
 
 /* A growable byte buffer frames are appended to. */
 struct runner_buffer {
@@ -172,6 +191,8 @@ int runner_encode_finished(struct runner_buffer *out, const struct runner_finish
 int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heartbeat *heartbeat,
                             char *err, size_t errlen);
 int runner_encode_error(struct runner_buffer *out, const char *message, char *err, size_t errlen);
+int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fault, char *err,
+                        size_t errlen);
 
 /* A frame found in received bytes; payload points into them. */
 struct runner_frame {
@@ -205,6 +226,8 @@ int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_hear
                             char *err, size_t errlen);
 int runner_decode_error(const struct runner_frame *frame, char *message, size_t message_size,
                         char *err, size_t errlen);
+int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *fault, char *err,
+                        size_t errlen);
 
 /* Name of a finish reason ("eos", "length", "stop", "cancelled", "error"). */
 const char *runner_finish_reason_name(enum runner_finish_reason reason);
@@ -279,6 +302,8 @@ int runner_has_work(const struct runner *runner);
  * reports. 1 if a step ran, 0 if there was nothing to do, -1 if the engine
  * failed (err; the runner cannot go on: engine_exit_code tells why). */
 int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen);
+/* The next step's plan carries the fault (STALL or DELAY) to its rank. */
+void runner_inject_fault(struct runner *runner, const struct runner_fault *fault);
 /* Sends a heartbeat without a step (n_tokens 0): the state after requests
  * left between steps, so a client sees freed blocks while the runner idles. */
 void runner_report_state(struct runner *runner);
@@ -305,6 +330,7 @@ struct runner_server_params {
     int max_connections;       /* connections at once (16 if 0) */
     double keep_alive_seconds; /* an idle leader sends followers a keep-alive plan this
                                   often (well within the collective deadline) */
+    int allow_faults;          /* 1: accept FAULT frames (tests and benchmarks only) */
 };
 
 struct runner_server;

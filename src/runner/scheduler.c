@@ -105,6 +105,7 @@ int runner_schedule(struct runner *runner) {
          * could be admitted */
         int free_slots = runner->params.max_sequences - runner->n_admitted;
         int room = budget - n_tokens - (unstarted < free_slots ? unstarted : free_slots);
+        if (room < 1 && s->started) continue; /* the rest is the newer prompts' first tokens */
         if (room < 1) room = 1;
         int n = pending(s) < room ? pending(s) : room;
         s->started = 1;

@@ -29,11 +29,12 @@
 
 /* Something the I/O thread hands to the step loop. */
 struct server_command {
-    enum { COMMAND_ADD, COMMAND_CANCEL, COMMAND_DISCONNECT } kind;
+    enum { COMMAND_ADD, COMMAND_CANCEL, COMMAND_DISCONNECT, COMMAND_FAULT } kind;
     uint32_t client;
     uint64_t id;                   /* CANCEL */
     uint64_t arrival_us;           /* ADD: when its frame was complete */
     struct runner_request request; /* ADD */
+    struct runner_fault fault;     /* FAULT */
 };
 
 /* Frames waiting to be written to one client. */
@@ -73,6 +74,7 @@ struct runner_server {
     struct runner_buffer broadcast; /* heartbeats for every connection */
     /* I/O thread only */
     struct server_connection *connections; /* (max_connections) */
+    int close_all;                         /* a CLOSE fault: close every connection */
     int n_connections;
     uint32_t next_client;
 };
@@ -178,6 +180,16 @@ static int handle_frame(struct runner_server *server, struct server_connection *
     } else if (frame->type == RUNNER_MSG_CANCEL) {
         command.kind = COMMAND_CANCEL;
         if (runner_decode_cancel(frame, &command.id, err, sizeof(err))) goto bad;
+    } else if (frame->type == RUNNER_MSG_FAULT && server->params.allow_faults) {
+        command.kind = COMMAND_FAULT;
+        if (runner_decode_fault(frame, &command.fault, err, sizeof(err))) goto bad;
+        if (command.fault.kind == RUNNER_FAULT_CLOSE) {
+            server->close_all = 1; /* the I/O thread's own fault: every connection goes */
+            return 0;
+        }
+    } else if (frame->type == RUNNER_MSG_FAULT) {
+        snprintf(err, sizeof(err), "runner: fault injection is off (--allow-faults)");
+        goto bad;
     } else {
         snprintf(err, sizeof(err), "runner protocol: a client may not send message type %d",
                  (int)frame->type);
@@ -305,6 +317,9 @@ static void io_loop(struct runner_server *server) {
             if (!gone) gone = transmit(c);
             if (gone) close_connection(server, i);
         }
+        while (server->close_all && server->n_connections > 0)
+            close_connection(server, server->n_connections - 1);
+        server->close_all = 0;
         if (fds[0].revents & POLLIN) accept_connection(server);
     }
     free(fds);
@@ -427,6 +442,8 @@ static void apply_commands(struct runner_server *server, struct server_command *
             runner_submit(server->runner, c->client, &c->request, c->arrival_us);
         else if (c->kind == COMMAND_CANCEL)
             runner_cancel(server->runner, c->client, c->id);
+        else if (c->kind == COMMAND_FAULT)
+            runner_inject_fault(server->runner, &c->fault);
         else
             runner_cancel_client(server->runner, c->client);
     }

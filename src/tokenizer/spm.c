@@ -59,8 +59,10 @@ int tokenizer_encode_spm(const struct tokenizer *tok, const char *text, size_t l
         snprintf(err, errlen, "tokenizer: text of %zu bytes is too long to encode", len);
         return -1;
     }
-    /* Every input byte starts at most one character; the prefix adds one. */
-    size_t max_symbols = len + 1;
+    /* Spaces become three bytes ("\xe2\x96\x81") before the text is split,
+     * and a broken UTF-8 lead byte can cut such a sequence into single
+     * bytes: every byte of the escaped text may start a symbol. */
+    size_t max_symbols = 3 * len + 3;
     char *buf = malloc(3 * len + 3);
     struct tokenizer_symbol *symbols = malloc(max_symbols * sizeof(*symbols));
     struct tokenizer_bigram *heap = malloc(3 * max_symbols * sizeof(*heap));

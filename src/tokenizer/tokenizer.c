@@ -20,6 +20,12 @@ enum tokenizer_kind tokenizer_kind(const struct tokenizer *tok) {
     return tok->kind;
 }
 
+int tokenizer_max_ids(size_t len) {
+    /* escaped SPM text is at most 3 bytes per input byte plus the space
+     * prefix, and no symbol yields more ids than bytes; BOS adds one */
+    return len > (size_t)1 << 28 ? 1 << 30 : (int)(3 * len + 4);
+}
+
 int tokenizer_vocab_size(const struct tokenizer *tok) {
     return tok->n_vocab;
 }

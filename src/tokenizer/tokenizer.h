@@ -42,6 +42,10 @@ int tokenizer_adds_bos(const struct tokenizer *tok);
  * *n_ids; returns -1 (with err) if max_ids is too small or out of memory. */
 int tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len, int add_bos,
                      int *ids, int max_ids, int *n_ids, char *err, size_t errlen);
+/* Ids that len bytes of any text (even invalid UTF-8, where a space next to
+ * a broken character falls back to single bytes) can encode to, BOS
+ * included: room enough for tokenizer_encode and tokenizer_encode_special. */
+int tokenizer_max_ids(size_t len);
 
 /* The raw bytes a token stands for ("▁" turned into a space, <0xXX> into
  * the byte, gpt2's byte-unicode mapping undone); control tokens give "".

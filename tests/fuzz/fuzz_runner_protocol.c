@@ -167,6 +167,19 @@ static void check_error(const struct runner_frame *frame, struct runner_buffer *
     check_bytes(frame, out, 1);
 }
 
+static void check_fault(const struct runner_frame *frame, struct runner_buffer *out,
+                        const struct runner_fault *a) {
+    struct runner_fault b;
+    char err[512];
+    out->length = 0;
+    if (runner_encode_fault(out, a, err, sizeof(err)) != 0) abort();
+    struct runner_frame again = reframe(out, RUNNER_MSG_FAULT);
+    if (runner_decode_fault(&again, &b, err, sizeof(err)) != 0 || a->kind != b.kind ||
+        a->rank != b.rank || a->delay_ms != b.delay_ms || a->steps != b.steps)
+        abort();
+    check_bytes(frame, out, 0);
+}
+
 /* Decodes one frame and checks its re-encoding; -1 if the decoder refused it. */
 static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *out) {
     char err[512] = "";
@@ -214,6 +227,12 @@ static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *ou
         char message[FUZZ_MESSAGE_SIZE];
         if ((rc = runner_decode_error(frame, message, sizeof(message), err, sizeof(err))) == 0)
             check_error(frame, out, message);
+        break;
+    }
+    case RUNNER_MSG_FAULT: {
+        struct runner_fault fault;
+        if ((rc = runner_decode_fault(frame, &fault, err, sizeof(err))) == 0)
+            check_fault(frame, out, &fault);
         break;
     }
     default:

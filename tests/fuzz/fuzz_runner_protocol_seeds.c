@@ -129,6 +129,12 @@ int main(int argc, char **argv) {
     failed |= runner_encode_error(&one, text, err, sizeof(err));
     failed |= write_seed(dir, "error-long.bin", &one, one.length);
 
+    struct runner_fault fault = {RUNNER_FAULT_DELAY, 1, 250, 40};
+    one.length = 0;
+    failed |= runner_encode_fault(&one, &fault, err, sizeof(err));
+    failed |= write_seed(dir, "fault.bin", &one, one.length);
+    failed |= runner_buffer_append(&stream, one.data, one.length);
+
     failed |= write_seed(dir, "stream.bin", &stream, stream.length);
     failed |= write_seed(dir, "stream-cut.bin", &stream, stream.length - 3);
 

@@ -1,0 +1,254 @@
+/* watchdog.c -- stuck runners: detection, the report that says why, and
+ * the faults tests inject to provoke them.
+ *
+ * A runner with work pending that completes no step for longer than its
+ * deadline -- the larger of --watchdog and 20 times its median step time --
+ * is stuck: a rank that died, stopped, or blocks in a collective. Before the
+ * supervisor kills its process group, the report reads what every rank was
+ * doing from the status file the ranks mirror their collective state into
+ * (comm_attach_status): the step and tag it waits in and for how long, or
+ * how long ago it last completed one. No debugger is needed, and a stopped
+ * process cannot hide: its record simply stops changing. */
+#include "gateway_internal.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATUS_BYTES (RUNNER_RANKS_MAX * sizeof(struct comm_status_record))
+
+int gateway_watchdog_prepare(struct gateway_instance *in) {
+    gateway_watchdog_free(in);
+    unlink(in->status_path);
+    int fd = open(in->status_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)STATUS_BYTES) == 0)
+        p = mmap(NULL, STATUS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    in->rank_status = p == MAP_FAILED ? NULL : p;
+    return in->rank_status ? 0 : -1;
+}
+
+void gateway_watchdog_free(struct gateway_instance *in) {
+    if (in->rank_status) munmap(in->rank_status, STATUS_BYTES);
+    in->rank_status = NULL;
+}
+
+void gateway_watchdog_note(struct gateway_instance *in, const struct runner_heartbeat *h) {
+    in->progress_us = runner_now_us();
+    if (h->n_tokens == 0) return; /* a state report, not a step */
+    in->step_seconds[in->next_step_second] = (double)(h->end_us - h->start_us) * 1e-6;
+    in->next_step_second = (in->next_step_second + 1) % 64;
+    if (in->n_step_seconds < 64) in->n_step_seconds++;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double gateway_watchdog_deadline(const struct gateway_instance *in) {
+    double sorted[64], floor = in->gateway->params.watchdog_seconds;
+    int n = in->n_step_seconds;
+    if (n == 0) return floor;
+    memcpy(sorted, in->step_seconds, (size_t)n * sizeof(double));
+    qsort(sorted, (size_t)n, sizeof(double), by_value);
+    double twenty_medians = 20.0 * sorted[n / 2];
+    return twenty_medians > floor ? twenty_medians : floor;
+}
+
+int gateway_watchdog_expired(const struct gateway_instance *in, uint64_t now_us) {
+    if (!in->ready || in->n_requests == 0 || now_us < in->progress_us) return 0;
+    return (double)(now_us - in->progress_us) * 1e-6 > gateway_watchdog_deadline(in);
+}
+
+pid_t gateway_rank_pid(const struct gateway_instance *in, int rank) {
+    pid_t pid = 0;
+    if (in->rank_status && rank >= 0 && rank < RUNNER_RANKS_MAX)
+        pid = (pid_t)atomic_load(&in->rank_status[rank].pid);
+    return pid > 0 ? pid : (rank == 0 ? in->pid : 0);
+}
+
+/* What a collective index of a step is (ENGINE_TAG_* in engine.h). */
+static void describe_index(char *out, size_t size, uint32_t index, int n_layers) {
+    if (index == ENGINE_TAG_PLAN_HEADER)
+        snprintf(out, size, "plan header");
+    else if (index == ENGINE_TAG_PLAN_BODY)
+        snprintf(out, size, "plan body");
+    else if (index < ENGINE_TAG_LAYER(n_layers, 0))
+        snprintf(out, size, "layer %u %s", (index - 2) / 2,
+                 (index - 2) % 2 ? "feed-forward output" : "attention output");
+    else
+        snprintf(out, size, "logits gather");
+}
+
+/* One rank's line of the report, and its JSON object. */
+static cJSON *report_rank(const struct gateway_instance *in, int rank, uint64_t now_ns, char *line,
+                          size_t size) {
+    const struct comm_status_record *r = &in->rank_status[rank];
+    cJSON *o = cJSON_CreateObject();
+    char what[64];
+    int pid = atomic_load(&r->pid);
+    uint32_t waiting = atomic_load(&r->waiting), index = atomic_load(&r->index);
+    unsigned long long step = atomic_load(&r->step);
+    uint64_t since = atomic_load(waiting ? &r->since_ns : &r->done_ns);
+    double seconds = since && now_ns > since ? (double)(now_ns - since) * 1e-9 : 0;
+    describe_index(what, sizeof(what), index, in->file->config.n_layers);
+    cJSON_AddNumberToObject(o, "rank", rank);
+    cJSON_AddNumberToObject(o, "pid", pid);
+    if (pid == 0) {
+        cJSON_AddStringToObject(o, "state", "no status");
+        snprintf(line, size, "rank %d: no status (it never reached a collective)", rank);
+        return o;
+    }
+    cJSON_AddStringToObject(o, "state", waiting ? "waiting" : "computing");
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "index", index);
+    cJSON_AddStringToObject(o, "collective", what);
+    cJSON_AddNumberToObject(o, "seconds", seconds);
+    if (waiting)
+        snprintf(line, size,
+                 "rank %d (pid %d): waiting in step %llu, collective %u (%s) for %.2f s", rank, pid,
+                 step, index, what, seconds);
+    else
+        snprintf(line, size,
+                 "rank %d (pid %d): not in a collective; its last one (step %llu, collective %u, "
+                 "%s) completed %.2f s ago",
+                 rank, pid, step, index, what, seconds);
+    return o;
+}
+
+/* Keeps the report for GET /debug/stuck (the newest 16). */
+static void keep_report(struct gateway *g, char *json) {
+    pthread_mutex_lock(&g->reports_lock);
+    int slot = g->n_stuck_reports % 16;
+    free(g->stuck_reports[slot]);
+    g->stuck_reports[slot] = json;
+    g->n_stuck_reports++;
+    pthread_mutex_unlock(&g->reports_lock);
+}
+
+void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
+    struct timespec ts;
+    char text[4096], line[256];
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    double quiet = (double)(now_us - in->progress_us) * 1e-6;
+    int n = snprintf(text, sizeof(text),
+                     "model %s: runner (pid %d) stuck: no step completed for %.2f s with %d "
+                     "requests pending (deadline %.2f s; last step %llu)",
+                     in->name, (int)in->pid, quiet, in->n_requests, gateway_watchdog_deadline(in),
+                     (unsigned long long)in->last_heartbeat.step);
+    cJSON *report = cJSON_CreateObject(), *ranks = cJSON_AddArrayToObject(report, "ranks");
+    cJSON_AddStringToObject(report, "model", in->name);
+    cJSON_AddNumberToObject(report, "unix_time", (double)time(NULL));
+    cJSON_AddNumberToObject(report, "no_progress_seconds", quiet);
+    cJSON_AddNumberToObject(report, "deadline_seconds", gateway_watchdog_deadline(in));
+    cJSON_AddNumberToObject(report, "pending_requests", in->n_requests);
+    cJSON_AddNumberToObject(report, "last_step", (double)in->last_heartbeat.step);
+    for (int rank = 0; in->rank_status && rank < in->model.tp && rank < RUNNER_RANKS_MAX; rank++) {
+        cJSON_AddItemToArray(ranks, report_rank(in, rank, now_ns, line, sizeof(line)));
+        if (n >= 0 && (size_t)n < sizeof(text))
+            n += snprintf(text + n, sizeof(text) - (size_t)n, "\n  %s", line);
+    }
+    if (in->model.tp == 1 && n >= 0 && (size_t)n < sizeof(text))
+        snprintf(text + n, sizeof(text) - (size_t)n,
+                 "\n  rank 0 (pid %d): a single rank has no collectives; its last step ended "
+                 "%.2f s ago",
+                 (int)in->pid, quiet);
+    cJSON_AddStringToObject(report, "text", text);
+    fprintf(stderr, "lockstep serve: %s\n", text);
+    char *json = cJSON_PrintUnformatted(report);
+    cJSON_Delete(report);
+    if (json) keep_report(in->gateway, json);
+    in->stuck_detections++;
+}
+
+char *gateway_stuck_json(struct gateway *g) {
+    size_t size = 64;
+    pthread_mutex_lock(&g->reports_lock);
+    int n = g->n_stuck_reports < 16 ? g->n_stuck_reports : 16;
+    for (int i = 0; i < n; i++) size += strlen(g->stuck_reports[i]) + 1;
+    char *out = malloc(size);
+    if (out) {
+        size_t used = (size_t)sprintf(out, "{\"reports\":[");
+        for (int k = 0; k < n; k++) { /* oldest first */
+            int slot = (g->n_stuck_reports - n + k) % 16;
+            used += (size_t)sprintf(out + used, "%s%s", k ? "," : "", g->stuck_reports[slot]);
+        }
+        sprintf(out + used, "]}");
+    }
+    pthread_mutex_unlock(&g->reports_lock);
+    return out;
+}
+
+/* Sends a FAULT frame to the runner (lock held); -1 if there is none. */
+static int send_fault(struct gateway_instance *in, const struct runner_fault *fault) {
+    char err[200];
+    struct runner_buffer b = {0};
+    int rc = -1;
+    if (in->fd >= 0 && in->ready && runner_encode_fault(&b, fault, err, sizeof(err)) == 0) {
+        rc = send(in->fd, b.data, b.length, MSG_NOSIGNAL) == (ssize_t)b.length ? 0 : -1;
+    }
+    runner_buffer_free(&b);
+    return rc;
+}
+
+/* Applies a fault to the runner (lock held): 0, or the HTTP status of the
+ * refusal with its message in why. */
+static int apply_fault(struct gateway_instance *in, const char *kind, int rank, int delay_ms,
+                       int steps, char *why, size_t size) {
+    struct runner_fault f = {RUNNER_FAULT_STALL, rank, delay_ms, steps};
+    if (rank < 0 || rank >= in->model.tp) {
+        snprintf(why, size, "rank %d is not one of model %s's ranks 0..%d", rank, in->name,
+                 in->model.tp - 1);
+        return 400;
+    }
+    if (!in->ready) {
+        snprintf(why, size, "model %s has no ready runner now", in->name);
+        return 409;
+    }
+    if (!strcmp(kind, "kill") || !strcmp(kind, "stop")) {
+        pid_t pid = gateway_rank_pid(in, rank);
+        if (pid > 0 && kill(pid, !strcmp(kind, "kill") ? SIGKILL : SIGSTOP) == 0) return 0;
+        snprintf(why, size, "rank %d of model %s has no process to signal", rank, in->name);
+        return 409;
+    }
+    if (!strcmp(kind, "delay"))
+        f.kind = RUNNER_FAULT_DELAY;
+    else if (!strcmp(kind, "close"))
+        f.kind = RUNNER_FAULT_CLOSE;
+    else if (strcmp(kind, "stall") != 0) {
+        snprintf(why, size, "fault '%s' is not one of kill, stop, stall, delay, close, refuse",
+                 kind);
+        return 400;
+    }
+    if (f.kind == RUNNER_FAULT_DELAY && (delay_ms < 1 || delay_ms > 60000 || steps < 1)) {
+        snprintf(why, size, "delay needs delay_ms in 1..60000 and steps >= 1");
+        return 400;
+    }
+    if (send_fault(in, &f) == 0) return 0;
+    snprintf(why, size, "the runner of model %s did not take the fault", in->name);
+    return 409;
+}
+
+int gateway_instance_fault(struct gateway_instance *in, const char *kind, int rank, int delay_ms,
+                           int steps, int count, struct openai_error *error) {
+    char why[200];
+    int rc = 0;
+    pthread_mutex_lock(&in->lock);
+    if (!strcmp(kind, "refuse"))
+        in->refuse_starts += count > 0 ? count : 1;
+    else
+        rc = apply_fault(in, kind, rank, delay_ms, steps, why, sizeof(why));
+    pthread_mutex_unlock(&in->lock);
+    if (rc) openai_error_set(error, rc, "invalid_request_error", NULL, NULL, "%s", why);
+    return rc ? -1 : 0;
+}
