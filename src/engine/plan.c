@@ -124,9 +124,15 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
     struct plan_header h;
     if (!engine->comm) {
         /* one rank: no plan to carry a fault; it strikes around the pass */
-        h = (struct plan_header){engine->step, batch->n_tokens, 0, 0, 0,
-                                 engine->planned_fault.kind, engine->planned_fault.rank,
-                                 engine->planned_delay_ms, engine->planned_delay_steps};
+        h = (struct plan_header){engine->step,
+                                 batch->n_tokens,
+                                 0,
+                                 0,
+                                 0,
+                                 engine->planned_fault.kind,
+                                 engine->planned_fault.rank,
+                                 engine->planned_delay_ms,
+                                 engine->planned_delay_steps};
         engine->planned_fault.kind = ENGINE_FAULT_NONE;
         take_fault(engine, &h);
         engine_fault_apply(engine, 0);
