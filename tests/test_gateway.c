@@ -15,7 +15,8 @@
  *   - /metrics parses as Prometheus text;
  *   - SIGKILL of the runner mid-stream: every open stream completes with
  *     the same text as an undisturbed run, and /health counts the restart;
- *   - with --api-key, --max-body and --max-concurrent: 401, 413 and 429.
+ *   - with --api-key, --max-body and --max-concurrent: 401, 413 and 429;
+ *     a second -m instance is listed and routed to by its --name.
  * ctest-labels: concurrency */
 #include "testutil.h"
 
@@ -420,14 +421,21 @@ static void test_runner_killed(void) {
 
 static void test_limits(void) {
     struct test_service gateway;
-    char *options[] = {"--api-key", "s3cret", "--max-concurrent", "1", "--max-body", "2048", NULL};
+    /* a second instance of the model, routed by name */
+    char *options[] = {"--api-key", "s3cret",   "--max-concurrent", "1",      "--max-body", "2048",
+                       "-m",        model_path, "--name",           "second", NULL};
     const char *key = "Authorization: Bearer s3cret\r\n";
     CHECK(start_gateway(&gateway, options));
     expect_error("GET", "/v1/models", NULL, NULL, 401, "code", "invalid_api_key");
     expect_error("GET", "/v1/models", "Authorization: Bearer wrong\r\n", NULL, 401, "code",
                  "invalid_api_key");
     struct test_http h = test_http_request(port, "GET", "/v1/models", key, NULL, 10);
-    CHECK(h.status == 200 && strstr(h.body, "kjv2m-q8_0"));
+    CHECK(h.status == 200 && strstr(h.body, "\"kjv2m-q8_0\"") && strstr(h.body, "\"second\""));
+    test_http_free(&h);
+    h = test_http_request(port, "POST", "/v1/completions", key,
+                          "{\"model\":\"second\",\"prompt\":\"And\",\"max_tokens\":3}", 30);
+    CHECK_MSG(h.status == 200 && strstr(h.body, "\"model\":\"second\""), "second model: %d %s",
+              h.status, h.body);
     test_http_free(&h);
     h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
     CHECK(h.status == 200);

@@ -7,7 +7,8 @@
  * fault strikes completes with exactly the text of an undisturbed run. The
  * stuck faults (stop, stall) are detected within the deadline and the
  * report in GET /debug/stuck names the ranks' collective states; a delay
- * is slow, not stuck, and restarts nothing. When the gateway stops, no
+ * is slow, not stuck, and restarts nothing. A stream that waits for its
+ * runner gets keep-alive comments. When the gateway stops, no
  * process is left behind. Skipped without ../shared.
  * ctest-labels: concurrency */
 #include "testutil.h"
@@ -21,6 +22,7 @@
 #define DEADLINE 120.0
 
 static int port;
+static int keep_alives; /* ": keep-alive" comments seen by the last stream */
 
 /* One streamed completion's concatenated text, or NULL if it failed. */
 static char *stream_once(void) {
@@ -30,11 +32,13 @@ static char *stream_once(void) {
     size_t n = 0;
     char *text = calloc(1, h.body ? h.length + 1 : 1);
     int done = 0;
+    keep_alives = 0;
     for (char *line = h.status == 200 ? h.body : NULL; line && *line;) {
         char *end = strstr(line, "\n\n");
         if (!end) break;
         *end = '\0';
         if (!strcmp(line, "data: [DONE]")) done = 1;
+        keep_alives += !strcmp(line, ": keep-alive");
         cJSON *j = strncmp(line, "data: {", 7) ? NULL : cJSON_Parse(line + 6);
         const cJSON *piece =
             cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text");
@@ -136,6 +140,8 @@ int main(void) {
                     "--watchdog",
                     "1",
                     "--enable-faults",
+                    "--keep-alive",
+                    "0.2",
                     NULL};
     struct test_service gateway;
     CHECK(test_start_service(&gateway, argv, NULL));
@@ -148,6 +154,8 @@ int main(void) {
         CHECK(health_number("restarts") == 1);
         run_with_fault("\"kind\":\"stop\"", reference);
         check_stuck_report("stop");
+        /* a stream waiting a second for its runner gets keep-alive comments */
+        CHECK_MSG(keep_alives >= 2, "%d keep-alive comments during a 1 s stall", keep_alives);
         run_with_fault("\"kind\":\"stall\",\"rank\":1", reference);
         check_stuck_report("stall");
         CHECK(health_number("stuck_detections") == 2 && health_number("restarts") == 3);

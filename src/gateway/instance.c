@@ -341,12 +341,13 @@ static int check_watchdog(struct gateway_instance *in) {
     return stuck;
 }
 
-/* Reads frames until the connection ends, the runner is stuck or the
- * gateway stops. */
-static void read_frames(struct gateway_instance *in, int fd) {
+/* Reads frames until the connection ends, the runner is stuck (returns 1)
+ * or the gateway stops. */
+static int read_frames(struct gateway_instance *in, int fd) {
     struct runner_buffer received = {0};
     char err[200];
-    while (!atomic_load(&in->gateway->stopping) && !check_watchdog(in)) {
+    int stuck = 0;
+    while (!atomic_load(&in->gateway->stopping) && !(stuck = check_watchdog(in))) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0) continue;
         uint8_t chunk[65536];
@@ -376,6 +377,7 @@ static void read_frames(struct gateway_instance *in, int fd) {
         runner_buffer_consume(&received, used);
     }
     runner_buffer_free(&received);
+    return stuck;
 }
 
 /* Kills the runner's process group, and every rank process its status
@@ -435,7 +437,7 @@ static void *supervise(void *arg) {
         pthread_mutex_lock(&in->lock);
         in->fd = fd;
         pthread_mutex_unlock(&in->lock);
-        if (fd >= 0) read_frames(in, fd);
+        int stuck = fd >= 0 && read_frames(in, fd);
         pthread_mutex_lock(&in->lock);
         int was_ready = in->ready;
         in->fd = -1;
@@ -452,7 +454,10 @@ static void *supervise(void *arg) {
         in->failures = was_ready ? 0 : in->failures + 1;
         in->restarts++;
         snprintf(in->status, sizeof(in->status), "runner %s (%s); restarting (attempt %d)",
-                 was_ready ? "ended" : "failed to start", how, in->failures + 1);
+                 stuck       ? "stuck and killed"
+                 : was_ready ? "ended"
+                             : "failed to start",
+                 how, in->failures + 1);
         if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
         double backoff =
             was_ready ? 0.05 : 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
