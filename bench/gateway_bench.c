@@ -751,14 +751,13 @@ static int parse_options(int argc, char **argv, struct bench_options *o) {
                                 .max_tokens = 64,
                                 .seed = 1,
                                 .timeout = 120};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes one value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
         if (i + 1 == argc) {
             fprintf(stderr, "gateway_bench: %s needs a value\n", argv[i]);
             return -1;
         }
         if (parse_option(argv[i], argv[i + 1], o)) return -1;
-        i++;
     }
     if (o->port == 0) {
         fprintf(stderr, "gateway_bench: --port is required\n");

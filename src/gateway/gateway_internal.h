@@ -94,9 +94,10 @@ struct gateway_instance {
     int next_step_second;                   /* ring position */
     uint64_t down_since_us;                 /* the runner died or was found stuck (0: up) */
     int stuck_detections;
-    int refuse_starts; /* fault injection: starts still to refuse */
-    int unavailable;   /* 1: failed to start GATEWAY_START_ATTEMPTS times */
-    int last_exit;     /* the last runner's wait status */
+    int refuse_starts;     /* fault injection: starts still to refuse */
+    int unavailable;       /* 1: failed to start GATEWAY_START_ATTEMPTS times */
+    int steps_since_ready; /* steps the current runner completed */
+    int last_exit;         /* the last runner's wait status */
 };
 
 /* The metric families of GET /metrics (observe.c). */

@@ -322,6 +322,7 @@ static void runner_ready(struct gateway_instance *in) {
     in->unavailable = 0;
     in->status[0] = '\0';
     in->progress_us = now;
+    in->steps_since_ready = 0;
     if (in->down_since_us) gateway_observe_recovery(in, (double)(now - in->down_since_us) * 1e-6);
     in->down_since_us = 0;
     for (int i = 0; i < in->n_requests; i++) send_add(in, in->requests[i]);
@@ -439,9 +440,14 @@ static void *supervise(void *arg) {
         pthread_mutex_unlock(&in->lock);
         int stuck = fd >= 0 && read_frames(in, fd);
         pthread_mutex_lock(&in->lock);
-        int was_ready = in->ready;
+        /* a runner that dies before it completes a step (say on the request
+         * it was given back) counts as a failed start: a crash loop backs
+         * off and ends in an error, not in a restart a second forever */
+        int was_ready = in->ready && (in->steps_since_ready > 0 || in->n_requests == 0);
         in->fd = -1;
         in->ready = 0;
+        snprintf(in->status, sizeof(in->status), "runner %s; restarting",
+                 stuck ? "stuck and killed" : "gone");
         if (fd >= 0) close(fd);
         if (!in->down_since_us) in->down_since_us = runner_now_us();
         pthread_mutex_unlock(&in->lock);

@@ -11,6 +11,11 @@ static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.5,   1,      2.5,   5,    10,    30,   60};
 #define N_BOUNDS ((int)(sizeof(latency_bounds) / sizeof(latency_bounds[0])))
 
+/* Seconds: detection and recovery, around the default 5 s watchdog. */
+static const double fault_bounds[] = {0.05, 0.1, 0.25, 0.5, 1,  1.5, 2,  2.5, 3, 3.5,
+                                      4,    5,   6,    8,   10, 15,  20, 30,  60};
+#define N_FAULT_BOUNDS ((int)(sizeof(fault_bounds) / sizeof(fault_bounds[0])))
+
 /* Seconds: 10 us to 100 ms, for the gateway's own work per token. */
 static const double overhead_bounds[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
                                          1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1};
@@ -60,11 +65,11 @@ int gateway_metrics_init(struct gateway *g) {
                                         sizeof(err));
     m->detection_seconds = metrics_register_histogram(
         r, "lockstep_detection_seconds", "from a stuck runner's last progress to its detection",
-        "model", NULL, latency_bounds, N_BOUNDS, err, sizeof(err));
+        "model", NULL, fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
     m->recovery_seconds = metrics_register_histogram(
         r, "lockstep_recovery_seconds",
         "from a runner's death or stuck detection until its replacement is ready", "model", NULL,
-        latency_bounds, N_BOUNDS, err, sizeof(err));
+        fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
     return m->requests && m->restarts && m->step_seconds && m->overhead && m->stuck &&
                    m->detection_seconds && m->recovery_seconds
                ? 0

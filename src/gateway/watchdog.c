@@ -44,6 +44,7 @@ void gateway_watchdog_free(struct gateway_instance *in) {
 void gateway_watchdog_note(struct gateway_instance *in, const struct runner_heartbeat *h) {
     in->progress_us = runner_now_us();
     if (h->n_tokens == 0) return; /* a state report, not a step */
+    in->steps_since_ready++;
     in->step_seconds[in->next_step_second] = (double)(h->end_us - h->start_us) * 1e-6;
     in->next_step_second = (in->next_step_second + 1) % 64;
     if (in->n_step_seconds < 64) in->n_step_seconds++;
@@ -119,9 +120,9 @@ static cJSON *report_rank(const struct gateway_instance *in, int rank, uint64_t 
                  step, index, what, seconds);
     else
         snprintf(line, size,
-                 "rank %d (pid %d): not in a collective; its last one (step %llu, collective %u, "
-                 "%s) completed %.2f s ago",
-                 rank, pid, step, index, what, seconds);
+                 "rank %d (pid %d): outside any collective for %.2f s, since its last "
+                 "one (step %llu, collective %u, %s) completed: computing, stopped or stalled",
+                 rank, pid, seconds, step, index, what);
     return o;
 }
 
@@ -153,7 +154,10 @@ void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
     cJSON_AddNumberToObject(report, "deadline_seconds", gateway_watchdog_deadline(in));
     cJSON_AddNumberToObject(report, "pending_requests", in->n_requests);
     cJSON_AddNumberToObject(report, "last_step", (double)in->last_heartbeat.step);
-    for (int rank = 0; in->rank_status && rank < in->model.tp && rank < RUNNER_RANKS_MAX; rank++) {
+    /* a single rank has no collectives, so no record */
+    for (int rank = 0;
+         in->model.tp > 1 && in->rank_status && rank < in->model.tp && rank < RUNNER_RANKS_MAX;
+         rank++) {
         cJSON_AddItemToArray(ranks, report_rank(in, rank, now_ns, line, sizeof(line)));
         if (n >= 0 && (size_t)n < sizeof(text))
             n += snprintf(text + n, sizeof(text) - (size_t)n, "\n  %s", line);
