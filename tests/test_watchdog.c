@@ -8,7 +8,9 @@
  * stuck faults (stop, stall) are detected within the deadline and the
  * report in GET /debug/stuck names the ranks' collective states; a delay
  * is slow, not stuck, and restarts nothing. A stream that waits for its
- * runner gets keep-alive comments. When the gateway stops, no
+ * runner gets keep-alive comments. A runner that cannot start fails its
+ * requests with the reason after 5 tries, and comes back later. When the
+ * gateway stops, no
  * process is left behind. Skipped without ../shared.
  * ctest-labels: concurrency */
 #include "testutil.h"
@@ -22,7 +24,8 @@
 #define DEADLINE 120.0
 
 static int port;
-static int keep_alives; /* ": keep-alive" comments seen by the last stream */
+static int keep_alives;  /* ": keep-alive" comments seen by the last stream */
+static char *last_error; /* the error event of the last stream, if any (malloc'd) */
 
 /* One streamed completion's concatenated text, or NULL if it failed. */
 static char *stream_once(void) {
@@ -33,6 +36,8 @@ static char *stream_once(void) {
     char *text = calloc(1, h.body ? h.length + 1 : 1);
     int done = 0;
     keep_alives = 0;
+    free(last_error);
+    last_error = NULL;
     for (char *line = h.status == 200 ? h.body : NULL; line && *line;) {
         char *end = strstr(line, "\n\n");
         if (!end) break;
@@ -46,7 +51,10 @@ static char *stream_once(void) {
             memcpy(text + n, piece->valuestring, strlen(piece->valuestring));
             n += strlen(piece->valuestring);
         }
-        CHECK_MSG(!j || !cJSON_GetObjectItem(j, "error"), "an error event: %s", line);
+        if (j && cJSON_GetObjectItem(j, "error")) {
+            free(last_error);
+            last_error = strdup(line);
+        }
         cJSON_Delete(j);
         line = end + 2;
     }
@@ -96,8 +104,9 @@ static void run_with_fault(const char *fault, const char *reference) {
     CHECK_MSG(h.status == 200, "fault %s: status %d: %s", fault, h.status, h.body);
     test_http_free(&h);
     pthread_join(thread, NULL);
-    CHECK_MSG(text && !strcmp(text, reference), "after %s:\n'%s'\nundisturbed:\n'%s'", fault, text,
-              reference);
+    CHECK_MSG(text && !strcmp(text, reference) && !last_error,
+              "after %s:\n'%s'\nundisturbed:\n'%s'\nerror: %s", fault, text, reference,
+              last_error ? last_error : "none");
     free(text);
 }
 
@@ -120,6 +129,40 @@ static void check_stuck_report(const char *fault) {
               "%s: rank 0 has no state: %s", fault, h.body);
     cJSON_Delete(j);
     test_http_free(&h);
+}
+
+/* A model whose runner cannot start: after 5 failed starts its request
+ * fails with a 503 naming the cause (not a wait forever), /health says why,
+ * and the 7th start brings the model back. */
+static void test_give_up(void) {
+    pthread_t thread;
+    char *text = NULL;
+    struct test_http h =
+        test_http_request(port, "POST", "/debug/fault", NULL,
+                          "{\"model\":\"kjv2m-q8_0\",\"kind\":\"refuse\",\"count\":6}", 10);
+    CHECK(h.status == 200);
+    test_http_free(&h);
+    pthread_create(&thread, NULL, stream_thread, &text);
+    CHECK(wait_running());
+    h = test_http_request(port, "POST", "/debug/fault", NULL,
+                          "{\"model\":\"kjv2m-q8_0\",\"kind\":\"kill\"}", 10);
+    test_http_free(&h);
+    pthread_join(thread, NULL);
+    CHECK_MSG(last_error && strstr(last_error, "unavailable") &&
+                  strstr(last_error, "exit status 1"),
+              "the stream's error: %s", last_error ? last_error : "(none)");
+    h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
+    CHECK_MSG(h.status == 503 && strstr(h.body, "failed before its first step"), "health: %s",
+              h.body);
+    test_http_free(&h);
+    int back = 0;
+    for (double start = test_now(); !back && test_now() - start < 60;) {
+        h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
+        back = h.status == 200;
+        test_http_free(&h);
+    }
+    CHECK_MSG(back, "the model did not come back after the refused starts");
+    free(text);
 }
 
 int main(void) {
@@ -172,10 +215,12 @@ int main(void) {
         run_with_fault("\"kind\":\"kill\"", reference);
         CHECK_MSG(health_number("restarts") == 7, "restarts %d after 2 refused starts",
                   health_number("restarts"));
+        test_give_up();
         free(reference);
     }
     CHECK_MSG(test_stop_service(&gateway, 20) == 0, "gateway exit status %d", gateway.status);
     CHECK_MSG(test_reap_children(10) == 0, "processes left behind");
+    free(last_error);
     CHECK(test_kill_children() == 0);
     return test_status("test_watchdog");
 }

@@ -97,23 +97,25 @@ static struct gateway_instance *find_instance(struct gateway *g, const char *nam
 
 static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c,
                                      struct http_call *call) {
-    char *text = malloc(256 + (size_t)g->n_instances * 512);
+    cJSON *health = cJSON_CreateObject(), *models = cJSON_AddArrayToObject(health, "models");
     int all_ready = 1;
-    size_t n = 0;
-    if (!text) return MHD_NO;
-    n += (size_t)sprintf(text + n, "{\"models\":[");
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = &g->instances[i];
+        cJSON *m = cJSON_CreateObject();
         pthread_mutex_lock(&in->lock);
         all_ready &= in->ready;
-        n += (size_t)sprintf(text + n,
-                             "%s{\"model\":\"%s\",\"ready\":%s,\"restarts\":%d,"
-                             "\"runner_pid\":%d,\"stuck_detections\":%d,\"status\":\"%s\"}",
-                             i ? "," : "", in->name, in->ready ? "true" : "false", in->restarts,
-                             (int)in->pid, in->stuck_detections, in->ready ? "ready" : in->status);
+        cJSON_AddStringToObject(m, "model", in->name);
+        cJSON_AddBoolToObject(m, "ready", in->ready);
+        cJSON_AddNumberToObject(m, "restarts", in->restarts);
+        cJSON_AddNumberToObject(m, "runner_pid", (double)in->pid);
+        cJSON_AddNumberToObject(m, "stuck_detections", in->stuck_detections);
+        cJSON_AddStringToObject(m, "status", in->ready ? "ready" : in->status);
         pthread_mutex_unlock(&in->lock);
+        cJSON_AddItemToArray(models, m);
     }
-    sprintf(text + n, "],\"status\":\"%s\"}", all_ready ? "ok" : "unavailable");
+    cJSON_AddStringToObject(health, "status", all_ready ? "ok" : "unavailable");
+    char *text = cJSON_PrintUnformatted(health);
+    cJSON_Delete(health);
     return send_text(c, call, all_ready ? 200 : 503, "application/json", text);
 }
 

@@ -303,8 +303,7 @@ static int connect_runner(struct gateway_instance *in, pid_t pid) {
     uint64_t start = runner_now_us();
     while (!atomic_load(&in->gateway->stopping) &&
            (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) return -2;
+        if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2; /* reaped: keep why */
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
         if (fd >= 0) close(fd);
@@ -398,7 +397,8 @@ static int stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
         pid_t rank_pid = gateway_rank_pid(in, rank);
         if (rank_pid > 0 && rank_pid != pid) kill(rank_pid, SIGKILL);
     }
-    waitpid(pid, &status, 0);
+    /* connect_runner may have reaped it already, keeping its status */
+    if (waitpid(pid, &status, 0) != pid) status = in->last_exit;
     unlink(in->socket_path);
     return status;
 }
@@ -462,7 +462,7 @@ static void *supervise(void *arg) {
         snprintf(in->status, sizeof(in->status), "runner %s (%s); restarting (attempt %d)",
                  stuck       ? "stuck and killed"
                  : was_ready ? "ended"
-                             : "failed to start",
+                             : "failed before its first step",
                  how, in->failures + 1);
         if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
         double backoff =

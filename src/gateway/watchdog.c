@@ -12,6 +12,7 @@
 #include "gateway_internal.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -107,6 +108,14 @@ static cJSON *report_rank(const struct gateway_instance *in, int rank, uint64_t 
     if (pid == 0) {
         cJSON_AddStringToObject(o, "state", "no status");
         snprintf(line, size, "rank %d: no status (it never reached a collective)", rank);
+        return o;
+    }
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+        cJSON_AddStringToObject(o, "state", "gone");
+        snprintf(line, size,
+                 "rank %d (pid %d): its process is gone (last seen in step %llu, "
+                 "collective %u, %s)",
+                 rank, pid, step, index, what);
         return o;
     }
     cJSON_AddStringToObject(o, "state", waiting ? "waiting" : "computing");
