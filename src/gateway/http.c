@@ -195,6 +195,21 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
                      openai_completion_json(&r->response, &result));
 }
 
+/* A whole answer if the request is done; else the connection waits
+ * (suspended) until the request wakes it and the handler is called again. */
+static enum MHD_Result answer_when_done(struct MHD_Connection *c, struct http_call *call) {
+    enum MHD_Result rc = MHD_YES;
+    pthread_mutex_lock(&call->request->lock);
+    if (call->request->done) {
+        rc = send_whole(c, call);
+    } else {
+        call->request->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&call->request->lock);
+    return rc;
+}
+
 /* Parses, checks limits, creates and submits the request. */
 static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection *c,
                                         struct http_call *call) {
@@ -230,16 +245,7 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     gateway_observe_tokens(in, call->request->n_prompt, 0);
     gateway_instance_submit(in, call->request);
     if (call->request->body.stream) return start_stream(c, call);
-    pthread_mutex_lock(&call->request->lock);
-    enum MHD_Result rc = MHD_YES;
-    if (call->request->done) {
-        rc = send_whole(c, call);
-    } else {
-        call->request->suspended = 1;
-        MHD_suspend_connection(c);
-    }
-    pthread_mutex_unlock(&call->request->lock);
-    return rc;
+    return answer_when_done(c, call);
 }
 
 /* POST /debug/fault {"model", "kind", "rank", "delay_ms", "steps", "count"}. */
@@ -328,17 +334,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
     if (!call->request) return start_completion(g, c, call);
-    /* resumed: a whole answer is ready */
-    pthread_mutex_lock(&call->request->lock);
-    enum MHD_Result rc = MHD_YES;
-    if (call->request->done) {
-        rc = send_whole(c, call);
-    } else {
-        call->request->suspended = 1;
-        MHD_suspend_connection(c);
-    }
-    pthread_mutex_unlock(&call->request->lock);
-    return rc;
+    return answer_when_done(c, call); /* resumed: the answer may be ready */
 }
 
 /* The request is over for MHD (answered, or the client went away). */

@@ -147,15 +147,8 @@ static int partition_text(const struct tokenizer *tok, const char *text, size_t 
 
 int tokenizer_encode_special(const struct tokenizer *tok, const char *text, size_t len, int add_bos,
                              int *ids, int max_ids, int *n_ids, char *err, size_t errlen) {
-    struct tokenizer_output out = {ids, max_ids > 0 ? max_ids : 0, 0};
-    *n_ids = 0;
-    if (add_bos) {
-        if (tok->bos < 0) {
-            snprintf(err, errlen, "tokenizer: BOS requested but the vocabulary has no BOS token");
-            return -1;
-        }
-        tokenizer_output_push(&out, tok->bos);
-    }
+    struct tokenizer_output out;
+    if (tokenizer_output_begin(tok, &out, ids, max_ids, add_bos, n_ids, err, errlen)) return -1;
     struct fragment_list fragments;
     if (partition_text(tok, text, len, &fragments) != 0) {
         free(fragments.items);
@@ -167,18 +160,9 @@ int tokenizer_encode_special(const struct tokenizer *tok, const char *text, size
         const struct fragment *f = &fragments.items[i];
         if (f->id >= 0)
             tokenizer_output_push(&out, f->id);
-        else if (tok->kind == TOKENIZER_SPM)
-            rc = tokenizer_encode_spm(tok, text + f->start, f->len, &out, err, errlen);
         else
-            rc = tokenizer_encode_bpe(tok, text + f->start, f->len, &out, err, errlen);
+            rc = tokenizer_encode_text(tok, text + f->start, f->len, &out, err, errlen);
     }
     free(fragments.items);
-    if (rc != 0) return -1;
-    *n_ids = out.n_ids;
-    if (out.n_ids > out.max_ids) {
-        snprintf(err, errlen, "tokenizer: the text needs %d tokens but there is room for %d",
-                 out.n_ids, out.max_ids);
-        return -1;
-    }
-    return 0;
+    return rc != 0 ? -1 : tokenizer_output_end(&out, n_ids, err, errlen);
 }

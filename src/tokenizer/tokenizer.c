@@ -50,27 +50,40 @@ int tokenizer_find(const struct tokenizer *tok, const char *piece, size_t len) {
     return tokenizer_map_get(&tok->lookup, piece, len);
 }
 
-int tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len, int add_bos,
-                     int *ids, int max_ids, int *n_ids, char *err, size_t errlen) {
-    struct tokenizer_output out = {ids, max_ids > 0 ? max_ids : 0, 0};
+int tokenizer_output_begin(const struct tokenizer *tok, struct tokenizer_output *out, int *ids,
+                           int max_ids, int add_bos, int *n_ids, char *err, size_t errlen) {
+    *out = (struct tokenizer_output){ids, max_ids > 0 ? max_ids : 0, 0};
     *n_ids = 0;
-    if (add_bos) {
-        if (tok->bos < 0) {
-            snprintf(err, errlen, "tokenizer: BOS requested but the vocabulary has no BOS token");
-            return -1;
-        }
-        tokenizer_output_push(&out, tok->bos);
-    }
-    int rc = tok->kind == TOKENIZER_SPM ? tokenizer_encode_spm(tok, text, len, &out, err, errlen)
-                                        : tokenizer_encode_bpe(tok, text, len, &out, err, errlen);
-    if (rc != 0) return -1;
-    *n_ids = out.n_ids;
-    if (out.n_ids > out.max_ids) {
-        snprintf(err, errlen, "tokenizer: the text needs %d tokens but there is room for %d",
-                 out.n_ids, out.max_ids);
+    if (!add_bos) return 0;
+    if (tok->bos < 0) {
+        snprintf(err, errlen, "tokenizer: BOS requested but the vocabulary has no BOS token");
         return -1;
     }
+    tokenizer_output_push(out, tok->bos);
     return 0;
+}
+
+int tokenizer_output_end(const struct tokenizer_output *out, int *n_ids, char *err, size_t errlen) {
+    *n_ids = out->n_ids;
+    if (out->n_ids <= out->max_ids) return 0;
+    snprintf(err, errlen, "tokenizer: the text needs %d tokens but there is room for %d",
+             out->n_ids, out->max_ids);
+    return -1;
+}
+
+int tokenizer_encode_text(const struct tokenizer *tok, const char *text, size_t len,
+                          struct tokenizer_output *out, char *err, size_t errlen) {
+    return tok->kind == TOKENIZER_SPM ? tokenizer_encode_spm(tok, text, len, out, err, errlen)
+                                      : tokenizer_encode_bpe(tok, text, len, out, err, errlen);
+}
+
+int tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len, int add_bos,
+                     int *ids, int max_ids, int *n_ids, char *err, size_t errlen) {
+    struct tokenizer_output out;
+    if (tokenizer_output_begin(tok, &out, ids, max_ids, add_bos, n_ids, err, errlen) ||
+        tokenizer_encode_text(tok, text, len, &out, err, errlen))
+        return -1;
+    return tokenizer_output_end(&out, n_ids, err, errlen);
 }
 
 const char *tokenizer_token_bytes(const struct tokenizer *tok, int id, size_t *len) {

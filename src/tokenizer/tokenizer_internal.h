@@ -124,6 +124,15 @@ int tokenizer_encode_spm(const struct tokenizer *tok, const char *text, size_t l
                          struct tokenizer_output *out, char *err, size_t errlen);
 int tokenizer_encode_bpe(const struct tokenizer *tok, const char *text, size_t len,
                          struct tokenizer_output *out, char *err, size_t errlen);
+/* Text without special tokens, by the vocabulary's own algorithm. */
+int tokenizer_encode_text(const struct tokenizer *tok, const char *text, size_t len,
+                          struct tokenizer_output *out, char *err, size_t errlen);
+/* An output over the caller's ids, with BOS first if asked (-1 if the
+ * vocabulary has none); then, at the end, the count and the check that
+ * every id fitted (-1 with the count needed). */
+int tokenizer_output_begin(const struct tokenizer *tok, struct tokenizer_output *out, int *ids,
+                           int max_ids, int add_bos, int *n_ids, char *err, size_t errlen);
+int tokenizer_output_end(const struct tokenizer_output *out, int *n_ids, char *err, size_t errlen);
 
 /* BPE setup (bpe.c): compiles the split regex named by pre (NULL, "default"
  * and "gpt-2" mean GPT-2's; name is the file, for messages), then
