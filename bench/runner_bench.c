@@ -143,11 +143,11 @@ static void admit_once(struct engine *e, int vocab, int budget, double *ttft, do
 }
 
 static void bench_admission(struct engine *e, int vocab) {
-    static const int budgets[] = {32, 64, 128, 256, 528};
-    double rows[5][4];
+    static const int budgets[] = {32, 40, 44, 48, 64, 128, 528};
+    double rows[7][4];
     printf("\n## a 512-token prompt admitted while 16 sequences decode (median of %d)\n\n",
            REPEATS);
-    for (int b = 0; b < 5; b++) {
+    for (int b = 0; b < 7; b++) {
         double v[4][REPEATS];
         for (int k = 0; k < REPEATS; k++)
             admit_once(e, vocab, budgets[b], &v[0][k], &v[1][k], &v[2][k], &v[3][k]);
@@ -155,9 +155,9 @@ static void bench_admission(struct engine *e, int vocab) {
     }
     printf("| budget | TTFT ms | x unchunked TTFT | streams' ITL ms (median / worst) | ITL "
            "before ms | worst / before |\n|---|---|---|---|---|---|\n");
-    for (int b = 0; b < 5; b++)
+    for (int b = 0; b < 7; b++)
         printf("| %d | %.1f | %.2f | %.1f / %.1f | %.1f | %.2f |\n", budgets[b], rows[b][0],
-               rows[b][0] / rows[4][0], rows[b][1], rows[b][2], rows[b][3],
+               rows[b][0] / rows[6][0], rows[b][1], rows[b][2], rows[b][3],
                rows[b][2] / rows[b][3]);
 }
 
