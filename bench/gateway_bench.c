@@ -25,6 +25,8 @@
  * under the table says how often that happened (such a gap spans 2 steps).
  * Percentiles are nearest-rank over every sample of the level. Exit status
  * 1 when any request failed (the table is printed all the same). */
+#include "loadgen.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -66,61 +68,6 @@ struct bench_options {
     char *model_json;    /* model escaped for a JSON string (owned) */
     struct in_addr addr; /* host, parsed */
 };
-
-/* ---------------------------------------------------------------- time */
-
-static double bench_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------- samples */
-
-/* A growing list of latencies. */
-struct bench_samples {
-    double *values; /* (n, room for capacity) seconds */
-    size_t n, capacity;
-};
-
-static int samples_push(struct bench_samples *s, double value) {
-    if (s->n == s->capacity) {
-        size_t capacity = s->capacity ? 2 * s->capacity : 1024;
-        double *grown = realloc(s->values, capacity * sizeof(double));
-        if (!grown) return -1;
-        s->values = grown;
-        s->capacity = capacity;
-    }
-    s->values[s->n++] = value;
-    return 0;
-}
-
-static int samples_append(struct bench_samples *to, const struct bench_samples *from) {
-    for (size_t i = 0; i < from->n; i++)
-        if (samples_push(to, from->values[i])) return -1;
-    return 0;
-}
-
-static void samples_free(struct bench_samples *s) {
-    free(s->values);
-    *s = (struct bench_samples){0};
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void samples_sort(struct bench_samples *s) {
-    if (s->n > 0) qsort(s->values, s->n, sizeof(double), compare_doubles);
-}
-
-/* Nearest-rank percentile (0 < p <= 100) of sorted samples; -1 if none. */
-static double samples_percentile(const struct bench_samples *s, int p) {
-    if (s->n == 0) return -1;
-    size_t rank = (s->n * (size_t)p + 99) / 100;
-    return s->values[rank > 0 ? rank - 1 : 0];
-}
 
 /* ---------------------------------------------------------- connection */
 
@@ -335,17 +282,17 @@ static long read_body(struct bench_connection *c, struct bench_body *b, char *ou
 
 /* One streamed request as the client sees it. */
 struct bench_stream {
-    double deadline;                  /* samples and tokens after it do not count */
-    double sent;                      /* when the request was written */
-    double last_chunk;                /* when the previous token chunk arrived */
-    int chunks;                       /* token chunks received */
-    int chunks_counted;               /* of them, before the deadline */
-    int usage_tokens;                 /* usage.completion_tokens, -1 until the usage chunk */
-    int done;                         /* 1: "data: [DONE]" arrived */
-    double done_at;                   /* when it did */
-    struct bench_samples *ttft, *itl; /* where samples before the deadline go */
-    char error[BENCH_ERROR_MAX];      /* an error event's body, if one came */
-    char *line;                       /* (capacity) the SSE line being received */
+    double deadline;                    /* samples and tokens after it do not count */
+    double sent;                        /* when the request was written */
+    double last_chunk;                  /* when the previous token chunk arrived */
+    int chunks;                         /* token chunks received */
+    int chunks_counted;                 /* of them, before the deadline */
+    int usage_tokens;                   /* usage.completion_tokens, -1 until the usage chunk */
+    int done;                           /* 1: "data: [DONE]" arrived */
+    double done_at;                     /* when it did */
+    struct loadgen_samples *ttft, *itl; /* where samples before the deadline go */
+    char error[BENCH_ERROR_MAX];        /* an error event's body, if one came */
+    char *line;                         /* (capacity) the SSE line being received */
     size_t n_line, line_capacity;
 };
 
@@ -366,8 +313,8 @@ static int stream_data(struct bench_stream *s, const char *payload, double now) 
     if (!strstr(payload, "\"choices\":[{") || !strstr(payload, "\"finish_reason\":null"))
         return 0; /* not a token chunk: the usage chunk, or the one with finish_reason */
     int counted = now <= s->deadline, rc = 0;
-    if (counted && s->chunks == 0) rc = samples_push(s->ttft, now - s->sent);
-    if (counted && s->chunks > 0) rc = samples_push(s->itl, now - s->last_chunk);
+    if (counted && s->chunks == 0) rc = loadgen_samples_push(s->ttft, now - s->sent);
+    if (counted && s->chunks > 0) rc = loadgen_samples_push(s->itl, now - s->last_chunk);
     s->chunks++;
     s->chunks_counted += counted;
     s->last_chunk = now;
@@ -378,7 +325,7 @@ static int stream_data(struct bench_stream *s, const char *payload, double now) 
  * (keep-alives) and the blank lines between events. */
 static int stream_feed(struct bench_stream *s, const char *bytes, size_t n, char *err,
                        size_t errlen) {
-    double now = bench_now();
+    double now = loadgen_now();
     for (size_t i = 0; i < n; i++) {
         if (bytes[i] != '\n') {
             if (s->n_line + 1 >= s->line_capacity) {
@@ -423,7 +370,7 @@ struct bench_client {
     struct bench_connection connection;
     char *request; /* (request_capacity) the HTTP request being sent */
     size_t request_capacity;
-    struct bench_samples ttft, itl;    /* seconds, observed before the deadline */
+    struct loadgen_samples ttft, itl;  /* seconds, observed before the deadline */
     long completed;                    /* requests whose [DONE] came before the deadline */
     long tokens;                       /* generated tokens received before the deadline */
     long chunks, chunk_tokens;         /* completed requests: token chunks, tokens in them */
@@ -476,7 +423,7 @@ static int exchange(struct bench_client *client, struct bench_stream *s, unsigne
         return -1;
     }
     if (c->fd < 0 && connection_open(c, client->run->options, err, errlen)) return -1;
-    s->sent = bench_now();
+    s->sent = loadgen_now();
     if (connection_send(c, client->request, length, err, errlen) ||
         read_head(c, &head, err, errlen))
         return -1;
@@ -535,7 +482,7 @@ static void client_request(struct bench_client *client) {
 
 static void *client_main(void *arg) {
     struct bench_client *client = arg;
-    while (bench_now() < client->deadline) client_request(client);
+    while (loadgen_now() < client->deadline) client_request(client);
     connection_close(&client->connection);
     return NULL;
 }
@@ -548,7 +495,7 @@ struct bench_result {
     double seconds;                    /* measured window */
     long completed, tokens, errors;    /* sums over the clients */
     long chunks, chunk_tokens;         /* completed requests: token chunks, tokens */
-    struct bench_samples ttft, itl;    /* every client's samples, sorted */
+    struct loadgen_samples ttft, itl;  /* every client's samples */
     char first_error[BENCH_ERROR_MAX]; /* the first failure a client reported */
 };
 
@@ -561,7 +508,7 @@ static int run_level(struct bench_run *run, int n_clients, struct bench_result *
         snprintf(err, errlen, "out of memory for %d clients", n_clients);
         return -1;
     }
-    double deadline = bench_now() + run->options->seconds;
+    double deadline = loadgen_now() + run->options->seconds;
     for (; started < n_clients; started++) {
         struct bench_client *c = &clients[started];
         c->run = run;
@@ -585,17 +532,16 @@ static int run_level(struct bench_run *run, int n_clients, struct bench_result *
         out->chunk_tokens += c->chunk_tokens;
         if (c->errors && !out->first_error[0])
             snprintf(out->first_error, sizeof(out->first_error), "%s", c->first_error);
-        if (samples_append(&out->ttft, &c->ttft) || samples_append(&out->itl, &c->itl)) {
+        if (loadgen_samples_append(&out->ttft, &c->ttft) ||
+            loadgen_samples_append(&out->itl, &c->itl)) {
             snprintf(err, errlen, "out of memory for latency samples");
             rc = -1;
         }
-        samples_free(&c->ttft);
-        samples_free(&c->itl);
+        loadgen_samples_free(&c->ttft);
+        loadgen_samples_free(&c->itl);
         free(c->request);
     }
     free(clients);
-    samples_sort(&out->ttft);
-    samples_sort(&out->itl);
     return rc;
 }
 
@@ -608,14 +554,14 @@ static const char *format_ms(double seconds, char *text, size_t size) {
     return text;
 }
 
-static void print_row(const struct bench_result *r) {
+static void print_row(struct bench_result *r) {
     char t50[32], t99[32], i50[32], i99[32];
     printf("| %d | %ld | %.1f | %.1f | %s | %s | %s | %s | %ld |\n", r->clients, r->completed,
            (double)r->completed * 60 / r->seconds, (double)r->tokens / r->seconds,
-           format_ms(samples_percentile(&r->ttft, 50), t50, sizeof(t50)),
-           format_ms(samples_percentile(&r->ttft, 99), t99, sizeof(t99)),
-           format_ms(samples_percentile(&r->itl, 50), i50, sizeof(i50)),
-           format_ms(samples_percentile(&r->itl, 99), i99, sizeof(i99)), r->errors);
+           format_ms(loadgen_samples_percentile(&r->ttft, 50), t50, sizeof(t50)),
+           format_ms(loadgen_samples_percentile(&r->ttft, 99), t99, sizeof(t99)),
+           format_ms(loadgen_samples_percentile(&r->itl, 50), i50, sizeof(i50)),
+           format_ms(loadgen_samples_percentile(&r->itl, 99), i99, sizeof(i99)), r->errors);
 }
 
 /* The notes under the table: tokens per request, held-back tokens, failures. */
@@ -809,8 +755,8 @@ int main(int argc, char **argv) {
     }
     print_notes(results, n_done);
     for (int i = 0; i < n_done; i++) {
-        samples_free(&results[i].ttft);
-        samples_free(&results[i].itl);
+        loadgen_samples_free(&results[i].ttft);
+        loadgen_samples_free(&results[i].itl);
     }
     free(o.prompt_json);
     free(o.model_json);
