@@ -9,16 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 once=0
 if [ "${1:-}" = "--once" ]; then once=1; shift; fi
-scripts/setup.sh
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/release -j"$(nproc)" --target lockstep >/dev/null
-bin=build/release/lockstep
-model=../shared/models/kjv2m-q8_0.gguf
-if [ ! -f "$model" ]; then
-    model=build/random-q8_0.gguf
-    [ -f "$model" ] || "$bin" convert --random --dim 256 --hidden 768 --layers 4 --heads 4 \
-        --vocab 512 --ctx 512 --type q8_0 --seed 1 -o "$model" >/dev/null
-fi
+# shellcheck source=scripts/quickstart.sh
+source scripts/quickstart.sh
 name=$(basename "$model" .gguf)
 log=$(mktemp)
 "$bin" serve -m "$model" --port 0 "$@" >"$log" 2>&1 &
