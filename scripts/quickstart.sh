@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # quickstart.sh -- what scripts/generate.sh and scripts/serve.sh share
 # (sourced, not run): installs what is missing, builds the lockstep binary
 # and picks the model -- the small real one in ../shared/models when it is
