@@ -286,20 +286,6 @@ static void check_detection(void) {
 
 /* ---- special-token encoding ---- */
 
-static struct tokenizer *load_vocab(const char *path) {
-    char err[512];
-    struct gguf_file *file;
-    struct tokenizer *tok = NULL;
-    if (gguf_open(&file, path, err, sizeof(err)) != 0) {
-        CHECK_MSG(0, "gguf_open %s: %s", path, err);
-        return NULL;
-    }
-    if (tokenizer_load_gguf(&tok, file, err, sizeof(err)) != 0)
-        CHECK_MSG(0, "load %s: %s", path, err);
-    gguf_close(file);
-    return tok;
-}
-
 static void print_ids(const char *label, const int *ids, int n) {
     fprintf(stderr, "  %s (%d):", label, n);
     for (int i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
@@ -364,7 +350,7 @@ static void check_overlaps(void) {
     int rc = gguf_writer_write(writer, path, err, sizeof(err));
     gguf_writer_free(writer);
     CHECK_MSG(rc == 0, "write %s: %s", path, err);
-    struct tokenizer *tok = rc == 0 ? load_vocab(path) : NULL;
+    struct tokenizer *tok = rc == 0 ? test_load_vocabulary(path) : NULL;
     remove(path);
     if (!tok) return;
     /* "bcd" is longer than "ab", so it is cut out first although "ab"
@@ -428,7 +414,7 @@ static double time_encode(const struct tokenizer *tok, const char *text, int spe
 }
 
 static void check_llama_spm(const char *path) {
-    struct tokenizer *tok = load_vocab(path);
+    struct tokenizer *tok = test_load_vocabulary(path);
     if (!tok) return;
     static int expected[MAX_IDS];
     /* "Hello world" is 15043 3186 (fixtures README). */
@@ -487,7 +473,7 @@ static void check_llama_spm(const char *path) {
 }
 
 static void check_phi3(const char *path) {
-    struct tokenizer *tok = load_vocab(path);
+    struct tokenizer *tok = test_load_vocabulary(path);
     if (!tok) return;
     static int expected[MAX_IDS];
     /* CONTROL (<|user|> 32010 ...), USER_DEFINED (</s> 2) and UNKNOWN
@@ -516,7 +502,7 @@ static void check_phi3(const char *path) {
 }
 
 static void check_gpt2(const char *path) {
-    struct tokenizer *tok = load_vocab(path);
+    struct tokenizer *tok = test_load_vocabulary(path);
     if (!tok) return;
     /* "Hello world" 15496 995 and " Hello world" 18435 995 (fixtures README). */
     const char *text = "Hello world<|endoftext|> Hello world<|endoftext|>";
@@ -545,7 +531,7 @@ int main(void) {
         if (i == 0) check_llama_spm(path);
         if (i == 1) check_phi3(path);
         if (i == 2) check_gpt2(path);
-        struct tokenizer *tok = load_vocab(path);
+        struct tokenizer *tok = test_load_vocabulary(path);
         snprintf(inp, sizeof(inp), "%s.inp", path);
         if (tok) check_plain_texts(tok, inp);
         tokenizer_free(tok);

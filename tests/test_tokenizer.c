@@ -31,23 +31,6 @@ static char *read_whole_file(const char *path, size_t *size) {
     fclose(f);
     return data;
 }
-
-/* Loads the vocabulary of a GGUF file; the file is closed right away, so
- * this also checks that the tokenizer does not point into it. */
-static struct tokenizer *load_gguf_vocab(const char *path) {
-    char err[512];
-    struct gguf_file *file;
-    struct tokenizer *tok = NULL;
-    if (gguf_open(&file, path, err, sizeof(err)) != 0) {
-        CHECK_MSG(0, "gguf_open %s: %s", path, err);
-        return NULL;
-    }
-    if (tokenizer_load_gguf(&tok, file, err, sizeof(err)) != 0)
-        CHECK_MSG(0, "load %s: %s", path, err);
-    gguf_close(file);
-    return tok;
-}
-
 /* Concatenated token_bytes of ids: the plain decoding. */
 static size_t decode_all(const struct tokenizer *tok, const int *ids, int n, char *out,
                          size_t size) {
@@ -107,7 +90,7 @@ static void check_fixture(const char *name, int spm) {
     size_t inp_size = 0, out_size = 0;
     char *inp = read_whole_file(inp_path, &inp_size);
     char *out = read_whole_file(out_path, &out_size);
-    struct tokenizer *tok = load_gguf_vocab(path);
+    struct tokenizer *tok = test_load_vocabulary(path);
     CHECK_MSG(inp && out, "cannot read %s / %s", inp_path, out_path);
     if (!inp || !out || !tok) goto done;
     CHECK(tokenizer_kind(tok) == (spm ? TOKENIZER_SPM : TOKENIZER_BPE));
@@ -237,7 +220,7 @@ static void check_kjv2m(void) {
     test_shared_path(bin_path, sizeof(bin_path), "models/tok1024.bin");
     size_t json_size;
     char *json = read_whole_file(json_path, &json_size);
-    struct tokenizer *from_gguf = load_gguf_vocab(gguf_path);
+    struct tokenizer *from_gguf = test_load_vocabulary(gguf_path);
     struct tokenizer *from_bin = NULL;
     if (tokenizer_load_llama2c(&from_bin, bin_path, 1024, err, sizeof(err)) != 0)
         CHECK_MSG(0, "load %s: %s", bin_path, err);
@@ -315,7 +298,7 @@ done:
 
 static void check_stream(void) {
     char path[1024];
-    struct tokenizer *tok = load_gguf_vocab(
+    struct tokenizer *tok = test_load_vocabulary(
         test_shared_path(path, sizeof(path), "fixtures/tokenizer/ggml-vocab-llama-spm.gguf"));
     if (!tok) return;
     const char llama[] = "\xf0\x9f\xa6\x99"; /* U+1F999, not in the vocabulary */
@@ -361,7 +344,7 @@ static void check_stream(void) {
     tokenizer_free(tok);
 
     /* GPT-2: the same character in byte-level tokens comes out whole too. */
-    tok = load_gguf_vocab(
+    tok = test_load_vocabulary(
         test_shared_path(path, sizeof(path), "fixtures/tokenizer/ggml-vocab-gpt-2.gguf"));
     if (!tok) return;
     CHECK(tokenizer_encode(tok, llama, 4, 0, ids, 8, &n, err, sizeof(err)) == 0);
@@ -389,7 +372,7 @@ static void check_stream(void) {
  * tokenizer_max_ids, and the ids decode to the escaped bytes. */
 static void check_broken_utf8(void) {
     char path[1024], err[256], out[256];
-    struct tokenizer *tok = load_gguf_vocab(
+    struct tokenizer *tok = test_load_vocabulary(
         test_shared_path(path, sizeof(path), "fixtures/tokenizer/ggml-vocab-llama-spm.gguf"));
     static const char text[] = "\xc3 \xc3 \xc3 \xc3 \xe2 x\xf0 ";
     size_t len = sizeof(text) - 1;

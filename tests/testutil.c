@@ -1,6 +1,8 @@
 /* testutil.c -- see testutil.h. */
 #include "testutil.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -459,4 +461,18 @@ void test_http_free(struct test_http *response) {
     free(response->headers);
     free(response->body);
     response->headers = response->body = NULL;
+}
+
+struct tokenizer *test_load_vocabulary(const char *path) {
+    char err[512];
+    struct gguf_file *file;
+    struct tokenizer *tok = NULL;
+    if (gguf_open(&file, path, err, sizeof(err)) != 0) {
+        CHECK_MSG(0, "gguf_open %s: %s", path, err);
+        return NULL;
+    }
+    if (tokenizer_load_gguf(&tok, file, err, sizeof(err)) != 0)
+        CHECK_MSG(0, "load %s: %s", path, err);
+    gguf_close(file);
+    return tok;
 }

@@ -9,6 +9,8 @@
 
 #include <stdio.h>
 
+struct tokenizer;
+
 extern int test_failures; /* number of failed checks so far */
 
 #define CHECK(cond)                                                                                \
@@ -137,6 +139,11 @@ void test_http_free(struct test_http *response);
  * reads), or -1. */
 int test_http_send(int port, const char *method, const char *path, const char *headers,
                    const char *body);
+
+/* The vocabulary of a GGUF file (the file is closed at once, so this also
+ * checks that the tokenizer does not point into it), or NULL after a failed
+ * check. */
+struct tokenizer *test_load_vocabulary(const char *path);
 
 /* Prints a summary line and returns the process exit status. */
 int test_status(const char *name);
