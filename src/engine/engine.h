@@ -21,14 +21,16 @@
 /* ======================= paged key/value cache ======================= */
 
 struct kv_cache {
-    int n_layers;   /* layers of the model */
-    int kv_dim;     /* n_kv_heads * head_dim */
-    int block_size; /* positions per block */
-    int n_blocks;   /* blocks in the pool */
-    float *keys;    /* (n_layers, n_blocks, block_size, kv_dim) */
-    float *values;  /* (n_layers, n_blocks, block_size, kv_dim) */
-    int *free_list; /* (n_blocks) stack of free block ids */
-    int n_free;     /* entries of free_list in use */
+    int n_layers;      /* layers of the model */
+    int n_kv_heads;    /* key/value heads */
+    int head_dim;      /* floats per head */
+    int block_size;    /* positions per block */
+    int n_blocks;      /* blocks in the pool */
+    float *keys;       /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
+    float *values;     /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
+    size_t side_bytes; /* bytes of keys, and of values */
+    int *free_list;    /* (n_blocks) stack of free block ids */
+    int n_free;        /* entries of free_list in use */
 };
 
 /* The blocks of one sequence: position p lives in block blocks[p / block_size]
@@ -39,8 +41,8 @@ struct kv_sequence {
     int capacity; /* allocated entries of blocks */
 };
 
-int kv_cache_init(struct kv_cache *kv, int n_layers, int kv_dim, int block_size, int n_blocks,
-                  char *err, size_t errlen);
+int kv_cache_init(struct kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
+                  int n_blocks, char *err, size_t errlen);
 void kv_cache_free(struct kv_cache *kv);
 /* Bytes a cache of n_blocks blocks takes. */
 size_t kv_cache_bytes(int n_layers, int kv_dim, int block_size, int n_blocks);
@@ -51,9 +53,17 @@ int kv_blocks_for(const struct kv_cache *kv, int n_positions);
 int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_positions);
 /* Returns every block of seq to the free list and empties it. */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
-/* Address of the key (or value) vector of (layer, position) of seq. */
-float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position);
-float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position);
+/* Address of head's key (or value) vector, head_dim floats, at (layer,
+ * position) of seq. A head's positions within a block are contiguous, so
+ * attention reads each block of a head as one stream. */
+const float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                    int position, int head);
+const float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                      int position, int head);
+/* Stores every head of key and value (n_kv_heads * head_dim floats each)
+ * at (layer, position) of seq. */
+void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
+              const float *key, const float *value);
 
 /* ======================= forward pass ======================= */
 
@@ -89,7 +99,10 @@ int engine_fault_parse(struct engine_fault *fault, const char *spec, char *err, 
 
 /* Working memory and the thread pool for forward passes of one model. */
 struct engine {
-    const struct model *model;
+    const struct model *model; /* the model run: the caller's, or packed_model */
+    struct model packed_model; /* the caller's model with packed matrices (weights.c) */
+    void *packed_weights;      /* the packed matrices' memory, or NULL */
+    size_t packed_bytes;       /* its size */
     struct tensor_pool *pool;
     struct kv_cache kv;
     int max_tokens;               /* largest batch the buffers hold */

@@ -21,6 +21,12 @@ struct engine_plan {
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);
 
+/* Points engine->model at a copy of model whose matrices are packed for
+ * the kernels in use (weights.c), if any are worth packing; -1 with err if
+ * the memory cannot be had. */
+int engine_pack_weights(struct engine *engine, const struct model *model, char *err, size_t errlen);
+void engine_free_weights(struct engine *engine);
+
 /* Checks what a batch asks for (sizes, token ids, positions, cache slots)
  * before anything is computed or broadcast; -1 with err if it is bad. */
 int engine_check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,

@@ -42,6 +42,10 @@ int engine_init(struct engine *engine, const struct model *model,
 
     memset(engine, 0, sizeof(*engine));
     engine->model = model;
+    if (engine_pack_weights(engine, model, err, errlen)) {
+        engine_free(engine);
+        return -1;
+    }
     engine->max_tokens = params->max_tokens > 0 ? params->max_tokens : 1;
     engine->context_length =
         params->context_length > 0 ? params->context_length : c->context_length;
@@ -52,7 +56,8 @@ int engine_init(struct engine *engine, const struct model *model,
     }
     int kv_blocks = params->kv_blocks > 0 ? params->kv_blocks
                                           : (engine->context_length + block_size - 1) / block_size;
-    if (kv_cache_init(&engine->kv, c->n_layers, kv_dim, block_size, kv_blocks, err, errlen)) {
+    if (kv_cache_init(&engine->kv, c->n_layers, c->n_kv_heads, c->head_dim, block_size, kv_blocks,
+                      err, errlen)) {
         engine_free(engine);
         return -1;
     }
@@ -95,6 +100,7 @@ int engine_init(struct engine *engine, const struct model *model,
 
 void engine_free(struct engine *engine) {
     if (engine->pool) tensor_pool_free(engine->pool);
+    engine_free_weights(engine);
     kv_cache_free(&engine->kv);
     free(engine->x);
     free(engine->xb);
@@ -206,13 +212,11 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     float *out = engine->attn + ((size_t)token * c->n_heads + head) * d;
     float scale = 1.0f / sqrtf((float)d);
 
-    for (int p = 0; p <= pos; p++)
-        rows[p] = kv_key(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+    for (int p = 0; p <= pos; p++) rows[p] = kv_key(&engine->kv, seq, layer, p, kv_head);
     tensor_dot_rows(scores, q, rows, pos + 1, d);
     for (int p = 0; p <= pos; p++) scores[p] *= scale;
     tensor_softmax(scores, pos + 1);
-    for (int p = 0; p <= pos; p++)
-        rows[p] = kv_value(&engine->kv, seq, layer, p) + (size_t)kv_head * d;
+    for (int p = 0; p <= pos; p++) rows[p] = kv_value(&engine->kv, seq, layer, p, kv_head);
     tensor_weighted_sum(out, scores, rows, pos + 1, d);
 }
 
@@ -258,9 +262,7 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
         tensor_rope(engine->q + (size_t)t * q_dim, c->n_heads, c->head_dim, c->rope_dim, pos,
                     c->rope_base, c->rope_style);
         tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
-        memcpy(kv_key(&engine->kv, batch->seqs[t], layer, pos), k, (size_t)kv_dim * sizeof(float));
-        memcpy(kv_value(&engine->kv, batch->seqs[t], layer, pos), engine->v + (size_t)t * kv_dim,
-               (size_t)kv_dim * sizeof(float));
+        kv_store(&engine->kv, batch->seqs[t], layer, pos, k, engine->v + (size_t)t * kv_dim);
     }
     tensor_pool_run(engine->pool, attention_worker, &job);
     /* output projection over every rank's heads, and residual */

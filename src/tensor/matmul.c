@@ -103,8 +103,10 @@ static void matmul_chunk(void *arg, int chunk, int thread) {
                     run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
 }
 
-static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, enum tensor_type type) {
-    switch (type) {
+static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
+    if (w->layout == TENSOR_LAYOUT_PANELS)
+        return w->type == TENSOR_Q8_0 ? k->matmul_q8_0_panels : NULL;
+    switch (w->type) {
     case TENSOR_F32:
         return k->matmul_f32;
     case TENSOR_F16:
@@ -130,7 +132,9 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     size_t bias_bytes = quantized ? align64(blocks * sizeof(int32_t)) : 0;
     size_t copy_bytes = !quantized && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
     size_t part_bytes = qs_bytes + d_bytes + bias_bytes + copy_bytes;
-    run->thread_scratch_bytes = align64(run->k->matmul_scratch(w->type, w->cols, batch));
+    run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS
+                                    ? 0
+                                    : align64(run->k->matmul_scratch(w->type, w->cols, batch));
     char *scratch = tensor_pool_scratch(pool, (size_t)run->n_parts * part_bytes +
                                                   (size_t)n_threads * run->thread_scratch_bytes);
     if (!scratch) return -1;
@@ -169,6 +173,22 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     return 0;
 }
 
+/* Columns [first, first + cols) of w, as a matrix of its own. */
+static struct tensor_matrix column_view(const struct tensor_matrix *w, int first, int cols) {
+    struct tensor_matrix view = *w;
+    view.cols = cols;
+    if (w->layout == TENSOR_LAYOUT_PANELS) {
+        /* the view's panels start at its first block; its scales lie as far
+         * beyond the whole matrix's scales as its first block is */
+        size_t block = (size_t)(first / TENSOR_QK);
+        view.data = (const char *)w->data + block * TENSOR_PANEL_QUANTS;
+        view.scales_offset = w->scales_offset - block * (TENSOR_PANEL_QUANTS - TENSOR_PANEL_SCALES);
+    } else {
+        view.data = (const char *)w->data + tensor_row_bytes(w->type, first);
+    }
+    return view;
+}
+
 int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                         const float *x, int batch, int n_parts) {
     if (batch <= 0 || w->rows <= 0 || w->cols <= 0) return 0;
@@ -179,16 +199,13 @@ int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tenso
         return -1;
     struct matmul_run run = {0};
     run.k = tensor_kernels_current();
-    run.kernel = kernel_for(run.k, w->type);
+    run.kernel = kernel_for(run.k, w);
     if (!run.kernel) return -1;
     run.n_parts = n_parts;
     run.x = x;
     run.cols = w->cols;
     for (int p = 0; p < n_parts; p++) {
-        run.views[p] = *w;
-        run.views[p].data =
-            (const char *)w->data + tensor_row_bytes(w->type, (int64_t)p * part_cols);
-        run.views[p].cols = part_cols;
+        run.views[p] = column_view(w, p * part_cols, part_cols);
         run.jobs[p] = (struct tensor_matmul_job){&run.views[p], x, NULL,
                                                  out + (size_t)p * batch * w->rows, batch};
     }

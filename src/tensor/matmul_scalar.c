@@ -79,6 +79,39 @@ void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begi
     }
 }
 
+/* The panel layout read element by element: what the AVX-512 panel kernel
+ * must compute, and the path of instruction sets without one. */
+void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
+                                      int row_end, void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    int blocks = w->cols / TENSOR_QK;
+    (void)scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        const uint8_t *panel =
+            (const uint8_t *)w->data + (size_t)(r / TENSOR_PANEL_ROWS) * w->row_stride;
+        int m = r % TENSOR_PANEL_ROWS;
+        for (int b = 0; b < job->batch; b++) {
+            const int8_t *xq = job->xq->qs + (size_t)b * w->cols;
+            const float *xd = job->xq->d + (size_t)b * blocks;
+            float acc = 0.0f;
+            for (int j = 0; j < blocks; j++) {
+                const uint8_t *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
+                int32_t dot = 0;
+                for (int i = 0; i < TENSOR_QK; i++) {
+                    int stored = quants[(i / 4) * 64 + m * 4 + i % 4];
+                    dot += (stored - 128) * xq[j * TENSOR_QK + i];
+                }
+                uint16_t d_w;
+                memcpy(&d_w,
+                       panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES + 2 * (size_t)m,
+                       sizeof(d_w));
+                acc = add_block(acc, dot, tensor_fp16_to_fp32(d_w), xd[j]);
+            }
+            job->out[(size_t)b * w->rows + r] = acc;
+        }
+    }
+}
+
 void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch) {
     const struct tensor_matrix *w = job->w;

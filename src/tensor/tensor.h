@@ -59,16 +59,26 @@ size_t tensor_row_bytes(enum tensor_type type, int64_t n);
 float tensor_fp16_to_fp32(uint16_t h);
 uint16_t tensor_fp32_to_fp16(float f);
 
-/* A weight matrix W of shape (rows, cols): row r starts at
- * (const char *)data + r * row_stride. A row holds cols elements of type
- * (cols / 32 blocks for quantized types). row_stride may exceed the row's
- * size: a column slice of a larger matrix (tensor parallelism) is a view. */
+/* How a matrix's bytes are arranged. */
+enum tensor_layout {
+    TENSOR_LAYOUT_ROWS = 0,   /* row after row, each in the type's blocks (GGUF's layout) */
+    TENSOR_LAYOUT_PANELS = 1, /* Q8_0 only: panels of 16 rows, see tensor_pack_panels */
+};
+
+/* A weight matrix W of shape (rows, cols). Row layout: row r starts at
+ * (const char *)data + r * row_stride and holds cols elements of type
+ * (cols / 32 blocks for quantized types); row_stride may exceed the row's
+ * size: a column slice of a larger matrix (tensor parallelism) is a view.
+ * Panel layout: row_stride is the distance between panels, and a column
+ * slice is a view too (see tensor_pack_panels). */
 struct tensor_matrix {
-    const void *data;      /* first byte of row 0 */
-    enum tensor_type type; /* element type */
-    int rows;              /* output features */
-    int cols;              /* input features; a multiple of 32 if quantized */
-    size_t row_stride;     /* bytes from one row to the next */
+    const void *data;          /* first byte of row 0 (panels: of panel 0's quants) */
+    enum tensor_type type;     /* element type */
+    int rows;                  /* output features */
+    int cols;                  /* input features; a multiple of 32 if quantized */
+    size_t row_stride;         /* bytes from one row (panels: one panel) to the next */
+    enum tensor_layout layout; /* rows unless packed by tensor_pack_panels */
+    size_t scales_offset;      /* panels: bytes from a panel's quants to its scales */
 };
 
 /* A view of a contiguous (rows, cols) matrix. */
@@ -81,6 +91,32 @@ void tensor_quantize_q8_0(struct tensor_block_q8_0 *out, const float *x, int64_t
 void tensor_quantize_q4_0(struct tensor_block_q4_0 *out, const float *x, int64_t n);
 /* Convert one row of n elements of any type to floats. */
 void tensor_dequantize_row(float *out, const void *row, enum tensor_type type, int64_t n);
+
+/* ---- panel layout ----
+ *
+ * A Q8_0 matrix packed for the AVX-512 kernels: with rows as stored, a
+ * product of a few tokens must transpose every 16 rows before it can use
+ * them (vpdpbusd adds 4 products into each of 16 row lanes), and paid that
+ * on every call. Packed once at load, the weights are read as they are
+ * used, in one sequential stream per 16 rows.
+ *
+ * Panel p holds rows 16p .. 16p+15 (rows past the end: zero weights) and
+ * starts at data + p * row_stride. Its first part holds the quants, 512
+ * bytes per 32-column block j: 8 groups of 64 bytes, group g holding
+ * quants 4g .. 4g+3 of each of the 16 rows (row m at bytes 4m .. 4m+3),
+ * each plus 128 (unsigned, as vpdpbusd wants it). At scales_offset follow
+ * the scales, 32 bytes per block: the 16 rows' fp16 scales in row order.
+ * Packing moves bytes and changes no value, so a product gives the same
+ * bits in either layout. */
+
+/* 1 if the instruction set in use multiplies type faster from panels. */
+int tensor_panels_preferred(enum tensor_type type);
+/* Bytes the panel layout of w takes; 0 if w cannot be packed (w must be a
+ * Q8_0 matrix in row layout). */
+size_t tensor_panels_bytes(const struct tensor_matrix *w);
+/* Packs w into out (64-byte aligned, tensor_panels_bytes(w) bytes) and
+ * returns the matrix it now is. */
+struct tensor_matrix tensor_pack_panels(void *out, const struct tensor_matrix *w);
 
 /* ---- instruction-set dispatch ---- */
 

@@ -56,6 +56,8 @@ struct tensor_kernels {
     tensor_matmul_fn matmul_f16;
     tensor_matmul_fn matmul_q8_0;
     tensor_matmul_fn matmul_q4_0;
+    tensor_matmul_fn matmul_q8_0_panels; /* Q8_0 packed by tensor_pack_panels */
+    int panels_preferred;                /* 1: packing Q8_0 makes products faster */
     /* Per-thread scratch bytes a matmul of this type and width needs. */
     size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
     int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
@@ -81,6 +83,12 @@ const struct tensor_kernels *tensor_kernels_current(void);
 /* Rows a matmul kernel handles together; threads get multiples of it. */
 #define TENSOR_ROW_TILE 16
 
+/* The panel layout (tensor.h): rows per panel, and bytes per 32-column
+ * block of a panel's quants and of its scales. */
+#define TENSOR_PANEL_ROWS   16
+#define TENSOR_PANEL_QUANTS 512
+#define TENSOR_PANEL_SCALES 32
+
 /* Scratch memory owned by the pool, at least size bytes, 64-byte aligned;
  * NULL if it could not be grown. Valid until the next call. */
 void *tensor_pool_scratch(struct tensor_pool *pool, size_t size);
@@ -94,6 +102,8 @@ void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begi
                                void *scratch);
 void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch);
+void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
+                                      int row_end, void *scratch);
 size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch);
 void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
@@ -143,6 +153,9 @@ size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch);
 void tensor_gemv_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                              void *scratch);
 size_t tensor_gemv_scratch_avx512(int cols, int batch);
+/* Q8_0 in panel layout, every batch size (matmul_panels_avx512.c). */
+void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int row_begin,
+                                      int row_end, void *scratch);
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
 void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);

@@ -75,6 +75,8 @@ struct tensor_matrix tensor_matrix_make(const void *data, enum tensor_type type,
     m.rows = rows;
     m.cols = cols;
     m.row_stride = tensor_row_bytes(type, cols);
+    m.layout = TENSOR_LAYOUT_ROWS;
+    m.scales_offset = 0;
     return m;
 }
 

@@ -1,0 +1,88 @@
+/* weights.c -- the engine's own copy of the products' weights, packed for
+ * the kernels in use.
+ *
+ * When the instruction set multiplies a type faster from panels (tensor.h),
+ * the engine packs every layer matrix of that type, and the classifier
+ * unless it is the embedding (whose rows are looked up), into memory of its
+ * own, and runs on a copy of the model that points there. A rank packs
+ * only its shard. The values do not change, so neither do the logits. */
+#include "engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* The matrices of a layer that go through tensor_matmul. */
+static struct tensor_matrix *layer_matrix(struct model_layer *layer, int i) {
+    struct tensor_matrix *all[] = {&layer->wq,     &layer->wk,   &layer->wv,    &layer->wo,
+                                   &layer->w_gate, &layer->w_up, &layer->w_down};
+    return all[i];
+}
+#define LAYER_MATRICES 7
+
+static int packable(const struct tensor_matrix *w) {
+    return tensor_panels_preferred(w->type) && tensor_panels_bytes(w) > 0;
+}
+
+static int classifier_packable(const struct model *m) {
+    return m->output.data != m->token_embd.data && packable(&m->output);
+}
+
+static size_t align64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+/* Bytes of every matrix to pack, each 64-byte aligned. */
+static size_t packed_size(const struct model *m) {
+    size_t total = classifier_packable(m) ? align64(tensor_panels_bytes(&m->output)) : 0;
+    for (int l = 0; l < m->config.n_layers; l++)
+        for (int i = 0; i < LAYER_MATRICES; i++) {
+            struct tensor_matrix *w = layer_matrix(&m->layers[l], i);
+            if (packable(w)) total += align64(tensor_panels_bytes(w));
+        }
+    return total;
+}
+
+/* Packs w at *next if it should be, and moves *next past it. */
+static void pack_into(struct tensor_matrix *w, char **next) {
+    if (!packable(w)) return;
+    size_t bytes = tensor_panels_bytes(w);
+    *w = tensor_pack_panels(*next, w);
+    *next += align64(bytes);
+}
+
+int engine_pack_weights(struct engine *engine, const struct model *model, char *err,
+                        size_t errlen) {
+    size_t bytes = packed_size(model);
+    if (bytes == 0) return 0;
+    /* huge pages where granted: generation streams all of it every step */
+    void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t layers_bytes = (size_t)model->config.n_layers * sizeof(struct model_layer);
+    struct model_layer *layers = malloc(layers_bytes);
+    if (memory == MAP_FAILED || !layers) {
+        snprintf(err, errlen, "engine: cannot allocate %zu bytes for the packed weights", bytes);
+        if (memory != MAP_FAILED) munmap(memory, bytes);
+        free(layers);
+        return -1;
+    }
+    madvise(memory, bytes, MADV_HUGEPAGE);
+    memcpy(layers, model->layers, layers_bytes);
+    engine->packed_model = *model;
+    engine->packed_model.layers = layers;
+    char *next = memory;
+    for (int l = 0; l < model->config.n_layers; l++)
+        for (int i = 0; i < LAYER_MATRICES; i++) pack_into(layer_matrix(&layers[l], i), &next);
+    if (classifier_packable(model)) pack_into(&engine->packed_model.output, &next);
+    engine->packed_weights = memory;
+    engine->packed_bytes = bytes;
+    engine->model = &engine->packed_model;
+    return 0;
+}
+
+void engine_free_weights(struct engine *engine) {
+    if (engine->packed_weights) munmap(engine->packed_weights, engine->packed_bytes);
+    if (engine->model == &engine->packed_model) free(engine->packed_model.layers);
+    engine->packed_weights = NULL;
+    engine->packed_bytes = 0;
+}

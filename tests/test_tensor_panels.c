@@ -1,0 +1,162 @@
+/* test_tensor_panels.c -- Q8_0 weights packed into panels (tensor_pack_panels)
+ * give the same products as the rows they came from, bit for bit:
+ *  - for every instruction set this CPU has (AVX-512 has a kernel of its
+ *    own; the others read panels with the scalar reference kernel);
+ *  - for batch sizes 1..17 and larger, with 1, 2 and 3 threads;
+ *  - for row counts that are not a multiple of 16 (padded panels) and odd
+ *    block counts (panels padded to 64 bytes);
+ *  - for column parts (tensor_matmul_parts views of panels), and for a
+ *    packed column slice, which is how a tensor-parallel rank packs its
+ *    share of ffn_down;
+ *  - with the original rows overwritten after packing, so the products can
+ *    only have come from the panels.
+ * Also what may be packed, and that packing is preferred only on AVX-512. */
+#include "tensor/tensor.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+
+static float random_float(void) {
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
+}
+
+/* Random Q8_0 rows (some quants -128, which a file may hold); caller frees. */
+static struct tensor_matrix make_rows(int rows, int cols) {
+    size_t row_bytes = tensor_row_bytes(TENSOR_Q8_0, cols);
+    char *data = malloc(row_bytes * (size_t)rows);
+    float *values = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < cols; i++) values[i] = random_float();
+        struct tensor_block_q8_0 *row = (void *)(data + (size_t)r * row_bytes);
+        tensor_quantize_q8_0(row, values, cols);
+        if (r % 3 == 0) row[r % (cols / 32)].qs[r % 32] = -128;
+    }
+    free(values);
+    return tensor_matrix_make(data, TENSOR_Q8_0, rows, cols);
+}
+
+static float *make_input(int batch, int cols) {
+    float *x = malloc(sizeof(float) * (size_t)batch * cols);
+    for (int i = 0; i < batch * cols; i++) x[i] = random_float();
+    return x;
+}
+
+/* w packed into fresh aligned memory (the caller frees .data). */
+static struct tensor_matrix pack(const struct tensor_matrix *w) {
+    size_t bytes = tensor_panels_bytes(w);
+    CHECK(bytes > 0);
+    void *memory = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    return tensor_pack_panels(memory, w);
+}
+
+/* tensor_matmul_parts of both matrices, for batch and n_parts, on pool,
+ * bit for bit. */
+static void check_same(struct tensor_pool *pool, const struct tensor_matrix *rows_w,
+                       const float *expected, const struct tensor_matrix *panels, const float *x,
+                       int batch, int n_parts, const char *what) {
+    size_t n = (size_t)n_parts * batch * rows_w->rows;
+    float *got = malloc(sizeof(float) * n);
+    CHECK(tensor_matmul_parts(pool, got, panels, x, batch, n_parts) == 0);
+    CHECK_MSG(memcmp(got, expected, sizeof(float) * n) == 0,
+              "%s: %s, rows %d cols %d batch %d parts %d threads %d differ from rows", what,
+              tensor_isa_name(tensor_isa_current()), rows_w->rows, rows_w->cols, batch, n_parts,
+              tensor_pool_size(pool));
+    free(got);
+}
+
+/* The product of the rows under the scalar reference, for each part count. */
+static float *reference(const struct tensor_matrix *w, const float *x, int batch, int n_parts) {
+    enum tensor_isa isa = tensor_isa_current();
+    CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
+    float *out = malloc(sizeof(float) * (size_t)n_parts * batch * w->rows);
+    CHECK(tensor_matmul_parts(NULL, out, w, x, batch, n_parts) == 0);
+    CHECK(tensor_isa_select(isa) == 0);
+    return out;
+}
+
+static void check_shape(struct tensor_pool **pools, int rows, int cols) {
+    static const int batches[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33};
+    struct tensor_matrix w = make_rows(rows, cols);
+    struct tensor_matrix panels = pack(&w);
+    int max_batch = 33, blocks = cols / 32;
+    float *x = make_input(max_batch, cols);
+    /* references first, then the rows are destroyed */
+    float *expected[12][3];
+    for (int b = 0; b < 12; b++)
+        for (int k = 0; k < 3; k++) {
+            int parts = 1 << k;
+            expected[b][k] = blocks % parts == 0 ? reference(&w, x, batches[b], parts) : NULL;
+        }
+    memset((void *)w.data, 0x55, tensor_row_bytes(TENSOR_Q8_0, cols) * (size_t)rows);
+    for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
+        for (int t = 0; t < 3; t++)
+            for (int b = 0; b < 12; b++)
+                for (int k = 0; k < 3; k++)
+                    if (expected[b][k])
+                        check_same(pools[t], &w, expected[b][k], &panels, x, batches[b], 1 << k,
+                                   "panels");
+    }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+    for (int b = 0; b < 12; b++)
+        for (int k = 0; k < 3; k++) free(expected[b][k]);
+    free((void *)w.data);
+    free((void *)panels.data);
+    free(x);
+}
+
+/* Columns [64, 64 + 96) of a (37, 256) matrix, packed as a view, against
+ * the same columns under the row kernels. */
+static void check_column_slice(struct tensor_pool *pool) {
+    struct tensor_matrix whole = make_rows(37, 256);
+    struct tensor_matrix slice = whole;
+    slice.data = (const char *)whole.data + tensor_row_bytes(TENSOR_Q8_0, 64);
+    slice.cols = 96;
+    struct tensor_matrix panels = pack(&slice);
+    float *x = make_input(9, 96);
+    for (int batch = 1; batch <= 9; batch += 4) {
+        float *expected = reference(&slice, x, batch, 1);
+        check_same(pool, &slice, expected, &panels, x, batch, 1, "packed column slice");
+        free(expected);
+    }
+    free((void *)whole.data);
+    free((void *)panels.data);
+    free(x);
+}
+
+static void check_what_packs(void) {
+    struct tensor_matrix q8 = make_rows(16, 64);
+    CHECK(tensor_panels_bytes(&q8) == 16 * tensor_row_bytes(TENSOR_Q8_0, 64));
+    struct tensor_matrix panels = pack(&q8);
+    CHECK_MSG(tensor_panels_bytes(&panels) == 0, "a packed matrix packed again");
+    struct tensor_matrix q4 = tensor_matrix_make(q8.data, TENSOR_Q4_0, 16, 64);
+    struct tensor_matrix f32 = tensor_matrix_make(q8.data, TENSOR_F32, 16, 64);
+    CHECK(tensor_panels_bytes(&q4) == 0 && tensor_panels_bytes(&f32) == 0);
+    for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
+        CHECK(tensor_panels_preferred(TENSOR_Q8_0) == (isa == TENSOR_ISA_AVX512));
+        CHECK(!tensor_panels_preferred(TENSOR_Q4_0) && !tensor_panels_preferred(TENSOR_F32));
+    }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+    free((void *)q8.data);
+    free((void *)panels.data);
+}
+
+int main(void) {
+    static const int shapes[][2] = {{16, 32}, {33, 64}, {50, 768}, {19, 2048}, {1, 96}, {48, 160}};
+    struct tensor_pool *pools[3];
+    for (int t = 0; t < 3; t++) {
+        pools[t] = tensor_pool_create(t + 1);
+        CHECK(pools[t] != NULL);
+    }
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        check_shape(pools, shapes[s][0], shapes[s][1]);
+    check_column_slice(pools[1]);
+    check_what_packs();
+    for (int t = 0; t < 3; t++) tensor_pool_free(pools[t]);
+    return test_status("test_tensor_panels");
+}
