@@ -246,10 +246,9 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
         tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim,
                        w->attn_norm, c->dim, c->norm_eps);
     /* q, k, v projections of the whole batch */
-    if (tensor_matmul(engine->pool, engine->q, &w->wq, engine->xb, n) ||
-        tensor_matmul(engine->pool, engine->k, &w->wk, engine->xb, n) ||
-        tensor_matmul(engine->pool, engine->v, &w->wv, engine->xb, n))
-        return -1;
+    float *const qkv[] = {engine->q, engine->k, engine->v};
+    const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
+    if (tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n)) return -1;
     add_bias(engine->q, w->bq, n, q_dim);
     add_bias(engine->k, w->bk, n, kv_dim);
     add_bias(engine->v, w->bv, n, kv_dim);
@@ -277,9 +276,9 @@ static int mlp_block(struct engine *engine, int n, int layer) {
     for (int t = 0; t < n; t++)
         tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim, w->ffn_norm,
                        c->dim, c->norm_eps);
-    if (tensor_matmul(engine->pool, engine->gate, &w->w_gate, engine->xb, n) ||
-        tensor_matmul(engine->pool, engine->up, &w->w_up, engine->xb, n))
-        return -1;
+    float *const gate_up[] = {engine->gate, engine->up};
+    const struct tensor_matrix *const gate_up_weights[] = {&w->w_gate, &w->w_up};
+    if (tensor_matmul_many(engine->pool, gate_up, gate_up_weights, 2, engine->xb, n)) return -1;
     tensor_swiglu(engine->gate, engine->gate, engine->up, n * c->hidden_dim);
     return add_column_products(engine, &w->w_down, engine->gate, n, ENGINE_TAG_LAYER(layer, 1));
 }

@@ -33,6 +33,7 @@
 
 struct matmul_run {
     int n_parts;                              /* column parts (1: a plain matmul) */
+    int n_matrices;                           /* matrices sharing the input (else 1) */
     struct tensor_matrix views[MAX_PARTS];    /* each part's columns of the weights */
     struct tensor_matmul_job jobs[MAX_PARTS]; /* what to compute, per part */
     struct tensor_xq xq[MAX_PARTS];           /* quantized activations, per part */
@@ -88,19 +89,47 @@ static void prepare_chunk(void *arg, int chunk, int thread) {
                  (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
 }
 
-/* Chunk c covers a contiguous range of whole row tiles, in every part. */
-static void matmul_chunk(void *arg, int chunk, int thread) {
-    struct matmul_run *run = arg;
-    int rows = run->views[0].rows;
-    int tiles = (rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE;
-    int first = (int)((int64_t)tiles * chunk / run->n_chunks);
-    int last = (int)((int64_t)tiles * (chunk + 1) / run->n_chunks);
+static int tile_count(int rows) {
+    return (rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE;
+}
+
+/* Row tiles of the whole job: of one matrix (every part has them all), or
+ * of all the matrices one after the other. */
+static int job_tiles(const struct matmul_run *run) {
+    int tiles = 0;
+    for (int i = 0; i < run->n_matrices; i++) tiles += tile_count(run->views[i].rows);
+    return tiles;
+}
+
+/* Runs job's kernel over its tiles [first, last) (clipped to its rows). */
+static void run_tiles(const struct matmul_run *run, const struct tensor_matmul_job *job, int first,
+                      int last, int thread) {
+    int rows = job->w->rows;
     int row_begin = first * TENSOR_ROW_TILE;
     int row_end = last * TENSOR_ROW_TILE < rows ? last * TENSOR_ROW_TILE : rows;
-    if (row_begin >= row_end) return;
-    for (int p = 0; p < run->n_parts; p++)
-        run->kernel(&run->jobs[p], row_begin, row_end,
+    if (row_begin < row_end)
+        run->kernel(job, row_begin, row_end,
                     run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
+}
+
+/* Chunk c covers a contiguous range of whole row tiles of the job: in every
+ * part, or across the matrices that share the input. */
+static void matmul_chunk(void *arg, int chunk, int thread) {
+    struct matmul_run *run = arg;
+    int tiles = job_tiles(run);
+    int first = (int)((int64_t)tiles * chunk / run->n_chunks);
+    int last = (int)((int64_t)tiles * (chunk + 1) / run->n_chunks);
+    if (run->n_matrices == 1) {
+        for (int p = 0; p < run->n_parts; p++) run_tiles(run, &run->jobs[p], first, last, thread);
+        return;
+    }
+    for (int i = 0, base = 0; i < run->n_matrices && base < last; i++) {
+        int own = tile_count(run->views[i].rows);
+        int begin = first > base ? first - base : 0;
+        int end = last - base < own ? last - base : own;
+        if (begin < end) run_tiles(run, &run->jobs[i], begin, end, thread);
+        base += own;
+    }
 }
 
 static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
@@ -150,6 +179,8 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
             run->jobs[p].x = (const void *)scratch;
         }
     }
+    /* matrices that share the input share its quantization */
+    for (int i = 1; i < run->n_matrices; i++) run->jobs[i].xq = run->jobs[0].xq;
     return 0;
 }
 
@@ -167,8 +198,7 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
         }
     }
     int per_thread = batch <= SMALL_BATCH ? SMALL_BATCH_CHUNKS_PER_THREAD : CHUNKS_PER_THREAD;
-    run->n_chunks =
-        chunk_count((w->rows + TENSOR_ROW_TILE - 1) / TENSOR_ROW_TILE, n_threads, per_thread);
+    run->n_chunks = chunk_count(job_tiles(run), n_threads, per_thread);
     tensor_pool_run_chunks(pool, matmul_chunk, run, run->n_chunks);
     return 0;
 }
@@ -198,6 +228,7 @@ int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tenso
         (quantized && part_cols % TENSOR_QK != 0))
         return -1;
     struct matmul_run run = {0};
+    run.n_matrices = 1;
     run.k = tensor_kernels_current();
     run.kernel = kernel_for(run.k, w);
     if (!run.kernel) return -1;
@@ -221,4 +252,36 @@ int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tenso
 int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                   const float *x, int batch) {
     return tensor_matmul_parts(pool, out, w, x, batch, 1);
+}
+
+/* 1 if the matrices can share one quantized input and one kernel. */
+static int share_input(const struct tensor_matrix *const *ws, int n) {
+    for (int i = 1; i < n; i++)
+        if (ws[i]->type != ws[0]->type || ws[i]->layout != ws[0]->layout ||
+            ws[i]->cols != ws[0]->cols)
+            return 0;
+    return 1;
+}
+
+int tensor_matmul_many(struct tensor_pool *pool, float *const *outs,
+                       const struct tensor_matrix *const *ws, int n, const float *x, int batch) {
+    if (n < 1 || n > MAX_PARTS || !pool || !share_input(ws, n)) {
+        for (int i = 0; i < n; i++)
+            if (tensor_matmul(pool, outs[i], ws[i], x, batch)) return -1;
+        return 0;
+    }
+    if (batch <= 0 || ws[0]->cols <= 0) return 0;
+    struct matmul_run run = {0};
+    run.n_parts = 1;
+    run.n_matrices = n;
+    run.k = tensor_kernels_current();
+    run.kernel = kernel_for(run.k, ws[0]);
+    if (!run.kernel) return -1;
+    run.x = x;
+    run.cols = ws[0]->cols;
+    for (int i = 0; i < n; i++) {
+        run.views[i] = *ws[i];
+        run.jobs[i] = (struct tensor_matmul_job){&run.views[i], x, NULL, outs[i], batch};
+    }
+    return run_matmul(pool, &run);
 }

@@ -180,6 +180,15 @@ int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matr
 int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                         const float *x, int batch, int n_parts);
 
+/* out[i] (batch, ws[i]->rows) = x times W_i transposed for n matrices
+ * (n <= 16) that take the same input, such as a layer's q, k and v: the
+ * same bits as n tensor_matmul calls, but the input is quantized once and
+ * the threads share out all the matrices' rows in one job. Matrices of
+ * different types, layouts or widths fall back to one call each. Returns 0,
+ * or -1 as tensor_matmul. */
+int tensor_matmul_many(struct tensor_pool *pool, float *const *outs,
+                       const struct tensor_matrix *const *ws, int n, const float *x, int batch);
+
 /* out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may be x). */
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 
