@@ -149,46 +149,119 @@ int engine_check_batch(const struct engine *engine, const struct engine_batch *b
     return 0;
 }
 
-/* Adds a bias vector (n) to each of n_tokens rows. */
-static void add_bias(float *rows, const float *bias, int n_tokens, int n) {
+/* Adds a bias vector (n) to a row. */
+static void add_bias(float *row, const float *bias, int n) {
     if (!bias) return;
-    for (int t = 0; t < n_tokens; t++)
-        for (int i = 0; i < n; i++) rows[(size_t)t * n + i] += bias[i];
+    for (int i = 0; i < n; i++) row[i] += bias[i];
 }
 
-/* RMSNorm of each head of each row (qwen3's q/k norms). */
-static void norm_heads(float *rows, const float *weight, int n_rows_heads, int head_dim,
-                       float eps) {
+/* RMSNorm of each of n_heads heads of a row (qwen3's q/k norms). */
+static void norm_heads(float *row, const float *weight, int n_heads, int head_dim, float eps) {
     if (!weight) return;
-    for (int h = 0; h < n_rows_heads; h++) {
-        float *head = rows + (size_t)h * head_dim;
+    for (int h = 0; h < n_heads; h++) {
+        float *head = row + (size_t)h * head_dim;
         tensor_rmsnorm(head, head, weight, head_dim, eps);
     }
 }
 
+/* Work that is independent for each token of the batch (norms, rotations,
+ * residual adds), spread over the pool's threads so that no core idles
+ * while another does it alone. A token's result does not depend on which
+ * thread computes it. */
+struct token_job {
+    struct engine *engine;
+    const struct engine_batch *batch;
+    int layer;
+    const float *norm; /* norm weight (dim) of the block input made, or NULL */
+    void (*run)(const struct token_job *job, int token);
+};
+
+static void token_worker(void *arg, int thread, int n_threads) {
+    const struct token_job *job = arg;
+    for (int t = thread; t < job->batch->n_tokens; t += n_threads) job->run(job, t);
+}
+
+/* job->run for every token; a single token runs on the caller (waking the
+ * pool would cost more than the work). */
+static void for_each_token(const struct token_job *job) {
+    if (job->batch->n_tokens == 1)
+        job->run(job, 0);
+    else
+        tensor_pool_run(job->engine->pool, token_worker, (void *)job);
+}
+
+/* xb = norm(x) for a token: the input of the next block. */
+static void norm_token(const struct token_job *job, int t) {
+    const struct engine *e = job->engine;
+    const struct model_config *c = &e->model->config;
+    size_t row = (size_t)t * c->dim;
+    tensor_rmsnorm(e->xb + row, e->x + row, job->norm, c->dim, c->norm_eps);
+}
+
+/* A token's q, k and v after the projections: biases and head norms where
+ * the model has them, rotation by position, then k and v into the cache. */
+static void position_token(const struct token_job *job, int t) {
+    struct engine *e = job->engine;
+    const struct model_config *c = &e->model->config;
+    const struct model_layer *w = &e->model->layers[job->layer];
+    int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    int pos = job->batch->positions[t];
+    float *q = e->q + (size_t)t * q_dim, *k = e->k + (size_t)t * kv_dim;
+    float *v = e->v + (size_t)t * kv_dim;
+    add_bias(q, w->bq, q_dim);
+    add_bias(k, w->bk, kv_dim);
+    add_bias(v, w->bv, kv_dim);
+    norm_heads(q, w->q_norm, c->n_heads, c->head_dim, c->norm_eps);
+    norm_heads(k, w->k_norm, c->n_kv_heads, c->head_dim, c->norm_eps);
+    tensor_rope(q, c->n_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
+    tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
+    kv_store(&e->kv, job->batch->seqs[t], job->layer, pos, k, v);
+}
+
+/* x += the sum of every part of a column-split product for a token (parts
+ * added in slot order), then the next block's input norm if there is one. */
+static void residual_token(const struct token_job *job, int t) {
+    struct engine *e = job->engine;
+    int dim = e->model->config.dim;
+    size_t plane = (size_t)job->batch->n_tokens * dim;
+    size_t parts = (size_t)e->model->reduce_parts * (e->comm ? comm_size(e->comm) : 1);
+    const float *partials = e->partials + (size_t)t * dim;
+    float *x = e->x + (size_t)t * dim;
+    for (int i = 0; i < dim; i++) {
+        float sum = partials[i];
+        for (size_t part = 1; part < parts; part++) sum += partials[part * plane + i];
+        x[i] += sum;
+    }
+    if (job->norm) norm_token(job, t);
+}
+
+/* gate = silu(gate) * up for a token. */
+static void swiglu_token(const struct token_job *job, int t) {
+    struct engine *e = job->engine;
+    size_t row = (size_t)t * e->model->config.hidden_dim;
+    tensor_swiglu(e->gate + row, e->gate + row, e->up + row, e->model->config.hidden_dim);
+}
+
 /* x += w in for a matrix whose columns are split over the ranks (attn_output,
- * ffn_down). Each rank computes its parts of the product (model.reduce_parts
- * column ranges) straight into its own slots of `partials`; rank r's slots
- * are [r * parts, (r + 1) * parts), so the all-gather, which concatenates
- * the ranks' slots in rank order, gives every rank every part. The parts
- * are then added in slot order -- the same operations at every
- * tensor-parallel degree. */
-static int add_column_products(struct engine *engine, const struct tensor_matrix *w,
-                               const float *in, int n, uint32_t tag_index) {
-    int local = engine->model->reduce_parts;
-    int ranks = engine->comm ? comm_size(engine->comm) : 1;
+ * ffn_down), then xb = next_norm(x) if next_norm. Each rank computes its
+ * parts of the product (model.reduce_parts column ranges) straight into its
+ * own slots of `partials`; rank r's slots are [r * parts, (r + 1) * parts),
+ * so the all-gather, which concatenates the ranks' slots in rank order,
+ * gives every rank every part. The parts are then added in slot order --
+ * the same operations at every tensor-parallel degree. */
+static int add_column_products(struct engine *engine, const struct engine_batch *batch, int layer,
+                               const struct tensor_matrix *w, const float *in, uint32_t tag_index,
+                               const float *next_norm) {
+    int n = batch->n_tokens, local = engine->model->reduce_parts;
     int rank = engine->comm ? comm_rank(engine->comm) : 0;
-    size_t plane = (size_t)n * engine->model->config.dim, total = (size_t)local * ranks;
+    size_t plane = (size_t)n * engine->model->config.dim;
     float *mine = engine->partials + (size_t)rank * local * plane;
     if (tensor_matmul_parts(engine->pool, mine, w, in, n, local) ||
         engine_allgather(engine, mine, (size_t)local * plane * sizeof(float), engine->partials,
                          tag_index))
         return -1;
-    for (size_t i = 0; i < plane; i++) {
-        float sum = engine->partials[i];
-        for (size_t part = 1; part < total; part++) sum += engine->partials[part * plane + i];
-        engine->x[i] += sum;
-    }
+    struct token_job job = {engine, batch, layer, next_norm, residual_token};
+    for_each_token(&job);
     return 0;
 }
 
@@ -233,54 +306,41 @@ static void attention_worker(void *arg, int thread, int n_threads) {
         attend(engine, job->batch, job->layer, i % n_tokens, i / n_tokens, scores, rows);
 }
 
-/* x += attention(norm(x)) for one layer. */
+/* x += attention(xb) for one layer, xb = norm(x) made by the block before;
+ * ends with xb = ffn_norm(x) for the MLP. */
 static int attention_block(struct engine *engine, const struct engine_batch *batch, int layer) {
-    const struct model_config *c = &engine->model->config;
     const struct model_layer *w = &engine->model->layers[layer];
     int n = batch->n_tokens;
-    int q_dim = c->n_heads * c->head_dim;
-    int kv_dim = c->n_kv_heads * c->head_dim;
     struct attention_job job = {engine, batch, layer};
 
-    for (int t = 0; t < n; t++)
-        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim,
-                       w->attn_norm, c->dim, c->norm_eps);
     /* q, k, v projections of the whole batch */
     float *const qkv[] = {engine->q, engine->k, engine->v};
     const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
     if (tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n)) return -1;
-    add_bias(engine->q, w->bq, n, q_dim);
-    add_bias(engine->k, w->bk, n, kv_dim);
-    add_bias(engine->v, w->bv, n, kv_dim);
-    norm_heads(engine->q, w->q_norm, n * c->n_heads, c->head_dim, c->norm_eps);
-    norm_heads(engine->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->norm_eps);
     /* rotate q and k by position, then store k and v in the cache */
-    for (int t = 0; t < n; t++) {
-        int pos = batch->positions[t];
-        float *k = engine->k + (size_t)t * kv_dim;
-        tensor_rope(engine->q + (size_t)t * q_dim, c->n_heads, c->head_dim, c->rope_dim, pos,
-                    c->rope_base, c->rope_style);
-        tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
-        kv_store(&engine->kv, batch->seqs[t], layer, pos, k, engine->v + (size_t)t * kv_dim);
-    }
+    struct token_job positions = {engine, batch, layer, NULL, position_token};
+    for_each_token(&positions);
     tensor_pool_run(engine->pool, attention_worker, &job);
     /* output projection over every rank's heads, and residual */
-    return add_column_products(engine, &w->wo, engine->attn, n, ENGINE_TAG_LAYER(layer, 0));
+    return add_column_products(engine, batch, layer, &w->wo, engine->attn,
+                               ENGINE_TAG_LAYER(layer, 0), w->ffn_norm);
 }
 
-/* x += w_down(silu(w_gate norm(x)) * w_up norm(x)) for one layer. */
-static int mlp_block(struct engine *engine, int n, int layer) {
-    const struct model_config *c = &engine->model->config;
-    const struct model_layer *w = &engine->model->layers[layer];
+/* x += w_down(silu(w_gate xb) * w_up xb) for one layer, xb = ffn_norm(x);
+ * ends with xb = the next layer's attn_norm(x), if there is a next layer. */
+static int mlp_block(struct engine *engine, const struct engine_batch *batch, int layer) {
+    const struct model *m = engine->model;
+    const struct model_layer *w = &m->layers[layer];
+    int n = batch->n_tokens;
 
-    for (int t = 0; t < n; t++)
-        tensor_rmsnorm(engine->xb + (size_t)t * c->dim, engine->x + (size_t)t * c->dim, w->ffn_norm,
-                       c->dim, c->norm_eps);
     float *const gate_up[] = {engine->gate, engine->up};
     const struct tensor_matrix *const gate_up_weights[] = {&w->w_gate, &w->w_up};
     if (tensor_matmul_many(engine->pool, gate_up, gate_up_weights, 2, engine->xb, n)) return -1;
-    tensor_swiglu(engine->gate, engine->gate, engine->up, n * c->hidden_dim);
-    return add_column_products(engine, &w->w_down, engine->gate, n, ENGINE_TAG_LAYER(layer, 1));
+    struct token_job swiglu = {engine, batch, layer, NULL, swiglu_token};
+    for_each_token(&swiglu);
+    const float *next_norm = layer + 1 < m->config.n_layers ? m->layers[layer + 1].attn_norm : NULL;
+    return add_column_products(engine, batch, layer, &w->w_down, engine->gate,
+                               ENGINE_TAG_LAYER(layer, 1), next_norm);
 }
 
 /* Final norm of the wanted tokens, gathered into xb, then the classifier:
@@ -317,9 +377,13 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
             (const char *)m->token_embd.data + (size_t)batch->tokens[t] * m->token_embd.row_stride;
         tensor_dequantize_row(engine->x + (size_t)t * dim, row, m->token_embd.type, dim);
     }
+    /* the first block's input; every block then norms the next one's */
+    if (m->config.n_layers > 0) {
+        struct token_job first_norm = {engine, batch, 0, m->layers[0].attn_norm, norm_token};
+        for_each_token(&first_norm);
+    }
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
-        if (attention_block(engine, batch, layer) || mlp_block(engine, batch->n_tokens, layer))
-            n_wanted = -1;
+        if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
     if (n_wanted == 0) n_wanted = classify(engine, batch);
     if (n_wanted < 0 && engine->comm_error != COMM_OK)
         snprintf(err, errlen, "%s", engine->comm_message);
