@@ -219,19 +219,17 @@ static void position_token(const struct token_job *job, int t) {
 }
 
 /* x += the sum of every part of a column-split product for a token (parts
- * added in slot order), then the next block's input norm if there is one. */
+ * added in slot order, into slot 0's row), then the next block's input norm
+ * if there is one. tensor_axpy with a = 1 adds exactly as + does, in
+ * vector registers. */
 static void residual_token(const struct token_job *job, int t) {
     struct engine *e = job->engine;
     int dim = e->model->config.dim;
     size_t plane = (size_t)job->batch->n_tokens * dim;
     size_t parts = (size_t)e->model->reduce_parts * (e->comm ? comm_size(e->comm) : 1);
-    const float *partials = e->partials + (size_t)t * dim;
-    float *x = e->x + (size_t)t * dim;
-    for (int i = 0; i < dim; i++) {
-        float sum = partials[i];
-        for (size_t part = 1; part < parts; part++) sum += partials[part * plane + i];
-        x[i] += sum;
-    }
+    float *sum = e->partials + (size_t)t * dim;
+    for (size_t part = 1; part < parts; part++) tensor_axpy(sum, 1.0f, sum + part * plane, dim);
+    tensor_axpy(e->x + (size_t)t * dim, 1.0f, sum, dim);
     if (job->norm) norm_token(job, t);
 }
 
