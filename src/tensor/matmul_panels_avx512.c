@@ -25,6 +25,16 @@ static ALWAYS_INLINE __m512 add_block(__m512 acc, __m512i dot, __m512 d_w, float
     return _mm512_add_ps(acc, term);
 }
 
+/* Block j of the panel at panel (quants, and every other block the line
+ * holding two blocks' scales) into L2. */
+static ALWAYS_INLINE void prefetch_block(const char *panel, size_t scales_offset, int j) {
+    const char *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) _mm_prefetch(quants + 64 * g, _MM_HINT_T1);
+    if (j % 2 == 0)
+        _mm_prefetch(panel + scales_offset + (size_t)j * TENSOR_PANEL_SCALES, _MM_HINT_T1);
+}
+
 /* The 16 rows of the panel holding row r0 (nr of them real) for batch
  * columns b0 .. b0 + nc - 1. With next set, block j of the panel at next is
  * fetched while block j of this one is used: the next panel arrives in the
@@ -46,14 +56,7 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
     }
     for (int j = 0; j < blocks; j++) {
         const char *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
-        if (next) {
-            const char *ahead = next + (size_t)j * TENSOR_PANEL_QUANTS;
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) _mm_prefetch(ahead + 64 * g, _MM_HINT_T1);
-            if (j % 2 == 0)
-                _mm_prefetch(next + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES,
-                             _MM_HINT_T1);
-        }
+        if (next) prefetch_block(next, w->scales_offset, j);
         __m512i dot[TILE_COLUMNS];
 #pragma GCC unroll 8
         for (int c = 0; c < nc; c++)
@@ -110,13 +113,91 @@ static ALWAYS_INLINE void panel_tile_columns(const struct tensor_matmul_job *job
     }
 }
 
-/* Panel by panel, every batch column of a panel before the next; the
- * panel's first tile fetches the next panel, the others find this one in
- * cache. */
+/* Generation (nc <= 3 columns): two panels side by side, rows r0 .. r0+31
+ * (all real), block by block. The product is bound by memory there, and two
+ * streams a thread keep more reads in flight than one (measured: one
+ * panel at a time ran about 18% slower than the row-layout kernel, which
+ * reads 16 rows at once; two at a time, slightly faster than it). */
+static ALWAYS_INLINE void panel_pair(const struct tensor_matmul_job *job, int r0, const int nc,
+                                     const char *next) {
+    const struct tensor_matrix *w = job->w;
+    const struct tensor_xq *xq = job->xq;
+    const int blocks = w->cols / TENSOR_QK;
+    const char *first = (const char *)w->data + (size_t)(r0 / TENSOR_PANEL_ROWS) * w->row_stride;
+    __m512 acc[2][3];
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 3
+        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int j = 0; j < blocks; j++) {
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const char *panel = first + p * w->row_stride;
+            if (next) prefetch_block(next + p * w->row_stride, w->scales_offset, j);
+            const char *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
+            __m512i dot[3];
+#pragma GCC unroll 3
+            for (int c = 0; c < nc; c++)
+                dot[c] = _mm512_set1_epi32(xq->bias[(size_t)c * blocks + j]);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i weights = _mm512_load_si512(quants + 64 * g);
+#pragma GCC unroll 3
+                for (int c = 0; c < nc; c++) {
+                    int32_t x4;
+                    memcpy(&x4, xq->qs + (size_t)c * w->cols + (size_t)j * TENSOR_QK + 4 * g,
+                           sizeof(x4));
+                    dot[c] = _mm512_dpbusd_epi32(dot[c], weights, _mm512_set1_epi32(x4));
+                }
+            }
+            __m512 d_w = _mm512_cvtph_ps(_mm256_loadu_si256(
+                (const __m256i *)(panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES)));
+#pragma GCC unroll 3
+            for (int c = 0; c < nc; c++)
+                acc[p][c] = add_block(acc[p][c], dot[c], d_w, xq->d[(size_t)c * blocks + j]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 3
+        for (int c = 0; c < nc; c++)
+            _mm512_storeu_ps(job->out + (size_t)c * w->rows + r0 + TENSOR_PANEL_ROWS * p,
+                             acc[p][c]);
+}
+
+/* Pairs of panels from row_begin while two whole panels are left; returns
+ * the first row not done. */
+static int panel_pairs(const struct tensor_matmul_job *job, int row_begin, int row_end) {
+    const int pair_rows = 2 * TENSOR_PANEL_ROWS;
+    int r = row_begin;
+    for (; r + pair_rows <= row_end; r += pair_rows) {
+        const char *next = r + 2 * pair_rows <= row_end
+                               ? (const char *)job->w->data +
+                                     (size_t)(r / TENSOR_PANEL_ROWS + 2) * job->w->row_stride
+                               : NULL;
+        switch (job->batch) {
+        case 1:
+            panel_pair(job, r, 1, next);
+            break;
+        case 2:
+            panel_pair(job, r, 2, next);
+            break;
+        default:
+            panel_pair(job, r, 3, next);
+            break;
+        }
+    }
+    return r;
+}
+
+/* Generation takes panels in pairs. Otherwise panel by panel, every batch
+ * column of a panel before the next; the panel's first tile fetches the
+ * next panel, the others find this one in cache. */
 void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch) {
     (void)scratch;
-    for (int r = row_begin; r < row_end; r += TENSOR_PANEL_ROWS) {
+    int r = job->batch <= 3 ? panel_pairs(job, row_begin, row_end) : row_begin;
+    for (; r < row_end; r += TENSOR_PANEL_ROWS) {
         int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
         const char *next = r + TENSOR_PANEL_ROWS < row_end
                                ? (const char *)job->w->data +
