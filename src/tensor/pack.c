@@ -44,8 +44,13 @@ static void pack_block(uint8_t *panel, const struct tensor_matrix *w, int p, int
                     j;
             d = block->d;
         }
-        for (int i = 0; i < TENSOR_QK; i++)
-            quants[(i / 4) * 64 + m * 4 + i % 4] = (uint8_t)((block ? block->qs[i] : 0) + 128);
+        /* four quants at a time; xor 0x80 in each byte adds 128 to an int8 */
+        for (int g = 0; g < TENSOR_QK / 4; g++) {
+            uint32_t four = 0;
+            if (block) memcpy(&four, block->qs + 4 * g, sizeof(four));
+            four ^= 0x80808080u;
+            memcpy(quants + g * 64 + m * 4, &four, sizeof(four));
+        }
         memcpy(scales + 2 * m, &d, sizeof(d));
     }
 }
