@@ -44,12 +44,15 @@ static size_t packed_size(const struct model *m) {
     return total;
 }
 
-/* Packs w at *next if it should be, and moves *next past it. */
-static void pack_into(struct tensor_matrix *w, char **next) {
+/* Packs w at *next if it should be, and moves *next past it; the file's
+ * pages of w are released (the engine does not read them again). */
+static void pack_into(const struct model *model, struct tensor_matrix *w, char **next) {
     if (!packable(w)) return;
     size_t bytes = tensor_panels_bytes(w);
+    struct tensor_matrix rows = *w;
     *w = tensor_pack_panels(*next, w);
     *next += align64(bytes);
+    model_release_pages(model, &rows);
 }
 
 int engine_pack_weights(struct engine *engine, const struct model *model, char *err,
@@ -72,8 +75,9 @@ int engine_pack_weights(struct engine *engine, const struct model *model, char *
     engine->packed_model.layers = layers;
     char *next = memory;
     for (int l = 0; l < model->config.n_layers; l++)
-        for (int i = 0; i < LAYER_MATRICES; i++) pack_into(layer_matrix(&layers[l], i), &next);
-    if (classifier_packable(model)) pack_into(&engine->packed_model.output, &next);
+        for (int i = 0; i < LAYER_MATRICES; i++)
+            pack_into(model, layer_matrix(&layers[l], i), &next);
+    if (classifier_packable(model)) pack_into(model, &engine->packed_model.output, &next);
     engine->packed_weights = memory;
     engine->packed_bytes = bytes;
     engine->model = &engine->packed_model;

@@ -10,10 +10,12 @@
 #include "model_internal.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* What the GGUF loader keeps at hand while it reads one file. */
 struct model_gguf_loader {
@@ -407,6 +409,20 @@ int model_load(struct model **out, const char *path, char *err, size_t errlen) {
     m->reduce_parts = model_reduction_parts(m);
     *out = m;
     return 0;
+}
+
+void model_release_pages(const struct model *model, const struct tensor_matrix *w) {
+    int file_mapped = model->mapping || (model->gguf && model->gguf->owns_mapping);
+    if (!file_mapped || w->layout != TENSOR_LAYOUT_ROWS || w->rows <= 0) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t begin = (uintptr_t)w->data;
+    uintptr_t end =
+        begin + (size_t)(w->rows - 1) * w->row_stride + tensor_row_bytes(w->type, w->cols);
+    begin = (begin + page - 1) / page * page;
+    end = end / page * page;
+    /* the mapping is private and read-only: dropped pages are read again
+     * from the file, never lost */
+    if (begin < end) madvise((void *)begin, end - begin, MADV_DONTNEED);
 }
 
 void model_free(struct model *model) {

@@ -236,6 +236,12 @@ struct model {
 /* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
 int model_load(struct model **out, const char *path, char *err, size_t errlen);
 void model_free(struct model *model);
+/* Tells the kernel that w's pages of the model file will not be read again
+ * (the engine runs on a packed copy): they leave the process's resident
+ * memory, and come back from the file if something reads them after all.
+ * Only whole pages inside w are released; nothing happens for a model
+ * parsed from the caller's buffer. */
+void model_release_pages(const struct model *model, const struct tensor_matrix *w);
 /* 1 if the file at path starts with the GGUF magic. */
 int model_is_gguf(const char *path);
 
