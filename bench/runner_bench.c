@@ -10,7 +10,7 @@
  *      its time to first token, and the running streams' inter-token
  *      latency during the admission (median and worst step), against their
  *      latency without it and against the unchunked time to first token.
- * Every number is a median of REPEATS runs in this invocation. */
+ * Every number is a median of several runs in this invocation. */
 #include "runner/runner.h"
 
 #include <stdio.h>
@@ -91,24 +91,30 @@ static double run_until_idle(struct runner *r, struct engine *e, int n_sequences
     return decode_seconds > 0 ? decode_tokens / decode_seconds : 0;
 }
 
+/* Rounds alternate the sequence counts (1, 4, 16, 64, 1, 4, ...), so a
+ * drift of the machine's speed during the run weighs on every count alike
+ * instead of on whichever ran last. */
+#define AGGREGATE_ROUNDS 5
+
 static void bench_aggregate(struct engine *e, int vocab) {
     static const int counts[] = {1, 4, 16, 64};
-    double base = 0;
-    printf("\n## aggregate generation (decode-only steps, median of %d)\n\n", REPEATS);
+    double rates[4][AGGREGATE_ROUNDS];
+    printf("\n## aggregate generation (decode-only steps, median of %d alternating rounds)\n\n",
+           AGGREGATE_ROUNDS);
     printf("| sequences | tok/s | x 1 sequence |\n|---|---|---|\n");
-    for (int c = 0; c < 4; c++) {
-        double rates[REPEATS];
-        for (int k = 0; k < REPEATS; k++) {
+    for (int k = 0; k < AGGREGATE_ROUNDS; k++)
+        for (int c = 0; c < 4; c++) {
             struct runner *r = make_runner(e, 64, 128);
             for (int i = 0; i < counts[c]; i++) submit(r, (uint64_t)i, 16, 48, vocab);
-            rates[k] = run_until_idle(r, e, counts[c]);
+            rates[c][k] = run_until_idle(r, e, counts[c]);
             runner_free(r);
         }
-        double m = median(rates, REPEATS);
-        if (c == 0) base = m;
+    double base = median(rates[0], AGGREGATE_ROUNDS);
+    for (int c = 0; c < 4; c++) {
+        double m = median(rates[c], AGGREGATE_ROUNDS);
         printf("| %d | %.1f | %.2f |\n", counts[c], m, m / base);
-        fflush(stdout);
     }
+    fflush(stdout);
 }
 
 /* One admission: 16 streams decoding, then a 512-token prompt. Fills its
