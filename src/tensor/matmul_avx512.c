@@ -23,7 +23,7 @@
  *    batch columns in registers, so each weight load serves 8 vpdpbusd.
  *    Its limit on Zen 4 is the float step, whose two multiplies share the
  *    vpdpbusd pipes (about 340 GFLOP/s a core with everything in L1). */
-#include "tensor_internal.h"
+#include "panel_avx512.h"
 
 #include <immintrin.h>
 #include <limits.h>
@@ -201,13 +201,6 @@ void tensor_matmul_f16_avx512(const struct tensor_matmul_job *job, int row_begin
 #define Q_PANEL_QUANTS   512 /* panel bytes per block: 8 groups x 16 rows x 4 */
 #define Q_PANEL_BLOCK    (Q_PANEL_QUANTS + Q_ROWS * (int)sizeof(float)) /* + 16 scales */
 
-/* One block's float step for 16 rows: acc + (float)dot * (d_w * d_x). */
-static ALWAYS_INLINE __m512 add_blocks(__m512 acc, __m512i dot, __m512 d_w, float d_x) {
-    __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x));
-    __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), scale);
-    return _mm512_add_ps(acc, term);
-}
-
 /* The fp16 scales at byte offset within 16 rows (a gather of 32-bit words
  * whose low half is the scale). */
 static ALWAYS_INLINE __m512 gather_scales(const char *row0, __m512i row_offsets, size_t offset) {
@@ -282,7 +275,7 @@ static ALWAYS_INLINE void quant_gemv_tile(const struct tensor_matmul_job *job, i
             __m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
             __m512i dot = q8_0_dots(rows, offset + 2, x2);
             dot = _mm512_add_epi32(dot, _mm512_set1_epi32(xq->bias[xb]));
-            acc[c] = add_blocks(acc[c], dot, d_w, xq->d[xb]);
+            acc[c] = panel_add_block(acc[c], dot, d_w, xq->d[xb]);
         }
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
@@ -434,24 +427,7 @@ static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, c
     }
     for (int j = 0; j < blocks; j++) {
         const char *pj = panel + (size_t)j * Q_PANEL_BLOCK;
-        __m512i dot[Q_GEMM_COLS];
-#pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            dot[c] = _mm512_set1_epi32(xq->bias[(size_t)(b0 + c) * blocks + j]);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            __m512i weights = _mm512_load_si512(pj + 64 * g);
-#pragma GCC unroll 8
-            for (int c = 0; c < nc; c++) {
-                int32_t x4;
-                memcpy(&x4, xs[c] + (size_t)j * TENSOR_QK + 4 * g, sizeof(x4));
-                dot[c] = _mm512_dpbusd_epi32(dot[c], weights, _mm512_set1_epi32(x4));
-            }
-        }
-        __m512 d_w = _mm512_load_ps(pj + Q_PANEL_QUANTS);
-#pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            acc[c] = add_blocks(acc[c], dot[c], d_w, xq->d[(size_t)(b0 + c) * blocks + j]);
+        panel_block(acc, pj, _mm512_load_ps(pj + Q_PANEL_QUANTS), xq, xs, b0, blocks, j, nc);
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
 #pragma GCC unroll 8

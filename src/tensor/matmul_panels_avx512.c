@@ -9,20 +9,18 @@
  * float step is the scalar one, vectorized over the 16 rows, so the result
  * has the bits of tensor_matmul_q8_0_panels_scalar and of the row-layout
  * kernels (tensor_internal.h). */
-#include "tensor_internal.h"
+#include "panel_avx512.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 #define TILE_COLUMNS 8 /* batch columns a tile keeps in registers */
 
-/* One block's float step for 16 rows: acc + (float)dot * (d_w * d_x). */
-static ALWAYS_INLINE __m512 add_block(__m512 acc, __m512i dot, __m512 d_w, float d_x) {
-    __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x));
-    __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), scale);
-    return _mm512_add_ps(acc, term);
+/* The 16 rows' scales of block j of a panel, as floats. */
+static ALWAYS_INLINE __m512 block_scales(const char *panel, const struct tensor_matrix *w, int j) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        (const __m256i *)(panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES)));
 }
 
 /* Block j of the panel at panel (quants, and every other block the line
@@ -46,7 +44,6 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
     const char *panel = (const char *)w->data + (size_t)(r0 / TENSOR_PANEL_ROWS) * w->row_stride;
-    const char *scales = panel + w->scales_offset;
     const int8_t *xs[TILE_COLUMNS];
     __m512 acc[TILE_COLUMNS];
 #pragma GCC unroll 8
@@ -55,27 +52,9 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
         acc[c] = _mm512_setzero_ps();
     }
     for (int j = 0; j < blocks; j++) {
-        const char *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
         if (next) prefetch_block(next, w->scales_offset, j);
-        __m512i dot[TILE_COLUMNS];
-#pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            dot[c] = _mm512_set1_epi32(xq->bias[(size_t)(b0 + c) * blocks + j]);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            __m512i weights = _mm512_load_si512(quants + 64 * g);
-#pragma GCC unroll 8
-            for (int c = 0; c < nc; c++) {
-                int32_t x4;
-                memcpy(&x4, xs[c] + (size_t)j * TENSOR_QK + 4 * g, sizeof(x4));
-                dot[c] = _mm512_dpbusd_epi32(dot[c], weights, _mm512_set1_epi32(x4));
-            }
-        }
-        __m512 d_w = _mm512_cvtph_ps(
-            _mm256_loadu_si256((const __m256i *)(scales + (size_t)j * TENSOR_PANEL_SCALES)));
-#pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            acc[c] = add_block(acc[c], dot[c], d_w, xq->d[(size_t)(b0 + c) * blocks + j]);
+        panel_block(acc, panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j), xq, xs,
+                    b0, blocks, j, nc);
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
 #pragma GCC unroll 8
@@ -124,37 +103,20 @@ static ALWAYS_INLINE void panel_pair(const struct tensor_matmul_job *job, int r0
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
     const char *first = (const char *)w->data + (size_t)(r0 / TENSOR_PANEL_ROWS) * w->row_stride;
+    const int8_t *xs[3];
     __m512 acc[2][3];
-#pragma GCC unroll 2
-    for (int p = 0; p < 2; p++)
 #pragma GCC unroll 3
-        for (int c = 0; c < nc; c++) acc[p][c] = _mm512_setzero_ps();
+    for (int c = 0; c < nc; c++) {
+        xs[c] = xq->qs + (size_t)c * w->cols;
+        acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    }
     for (int j = 0; j < blocks; j++) {
 #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
             const char *panel = first + p * w->row_stride;
             if (next) prefetch_block(next + p * w->row_stride, w->scales_offset, j);
-            const char *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS;
-            __m512i dot[3];
-#pragma GCC unroll 3
-            for (int c = 0; c < nc; c++)
-                dot[c] = _mm512_set1_epi32(xq->bias[(size_t)c * blocks + j]);
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                __m512i weights = _mm512_load_si512(quants + 64 * g);
-#pragma GCC unroll 3
-                for (int c = 0; c < nc; c++) {
-                    int32_t x4;
-                    memcpy(&x4, xq->qs + (size_t)c * w->cols + (size_t)j * TENSOR_QK + 4 * g,
-                           sizeof(x4));
-                    dot[c] = _mm512_dpbusd_epi32(dot[c], weights, _mm512_set1_epi32(x4));
-                }
-            }
-            __m512 d_w = _mm512_cvtph_ps(_mm256_loadu_si256(
-                (const __m256i *)(panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES)));
-#pragma GCC unroll 3
-            for (int c = 0; c < nc; c++)
-                acc[p][c] = add_block(acc[p][c], dot[c], d_w, xq->d[(size_t)c * blocks + j]);
+            panel_block(acc[p], panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j),
+                        xq, xs, 0, blocks, j, nc);
         }
     }
 #pragma GCC unroll 2
