@@ -459,20 +459,6 @@ static void usage(FILE *out) {
                  "  --recovery-limit S  seconds a fault may take to recover (default 60)\n");
 }
 
-/* A number option's value in [low, high] (whole: an integer). */
-static int number_value(const char *name, const char *text, double low, double high, int whole,
-                        double *value) {
-    char *end;
-    *value = strtod(text, &end);
-    if (end == text || *end != '\0' || !(*value >= low && *value <= high) ||
-        (whole && *value != (double)(long long)*value)) {
-        fprintf(stderr, "chaos: %s '%s' is not %s in %g..%g\n", name, text,
-                whole ? "an integer" : "a number", low, high);
-        return -1;
-    }
-    return 0;
-}
-
 /* The integer options: name, where, bounds. */
 struct int_option {
     const char *name;
@@ -495,7 +481,8 @@ static int parse_option(const char *name, const char *value, struct chaos_option
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(name, ints[i].name) != 0) continue;
-        if (number_value(name, value, ints[i].low, ints[i].high, 1, &number)) return -1;
+        if (loadgen_number_option("chaos", name, value, ints[i].low, ints[i].high, 1, &number))
+            return -1;
         *ints[i].value = (int)number;
         return 0;
     }
@@ -504,9 +491,10 @@ static int parse_option(const char *name, const char *value, struct chaos_option
                       : !strcmp(name, "--deadline")       ? &o->deadline
                       : !strcmp(name, "--recovery-limit") ? &o->recovery_limit
                                                           : NULL;
-    if (seconds) return number_value(name, value, 0.1, 1e6, 0, seconds);
+    if (seconds) return loadgen_number_option("chaos", name, value, 0.1, 1e6, 0, seconds);
     if (!strcmp(name, "--seed")) {
-        if (number_value(name, value, 0, 9007199254740992.0, 1, &number)) return -1;
+        if (loadgen_number_option("chaos", name, value, 0, 9007199254740992.0, 1, &number))
+            return -1;
         o->seed = (uint64_t)number;
         return 0;
     }

@@ -619,21 +619,6 @@ static int parse_levels(const char *text, struct bench_options *o) {
     return o->n_levels > 0 ? 0 : -1;
 }
 
-/* A number option's value in [low, high] (whole: an integer); -1 with a
- * message if it is not. */
-static int number_value(const char *name, const char *text, double low, double high, int whole,
-                        double *value) {
-    char *end;
-    *value = strtod(text, &end);
-    if (end == text || *end != '\0' || !(*value >= low && *value <= high) ||
-        (whole && *value != (double)(long long)*value)) {
-        fprintf(stderr, "gateway_bench: %s '%s' is not %s in %g..%g\n", name, text,
-                whole ? "an integer" : "a number", low, high);
-        return -1;
-    }
-    return 0;
-}
-
 static int parse_option(const char *name, const char *value, struct bench_options *o) {
     double number;
     int rc = 0;
@@ -648,17 +633,17 @@ static int parse_option(const char *name, const char *value, struct bench_option
     } else if (!strcmp(name, "--clients")) {
         rc = parse_levels(value, o);
     } else if (!strcmp(name, "--seconds")) {
-        rc = number_value(name, value, 0.1, 86400, 0, &o->seconds);
+        rc = loadgen_number_option("gateway_bench", name, value, 0.1, 86400, 0, &o->seconds);
     } else if (!strcmp(name, "--timeout")) {
-        rc = number_value(name, value, 0.1, 86400, 0, &o->timeout);
+        rc = loadgen_number_option("gateway_bench", name, value, 0.1, 86400, 0, &o->timeout);
     } else if (!strcmp(name, "--port")) {
-        rc = number_value(name, value, 1, 65535, 1, &number);
+        rc = loadgen_number_option("gateway_bench", name, value, 1, 65535, 1, &number);
         o->port = rc ? 0 : (int)number;
     } else if (!strcmp(name, "--max-tokens")) {
-        rc = number_value(name, value, 1, 1 << 24, 1, &number);
+        rc = loadgen_number_option("gateway_bench", name, value, 1, 1 << 24, 1, &number);
         o->max_tokens = rc ? 0 : (int)number;
     } else if (!strcmp(name, "--seed")) {
-        rc = number_value(name, value, 0, 4294967295.0, 1, &number);
+        rc = loadgen_number_option("gateway_bench", name, value, 0, 4294967295.0, 1, &number);
         o->seed = rc ? 0 : (unsigned long)number;
     } else {
         fprintf(stderr, "gateway_bench: unknown option '%s' (see --help)\n", name);

@@ -681,3 +681,16 @@ double loadgen_histogram_max(const struct loadgen_histogram *h) {
     if (isinf(h->bounds[highest])) return highest > 0 ? h->bounds[highest - 1] : -1;
     return h->bounds[highest];
 }
+
+int loadgen_number_option(const char *program, const char *name, const char *text, double low,
+                          double high, int whole, double *value) {
+    char *end;
+    *value = strtod(text, &end);
+    if (end == text || *end != '\0' || !(*value >= low && *value <= high) ||
+        (whole && *value != (double)(long long)*value)) {
+        fprintf(stderr, "%s: %s '%s' is not %s in %g..%g\n", program, name, text,
+                whole ? "an integer" : "a number", low, high);
+        return -1;
+    }
+    return 0;
+}

@@ -142,4 +142,9 @@ double loadgen_histogram_quantile(const struct loadgen_histogram *h, double q);
  * that), the largest finite bound when it is +Inf, -1 if empty. */
 double loadgen_histogram_max(const struct loadgen_histogram *h);
 
+/* A number option's value in [low, high] (whole: an integer); -1 with a
+ * message on stderr, prefixed with program, if it is not. */
+int loadgen_number_option(const char *program, const char *name, const char *text, double low,
+                          double high, int whole, double *value);
+
 #endif
