@@ -21,15 +21,16 @@
 /* ======================= paged key/value cache ======================= */
 
 struct kv_cache {
-    int n_layers;   /* layers of the model */
-    int n_kv_heads; /* key/value heads */
-    int head_dim;   /* floats per head */
-    int block_size; /* positions per block */
-    int n_blocks;   /* blocks in the pool */
-    float *keys;    /* (n_layers, n_blocks, block_size, n_kv_heads * head_dim) */
-    float *values;  /* (n_layers, n_blocks, block_size, n_kv_heads * head_dim) */
-    int *free_list; /* (n_blocks) stack of free block ids */
-    int n_free;     /* entries of free_list in use */
+    int n_layers;      /* layers of the model */
+    int n_kv_heads;    /* key/value heads */
+    int head_dim;      /* floats per head */
+    int block_size;    /* positions per block */
+    int n_blocks;      /* blocks in the pool */
+    float *keys;       /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
+    float *values;     /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
+    size_t side_bytes; /* bytes of keys, and of values */
+    int *free_list;    /* (n_blocks) stack of free block ids */
+    int n_free;        /* entries of free_list in use */
 };
 
 /* The blocks of one sequence: position p lives in block blocks[p / block_size]
@@ -53,7 +54,8 @@ int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_posi
 /* Returns every block of seq to the free list and empties it. */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
 /* Address of head's key (or value) vector, head_dim floats, at (layer,
- * position) of seq. */
+ * position) of seq. A head's positions within a block are contiguous, so
+ * attention reads each block of a head as one stream. */
 const float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                     int position, int head);
 const float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
