@@ -1,7 +1,7 @@
 /* runner_bench.c -- what continuous batching buys, and what a prompt
  * admission costs the running streams (issue 4's benchmarks).
  *
- * Usage: runner_bench MODEL [THREADS]
+ * Usage: runner_bench MODEL [THREADS] [KV_TYPE]   (KV_TYPE f16, the default, or f32)
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
  *      (steady state: decode-only steps), as a ratio to 1 sequence;
@@ -172,20 +172,31 @@ int main(int argc, char **argv) {
     struct model *model = NULL;
     struct engine engine;
     if (argc < 2) {
-        fprintf(stderr, "usage: runner_bench MODEL [THREADS]\n");
+        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|f32]\n");
         return 2;
     }
     int threads = argc > 2 ? atoi(argv[2]) : 2;
+    int kv_type = argc > 3 ? tensor_type_from_name(argv[3]) : TENSOR_F16;
+    if (kv_type != TENSOR_F16 && kv_type != TENSOR_F32) {
+        fprintf(stderr, "runner_bench: the KV type is f16 or f32, not '%s'\n", argv[3]);
+        return 2;
+    }
     if (model_load(&model, argv[1], err, sizeof(err))) {
         fprintf(stderr, "runner_bench: %s\n", err);
         return 1;
     }
-    struct engine_params p = {threads, 528, 1024, 16, 2048, NULL, {0}};
+    struct engine_params p = {.n_threads = threads,
+                              .max_tokens = 528,
+                              .context_length = 1024,
+                              .kv_block_size = 16,
+                              .kv_blocks = 2048,
+                              .kv_type = (enum tensor_type)kv_type};
     if (engine_init(&engine, model, &p, err, sizeof(err))) {
         fprintf(stderr, "runner_bench: %s\n", err);
         return 1;
     }
-    printf("runner_bench: %s, %d threads\n", argv[1], threads);
+    printf("runner_bench: %s, %d threads, %s KV cache\n", argv[1], threads,
+           tensor_type_name(kv_type));
     bench_aggregate(&engine, model->config.vocab_size);
     bench_admission(&engine, model->config.vocab_size);
     engine_free(&engine);

@@ -1,9 +1,8 @@
 /* test_batch_invariance.c -- invariant I5: a sequence's logits are bit for
  * bit the same whether its prompt is prefilled in one pass or in chunks,
- * whether other sequences share its passes, and however many threads run.
- * Runs on seeded random models of every weight type (written by
- * model_write_random), so it needs nothing from ../shared.
- * ctest-labels: concurrency */
+ * whether other sequences share its passes, and however many threads run,
+ * with an F16 and with an F32 key/value cache. Runs on seeded random models of every weight type
+ * (written by model_write_random), so it needs nothing from ../shared. ctest-labels: concurrency */
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -108,22 +107,31 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
     }
     float *reference = malloc((size_t)vocab * sizeof(float));
     float *got = malloc((size_t)vocab * sizeof(float));
-    for (int threads = 1; threads <= 2; threads++) {
-        struct engine_params ep = {threads, MAX_BATCH, 0, 16, 32, NULL, {0}};
+    /* each key/value cache type, each thread count (2 threads against 1) */
+    for (int run = 0; run < 4; run++) {
+        int threads = 1 + run % 2;
+        enum tensor_type kv_type = run < 2 ? TENSOR_F16 : TENSOR_F32;
+        struct engine_params ep = {.n_threads = threads,
+                                   .max_tokens = MAX_BATCH,
+                                   .kv_block_size = 16,
+                                   .kv_blocks = 32,
+                                   .kv_type = kv_type};
         CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
         if (threads == 1) prefill_alone(&engine, prompt, PROMPT_LEN, reference);
         static const int chunks[] = {PROMPT_LEN, 1, 3, 16};
         for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
             prefill_alone(&engine, prompt, chunks[c], got);
             CHECK_MSG(memcmp(got, reference, (size_t)vocab * sizeof(float)) == 0,
-                      "%s/%s: chunks of %d with %d threads change the logits (max diff %g)",
-                      model_arch_name(arch), tensor_type_name(type), chunks[c], threads,
-                      test_max_abs_diff(got, reference, vocab));
+                      "%s/%s, %s cache: chunks of %d with %d threads change the logits (max diff "
+                      "%g)",
+                      model_arch_name(arch), tensor_type_name(type), tensor_type_name(kv_type),
+                      chunks[c], threads, test_max_abs_diff(got, reference, vocab));
         }
         prefill_shared(&engine, prompt, other, got);
         CHECK_MSG(memcmp(got, reference, (size_t)vocab * sizeof(float)) == 0,
-                  "%s/%s: sharing passes with %d threads changes the logits (max diff %g)",
-                  model_arch_name(arch), tensor_type_name(type), threads,
+                  "%s/%s, %s cache: sharing passes with %d threads changes the logits (max "
+                  "diff %g)",
+                  model_arch_name(arch), tensor_type_name(type), tensor_type_name(kv_type), threads,
                   test_max_abs_diff(got, reference, vocab));
         engine_free(&engine);
     }

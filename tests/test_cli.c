@@ -2,7 +2,8 @@
  * convert and bench, their --help, and one-line errors for bad input.
  *
  * Generation on the real model must print exactly the text llama2.c's run.c
- * printed for the same prompt (../shared/models/reference.json); the parts
+ * printed for the same prompt, with a float and with a half-precision
+ * key/value cache (../shared/models/reference.json); the parts
  * that need ../shared are skipped (with a message) when it is absent. */
 #include "testutil.h"
 
@@ -46,6 +47,9 @@ static void test_errors(const char *tmp_model) {
     test_job_free(&o);
     o = run("generate", "-m", tmp_model, "-n", "many");
     CHECK(o.status == 2 && strstr(o.err, "-n: 'many' is not an integer") != NULL);
+    test_job_free(&o);
+    o = run("generate", "-m", tmp_model, "--kv-type", "q8_0");
+    CHECK(o.status == 2 && strstr(o.err, "--kv-type: 'q8_0' is neither f16 nor f32") != NULL);
     test_job_free(&o);
     o = run("convert", "--random", "--type", "q5_k", "-o", "/dev/null");
     CHECK(o.status == 2 && strstr(o.err, "--type 'q5_k'") != NULL);
@@ -123,8 +127,9 @@ static void test_real_model(void) {
         char prompt[4096], expected[8192];
         char *text = reference_text(i, prompt, sizeof(prompt));
         snprintf(expected, sizeof(expected), "%s%s\n", prompt, text);
-        struct test_job a =
-            run("generate", "-m", bin, "-z", tok, "-p", prompt, "-n", "48", "--temp", "0");
+        /* run.c's float cache, and the default half-precision one */
+        struct test_job a = run("generate", "-m", bin, "-z", tok, "-p", prompt, "-n", "48",
+                                "--temp", "0", "--kv-type", "f32");
         struct test_job b = run("generate", "-m", gguf, "-p", prompt, "-n", "48", "--temp", "0");
         CHECK_MSG(strcmp(a.out, expected) == 0, "llama2.c file, prompt %d:\n got '%s'\nwant '%s'",
                   i, a.out, expected);

@@ -70,7 +70,11 @@ static void check_arch(enum model_arch arch) {
     }
     size_t n = (size_t)(STEPS + 1) * model->config.vocab_size;
     float *packed_logits = malloc(n * sizeof(float)), *row_logits = malloc(n * sizeof(float));
-    struct engine_params ep = {2, 16, 0, 16, 4, NULL, {0}};
+    struct engine_params ep = {.n_threads = 2,
+                               .max_tokens = 16,
+                               .kv_block_size = 16,
+                               .kv_blocks = 4,
+                               .kv_type = TENSOR_F16};
     struct engine packed, rows;
 
     CHECK(engine_init(&packed, model, &ep, err, sizeof(err)) == 0);

@@ -136,7 +136,11 @@ static void check_arch(enum model_arch arch, int n_heads, int n_kv_heads) {
         reference_step(&ref, tokens[t], t, expected + (size_t)t * c->vocab_size);
     }
     /* the engine: all positions in one pass, logits for every one */
-    struct engine_params ep = {2, N_TOKENS, 0, 16, 8, NULL, {0}};
+    struct engine_params ep = {.n_threads = 2,
+                               .max_tokens = N_TOKENS,
+                               .kv_block_size = 16,
+                               .kv_blocks = 8,
+                               .kv_type = TENSOR_F32}; /* the reference keeps floats */
     struct kv_sequence seq = {0}, *seqs[N_TOKENS];
     int positions[N_TOKENS];
     uint8_t want[N_TOKENS];

@@ -377,7 +377,7 @@ static void *run_long_stream(void *arg) {
     char body[256];
     snprintf(body, sizeof(body),
              "{\"model\":\"kjv2m-q8_0\",\"prompt\":\"Thus saith the LORD %d\",\"max_tokens\":150,"
-             "\"temperature\":0.8,\"seed\":%d,\"stream\":true}",
+             "\"ignore_eos\":true,\"temperature\":0.8,\"seed\":%d,\"stream\":true}",
              job->index, 40 + job->index);
     job->text = complete("/v1/completions", body, 1, job->finish);
     return NULL;

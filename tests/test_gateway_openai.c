@@ -37,7 +37,8 @@ static void test_chat_every_field(void) {
         "\"max_tokens\":50,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,"
         "\"top_k\":40,\"min_p\":0.05,\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
         "\"presence_penalty\":0.5,\"frequency_penalty\":-1.5,\"repetition_penalty\":1.1,"
-        "\"logprobs\":true,\"top_logprobs\":5,\"n\":1,\"user\":\"u1\",\"tools\":[],"
+        "\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":5,\"n\":1,\"user\":\"u1\","
+        "\"tools\":[],"
         "\"echo\":true,\"prompt\":7}";
     struct openai_request r;
     struct openai_error e;
@@ -63,7 +64,7 @@ static void test_chat_every_field(void) {
     CHECK(r.n_stops == 2);
     if (r.n_stops == 2) CHECK(same_string(r.stops[0], "\n\n") && same_string(r.stops[1], "END"));
     CHECK(r.presence_penalty == 0.5f && r.frequency_penalty == -1.5f);
-    CHECK(r.repetition_penalty == 1.1f);
+    CHECK(r.repetition_penalty == 1.1f && r.ignore_eos == 1);
     CHECK(r.logprobs == 1 && r.top_logprobs == 5);
     openai_request_free(&r);
     CHECK(r.model == NULL && r.messages == NULL && r.n_messages == 0);
@@ -76,7 +77,7 @@ static void check_defaults(const struct openai_request *r) {
     CHECK(r->has_seed == 0 && r->seed == 0);
     CHECK(r->n_stops == 0);
     CHECK(r->presence_penalty == 0.0f && r->frequency_penalty == 0.0f);
-    CHECK(r->repetition_penalty == 1.0f);
+    CHECK(r->repetition_penalty == 1.0f && r->ignore_eos == 0);
     CHECK(r->logprobs == 0 && r->top_logprobs == 0);
 }
 
@@ -95,7 +96,8 @@ static void test_chat_defaults_and_nulls(void) {
         "\"stream_options\":null,\"max_tokens\":null,\"max_completion_tokens\":null,"
         "\"temperature\":null,\"top_p\":null,\"top_k\":null,\"min_p\":null,\"seed\":null,"
         "\"stop\":null,\"presence_penalty\":null,\"frequency_penalty\":null,"
-        "\"repetition_penalty\":null,\"logprobs\":null,\"top_logprobs\":null,\"n\":null,"
+        "\"repetition_penalty\":null,\"ignore_eos\":null,\"logprobs\":null,\"top_logprobs\":null,"
+        "\"n\":null,"
         "\"user\":null}";
     CHECK(parse(nulls, OPENAI_CHAT, &r, &e) == 0);
     check_defaults(&r);
@@ -250,6 +252,7 @@ static const struct refusal refusals[] = {
      "repetition_penalty must be greater than 0, got 0"},
     {OPENAI_CHAT, CHAT_HEAD "\"repetition_penalty\":-1}", "repetition_penalty",
      "repetition_penalty must be greater than 0, got -1"},
+    {OPENAI_CHAT, CHAT_HEAD "\"ignore_eos\":1}", "ignore_eos", "ignore_eos must be a boolean"},
     {OPENAI_CHAT, CHAT_HEAD "\"max_tokens\":0}", "max_tokens",
      "max_tokens must be between 1 and 2147483647, got 0"},
     {OPENAI_CHAT, CHAT_HEAD "\"max_tokens\":\"10\"}", "max_tokens",

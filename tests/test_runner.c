@@ -182,7 +182,11 @@ static int count_in_file(const char *path, const char *needle) {
 static void test_preemption(const struct model *model, int vocab, const char *trace) {
     char err[256];
     struct engine small;
-    struct engine_params p = {2, 64, 0, 16, 24, NULL, {0}};
+    struct engine_params p = {.n_threads = 2,
+                              .max_tokens = 64,
+                              .kv_block_size = 16,
+                              .kv_blocks = 24,
+                              .kv_type = TENSOR_F16};
     struct spec specs[8];
     static struct result alone[8];
     CHECK_MSG(engine_init(&small, model, &p, err, sizeof(err)) == 0, "%s", err);
@@ -311,7 +315,11 @@ int main(void) {
     CHECK_MSG(model_write_random(&shape, path, err, sizeof(err)) == 0, "%s", err);
     CHECK_MSG(model_load(&model, path, err, sizeof(err)) == 0, "%s", err);
     if (!model) return test_status("test_runner");
-    struct engine_params p = {2, 64, 0, 16, 16 * 40, NULL, {0}};
+    struct engine_params p = {.n_threads = 2,
+                              .max_tokens = 64,
+                              .kv_block_size = 16,
+                              .kv_blocks = 16 * 40,
+                              .kv_type = TENSOR_F16};
     CHECK_MSG(engine_init(&engine, model, &p, err, sizeof(err)) == 0, "%s", err);
     test_batch_invariance(&engine, shape.vocab_size, trace);
     test_chunking(&engine, shape.vocab_size);

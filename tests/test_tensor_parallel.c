@@ -35,7 +35,11 @@ static int run_degree(const struct model *model, int tp, int prompts[N_PROMPTS][
                       struct run_result *out) {
     char err[512];
     int vocab = model->config.vocab_size;
-    struct engine_params params = {2, 8, 0, 16, 32, NULL, {0}};
+    struct engine_params params = {.n_threads = 2,
+                                   .max_tokens = 8,
+                                   .kv_block_size = 16,
+                                   .kv_blocks = 32,
+                                   .kv_type = TENSOR_F16};
     struct engine_group group = {.n = tp, .backend = COMM_LOCAL, .deadline = 10.0};
     if (engine_group_start(&group, model, &params, err, sizeof(err)) != 0) {
         CHECK_MSG(0, "tp %d: %s", tp, err);

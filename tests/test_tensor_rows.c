@@ -1,13 +1,17 @@
 /* test_tensor_rows.c -- the many-row forms of dot and axpy that attention
- * uses, on every instruction set this CPU has:
+ * uses, and the rounding to half precision of the key/value cache's
+ * stores, on every instruction set this CPU has:
  *  - tensor_dot_rows gives bit for bit what one tensor_dot call per row
- *    gives;
- *  - tensor_weighted_sum gives bit for bit what zeroing the output and one
- *    tensor_axpy call per row in order gives, and is within 1e-5 of the sum
- *    of |terms| of a double-precision reference;
+ *    gives, for F32 rows and for F16 rows (against the rows converted to
+ *    float);
+ *  - tensor_weighted_sum adds to its output bit for bit what one tensor_axpy
+ *    call per row in order adds, and is within 1e-5 of the sum of |terms|
+ *    of a double-precision reference;
+ *  - tensor_fp16_from_fp32 rounds as tensor_fp32_to_fp16 does, bit for bit,
+ *    on ties, subnormals, overflow, infinities and NaN;
  * for row lengths that exercise every vector tail (1 .. 130), row counts
- * from 0 to 70, rows scattered through memory at unaligned addresses, and
- * weights that include zeros and negative values. */
+ * from 0 to 70, rows at unaligned addresses, and weights that include zeros
+ * and negative values. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -25,72 +29,123 @@ static float random_float(void) {
 }
 
 static const int lengths[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80, 128, 130};
-static const int row_counts[] = {0, 1, 2, 5, 17, 70};
+static const int row_counts[] = {0, 1, 2, 5, 16, 17, 70};
 #define LENGTHS    (int)(sizeof(lengths) / sizeof(lengths[0]))
 #define ROW_COUNTS (int)(sizeof(row_counts) / sizeof(row_counts[0]))
 #define MAX_ROWS   70
 #define MAX_N      130
-#define STRIDE     (3 * MAX_N + 5) /* floats between rows: not a multiple of a vector */
 
-/* Row pointers into pool, in a shuffled order, each starting one float past
- * a multiple of STRIDE (unaligned). */
-static void make_rows(const float **rows, const float *pool, int n_rows) {
-    for (int p = 0; p < n_rows; p++) rows[p] = pool + (size_t)((p * 37) % MAX_ROWS) * STRIDE + 1;
+/* The rows under test: n_rows rows of n elements of type, one element past
+ * an aligned address, and the same values as floats (exact for F16). */
+struct rows {
+    enum tensor_type type;
+    const void *data;
+    float values[MAX_ROWS * MAX_N];
+};
+
+static void make_rows(struct rows *r, enum tensor_type type, void *pool, int n_rows, int n) {
+    r->type = type;
+    if (type == TENSOR_F16) {
+        uint16_t *h = (uint16_t *)pool + 1;
+        for (int i = 0; i < n_rows * n; i++) {
+            h[i] = tensor_fp32_to_fp16(random_float());
+            r->values[i] = tensor_fp16_to_fp32(h[i]);
+        }
+        r->data = h;
+    } else {
+        float *f = (float *)pool + 1;
+        for (int i = 0; i < n_rows * n; i++) f[i] = r->values[i] = random_float();
+        r->data = f;
+    }
 }
 
-static void check_dot_rows(const float *q, const float *const *rows, int n_rows, int n,
+static void check_dot_rows(const float *q, const struct rows *r, int n_rows, int n,
                            const char *isa) {
-    float got[MAX_ROWS], want[MAX_ROWS];
-    tensor_dot_rows(got, q, rows, n_rows, n);
-    for (int p = 0; p < n_rows; p++) want[p] = tensor_dot(q, rows[p], n);
+    float got[MAX_ROWS + 1], want[MAX_ROWS];
+    got[n_rows] = 12345.0f; /* past the end: must stay */
+    tensor_dot_rows(got, q, r->data, r->type, n_rows, n);
+    for (int p = 0; p < n_rows; p++) want[p] = tensor_dot(q, r->values + (size_t)p * n, n);
     CHECK_MSG(test_same_bits(got, want, (size_t)n_rows),
-              "%s: dot_rows n=%d rows=%d differs from dot", isa, n, n_rows);
+              "%s: dot_rows %s n=%d rows=%d differs from dot", isa, tensor_type_name(r->type), n,
+              n_rows);
+    CHECK_MSG(got[n_rows] == 12345.0f, "%s: dot_rows rows=%d wrote past the end", isa, n_rows);
 }
 
-static void check_weighted_sum(const float *weights, const float *const *rows, int n_rows, int n,
+static void check_weighted_sum(const float *weights, const struct rows *r, int n_rows, int n,
                                const char *isa) {
-    float got[MAX_N + 1], want[MAX_N];
+    float start[MAX_N], got[MAX_N + 1], want[MAX_N];
+    for (int i = 0; i < n; i++) start[i] = i % 3 == 0 ? 0.0f : random_float();
+    memcpy(got, start, sizeof(float) * (size_t)n);
+    memcpy(want, start, sizeof(float) * (size_t)n);
     got[n] = 12345.0f; /* past the end: must stay */
-    tensor_weighted_sum(got, weights, rows, n_rows, n);
-    memset(want, 0, sizeof(want));
-    for (int p = 0; p < n_rows; p++) tensor_axpy(want, weights[p], rows[p], n);
+    tensor_weighted_sum(got, weights, r->data, r->type, n_rows, n);
+    for (int p = 0; p < n_rows; p++) tensor_axpy(want, weights[p], r->values + (size_t)p * n, n);
+    const char *type = tensor_type_name(r->type);
     CHECK_MSG(test_same_bits(got, want, (size_t)n),
-              "%s: weighted_sum n=%d rows=%d differs from axpy", isa, n, n_rows);
+              "%s: weighted_sum %s n=%d rows=%d differs from axpy", isa, type, n, n_rows);
     CHECK_MSG(got[n] == 12345.0f, "%s: weighted_sum n=%d wrote past the end", isa, n);
     int bad = 0;
     for (int i = 0; i < n; i++) {
-        double value = 0, magnitude = 0;
+        double value = start[i], magnitude = fabs((double)start[i]);
         for (int p = 0; p < n_rows; p++) {
-            value += (double)weights[p] * rows[p][i];
-            magnitude += fabs((double)weights[p] * rows[p][i]);
+            double term = (double)weights[p] * r->values[(size_t)p * n + i];
+            value += term;
+            magnitude += fabs(term);
         }
         if (fabs(got[i] - value) > 1e-5 * magnitude + 1e-30) bad++;
     }
-    CHECK_MSG(bad == 0, "%s: weighted_sum n=%d rows=%d: %d elements off the reference", isa, n,
-              n_rows, bad);
+    CHECK_MSG(bad == 0, "%s: weighted_sum %s n=%d rows=%d: %d elements off the reference", isa,
+              type, n, n_rows, bad);
+}
+
+/* Values whose rounding to half is a corner: ties to even, the subnormal
+ * range and its underflow, the overflow threshold, infinities and NaN. */
+static void check_fp16_rounding(const char *isa) {
+    float x[MAX_N];
+    uint16_t got[MAX_N + 1], want[MAX_N];
+    static const float corners[] = {
+        0.0f,       -0.0f,    1.0f,        1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 65504.0f,
+        65519.0f,   65520.0f, -70000.0f,   0x1p-14f,        0x1p-24f,        0x1p-25f,
+        0x1.8p-25f, 0x1p-26f, -0x1.4p-20f, 1e-30f,          3.14159265f,     -2.71828f};
+    int n_corners = (int)(sizeof(corners) / sizeof(corners[0]));
+    for (int n = 1; n <= MAX_N; n += n < 20 ? 1 : 37) {
+        for (int i = 0; i < n; i++) {
+            int k = i % (n_corners + 3);
+            x[i] = k < n_corners ? corners[k] : random_float() * 1000.0f;
+        }
+        x[0] = n % 2 ? __builtin_inff() : -__builtin_inff();
+        if (n > 2) x[2] = __builtin_nanf("");
+        got[n] = 0x1234; /* past the end: must stay */
+        tensor_fp16_from_fp32(got, x, n);
+        for (int i = 0; i < n; i++) want[i] = tensor_fp32_to_fp16(x[i]);
+        CHECK_MSG(memcmp(got, want, sizeof(uint16_t) * (size_t)n) == 0,
+                  "%s: fp16_from_fp32 n=%d differs from tensor_fp32_to_fp16", isa, n);
+        CHECK_MSG(got[n] == 0x1234, "%s: fp16_from_fp32 n=%d wrote past the end", isa, n);
+    }
 }
 
 int main(void) {
-    float *pool = malloc(sizeof(float) * (size_t)MAX_ROWS * STRIDE);
+    float *pool = malloc(sizeof(float) * ((size_t)MAX_ROWS * MAX_N + 16));
+    static struct rows rows;
     float q[MAX_N], weights[MAX_ROWS];
-    const float *rows[MAX_ROWS];
     CHECK(pool != NULL);
     if (!pool) return test_status("test_tensor_rows");
-    for (size_t i = 0; i < (size_t)MAX_ROWS * STRIDE; i++) pool[i] = random_float();
     for (int i = 0; i < MAX_N; i++) q[i] = random_float();
     for (int p = 0; p < MAX_ROWS; p++) weights[p] = p % 7 == 3 ? 0.0f : random_float();
-    make_rows(rows, pool, MAX_ROWS);
 
+    static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16};
     enum tensor_isa best = tensor_isa_best();
     for (int isa = TENSOR_ISA_SCALAR; isa <= (int)best; isa++) {
         if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         const char *name = tensor_isa_name((enum tensor_isa)isa);
-        for (int l = 0; l < LENGTHS; l++) {
-            for (int r = 0; r < ROW_COUNTS; r++) {
-                check_dot_rows(q, rows, row_counts[r], lengths[l], name);
-                check_weighted_sum(weights, rows, row_counts[r], lengths[l], name);
-            }
-        }
+        check_fp16_rounding(name);
+        for (int t = 0; t < 2; t++)
+            for (int l = 0; l < LENGTHS; l++)
+                for (int r = 0; r < ROW_COUNTS; r++) {
+                    make_rows(&rows, types[t], pool, row_counts[r], lengths[l]);
+                    check_dot_rows(q, &rows, row_counts[r], lengths[l], name);
+                    check_weighted_sum(weights, &rows, row_counts[r], lengths[l], name);
+                }
     }
     CHECK(tensor_isa_select(best) == 0);
     free(pool);

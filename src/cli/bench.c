@@ -21,20 +21,22 @@ struct bench_options {
     int reps;
     int batch;
     struct cli_parallel parallel;
+    enum tensor_type kv_type; /* --kv-type */
 };
 
 static void bench_usage(FILE *out) {
-    fprintf(out, "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
-                 "  -p N        prompt tokens to process (0 skips the test)\n"
-                 "  -n N        tokens to generate (0 skips the test)\n"
-                 "  -t N        threads\n"
-                 "  --reps N    timed repetitions (median and spread are printed)\n"
-                 "  -b N        prompt tokens per forward pass\n" CLI_PARALLEL_HELP);
+    fprintf(out,
+            "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
+            "  -p N        prompt tokens to process (0 skips the test)\n"
+            "  -n N        tokens to generate (0 skips the test)\n"
+            "  -t N        threads\n"
+            "  --reps N    timed repetitions (median and spread are printed)\n"
+            "  -b N        prompt tokens per forward pass\n" CLI_KV_TYPE_HELP CLI_PARALLEL_HELP);
 }
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     const char *cmd = "bench";
-    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}};
+    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}, TENSOR_F16};
     cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -54,6 +56,8 @@ static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1000, &o->reps);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch"))
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 16, &o->batch);
+        else if (!strcmp(a, "--kv-type"))
+            rc = cli_kv_type_value(cmd, argc, argv, &i, &o->kv_type);
         else {
             fprintf(stderr, "lockstep bench: unknown option '%s' (see --help)\n", a);
             return -1;
@@ -163,8 +167,11 @@ static int run_bench(const struct model *model, const struct bench_options *o) {
     char err[512];
     int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
     int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
-    struct engine_params params = {o->n_threads, chunk, longest > 0 ? longest : 1, 16, 0,
-                                   NULL,         {0}};
+    struct engine_params params = {.n_threads = o->n_threads,
+                                   .max_tokens = chunk,
+                                   .context_length = longest > 0 ? longest : 1,
+                                   .kv_block_size = 16,
+                                   .kv_type = o->kv_type};
     struct engine_group group = {.n = o->parallel.tp,
                                  .backend = o->parallel.backend,
                                  .deadline = o->parallel.deadline,

@@ -22,6 +22,17 @@ int cli_string_value(const char *command, int argc, char **argv, int *i, const c
     return 0;
 }
 
+int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out) {
+    const char *option = argv[*i], *text;
+    if (cli_string_value(command, argc, argv, i, &text)) return -1;
+    if (!strcmp(text, "f16") || !strcmp(text, "f32")) {
+        *out = text[1] == '1' ? TENSOR_F16 : TENSOR_F32;
+        return 0;
+    }
+    fprintf(stderr, "lockstep %s: option %s: '%s' is neither f16 nor f32\n", command, option, text);
+    return -1;
+}
+
 int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out) {
     const char *option = argv[*i], *text;
     char *end;

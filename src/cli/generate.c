@@ -21,6 +21,7 @@ struct generate_options {
     int print_ids;                /* also print the generated ids on a last line */
     struct cli_parallel parallel; /* --tp, --comm, --comm-deadline */
     struct sampler_params sampling;
+    enum tensor_type kv_type; /* --kv-type */
 };
 
 static void generate_usage(FILE *out) {
@@ -35,7 +36,7 @@ static void generate_usage(FILE *out) {
                  "  -s, --seed S            sampling seed (default 1)\n"
                  "  -c, --ctx N             context length (default: the model's)\n"
                  "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
-                 "  --no-bos                do not put BOS before the prompt\n"
+                 "  --no-bos                do not put BOS before the prompt\n" CLI_KV_TYPE_HELP
                  "  --print-ids             print the generated token ids on a last "
                  "line\n" CLI_PARALLEL_HELP);
 }
@@ -71,6 +72,7 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
     o->n_threads = 2;
     o->batch = 512;
     o->add_bos = -1;
+    o->kv_type = TENSOR_F16;
     sampler_params_default(&o->sampling);
     cli_parallel_default(&o->parallel);
     o->sampling.seed = 1;
@@ -96,6 +98,8 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 24, &o->context);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch"))
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 16, &o->batch);
+        else if (!strcmp(a, "--kv-type"))
+            rc = cli_kv_type_value(cmd, argc, argv, &i, &o->kv_type);
         else if (!strcmp(a, "--no-bos"))
             o->add_bos = 0;
         else if (!strcmp(a, "--print-ids"))
@@ -225,8 +229,11 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
                                  .backend = o->parallel.backend,
                                  .deadline = o->parallel.deadline,
                                  .on_failure = cli_rank_failed};
-    struct engine_params params = {
-        o->n_threads, o->batch < n_prompt ? o->batch : n_prompt, context, 16, 0, NULL, {0}};
+    struct engine_params params = {.n_threads = o->n_threads,
+                                   .max_tokens = o->batch < n_prompt ? o->batch : n_prompt,
+                                   .context_length = context,
+                                   .kv_block_size = 16,
+                                   .kv_type = o->kv_type};
     if (n_prompt <= 0 || cli_read_fault("generate", &params.fault)) {
         rc = 1;
     } else if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {

@@ -29,10 +29,11 @@ struct runner_options {
     const char *status_path; /* --status: shared file of every rank's collective state */
     int allow_faults;        /* --allow-faults: accept FAULT frames (tests, benchmarks) */
     int n_threads;
-    int context;        /* 0: the model's */
-    int kv_block_size;  /* positions per KV block */
-    double kv_memory;   /* bytes for the KV cache (all ranks together); 0: kv_fraction */
-    double kv_fraction; /* of MemAvailable, when kv_memory is 0 */
+    int context;              /* 0: the model's */
+    int kv_block_size;        /* positions per KV block */
+    double kv_memory;         /* bytes for the KV cache (all ranks together); 0: kv_fraction */
+    double kv_fraction;       /* of MemAvailable, when kv_memory is 0 */
+    enum tensor_type kv_type; /* --kv-type */
     struct runner_params limits;
     struct cli_parallel parallel;
 };
@@ -52,7 +53,7 @@ static void runner_usage(FILE *out) {
         "                          --max-sequences)\n"
         "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
         "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
-        "  --kv-block N            positions per KV block (default 16)\n"
+        "  --kv-block N            positions per KV block (default 16)\n" CLI_KV_TYPE_HELP
         "  --trace FILE            write every step as a JSON line\n"
         "  --trace-steps N         steps kept in memory (default 1024)\n"
         "  --status FILE           each rank mirrors its collective state into FILE\n"
@@ -102,6 +103,7 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
         return cli_int_value(cmd, argc, argv, i, 2, 1 << 16, &l->step_tokens);
     if (!strcmp(a, "--trace-steps"))
         return cli_int_value(cmd, argc, argv, i, 1, 1 << 20, &l->trace_steps);
+    if (!strcmp(a, "--kv-type")) return cli_kv_type_value(cmd, argc, argv, i, &o->kv_type);
     if (!strcmp(a, "--kv-block"))
         return cli_int_value(cmd, argc, argv, i, 1, 4096, &o->kv_block_size);
     if (!strcmp(a, "--kv-fraction")) {
@@ -130,6 +132,7 @@ static int parse_runner_options(int argc, char **argv, struct runner_options *o)
     o->n_threads = 2;
     o->kv_block_size = 16;
     o->kv_fraction = 0.25;
+    o->kv_type = TENSOR_F16;
     o->limits =
         (struct runner_params){/* 48: on the 85M Q8_0 model (2 threads) it keeps 16 running streams'
                                 * inter-token latency under 50 ms while a 512-token prompt is
@@ -170,7 +173,7 @@ static double available_memory(void) {
 static int kv_blocks(const struct runner_options *o, const struct model_config *c, int context,
                      double *bytes_per_block) {
     int kv_dim = c->n_kv_heads * c->head_dim;
-    *bytes_per_block = (double)kv_cache_bytes(c->n_layers, kv_dim, o->kv_block_size, 1);
+    *bytes_per_block = (double)kv_cache_bytes(o->kv_type, c->n_layers, kv_dim, o->kv_block_size, 1);
     double memory = o->kv_memory > 0 ? o->kv_memory : o->kv_fraction * available_memory();
     double blocks = memory / *bytes_per_block;
     int blocks_per_sequence = (context + o->kv_block_size - 1) / o->kv_block_size;
@@ -235,10 +238,11 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     }
     set_running_server(server);
     printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
-           "%d tokens, KV cache %d blocks of %d positions = %.1f MiB)\n",
+           "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB)\n",
            o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
-           o->limits.max_sequences, o->limits.step_tokens, leader->kv.n_blocks,
-           leader->kv.block_size, leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0));
+           o->limits.max_sequences, o->limits.step_tokens, tensor_type_name(leader->kv.type),
+           leader->kv.n_blocks, leader->kv.block_size,
+           leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0));
     fflush(stdout);
     rc = 0;
     if (runner_server_run(server, err, sizeof(err))) {
@@ -280,8 +284,12 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
                                  .backend = o->parallel.backend,
                                  .deadline = o->parallel.deadline,
                                  .on_failure = cli_rank_failed};
-    struct engine_params params = {
-        o->n_threads, o->limits.step_tokens, context, o->kv_block_size, blocks, NULL, {0}};
+    struct engine_params params = {.n_threads = o->n_threads,
+                                   .max_tokens = o->limits.step_tokens,
+                                   .context_length = context,
+                                   .kv_block_size = o->kv_block_size,
+                                   .kv_blocks = blocks,
+                                   .kv_type = o->kv_type};
     int rc;
     if (blocks < 1) {
         fprintf(stderr, "lockstep runner: the KV memory holds no block of %.0f bytes\n",

@@ -21,16 +21,17 @@
 /* ======================= paged key/value cache ======================= */
 
 struct kv_cache {
-    int n_layers;      /* layers of the model */
-    int n_kv_heads;    /* key/value heads */
-    int head_dim;      /* floats per head */
-    int block_size;    /* positions per block */
-    int n_blocks;      /* blocks in the pool */
-    float *keys;       /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
-    float *values;     /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) */
-    size_t side_bytes; /* bytes of keys, and of values */
-    int *free_list;    /* (n_blocks) stack of free block ids */
-    int n_free;        /* entries of free_list in use */
+    enum tensor_type type; /* TENSOR_F16 or TENSOR_F32: the element type of keys and values */
+    int n_layers;          /* layers of the model */
+    int n_kv_heads;        /* key/value heads */
+    int head_dim;          /* elements per head */
+    int block_size;        /* positions per block */
+    int n_blocks;          /* blocks in the pool */
+    void *keys;            /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
+    void *values;          /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
+    size_t side_bytes;     /* bytes of keys, and of values */
+    int *free_list;        /* (n_blocks) stack of free block ids */
+    int n_free;            /* entries of free_list in use */
 };
 
 /* The blocks of one sequence: position p lives in block blocks[p / block_size]
@@ -41,11 +42,14 @@ struct kv_sequence {
     int capacity; /* allocated entries of blocks */
 };
 
-int kv_cache_init(struct kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
-                  int n_blocks, char *err, size_t errlen);
+/* type: TENSOR_F16 (half the memory; what llama.cpp keeps too) or
+ * TENSOR_F32 (the numerics of a float reference such as run.c). */
+int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int n_kv_heads,
+                  int head_dim, int block_size, int n_blocks, char *err, size_t errlen);
 void kv_cache_free(struct kv_cache *kv);
-/* Bytes a cache of n_blocks blocks takes. */
-size_t kv_cache_bytes(int n_layers, int kv_dim, int block_size, int n_blocks);
+/* Bytes a cache of n_blocks blocks of type takes. */
+size_t kv_cache_bytes(enum tensor_type type, int n_layers, int kv_dim, int block_size,
+                      int n_blocks);
 /* Blocks needed to hold n_positions positions. */
 int kv_blocks_for(const struct kv_cache *kv, int n_positions);
 /* Makes seq hold at least n_positions positions; -1 (nothing taken) if the
@@ -53,15 +57,16 @@ int kv_blocks_for(const struct kv_cache *kv, int n_positions);
 int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_positions);
 /* Returns every block of seq to the free list and empties it. */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
-/* Address of head's key (or value) vector, head_dim floats, at (layer,
- * position) of seq. A head's positions within a block are contiguous, so
- * attention reads each block of a head as one stream. */
-const float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                    int position, int head);
-const float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                      int position, int head);
-/* Stores every head of key and value (n_kv_heads * head_dim floats each)
- * at (layer, position) of seq. */
+/* Address of head's keys (or values) in block `index` of seq, positions
+ * index * block_size onwards: block_size rows of head_dim elements of
+ * kv->type, one after another, so attention reads a block of a head as one
+ * stream. */
+const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                          int index, int head);
+const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                            int index, int head);
+/* Stores every head of key and value (n_kv_heads * head_dim floats each,
+ * rounded to kv->type) at (layer, position) of seq. */
 void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
               const float *key, const float *value);
 
@@ -105,18 +110,17 @@ struct engine {
     size_t packed_bytes;       /* its size */
     struct tensor_pool *pool;
     struct kv_cache kv;
-    int max_tokens;               /* largest batch the buffers hold */
-    float *x;                     /* (max_tokens, dim) residual stream */
-    float *xb;                    /* (max_tokens, dim) normed input */
-    float *q;                     /* (max_tokens, n_heads*head_dim) */
-    float *k;                     /* (max_tokens, kv_dim) */
-    float *v;                     /* (max_tokens, kv_dim) */
-    float *attn;                  /* (max_tokens, n_heads*head_dim) attention output */
-    float *gate;                  /* (max_tokens, hidden_dim) */
-    float *up;                    /* (max_tokens, hidden_dim) */
-    float *scores;                /* (n_threads, context_length) attention weights */
-    float *logits;                /* (max_tokens, vocab_size) */
-    const float **attention_rows; /* (n_threads, context_length) key/value rows */
+    int max_tokens;     /* largest batch the buffers hold */
+    float *x;           /* (max_tokens, dim) residual stream */
+    float *xb;          /* (max_tokens, dim) normed input */
+    float *q;           /* (max_tokens, n_heads*head_dim) */
+    float *k;           /* (max_tokens, kv_dim) */
+    float *v;           /* (max_tokens, kv_dim) */
+    float *attn;        /* (max_tokens, n_heads*head_dim) attention output */
+    float *gate;        /* (max_tokens, hidden_dim) */
+    float *up;          /* (max_tokens, hidden_dim) */
+    float *scores;      /* (n_threads, context_length) attention weights */
+    float *logits;      /* (max_tokens, vocab_size) */
     float *partials;    /* (reduce_parts * ranks, max_tokens, dim) column-split products */
     int context_length; /* longest sequence the engine accepts */
     /* batch arrays for engine_run_sequence (all three) and for a follower's
@@ -151,6 +155,7 @@ struct engine_params {
     int kv_blocks;             /* 0: enough for one full-context sequence */
     struct comm *comm;         /* tensor-parallel group (model is this rank's shard), or NULL */
     struct engine_fault fault; /* fault injection for tests; zero: none */
+    enum tensor_type kv_type;  /* TENSOR_F16 or TENSOR_F32 (see kv_cache_init) */
 };
 
 int engine_init(struct engine *engine, const struct model *model,

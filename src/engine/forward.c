@@ -52,12 +52,13 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->pool = tensor_pool_create(params->n_threads > 0 ? params->n_threads : 1);
     if (!engine->pool) {
         snprintf(err, errlen, "engine: cannot start %d threads", params->n_threads);
+        engine_free(engine);
         return -1;
     }
     int kv_blocks = params->kv_blocks > 0 ? params->kv_blocks
                                           : (engine->context_length + block_size - 1) / block_size;
-    if (kv_cache_init(&engine->kv, c->n_layers, c->n_kv_heads, c->head_dim, block_size, kv_blocks,
-                      err, errlen)) {
+    if (kv_cache_init(&engine->kv, params->kv_type, c->n_layers, c->n_kv_heads, c->head_dim,
+                      block_size, kv_blocks, err, errlen)) {
         engine_free(engine);
         return -1;
     }
@@ -76,8 +77,6 @@ int engine_init(struct engine *engine, const struct model *model,
     size_t parts =
         (size_t)model->reduce_parts * (size_t)(params->comm ? comm_size(params->comm) : 1);
     engine->partials = malloc(parts * t * c->dim * sizeof(float));
-    engine->attention_rows = malloc((size_t)tensor_pool_size(engine->pool) *
-                                    engine->context_length * sizeof(const float *));
     engine->comm = params->comm;
     engine->fault = params->fault;
     if (engine->comm && engine_init_parallel(engine, err, errlen)) {
@@ -88,9 +87,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
-        !engine->gate || !engine->up || !engine->scores || !engine->logits ||
-        !engine->attention_rows || !engine->partials || !engine->chunk_positions ||
-        !engine->chunk_sequences || !engine->chunk_want) {
+        !engine->gate || !engine->up || !engine->scores || !engine->logits || !engine->partials ||
+        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -112,7 +110,6 @@ void engine_free(struct engine *engine) {
     free(engine->up);
     free(engine->scores);
     free(engine->logits);
-    free((void *)engine->attention_rows);
     free(engine->partials);
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
@@ -271,24 +268,35 @@ struct attention_job {
 };
 
 /* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal
- * past. scores and rows are this thread's work space (context_length each). */
+ * past, a cache block at a time. scores is this thread's work space
+ * (context_length floats). */
 static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
-                   int head, float *scores, const float **rows) {
+                   int head, float *scores) {
     const struct model_config *c = &engine->model->config;
+    const struct kv_cache *kv = &engine->kv;
     int d = c->head_dim;
     int kv_head = head / (c->n_heads / c->n_kv_heads);
-    int pos = batch->positions[token];
+    int n_positions = batch->positions[token] + 1;
     const struct kv_sequence *seq = batch->seqs[token];
     const float *q = engine->q + ((size_t)token * c->n_heads + head) * d;
     float *out = engine->attn + ((size_t)token * c->n_heads + head) * d;
     float scale = 1.0f / sqrtf((float)d);
 
-    for (int p = 0; p <= pos; p++) rows[p] = kv_key(&engine->kv, seq, layer, p, kv_head);
-    tensor_dot_rows(scores, q, rows, pos + 1, d);
-    for (int p = 0; p <= pos; p++) scores[p] *= scale;
-    tensor_softmax(scores, pos + 1);
-    for (int p = 0; p <= pos; p++) rows[p] = kv_value(&engine->kv, seq, layer, p, kv_head);
-    tensor_weighted_sum(out, scores, rows, pos + 1, d);
+    /* scores = q k^T / sqrt(d), then softmax */
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
+        int rows = n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
+        tensor_dot_rows(scores + p, q, kv_block_keys(kv, seq, layer, b, kv_head), kv->type, rows,
+                        d);
+    }
+    for (int p = 0; p < n_positions; p++) scores[p] *= scale;
+    tensor_softmax(scores, n_positions);
+    /* out = scores v */
+    memset(out, 0, (size_t)d * sizeof(float));
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
+        int rows = n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
+        tensor_weighted_sum(out, scores + p, kv_block_values(kv, seq, layer, b, kv_head), kv->type,
+                            rows, d);
+    }
 }
 
 /* Items go head by head, so one head's cached keys and values stay in the
@@ -299,9 +307,8 @@ static void attention_worker(void *arg, int thread, int n_threads) {
     int n_tokens = job->batch->n_tokens;
     int n_items = n_tokens * engine->model->config.n_heads;
     float *scores = engine->scores + (size_t)thread * engine->context_length;
-    const float **rows = engine->attention_rows + (size_t)thread * engine->context_length;
     for (int i = thread; i < n_items; i += n_threads)
-        attend(engine, job->batch, job->layer, i % n_tokens, i / n_tokens, scores, rows);
+        attend(engine, job->batch, job->layer, i % n_tokens, i / n_tokens, scores);
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;

@@ -5,7 +5,10 @@
  * at a time. The scheduler admits a prompt only when its blocks fit, so the
  * forward pass never allocates. Within a block, each head's positions are
  * contiguous: attention over a head then streams whole blocks, instead of
- * picking one head's slice out of every position's row. */
+ * picking one head's slice out of every position's row. Elements are half
+ * precision by default: a decode step of many sequences reads every cached
+ * key and value once, so halving them halves that traffic (measured in
+ * runner_bench: see the README). */
 #include "engine.h"
 
 #include <stdio.h>
@@ -13,9 +16,15 @@
 #include <string.h>
 #include <sys/mman.h>
 
-size_t kv_cache_bytes(int n_layers, int kv_dim, int block_size, int n_blocks) {
+/* Bytes of one element of type. */
+static size_t element_bytes(enum tensor_type type) {
+    return type == TENSOR_F16 ? sizeof(uint16_t) : sizeof(float);
+}
+
+size_t kv_cache_bytes(enum tensor_type type, int n_layers, int kv_dim, int block_size,
+                      int n_blocks) {
     return 2 * (size_t)n_layers * (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim *
-           sizeof(float);
+           element_bytes(type);
 }
 
 /* Keys or values of the whole pool, in memory of their own. Huge pages
@@ -25,29 +34,35 @@ size_t kv_cache_bytes(int n_layers, int kv_dim, int block_size, int n_blocks) {
  * pages gave the higher aggregate in most alternating runs, most at 64
  * sequences; the pool is then committed 2 MiB at a time, within its size.
  * NULL if the memory cannot be had. */
-static float *map_side(size_t bytes) {
+static void *map_side(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without huge pages it still works */
     return p;
 }
 
-int kv_cache_init(struct kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
-                  int n_blocks, char *err, size_t errlen) {
+int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int n_kv_heads,
+                  int head_dim, int block_size, int n_blocks, char *err, size_t errlen) {
     int kv_dim = n_kv_heads * head_dim;
     size_t per_side = (size_t)n_layers * n_blocks * block_size * kv_dim;
+    memset(kv, 0, sizeof(*kv));
+    if (type != TENSOR_F16 && type != TENSOR_F32) {
+        snprintf(err, errlen, "kv cache: element type %d is neither f16 nor f32", (int)type);
+        return -1;
+    }
+    kv->type = type;
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
-    kv->side_bytes = per_side * sizeof(float);
+    kv->side_bytes = per_side * element_bytes(type);
     kv->keys = map_side(kv->side_bytes);
     kv->values = map_side(kv->side_bytes);
     kv->free_list = malloc((size_t)n_blocks * sizeof(int));
     if (!kv->keys || !kv->values || !kv->free_list) {
         snprintf(err, errlen, "kv cache: cannot allocate %zu bytes for %d blocks",
-                 kv_cache_bytes(n_layers, kv_dim, block_size, n_blocks), n_blocks);
+                 kv_cache_bytes(type, n_layers, kv_dim, block_size, n_blocks), n_blocks);
         kv_cache_free(kv);
         return -1;
     }
@@ -92,32 +107,41 @@ void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq) {
     seq->capacity = 0;
 }
 
-/* Offset, in floats, of head's vector at (layer, position) of seq within
- * keys or values. */
+/* Offset, in elements, of head's rows in block `index` of seq, within keys
+ * or values. */
 static size_t kv_offset(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                        int position, int head) {
-    size_t block = (size_t)layer * kv->n_blocks + (size_t)seq->blocks[position / kv->block_size];
+                        int index, int head) {
+    size_t block = (size_t)layer * kv->n_blocks + (size_t)seq->blocks[index];
     size_t head_slab = block * kv->n_kv_heads + (size_t)head;
-    size_t row = head_slab * kv->block_size + (size_t)(position % kv->block_size);
-    return row * (size_t)kv->head_dim;
+    return head_slab * kv->block_size * (size_t)kv->head_dim;
 }
 
-const float *kv_key(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                    int position, int head) {
-    return kv->keys + kv_offset(kv, seq, layer, position, head);
+const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                          int index, int head) {
+    return (const char *)kv->keys +
+           kv_offset(kv, seq, layer, index, head) * element_bytes(kv->type);
 }
 
-const float *kv_value(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
-                      int position, int head) {
-    return kv->values + kv_offset(kv, seq, layer, position, head);
+const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
+                            int index, int head) {
+    return (const char *)kv->values +
+           kv_offset(kv, seq, layer, index, head) * element_bytes(kv->type);
+}
+
+/* Stores n floats at element offset of side, rounded to the cache's type. */
+static void store_row(const struct kv_cache *kv, void *side, size_t offset, const float *x, int n) {
+    if (kv->type == TENSOR_F16)
+        tensor_fp16_from_fp32((uint16_t *)side + offset, x, n);
+    else
+        memcpy((float *)side + offset, x, (size_t)n * sizeof(float));
 }
 
 void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
               const float *key, const float *value) {
-    size_t bytes = (size_t)kv->head_dim * sizeof(float);
+    size_t row = (size_t)(position % kv->block_size) * (size_t)kv->head_dim;
     for (int h = 0; h < kv->n_kv_heads; h++) {
-        size_t offset = kv_offset(kv, seq, layer, position, h);
-        memcpy(kv->keys + offset, key + (size_t)h * kv->head_dim, bytes);
-        memcpy(kv->values + offset, value + (size_t)h * kv->head_dim, bytes);
+        size_t offset = kv_offset(kv, seq, layer, position / kv->block_size, h) + row;
+        store_row(kv, kv->keys, offset, key + (size_t)h * kv->head_dim, kv->head_dim);
+        store_row(kv, kv->values, offset, value + (size_t)h * kv->head_dim, kv->head_dim);
     }
 }

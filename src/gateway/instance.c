@@ -120,6 +120,7 @@ static void send_add(struct gateway_instance *in, struct gateway_request *r) {
         struct runner_request q = {.id = r->id,
                                    .sampling = r->sampling,
                                    .max_tokens = r->max_tokens - r->n_generated,
+                                   .ignore_eos = r->body.ignore_eos,
                                    .logprobs = 1,
                                    .top_logprobs = r->body.top_logprobs,
                                    .resumed = r->n_generated,

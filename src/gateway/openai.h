@@ -88,6 +88,7 @@ struct openai_request {
     float presence_penalty;        /* -2..2, default 0 */
     float frequency_penalty;       /* -2..2, default 0 */
     float repetition_penalty;      /* extension: > 0, default 1 (off) */
+    int ignore_eos;                /* extension (vLLM's): 1: end-of-sequence does not stop */
     int logprobs;                  /* 1: report each generated token's log-probability */
     int top_logprobs;              /* 0..OPENAI_TOP_LOGPROBS_MAX alternatives per token (chat:
                                       top_logprobs; completions: the integer logprobs) */

@@ -406,7 +406,8 @@ static int parse_sampling(const cJSON *root, struct openai_request *out, struct 
         check_number(field(root, "frequency_penalty"), "frequency_penalty", -2, 2,
                      &out->frequency_penalty, e) ||
         check_number(field(root, "repetition_penalty"), "repetition_penalty", -FLT_MAX, FLT_MAX,
-                     &out->repetition_penalty, e))
+                     &out->repetition_penalty, e) ||
+        check_bool(field(root, "ignore_eos"), "ignore_eos", &out->ignore_eos, e))
         return -1;
     if (out->top_k < 0) out->top_k = 0; /* -1 is another common spelling of "off" */
     if (!(out->repetition_penalty > 0))

@@ -113,6 +113,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .axpy = tensor_axpy_scalar,
     .dot_rows = tensor_dot_rows_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
+    .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -134,6 +135,7 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .axpy = tensor_axpy_avx2,
     .dot_rows = tensor_dot_rows_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
+    .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -155,4 +157,5 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .axpy = tensor_axpy_avx512,
     .dot_rows = tensor_dot_rows_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
+    .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
 };

@@ -1,6 +1,7 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
- * rotary embedding, softmax, SwiGLU, dot and axpy, and their many-row forms
- * for attention (dot_rows, weighted_sum).
+ * rotary embedding, softmax, SwiGLU, dot and axpy, their many-row forms for
+ * attention (dot_rows, weighted_sum, over float or half rows), and rounding
+ * to half precision for the key/value cache.
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
@@ -48,15 +49,32 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-void tensor_dot_rows_scalar(float *out, const float *q, const float *const *rows, int n_rows,
-                            int n) {
-    for (int p = 0; p < n_rows; p++) out[p] = tensor_dot_scalar(q, rows[p], n);
+/* Element i of rows (F32 or F16) as a float. */
+static float row_element(const void *rows, enum tensor_type type, size_t i) {
+    if (type == TENSOR_F16) return tensor_fp16_to_fp32(((const uint16_t *)rows)[i]);
+    return ((const float *)rows)[i];
 }
 
-void tensor_weighted_sum_scalar(float *out, const float *weights, const float *const *rows,
-                                int n_rows, int n) {
-    for (int i = 0; i < n; i++) out[i] = 0.0f;
-    for (int p = 0; p < n_rows; p++) tensor_axpy_scalar(out, weights[p], rows[p], n);
+void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
+                            int n_rows, int n) {
+    for (int p = 0; p < n_rows; p++) {
+        size_t row = (size_t)p * (size_t)n;
+        float sum = 0.0f;
+        for (int i = 0; i < n; i++) sum += q[i] * row_element(rows, type, row + (size_t)i);
+        out[p] = sum;
+    }
+}
+
+void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
+                                enum tensor_type type, int n_rows, int n) {
+    for (int p = 0; p < n_rows; p++) {
+        size_t row = (size_t)p * (size_t)n;
+        for (int i = 0; i < n; i++) out[i] += weights[p] * row_element(rows, type, row + (size_t)i);
+    }
+}
+
+void tensor_fp16_from_fp32_scalar(uint16_t *out, const float *x, int n) {
+    for (int i = 0; i < n; i++) out[i] = tensor_fp32_to_fp16(x[i]);
 }
 
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
@@ -79,13 +97,18 @@ void tensor_axpy(float *y, float a, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->axpy(y, a, x, n);
 }
 
-void tensor_dot_rows(float *out, const float *q, const float *const *rows, int n_rows, int n) {
-    if (n_rows > 0) tensor_kernels_current()->dot_rows(out, q, rows, n_rows, n);
+void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
+                     int n_rows, int n) {
+    if (n_rows > 0) tensor_kernels_current()->dot_rows(out, q, rows, type, n_rows, n);
 }
 
-void tensor_weighted_sum(float *out, const float *weights, const float *const *rows, int n_rows,
-                         int n) {
-    if (n > 0) tensor_kernels_current()->weighted_sum(out, weights, rows, n_rows, n);
+void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
+                         int n_rows, int n) {
+    if (n > 0) tensor_kernels_current()->weighted_sum(out, weights, rows, type, n_rows, n);
+}
+
+void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n) {
+    if (n > 0) tensor_kernels_current()->fp16_from_fp32(out, x, n);
 }
 
 /* Largest rotary dimension supported (pairs computed once per call). */

@@ -12,6 +12,9 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* Rounding of floats to half: to nearest, ties to even, as tensor_fp32_to_fp16. */
+#define FP16_ROUNDING (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
 /* The n < 8 floats at p, zero-filled to a vector. */
 static ALWAYS_INLINE __m256 load_tail(const float *p, int n) {
     float lanes[8] = {0};
@@ -66,19 +69,40 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     return _mm256_andnot_ps(underflow, result);
 }
 
+/* 8 elements of a row from element i (the n < 8 left, zero-filled, for
+ * the tail form), as floats: F32 rows, or F16 rows (half = 1) converted
+ * exactly. Callers pass a constant half, so each inlined copy has one load. */
+static ALWAYS_INLINE __m256 load_row(const void *row, int half, int i) {
+    if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+    return _mm256_loadu_ps((const float *)row + i);
+}
+
+static ALWAYS_INLINE __m256 load_row_tail(const void *row, int half, int i, int n) {
+    if (!half) return load_tail((const float *)row + i, n);
+    uint16_t lanes[8] = {0};
+    memcpy(lanes, (const uint16_t *)row + i, sizeof(uint16_t) * (size_t)n);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
+}
+
+/* Row p of n elements. */
+static ALWAYS_INLINE const void *row_at(const void *rows, int half, int p, int n) {
+    return (const char *)rows + (size_t)p * (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
+}
+
 /* tensor_dot's sequence, inlined where many rows are taken in a row. */
-static ALWAYS_INLINE float dot(const float *a, const float *b, int n) {
+static ALWAYS_INLINE float dot(const float *a, const void *b, int half, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     int i = 0;
     for (; i + 32 <= n; i += 32)
 #pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), load_row(b, half, i + 8 * k),
                                      acc[k]);
     for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-    if (i < n) acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_tail(b + i, n - i), acc[1]);
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_row(b, half, i), acc[0]);
+    if (i < n)
+        acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_row_tail(b, half, i, n - i), acc[1]);
     return sum_lanes(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
@@ -94,36 +118,69 @@ void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
 }
 
 float tensor_dot_avx2(const float *a, const float *b, int n) {
-    return dot(a, b, n);
+    return dot(a, b, 0, n);
 }
 
-void tensor_dot_rows_avx2(float *out, const float *q, const float *const *rows, int n_rows, int n) {
-    for (int p = 0; p < n_rows; p++) out[p] = dot(q, rows[p], n);
+static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows, int half,
+                                   int n_rows, int n) {
+    for (int p = 0; p < n_rows; p++) out[p] = dot(q, row_at(rows, half, p, n), half, n);
+}
+
+void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
+                          int n_rows, int n) {
+    if (type == TENSOR_F16)
+        dot_rows(out, q, rows, 1, n_rows, n);
+    else
+        dot_rows(out, q, rows, 0, n_rows, n);
 }
 
 /* Every element takes the fused multiply-adds of tensor_axpy_avx2 in the
- * same order, from +0; they stay in registers, 32 or 8 columns at a time. */
-void tensor_weighted_sum_avx2(float *out, const float *weights, const float *const *rows,
-                              int n_rows, int n) {
+ * same order, from out's value; they stay in registers, 32 or 8 columns at
+ * a time. */
+static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows, int half,
+                                       int n_rows, int n) {
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                         _mm256_setzero_ps()};
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) acc[k] = _mm256_loadu_ps(out + i + 8 * k);
         for (int p = 0; p < n_rows; p++) {
             __m256 w = _mm256_set1_ps(weights[p]);
+            const void *row = row_at(rows, half, p, n);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                acc[k] = _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[p] + i + 8 * k), acc[k]);
+                acc[k] = _mm256_fmadd_ps(w, load_row(row, half, i + 8 * k), acc[k]);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
     }
     for (; i < n; i += 8) {
         int width = n - i < 8 ? n - i : 8;
-        __m256 acc = _mm256_setzero_ps();
+        __m256 acc = load_tail(out + i, width);
         for (int p = 0; p < n_rows; p++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[p]), load_tail(rows[p] + i, width), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[p]),
+                                  load_row_tail(row_at(rows, half, p, n), half, i, width), acc);
         store_tail(out + i, acc, width);
+    }
+}
+
+void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
+                              enum tensor_type type, int n_rows, int n) {
+    if (type == TENSOR_F16)
+        weighted_sum(out, weights, rows, 1, n_rows, n);
+    else
+        weighted_sum(out, weights, rows, 0, n_rows, n);
+}
+
+void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), FP16_ROUNDING));
+    if (i < n) {
+        uint16_t lanes[8];
+        _mm_storeu_si128((__m128i *)lanes, _mm256_cvtps_ph(load_tail(x + i, n - i), FP16_ROUNDING));
+        memcpy(out + i, lanes, sizeof(uint16_t) * (size_t)(n - i));
     }
 }
 

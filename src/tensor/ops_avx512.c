@@ -10,6 +10,9 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* Rounding of floats to half: to nearest, ties to even, as tensor_fp32_to_fp16. */
+#define FP16_ROUNDING (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
 /* Elements handled by the vector loop; the rest, under a mask. */
 static ALWAYS_INLINE __mmask16 tail_mask(int n) {
     return (__mmask16)((1u << (n & 15)) - 1u);
@@ -40,25 +43,76 @@ static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
     return _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
 }
 
-/* tensor_dot's sequence, inlined where many rows are taken in a row. */
-static ALWAYS_INLINE float dot(const float *a, const float *b, int n) {
+/* The sum of v's lanes by a fixed tree: lane l with l+8, then l+4, l+2,
+ * l+1. sum_lanes_16 adds sixteen vectors by the same tree. */
+static ALWAYS_INLINE float sum_lanes(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* Lane j of the result is sum_lanes(v[j]), bit for bit: the same pairs
+ * are added, sixteen vectors at a time, by transposing as it goes. */
+static ALWAYS_INLINE __m512 sum_lanes_16(const __m512 v[16]) {
+    __m512 half[8], quarter[4], eighth[2];
+    /* lanes l and l+8: vector k holds rows 2k, 2k+1, eight sums each */
+    for (int k = 0; k < 8; k++)
+        half[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                                _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xee));
+    /* lanes l and l+4: vector k holds rows 4k..4k+3, one per 128-bit part */
+    for (int k = 0; k < 4; k++)
+        quarter[k] = _mm512_add_ps(_mm512_shuffle_f32x4(half[2 * k], half[2 * k + 1], 0x88),
+                                   _mm512_shuffle_f32x4(half[2 * k], half[2 * k + 1], 0xdd));
+    /* lanes l and l+2: part q of vector k holds rows 8k+q and 8k+4+q */
+    for (int k = 0; k < 2; k++)
+        eighth[k] = _mm512_add_ps(_mm512_shuffle_ps(quarter[2 * k], quarter[2 * k + 1], 0x44),
+                                  _mm512_shuffle_ps(quarter[2 * k], quarter[2 * k + 1], 0xee));
+    /* lanes l and l+1: lane 4q+r holds row q+4r */
+    __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(eighth[0], eighth[1], 0x88),
+                                _mm512_shuffle_ps(eighth[0], eighth[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, sums);
+}
+
+/* 16 elements of a row from element i, as floats: F32 rows, or F16 rows
+ * (half = 1) converted exactly. The masked form zeroes the lanes outside
+ * mask. Callers pass a constant half, so each inlined copy has one load. */
+static ALWAYS_INLINE __m512 load_row(const void *row, int half, int i) {
+    if (half)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    return _mm512_loadu_ps((const float *)row + i);
+}
+
+static ALWAYS_INLINE __m512 load_row_masked(const void *row, int half, int i, __mmask16 mask) {
+    if (half) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)row + i));
+    return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
+}
+
+/* Row p of n elements. */
+static ALWAYS_INLINE const void *row_at(const void *rows, int half, int p, int n) {
+    return (const char *)rows + (size_t)p * (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* The vector whose lane sum is tensor_dot(a, b, n): four running sums, 64
+ * elements a round, then 16, then the masked tail, added as (0+1) + (2+3). */
+static ALWAYS_INLINE __m512 dot_vector(const float *a, const void *b, int half, int n) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
     int i = 0;
     for (; i + 64 <= n; i += 64)
 #pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
-                                     _mm512_loadu_ps(b + i + 16 * k), acc[k]);
+            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), load_row(b, half, i + 16 * k),
+                                     acc[k]);
     for (; i + 16 <= n; i += 16)
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc[0]);
+        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_row(b, half, i), acc[0]);
     if (i < n) {
         __mmask16 mask = tail_mask(n);
         acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i),
-                                 _mm512_maskz_loadu_ps(mask, b + i), acc[1]);
+                                 load_row_masked(b, half, i, mask), acc[1]);
     }
-    __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    return _mm512_reduce_add_ps(sum);
+    return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
 }
 
 void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
@@ -76,38 +130,79 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
 }
 
 float tensor_dot_avx512(const float *a, const float *b, int n) {
-    return dot(a, b, n);
+    return sum_lanes(dot_vector(a, b, 0, n));
 }
 
-void tensor_dot_rows_avx512(float *out, const float *q, const float *const *rows, int n_rows,
-                            int n) {
-    for (int p = 0; p < n_rows; p++) out[p] = dot(q, rows[p], n);
+/* Rows go sixteen at a time, so that one transposing tree (sum_lanes_16)
+ * finishes sixteen dot products. */
+static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows, int half,
+                                   int n_rows, int n) {
+    __m512 sums[16];
+    for (int p = 0; p < n_rows; p += 16) {
+        int count = n_rows - p < 16 ? n_rows - p : 16;
+        for (int j = 0; j < 16; j++)
+            sums[j] = j < count ? dot_vector(q, row_at(rows, half, p + j, n), half, n)
+                                : _mm512_setzero_ps();
+        __mmask16 mask = count == 16 ? (__mmask16)0xffff : tail_mask(count);
+        _mm512_mask_storeu_ps(out + p, mask, sum_lanes_16(sums));
+    }
+}
+
+void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
+                            int n_rows, int n) {
+    if (type == TENSOR_F16)
+        dot_rows(out, q, rows, 1, n_rows, n);
+    else
+        dot_rows(out, q, rows, 0, n_rows, n);
 }
 
 /* Every element takes the fused multiply-adds of tensor_axpy_avx512 in the
- * same order, from +0; they stay in registers, 64 or 16 columns at a time. */
-void tensor_weighted_sum_avx512(float *out, const float *weights, const float *const *rows,
-                                int n_rows, int n) {
+ * same order, from out's value; they stay in registers, 64 or 16 columns at
+ * a time. */
+static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows, int half,
+                                       int n_rows, int n) {
     int i = 0;
     for (; i + 64 <= n; i += 64) {
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                         _mm512_setzero_ps()};
+        __m512 acc[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
         for (int p = 0; p < n_rows; p++) {
             __m512 w = _mm512_set1_ps(weights[p]);
+            const void *row = row_at(rows, half, p, n);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                acc[k] = _mm512_fmadd_ps(w, _mm512_loadu_ps(rows[p] + i + 16 * k), acc[k]);
+                acc[k] = _mm512_fmadd_ps(w, load_row(row, half, i + 16 * k), acc[k]);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
     }
     for (; i < n; i += 16) {
         __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n);
-        __m512 acc = _mm512_setzero_ps();
+        __m512 acc = _mm512_maskz_loadu_ps(mask, out + i);
         for (int p = 0; p < n_rows; p++)
             acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[p]),
-                                  _mm512_maskz_loadu_ps(mask, rows[p] + i), acc);
+                                  load_row_masked(row_at(rows, half, p, n), half, i, mask), acc);
         _mm512_mask_storeu_ps(out + i, mask, acc);
+    }
+}
+
+void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
+                                enum tensor_type type, int n_rows, int n) {
+    if (type == TENSOR_F16)
+        weighted_sum(out, weights, rows, 1, n_rows, n);
+    else
+        weighted_sum(out, weights, rows, 0, n_rows, n);
+}
+
+void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(out + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), FP16_ROUNDING));
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        _mm256_mask_storeu_epi16(
+            out + i, mask, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x + i), FP16_ROUNDING));
     }
 }
 

@@ -216,14 +216,22 @@ float tensor_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]. */
 void tensor_axpy(float *y, float a, const float *x, int n);
 
-/* out[p] = tensor_dot(q, rows[p], n) for p < n_rows, the same bits, without
- * a call per row (attention scores over a sequence's cached keys). */
-void tensor_dot_rows(float *out, const float *q, const float *const *rows, int n_rows, int n);
+/* out[p] = tensor_dot(q, row p, n) for p < n_rows, the same bits, without
+ * a call per row (attention scores over a block of cached keys). rows holds
+ * n_rows contiguous rows of n elements of type TENSOR_F32 or TENSOR_F16; an
+ * F16 element counts as its exact float value. */
+void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
+                     int n_rows, int n);
 
-/* out[i] = sum over p < n_rows of weights[p] * rows[p][i]: the same bits as
- * zeroing out and calling tensor_axpy(out, weights[p], rows[p], n) for p in
- * order, with the sums kept in registers (attention's weighted values). */
-void tensor_weighted_sum(float *out, const float *weights, const float *const *rows, int n_rows,
-                         int n);
+/* out[i] += weights[p] * row p[i] for p < n_rows in order, rows as in
+ * tensor_dot_rows: the same bits as one tensor_axpy(out, weights[p], row p,
+ * n) call per row, with the sums kept in registers (attention's weighted
+ * values, a block of cached values at a time). */
+void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
+                         int n_rows, int n);
+
+/* out[i] = tensor_fp32_to_fp16(x[i]) for i < n (a key/value cache's
+ * stores). */
+void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n);
 
 #endif

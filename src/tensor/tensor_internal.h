@@ -68,9 +68,11 @@ struct tensor_kernels {
     void (*swiglu)(float *out, const float *gate, const float *up, int n);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n);
-    void (*dot_rows)(float *out, const float *q, const float *const *rows, int n_rows, int n);
-    void (*weighted_sum)(float *out, const float *weights, const float *const *rows, int n_rows,
-                         int n);
+    void (*dot_rows)(float *out, const float *q, const void *rows, enum tensor_type type,
+                     int n_rows, int n);
+    void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
+                         int n_rows, int n);
+    void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
 };
 
 extern const struct tensor_kernels tensor_kernels_scalar;
@@ -112,10 +114,11 @@ void tensor_softmax_scalar(float *x, int n);
 void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n);
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
-void tensor_dot_rows_scalar(float *out, const float *q, const float *const *rows, int n_rows,
-                            int n);
-void tensor_weighted_sum_scalar(float *out, const float *weights, const float *const *rows,
-                                int n_rows, int n);
+void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
+                            int n_rows, int n);
+void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
+                                enum tensor_type type, int n_rows, int n);
+void tensor_fp16_from_fp32_scalar(uint16_t *out, const float *x, int n);
 
 /* AVX2 kernels (matmul_avx2.c, ops_avx2.c). */
 void tensor_matmul_f32_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -134,9 +137,11 @@ void tensor_softmax_avx2(float *x, int n);
 void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
 float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
-void tensor_dot_rows_avx2(float *out, const float *q, const float *const *rows, int n_rows, int n);
-void tensor_weighted_sum_avx2(float *out, const float *weights, const float *const *rows,
-                              int n_rows, int n);
+void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
+                          int n_rows, int n);
+void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
+                              enum tensor_type type, int n_rows, int n);
+void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n);
 
 /* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
 void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -163,9 +168,10 @@ void tensor_softmax_avx512(float *x, int n);
 void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 float tensor_dot_avx512(const float *a, const float *b, int n);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
-void tensor_dot_rows_avx512(float *out, const float *q, const float *const *rows, int n_rows,
-                            int n);
-void tensor_weighted_sum_avx512(float *out, const float *weights, const float *const *rows,
-                                int n_rows, int n);
+void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
+                            int n_rows, int n);
+void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
+                                enum tensor_type type, int n_rows, int n);
+void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n);
 
 #endif
