@@ -50,15 +50,35 @@ static size_t align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
+/* Row b of x quantized into xq, interleaved: quantized by rows into the
+ * thread's scratch first, then each block moved to its place. */
+static void quantize_interleaved(const struct matmul_run *run, const struct tensor_xq *xq,
+                                 const float *x, int cols, int b, int thread) {
+    int blocks = cols / TENSOR_QK, batch = run->jobs[0].batch;
+    char *scratch = run->thread_scratch + (size_t)thread * run->thread_scratch_bytes;
+    int8_t *qs = (void *)scratch;
+    float *d = (void *)(scratch + align64((size_t)cols));
+    int32_t *bias = (void *)(scratch + align64((size_t)cols) + (size_t)blocks * sizeof(float));
+    run->k->quantize_x(qs, d, bias, x, cols, xq->offset);
+    for (int j = 0; j < blocks; j++) {
+        size_t number = (size_t)j * (size_t)batch + (size_t)b;
+        memcpy(xq->qs + number * TENSOR_QK, qs + (size_t)j * TENSOR_QK, TENSOR_QK);
+        xq->d[number] = d[j];
+        xq->bias[number] = bias[j];
+    }
+}
+
 /* Quantizes (or, for float weights split in parts, copies) the batch rows
  * [b0, b1) of every part's activations. */
-static void prepare_rows(struct matmul_run *run, int b0, int b1) {
+static void prepare_rows(struct matmul_run *run, int b0, int b1, int thread) {
     int part_cols = run->views[0].cols, blocks = part_cols / TENSOR_QK;
     for (int p = 0; p < run->n_parts; p++) {
         const struct tensor_xq *xq = &run->xq[p];
         for (int b = b0; b < b1; b++) {
             const float *x = run->x + (size_t)b * run->cols + (size_t)p * part_cols;
-            if (xq->qs)
+            if (xq->qs && xq->interleaved)
+                quantize_interleaved(run, xq, x, part_cols, b, thread);
+            else if (xq->qs)
                 run->k->quantize_x(xq->qs + (size_t)b * part_cols, xq->d + (size_t)b * blocks,
                                    xq->bias + (size_t)b * blocks, x, part_cols, xq->offset);
             else if (run->n_parts > 1)
@@ -83,10 +103,9 @@ static int chunk_count(int items, int n_threads, int per_thread) {
 
 static void prepare_chunk(void *arg, int chunk, int thread) {
     struct matmul_run *run = arg;
-    (void)thread;
     int batch = run->jobs[0].batch;
     prepare_rows(run, (int)((int64_t)batch * chunk / run->n_chunks),
-                 (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
+                 (int)((int64_t)batch * (chunk + 1) / run->n_chunks), thread);
 }
 
 static int tile_count(int rows) {
@@ -161,9 +180,14 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     size_t bias_bytes = quantized ? align64(blocks * sizeof(int32_t)) : 0;
     size_t copy_bytes = !quantized && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
     size_t part_bytes = qs_bytes + d_bytes + bias_bytes + copy_bytes;
-    run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS
-                                    ? 0
-                                    : align64(run->k->matmul_scratch(w->type, w->cols, batch));
+    int interleaved = w->layout == TENSOR_LAYOUT_PANELS && run->k->panels_interleaved;
+    /* panels need no scratch of their own; interleaving quantizes a row
+     * there first (quants, scales and sums of one row) */
+    if (w->layout != TENSOR_LAYOUT_PANELS)
+        run->thread_scratch_bytes = align64(run->k->matmul_scratch(w->type, w->cols, batch));
+    else
+        run->thread_scratch_bytes =
+            interleaved ? align64((size_t)w->cols) + align64((size_t)w->cols / TENSOR_QK * 8) : 0;
     char *scratch = tensor_pool_scratch(pool, (size_t)run->n_parts * part_bytes +
                                                   (size_t)n_threads * run->thread_scratch_bytes);
     if (!scratch) return -1;
@@ -174,6 +198,7 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
             run->xq[p].d = (void *)(scratch + qs_bytes);
             run->xq[p].bias = (void *)(scratch + qs_bytes + d_bytes);
             run->xq[p].offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
+            run->xq[p].interleaved = interleaved;
             run->jobs[p].xq = &run->xq[p];
         } else if (run->n_parts > 1) {
             run->jobs[p].x = (const void *)scratch;
@@ -191,7 +216,7 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     if (place_scratch(pool, run)) return -1;
     if (quantized || run->n_parts > 1) {
         if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
-            prepare_rows(run, 0, batch);
+            prepare_rows(run, 0, batch, 0);
         } else {
             run->n_chunks = chunk_count(batch, n_threads, CHUNKS_PER_THREAD);
             tensor_pool_run_chunks(pool, prepare_chunk, run, run->n_chunks);

@@ -418,16 +418,14 @@ static ALWAYS_INLINE void quant_gemm_tile(const struct tensor_matmul_job *job, c
     const struct tensor_matrix *w = job->w;
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
-    const int8_t *xs[Q_GEMM_COLS];
     __m512 acc[Q_GEMM_COLS];
 #pragma GCC unroll 8
-    for (int c = 0; c < nc; c++) {
-        xs[c] = xq->qs + (size_t)(b0 + c) * w->cols;
-        acc[c] = _mm512_setzero_ps();
-    }
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++) {
         const char *pj = panel + (size_t)j * Q_PANEL_BLOCK;
-        panel_block(acc, pj, _mm512_load_ps(pj + Q_PANEL_QUANTS), xq, xs, b0, blocks, j, nc);
+        size_t first = (size_t)b0 * blocks + j; /* column b0's block j, by rows */
+        panel_block(acc, pj, _mm512_load_ps(pj + Q_PANEL_QUANTS), xq->qs + first * TENSOR_QK,
+                    (size_t)w->cols, xq->d + first, xq->bias + first, blocks, nc);
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
 #pragma GCC unroll 8

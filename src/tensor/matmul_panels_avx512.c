@@ -5,8 +5,12 @@
  * unsigned: one vpdpbusd adds 4 products into each of 16 row lanes for one
  * batch column (its 4 activation bytes broadcast), so there is nothing to
  * transpose and nothing to reduce across lanes. A tile keeps up to 8 batch
- * columns in registers and each weight load serves all of them. The block's
- * float step is the scalar one, vectorized over the 16 rows, so the result
+ * columns in registers and each weight load serves all of them. The
+ * activations come interleaved (tensor_internal.h): the batch's blocks j
+ * lie side by side, so a tile reads one stream of activations, at offsets
+ * known when compiled, instead of one stream per column (measured in
+ * runner_bench: about 5% more tokens a second with 16 sequences). The
+ * block's float step is the scalar one, vectorized over the 16 rows, so the result
  * has the bits of tensor_matmul_q8_0_panels_scalar and of the row-layout
  * kernels (tensor_internal.h). */
 #include "panel_avx512.h"
@@ -44,17 +48,15 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
     const char *panel = (const char *)w->data + (size_t)(r0 / TENSOR_PANEL_ROWS) * w->row_stride;
-    const int8_t *xs[TILE_COLUMNS];
     __m512 acc[TILE_COLUMNS];
 #pragma GCC unroll 8
-    for (int c = 0; c < nc; c++) {
-        xs[c] = xq->qs + (size_t)(b0 + c) * w->cols;
-        acc[c] = _mm512_setzero_ps();
-    }
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++) {
+        size_t x_block = (size_t)j * (size_t)job->batch + (size_t)b0; /* column b0's block j */
         if (next) prefetch_block(next, w->scales_offset, j);
-        panel_block(acc, panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j), xq, xs,
-                    b0, blocks, j, nc);
+        panel_block(acc, panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j),
+                    xq->qs + x_block * TENSOR_QK, TENSOR_QK, xq->d + x_block, xq->bias + x_block, 1,
+                    nc);
     }
     __mmask16 mask = (__mmask16)((1u << nr) - 1u);
 #pragma GCC unroll 8
@@ -103,20 +105,18 @@ static ALWAYS_INLINE void panel_pair(const struct tensor_matmul_job *job, int r0
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
     const char *first = (const char *)w->data + (size_t)(r0 / TENSOR_PANEL_ROWS) * w->row_stride;
-    const int8_t *xs[3];
     __m512 acc[2][3];
 #pragma GCC unroll 3
-    for (int c = 0; c < nc; c++) {
-        xs[c] = xq->qs + (size_t)c * w->cols;
-        acc[0][c] = acc[1][c] = _mm512_setzero_ps();
-    }
+    for (int c = 0; c < nc; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++) {
+        size_t x_block = (size_t)j * (size_t)job->batch; /* column 0's block j */
 #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
             const char *panel = first + p * w->row_stride;
             if (next) prefetch_block(next + p * w->row_stride, w->scales_offset, j);
             panel_block(acc[p], panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j),
-                        xq, xs, 0, blocks, j, nc);
+                        xq->qs + x_block * TENSOR_QK, TENSOR_QK, xq->d + x_block,
+                        xq->bias + x_block, 1, nc);
         }
     }
 #pragma GCC unroll 2

@@ -21,12 +21,17 @@
 #include "tensor.h"
 
 /* Activations quantized to Q8_0 for a quantized matmul: row b of the batch
- * has cols int8 values and cols / 32 block scales and block sums. */
+ * has cols int8 values and cols / 32 block scales and block sums. Block j
+ * of row b is block number b * blocks + j (by rows), or j * batch + b
+ * (interleaved: the kernel table's panels_interleaved says which a panel
+ * kernel reads); its quants start at qs + 32 * number, its scale and sum
+ * are d[number] and bias[number]. */
 struct tensor_xq {
-    int8_t *qs;     /* (batch, cols) quants, block j of row b at qs + b*cols + 32*j */
-    float *d;       /* (batch, cols / 32) block scales, fp16-rounded as ggml stores them */
-    int32_t *bias;  /* (batch, cols / 32) -offset * sum of the block's quants */
-    int32_t offset; /* weight-quant offset the bias was made for (8 or 128), see kernels */
+    int8_t *qs;      /* (batch * cols) quants */
+    float *d;        /* (batch * cols / 32) block scales, fp16-rounded as ggml stores them */
+    int32_t *bias;   /* (batch * cols / 32) -offset * sum of the block's quants */
+    int32_t offset;  /* weight-quant offset the bias was made for (8 or 128), see kernels */
+    int interleaved; /* 1: blocks numbered j * batch + b, else b * blocks + j */
 };
 
 /* What one tensor_matmul asks of every thread. */
@@ -58,6 +63,7 @@ struct tensor_kernels {
     tensor_matmul_fn matmul_q4_0;
     tensor_matmul_fn matmul_q8_0_panels; /* Q8_0 packed by tensor_pack_panels */
     int panels_preferred;                /* 1: packing Q8_0 makes products faster */
+    int panels_interleaved;              /* 1: matmul_q8_0_panels reads interleaved activations */
     /* Per-thread scratch bytes a matmul of this type and width needs. */
     size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
     int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
