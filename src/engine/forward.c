@@ -74,6 +74,9 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->scores =
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
+    engine->rope_cosines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
+    engine->rope_sines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
     size_t parts =
         (size_t)model->reduce_parts * (size_t)(params->comm ? comm_size(params->comm) : 1);
     engine->partials = malloc(parts * t * c->dim * sizeof(float));
@@ -87,7 +90,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
-        !engine->gate || !engine->up || !engine->scores || !engine->logits || !engine->partials ||
+        !engine->gate || !engine->up || !engine->scores || !engine->logits ||
+        !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
         !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
@@ -110,6 +114,8 @@ void engine_free(struct engine *engine) {
     free(engine->up);
     free(engine->scores);
     free(engine->logits);
+    free(engine->rope_cosines);
+    free(engine->rope_sines);
     free(engine->partials);
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
@@ -195,6 +201,21 @@ static void norm_token(const struct token_job *job, int t) {
     tensor_rmsnorm(e->xb + row, e->x + row, job->norm, c->dim, c->norm_eps);
 }
 
+/* A token's start: x = its embedding, the rotary angles of its position
+ * (every layer turns q and k by them), and the first block's input. */
+static void embed_token(const struct token_job *job, int t) {
+    struct engine *e = job->engine;
+    const struct model *m = e->model;
+    const struct model_config *c = &m->config;
+    const char *embedding =
+        (const char *)m->token_embd.data + (size_t)job->batch->tokens[t] * m->token_embd.row_stride;
+    tensor_dequantize_row(e->x + (size_t)t * c->dim, embedding, m->token_embd.type, c->dim);
+    size_t angles = (size_t)t * e->rope_pairs;
+    tensor_rope_angles(e->rope_cosines + angles, e->rope_sines + angles, e->rope_pairs, c->rope_dim,
+                       job->batch->positions[t], c->rope_base);
+    if (job->norm) norm_token(job, t);
+}
+
 /* A token's q, k and v after the projections: biases and head norms where
  * the model has them, rotation by position, then k and v into the cache. */
 static void position_token(const struct token_job *job, int t) {
@@ -205,13 +226,15 @@ static void position_token(const struct token_job *job, int t) {
     int pos = job->batch->positions[t];
     float *q = e->q + (size_t)t * q_dim, *k = e->k + (size_t)t * kv_dim;
     float *v = e->v + (size_t)t * kv_dim;
+    const float *cosines = e->rope_cosines + (size_t)t * e->rope_pairs;
+    const float *sines = e->rope_sines + (size_t)t * e->rope_pairs;
     add_bias(q, w->bq, q_dim);
     add_bias(k, w->bk, kv_dim);
     add_bias(v, w->bv, kv_dim);
     norm_heads(q, w->q_norm, c->n_heads, c->head_dim, c->norm_eps);
     norm_heads(k, w->k_norm, c->n_kv_heads, c->head_dim, c->norm_eps);
-    tensor_rope(q, c->n_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
-    tensor_rope(k, c->n_kv_heads, c->head_dim, c->rope_dim, pos, c->rope_base, c->rope_style);
+    tensor_rope_turn(q, c->n_heads, c->head_dim, e->rope_pairs, cosines, sines, c->rope_style);
+    tensor_rope_turn(k, c->n_kv_heads, c->head_dim, e->rope_pairs, cosines, sines, c->rope_style);
     kv_store(&e->kv, job->batch->seqs[t], job->layer, pos, k, v);
 }
 
@@ -371,22 +394,15 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
 int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
                    size_t errlen) {
     const struct model *m = engine->model;
-    int dim = m->config.dim;
     int n_wanted = 0;
 
     if (engine_check_batch(engine, batch, err, errlen)) return -1;
     engine->comm_error = COMM_OK;
-    /* token embeddings */
-    for (int t = 0; t < batch->n_tokens; t++) {
-        const char *row =
-            (const char *)m->token_embd.data + (size_t)batch->tokens[t] * m->token_embd.row_stride;
-        tensor_dequantize_row(engine->x + (size_t)t * dim, row, m->token_embd.type, dim);
-    }
-    /* the first block's input; every block then norms the next one's */
-    if (m->config.n_layers > 0) {
-        struct token_job first_norm = {engine, batch, 0, m->layers[0].attn_norm, norm_token};
-        for_each_token(&first_norm);
-    }
+    /* token embeddings, rotary angles and the first block's input; every
+     * block then norms the next one's */
+    const float *first_norm = m->config.n_layers > 0 ? m->layers[0].attn_norm : NULL;
+    struct token_job embed = {engine, batch, 0, first_norm, embed_token};
+    for_each_token(&embed);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
     if (n_wanted == 0) n_wanted = classify(engine, batch);

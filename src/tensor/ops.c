@@ -111,21 +111,23 @@ void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->fp16_from_fp32(out, x, n);
 }
 
-/* Largest rotary dimension supported (pairs computed once per call). */
-#define ROPE_MAX_PAIRS 512
+int tensor_rope_pairs(int head_dim, int rope_dim) {
+    int pairs = (rope_dim > head_dim ? head_dim : rope_dim) / 2;
+    return pairs > TENSOR_ROPE_MAX_PAIRS ? TENSOR_ROPE_MAX_PAIRS : pairs;
+}
 
-void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
-                 enum tensor_rope_style style) {
-    float cosines[ROPE_MAX_PAIRS], sines[ROPE_MAX_PAIRS];
-    int pairs = rope_dim / 2;
-    if (pairs > ROPE_MAX_PAIRS) pairs = ROPE_MAX_PAIRS;
-    if (rope_dim > head_dim) pairs = head_dim / 2;
+void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, int pos,
+                        float theta_base) {
     for (int j = 0; j < pairs; j++) {
         float frequency = powf(theta_base, -2.0f * (float)j / (float)rope_dim);
         float angle = (float)pos * frequency;
         cosines[j] = cosf(angle);
         sines[j] = sinf(angle);
     }
+}
+
+void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
+                      const float *sines, enum tensor_rope_style style) {
     for (int h = 0; h < n_heads; h++) {
         float *head = x + (size_t)h * head_dim;
         for (int j = 0; j < pairs; j++) {
@@ -137,4 +139,12 @@ void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, flo
             head[second] = a * sines[j] + b * cosines[j];
         }
     }
+}
+
+void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
+                 enum tensor_rope_style style) {
+    float cosines[TENSOR_ROPE_MAX_PAIRS], sines[TENSOR_ROPE_MAX_PAIRS];
+    int pairs = tensor_rope_pairs(head_dim, rope_dim);
+    tensor_rope_angles(cosines, sines, pairs, rope_dim, pos, theta_base);
+    tensor_rope_turn(x, n_heads, head_dim, pairs, cosines, sines, style);
 }
