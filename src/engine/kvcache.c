@@ -7,8 +7,9 @@
  * contiguous: attention over a head then streams whole blocks, instead of
  * picking one head's slice out of every position's row. Elements are half
  * precision by default: a decode step of many sequences reads every cached
- * key and value once, so halving them halves that traffic (measured in
- * runner_bench: see the README). */
+ * key and value once, so halving them halves that traffic (runner_bench, 16
+ * sequences on the 85M Q8_0 model: 2322 against 2017 tokens/s with floats,
+ * medians of 3 alternating runs). */
 #include "engine.h"
 
 #include <stdio.h>
