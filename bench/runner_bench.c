@@ -1,7 +1,7 @@
 /* runner_bench.c -- what continuous batching buys, and what a prompt
  * admission costs the running streams (issue 4's benchmarks).
  *
- * Usage: runner_bench MODEL [THREADS] [KV_TYPE]   (KV_TYPE f16, the default, or f32)
+ * Usage: runner_bench MODEL [THREADS] [KV_TYPE]   (KV_TYPE f16, the default, q8_0 or f32)
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
  *      (steady state: decode-only steps), as a ratio to 1 sequence;
@@ -172,13 +172,13 @@ int main(int argc, char **argv) {
     struct model *model = NULL;
     struct engine engine;
     if (argc < 2) {
-        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|f32]\n");
+        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32]\n");
         return 2;
     }
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     int kv_type = argc > 3 ? tensor_type_from_name(argv[3]) : TENSOR_F16;
-    if (kv_type != TENSOR_F16 && kv_type != TENSOR_F32) {
-        fprintf(stderr, "runner_bench: the KV type is f16 or f32, not '%s'\n", argv[3]);
+    if (kv_type != TENSOR_F16 && kv_type != TENSOR_F32 && kv_type != TENSOR_Q8_0) {
+        fprintf(stderr, "runner_bench: the KV type is f16, q8_0 or f32, not '%s'\n", argv[3]);
         return 2;
     }
     if (model_load(&model, argv[1], err, sizeof(err))) {

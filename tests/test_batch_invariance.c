@@ -1,8 +1,10 @@
 /* test_batch_invariance.c -- invariant I5: a sequence's logits are bit for
  * bit the same whether its prompt is prefilled in one pass or in chunks,
  * whether other sequences share its passes, and however many threads run,
- * with an F16 and with an F32 key/value cache. Runs on seeded random models of every weight type
- * (written by model_write_random), so it needs nothing from ../shared. ctest-labels: concurrency */
+ * with an F16, an F32 and a Q8_0 key/value cache. Runs on seeded random
+ * models of every weight type (written by model_write_random), so it needs
+ * nothing from ../shared.
+ * ctest-labels: concurrency */
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -108,9 +110,10 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
     float *reference = malloc((size_t)vocab * sizeof(float));
     float *got = malloc((size_t)vocab * sizeof(float));
     /* each key/value cache type, each thread count (2 threads against 1) */
-    for (int run = 0; run < 4; run++) {
+    static const enum tensor_type kv_types[] = {TENSOR_F16, TENSOR_F32, TENSOR_Q8_0};
+    for (int run = 0; run < 6; run++) {
         int threads = 1 + run % 2;
-        enum tensor_type kv_type = run < 2 ? TENSOR_F16 : TENSOR_F32;
+        enum tensor_type kv_type = kv_types[run / 2];
         struct engine_params ep = {.n_threads = threads,
                                    .max_tokens = MAX_BATCH,
                                    .kv_block_size = 16,

@@ -48,8 +48,8 @@ static void test_errors(const char *tmp_model) {
     o = run("generate", "-m", tmp_model, "-n", "many");
     CHECK(o.status == 2 && strstr(o.err, "-n: 'many' is not an integer") != NULL);
     test_job_free(&o);
-    o = run("generate", "-m", tmp_model, "--kv-type", "q8_0");
-    CHECK(o.status == 2 && strstr(o.err, "--kv-type: 'q8_0' is neither f16 nor f32") != NULL);
+    o = run("generate", "-m", tmp_model, "--kv-type", "q4_0");
+    CHECK(o.status == 2 && strstr(o.err, "--kv-type: 'q4_0' is not f16, f32 or q8_0") != NULL);
     test_job_free(&o);
     o = run("convert", "--random", "--type", "q5_k", "-o", "/dev/null");
     CHECK(o.status == 2 && strstr(o.err, "--type 'q5_k'") != NULL);

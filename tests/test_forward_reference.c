@@ -5,8 +5,11 @@
  *
  * The reference processes one token at a time in plain loops (llama2.c's
  * run.c style), so it shares no code with the engine but the model loader;
- * logits must agree within 1e-4 at every position of a 20-token sequence
- * that the engine runs as one prefill pass. */
+ * logits must agree at every position of a 20-token sequence that the
+ * engine runs as one prefill pass: within 1e-4 with an F32 key/value
+ * cache, within the stated bounds with F16 and Q8_0 caches (which round
+ * what they keep; the reference keeps floats). A Q8_0 cache is refused,
+ * with a message, for a head dimension that is not a multiple of 32. */
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -114,12 +117,48 @@ static void reference_step(struct reference *ref, int token, int pos, float *log
     free(x), free(xb), free(q), free(att), free(h1), free(h3), free(o);
 }
 
-static void check_arch(enum model_arch arch, int n_heads, int n_kv_heads) {
+/* The engine's logits for tokens in one pass, with a key/value cache of
+ * kv_type, against the reference's (expected), within tolerance. */
+static void check_engine(const struct model *model, const int *tokens, const float *expected,
+                         enum tensor_type kv_type, float tolerance) {
+    const struct model_config *c = &model->config;
+    const char *arch = model_arch_name(c->arch), *type = tensor_type_name(kv_type);
+    char err[512];
+    struct engine engine;
+    struct engine_params ep = {.n_threads = 2,
+                               .max_tokens = N_TOKENS,
+                               .kv_block_size = 16,
+                               .kv_blocks = 8,
+                               .kv_type = kv_type};
+    struct kv_sequence seq = {0}, *seqs[N_TOKENS];
+    int positions[N_TOKENS];
+    uint8_t want[N_TOKENS];
+    if (kv_type == TENSOR_Q8_0 && c->head_dim % 32 != 0) {
+        CHECK_MSG(engine_init(&engine, model, &ep, err, sizeof(err)) != 0 &&
+                      strstr(err, "q8_0 needs a head dimension divisible by 32") != NULL,
+                  "%s: a q8_0 cache with head dimension %d: '%s'", arch, c->head_dim, err);
+        return;
+    }
+    CHECK_MSG(engine_init(&engine, model, &ep, err, sizeof(err)) == 0, "%s", err);
+    CHECK(kv_sequence_reserve(&engine.kv, &seq, N_TOKENS) == 0);
+    for (int t = 0; t < N_TOKENS; t++) positions[t] = t, seqs[t] = &seq, want[t] = 1;
+    struct engine_batch batch = {N_TOKENS, tokens, positions, seqs, want};
+    CHECK(engine_forward(&engine, &batch, err, sizeof(err)) == N_TOKENS);
+    float diff = test_max_abs_diff(engine.logits, expected, N_TOKENS * c->vocab_size);
+    printf("%-6s heads %d/%d of %d, %-4s cache: max |engine - reference| over %d positions = "
+           "%.3g\n",
+           arch, c->n_heads, c->n_kv_heads, c->head_dim, type, N_TOKENS, diff);
+    CHECK_MSG(diff <= tolerance, "%s, %s cache: logits differ by %g (bound %g)", arch, type, diff,
+              tolerance);
+    kv_sequence_release(&engine.kv, &seq);
+    engine_free(&engine);
+}
+
+static void check_arch(enum model_arch arch, int dim, int n_heads, int n_kv_heads) {
     char path[512], err[512];
-    struct model_random_params params = {arch,       96,  160, 2,          n_heads,
+    struct model_random_params params = {arch,       dim, 160, 2,          n_heads,
                                          n_kv_heads, 280, 64,  TENSOR_F32, 11};
     struct model *model;
-    struct engine engine;
     test_tmp_path(path, sizeof(path), "reference.gguf");
     CHECK(model_write_random(&params, path, err, sizeof(err)) == 0);
     if (model_load(&model, path, err, sizeof(err))) {
@@ -136,25 +175,12 @@ static void check_arch(enum model_arch arch, int n_heads, int n_kv_heads) {
         reference_step(&ref, tokens[t], t, expected + (size_t)t * c->vocab_size);
     }
     /* the engine: all positions in one pass, logits for every one */
-    struct engine_params ep = {.n_threads = 2,
-                               .max_tokens = N_TOKENS,
-                               .kv_block_size = 16,
-                               .kv_blocks = 8,
-                               .kv_type = TENSOR_F32}; /* the reference keeps floats */
-    struct kv_sequence seq = {0}, *seqs[N_TOKENS];
-    int positions[N_TOKENS];
-    uint8_t want[N_TOKENS];
-    CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
-    CHECK(kv_sequence_reserve(&engine.kv, &seq, N_TOKENS) == 0);
-    for (int t = 0; t < N_TOKENS; t++) positions[t] = t, seqs[t] = &seq, want[t] = 1;
-    struct engine_batch batch = {N_TOKENS, tokens, positions, seqs, want};
-    CHECK(engine_forward(&engine, &batch, err, sizeof(err)) == N_TOKENS);
-    float diff = test_max_abs_diff(engine.logits, expected, N_TOKENS * c->vocab_size);
-    printf("%-6s heads %d/%d: max |engine - reference| over %d positions = %.3g\n",
-           model_arch_name(arch), n_heads, n_kv_heads, N_TOKENS, diff);
-    CHECK_MSG(diff <= 1e-4f, "%s: logits differ by %g", model_arch_name(arch), diff);
-    kv_sequence_release(&engine.kv, &seq);
-    engine_free(&engine);
+    static const enum tensor_type kv_types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0};
+    /* F16 rounds each kept element by up to 2^-11 of itself, Q8_0 by up to
+     * 1/254 of its block's largest (measured here: 1.3-2.0e-3 and
+     * 0.034-0.037) */
+    static const float tolerances[] = {1e-4f, 5e-3f, 0.1f};
+    for (int k = 0; k < 3; k++) check_engine(model, tokens, expected, kv_types[k], tolerances[k]);
     free(ref.key_cache);
     free(ref.value_cache);
     free(expected);
@@ -163,8 +189,10 @@ static void check_arch(enum model_arch arch, int n_heads, int n_kv_heads) {
 }
 
 int main(void) {
-    check_arch(MODEL_ARCH_LLAMA, 4, 2);
-    check_arch(MODEL_ARCH_QWEN2, 4, 1);
-    check_arch(MODEL_ARCH_QWEN3, 6, 2);
+    check_arch(MODEL_ARCH_LLAMA, 96, 4, 2);
+    check_arch(MODEL_ARCH_QWEN2, 96, 4, 1);
+    check_arch(MODEL_ARCH_QWEN3, 96, 6, 2);
+    check_arch(MODEL_ARCH_LLAMA, 128, 4, 2); /* head dimension 32: a Q8_0 cache too */
+    check_arch(MODEL_ARCH_QWEN3, 256, 4, 2); /* 64 */
     return test_status("test_forward_reference");
 }

@@ -2,13 +2,15 @@
  * uses, and the rounding to half precision of the key/value cache's
  * stores, on every instruction set this CPU has:
  *  - tensor_dot_rows gives bit for bit what one tensor_dot call per row
- *    gives, for F32 rows and for F16 rows (against the rows converted to
+ *    gives, for F32, F16 and Q8_0 rows (against the rows converted to
  *    float);
  *  - tensor_weighted_sum adds to its output bit for bit what one tensor_axpy
  *    call per row in order adds, and is within 1e-5 of the sum of |terms|
  *    of a double-precision reference;
  *  - tensor_fp16_from_fp32 rounds as tensor_fp32_to_fp16 does, bit for bit,
  *    on ties, subnormals, overflow, infinities and NaN;
+ *  - tensor_quantize_row_q8_0 gives tensor_quantize_q8_0's blocks, bit for
+ *    bit, for rows of 32 to 544 elements (more than one chunk);
  * for row lengths that exercise every vector tail (1 .. 130), row counts
  * from 0 to 70, rows at unaligned addresses, and weights that include zeros
  * and negative values. */
@@ -36,7 +38,8 @@ static const int row_counts[] = {0, 1, 2, 5, 16, 17, 70};
 #define MAX_N      130
 
 /* The rows under test: n_rows rows of n elements of type, one element past
- * an aligned address, and the same values as floats (exact for F16). */
+ * an aligned address (F32, F16) or at an odd address (Q8_0), and the same
+ * values as floats (exact for F16 and Q8_0). */
 struct rows {
     enum tensor_type type;
     const void *data;
@@ -45,7 +48,14 @@ struct rows {
 
 static void make_rows(struct rows *r, enum tensor_type type, void *pool, int n_rows, int n) {
     r->type = type;
-    if (type == TENSOR_F16) {
+    if (type == TENSOR_Q8_0) {
+        float x[MAX_ROWS * MAX_N];
+        struct tensor_block_q8_0 *blocks = (void *)((char *)pool + 1);
+        for (int i = 0; i < n_rows * n; i++) x[i] = random_float();
+        tensor_quantize_q8_0(blocks, x, (int64_t)n_rows * n);
+        tensor_dequantize_row(r->values, blocks, TENSOR_Q8_0, n_rows * n);
+        r->data = blocks;
+    } else if (type == TENSOR_F16) {
         uint16_t *h = (uint16_t *)pool + 1;
         for (int i = 0; i < n_rows * n; i++) {
             h[i] = tensor_fp32_to_fp16(random_float());
@@ -124,6 +134,21 @@ static void check_fp16_rounding(const char *isa) {
     }
 }
 
+static void check_quantize_row(const char *isa) {
+    float x[544];
+    struct tensor_block_q8_0 got[544 / 32 + 1], want[544 / 32];
+    for (int i = 0; i < 544; i++) x[i] = i % 41 == 0 ? 0.0f : random_float() * 3.0f;
+    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
+    for (int n = 32; n <= 544; n += 32) {
+        memset(got, 0x5a, sizeof(got));
+        tensor_quantize_row_q8_0(got, x, n);
+        tensor_quantize_q8_0(want, x, n);
+        CHECK_MSG(memcmp(got, want, sizeof(want[0]) * (size_t)(n / 32)) == 0,
+                  "%s: quantize_row_q8_0 n=%d differs from tensor_quantize_q8_0", isa, n);
+        CHECK_MSG(got[n / 32].d == 0x5a5a, "%s: quantize_row_q8_0 n=%d wrote past the end", isa, n);
+    }
+}
+
 int main(void) {
     float *pool = malloc(sizeof(float) * ((size_t)MAX_ROWS * MAX_N + 16));
     static struct rows rows;
@@ -133,15 +158,17 @@ int main(void) {
     for (int i = 0; i < MAX_N; i++) q[i] = random_float();
     for (int p = 0; p < MAX_ROWS; p++) weights[p] = p % 7 == 3 ? 0.0f : random_float();
 
-    static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16};
+    static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0};
     enum tensor_isa best = tensor_isa_best();
     for (int isa = TENSOR_ISA_SCALAR; isa <= (int)best; isa++) {
         if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         const char *name = tensor_isa_name((enum tensor_isa)isa);
         check_fp16_rounding(name);
-        for (int t = 0; t < 2; t++)
+        check_quantize_row(name);
+        for (int t = 0; t < 3; t++)
             for (int l = 0; l < LENGTHS; l++)
                 for (int r = 0; r < ROW_COUNTS; r++) {
+                    if (types[t] == TENSOR_Q8_0 && lengths[l] % 32 != 0) continue;
                     make_rows(&rows, types[t], pool, row_counts[r], lengths[l]);
                     check_dot_rows(q, &rows, row_counts[r], lengths[l], name);
                     check_weighted_sum(weights, &rows, row_counts[r], lengths[l], name);

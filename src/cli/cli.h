@@ -22,11 +22,12 @@ int cli_serve(int argc, char **argv);
 int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_float_value(const char *command, int argc, char **argv, int *i, float *out);
 int cli_string_value(const char *command, int argc, char **argv, int *i, const char **out);
-/* --kv-type f16|f32: the key/value cache's element type. */
+/* --kv-type f16|f32|q8_0: the key/value cache's element type. */
 int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out);
 #define CLI_KV_TYPE_HELP                                                                           \
-    "  --kv-type f16|f32       key/value cache elements (default f16: half the memory; f32\n"      \
-    "                          keeps a float reference's numerics)\n"
+    "  --kv-type T             key/value cache elements: f16 (default; half the memory of f32),\n" \
+    "                          q8_0 (8.5 bits an element; head dimension a multiple of 32)\n"      \
+    "                          or f32 (a float reference's numerics)\n"
 
 /* A model and its tokenizer: from the GGUF's metadata, or, for a llama2.c
  * checkpoint, from tokenizer_path (required then). */

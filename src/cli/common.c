@@ -25,11 +25,13 @@ int cli_string_value(const char *command, int argc, char **argv, int *i, const c
 int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out) {
     const char *option = argv[*i], *text;
     if (cli_string_value(command, argc, argv, i, &text)) return -1;
-    if (!strcmp(text, "f16") || !strcmp(text, "f32")) {
-        *out = text[1] == '1' ? TENSOR_F16 : TENSOR_F32;
+    int type = tensor_type_from_name(text);
+    if (type == TENSOR_F16 || type == TENSOR_F32 || type == TENSOR_Q8_0) {
+        *out = (enum tensor_type)type;
         return 0;
     }
-    fprintf(stderr, "lockstep %s: option %s: '%s' is neither f16 nor f32\n", command, option, text);
+    fprintf(stderr, "lockstep %s: option %s: '%s' is not f16, f32 or q8_0\n", command, option,
+            text);
     return -1;
 }
 

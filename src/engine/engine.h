@@ -21,7 +21,7 @@
 /* ======================= paged key/value cache ======================= */
 
 struct kv_cache {
-    enum tensor_type type; /* TENSOR_F16 or TENSOR_F32: the element type of keys and values */
+    enum tensor_type type; /* TENSOR_F16, TENSOR_F32 or TENSOR_Q8_0: keys' and values' type */
     int n_layers;          /* layers of the model */
     int n_kv_heads;        /* key/value heads */
     int head_dim;          /* elements per head */
@@ -29,6 +29,7 @@ struct kv_cache {
     int n_blocks;          /* blocks in the pool */
     void *keys;            /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
     void *values;          /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
+    size_t row_bytes;      /* bytes of one head's key (or value) at one position */
     size_t side_bytes;     /* bytes of keys, and of values */
     int *free_list;        /* (n_blocks) stack of free block ids */
     int n_free;            /* entries of free_list in use */
@@ -42,8 +43,10 @@ struct kv_sequence {
     int capacity; /* allocated entries of blocks */
 };
 
-/* type: TENSOR_F16 (half the memory; what llama.cpp keeps too) or
- * TENSOR_F32 (the numerics of a float reference such as run.c). */
+/* type: TENSOR_F16 (half the memory of floats; llama.cpp's default too),
+ * TENSOR_Q8_0 (34 bytes per 32 elements, about a quarter: head_dim must be
+ * a multiple of 32) or TENSOR_F32 (the numerics of a float reference such as
+ * run.c). */
 int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int n_kv_heads,
                   int head_dim, int block_size, int n_blocks, char *err, size_t errlen);
 void kv_cache_free(struct kv_cache *kv);
@@ -59,14 +62,14 @@ int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_posi
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
 /* Address of head's keys (or values) in block `index` of seq, positions
  * index * block_size onwards: block_size rows of head_dim elements of
- * kv->type, one after another, so attention reads a block of a head as one
- * stream. */
+ * kv->type (row_bytes each), one after another, so attention reads a block
+ * of a head as one stream. */
 const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                           int index, int head);
 const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                             int index, int head);
 /* Stores every head of key and value (n_kv_heads * head_dim floats each,
- * rounded to kv->type) at (layer, position) of seq. */
+ * rounded or quantized to kv->type) at (layer, position) of seq. */
 void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
               const float *key, const float *value);
 
@@ -158,7 +161,7 @@ struct engine_params {
     int kv_blocks;             /* 0: enough for one full-context sequence */
     struct comm *comm;         /* tensor-parallel group (model is this rank's shard), or NULL */
     struct engine_fault fault; /* fault injection for tests; zero: none */
-    enum tensor_type kv_type;  /* TENSOR_F16 or TENSOR_F32 (see kv_cache_init) */
+    enum tensor_type kv_type;  /* TENSOR_F16, TENSOR_F32 or TENSOR_Q8_0 (see kv_cache_init) */
 };
 
 int engine_init(struct engine *engine, const struct model *model,

@@ -17,15 +17,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* Bytes of one element of type. */
-static size_t element_bytes(enum tensor_type type) {
-    return type == TENSOR_F16 ? sizeof(uint16_t) : sizeof(float);
-}
-
 size_t kv_cache_bytes(enum tensor_type type, int n_layers, int kv_dim, int block_size,
                       int n_blocks) {
-    return 2 * (size_t)n_layers * (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim *
-           element_bytes(type);
+    return 2 * (size_t)n_layers * (size_t)n_blocks * (size_t)block_size *
+           tensor_row_bytes(type, kv_dim);
 }
 
 /* Keys or values of the whole pool, in memory of their own. Huge pages
@@ -45,19 +40,26 @@ static void *map_side(size_t bytes) {
 int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int n_kv_heads,
                   int head_dim, int block_size, int n_blocks, char *err, size_t errlen) {
     int kv_dim = n_kv_heads * head_dim;
-    size_t per_side = (size_t)n_layers * n_blocks * block_size * kv_dim;
     memset(kv, 0, sizeof(*kv));
-    if (type != TENSOR_F16 && type != TENSOR_F32) {
-        snprintf(err, errlen, "kv cache: element type %d is neither f16 nor f32", (int)type);
+    if (type != TENSOR_F16 && type != TENSOR_F32 && type != TENSOR_Q8_0) {
+        snprintf(err, errlen, "kv cache: element type %d is not f16, f32 or q8_0", (int)type);
+        return -1;
+    }
+    if (type == TENSOR_Q8_0 && head_dim % TENSOR_QK != 0) {
+        snprintf(err, errlen,
+                 "kv cache: q8_0 needs a head dimension divisible by %d; this model's is %d "
+                 "(use f16)",
+                 TENSOR_QK, head_dim);
         return -1;
     }
     kv->type = type;
+    kv->row_bytes = tensor_row_bytes(type, head_dim);
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
-    kv->side_bytes = per_side * element_bytes(type);
+    kv->side_bytes = (size_t)n_layers * n_blocks * block_size * n_kv_heads * kv->row_bytes;
     kv->keys = map_side(kv->side_bytes);
     kv->values = map_side(kv->side_bytes);
     kv->free_list = malloc((size_t)n_blocks * sizeof(int));
@@ -108,41 +110,41 @@ void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq) {
     seq->capacity = 0;
 }
 
-/* Offset, in elements, of head's rows in block `index` of seq, within keys
+/* Offset, in bytes, of head's rows in block `index` of seq, within keys
  * or values. */
 static size_t kv_offset(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                         int index, int head) {
     size_t block = (size_t)layer * kv->n_blocks + (size_t)seq->blocks[index];
     size_t head_slab = block * kv->n_kv_heads + (size_t)head;
-    return head_slab * kv->block_size * (size_t)kv->head_dim;
+    return head_slab * kv->block_size * kv->row_bytes;
 }
 
 const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                           int index, int head) {
-    return (const char *)kv->keys +
-           kv_offset(kv, seq, layer, index, head) * element_bytes(kv->type);
+    return (const char *)kv->keys + kv_offset(kv, seq, layer, index, head);
 }
 
 const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                             int index, int head) {
-    return (const char *)kv->values +
-           kv_offset(kv, seq, layer, index, head) * element_bytes(kv->type);
+    return (const char *)kv->values + kv_offset(kv, seq, layer, index, head);
 }
 
-/* Stores n floats at element offset of side, rounded to the cache's type. */
-static void store_row(const struct kv_cache *kv, void *side, size_t offset, const float *x, int n) {
+/* Stores n floats as a row of the cache's type at to. */
+static void store_row(const struct kv_cache *kv, char *to, const float *x, int n) {
     if (kv->type == TENSOR_F16)
-        tensor_fp16_from_fp32((uint16_t *)side + offset, x, n);
+        tensor_fp16_from_fp32((void *)to, x, n);
+    else if (kv->type == TENSOR_Q8_0)
+        tensor_quantize_row_q8_0((void *)to, x, n);
     else
-        memcpy((float *)side + offset, x, (size_t)n * sizeof(float));
+        memcpy(to, x, (size_t)n * sizeof(float));
 }
 
 void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
               const float *key, const float *value) {
-    size_t row = (size_t)(position % kv->block_size) * (size_t)kv->head_dim;
+    size_t row = (size_t)(position % kv->block_size) * kv->row_bytes;
     for (int h = 0; h < kv->n_kv_heads; h++) {
         size_t offset = kv_offset(kv, seq, layer, position / kv->block_size, h) + row;
-        store_row(kv, kv->keys, offset, key + (size_t)h * kv->head_dim, kv->head_dim);
-        store_row(kv, kv->values, offset, value + (size_t)h * kv->head_dim, kv->head_dim);
+        store_row(kv, (char *)kv->keys + offset, key + (size_t)h * kv->head_dim, kv->head_dim);
+        store_row(kv, (char *)kv->values + offset, value + (size_t)h * kv->head_dim, kv->head_dim);
     }
 }

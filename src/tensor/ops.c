@@ -10,6 +10,7 @@
 #include "tensor_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps) {
     float sum = 0.0f;
@@ -49,9 +50,13 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-/* Element i of rows (F32 or F16) as a float. */
+/* Element i of rows (F32, F16 or Q8_0, counted across rows) as a float. */
 static float row_element(const void *rows, enum tensor_type type, size_t i) {
     if (type == TENSOR_F16) return tensor_fp16_to_fp32(((const uint16_t *)rows)[i]);
+    if (type == TENSOR_Q8_0) {
+        const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)rows + i / 32;
+        return tensor_fp16_to_fp32(block->d) * (float)block->qs[i % 32];
+    }
     return ((const float *)rows)[i];
 }
 
@@ -109,6 +114,27 @@ void tensor_weighted_sum(float *out, const float *weights, const void *rows, enu
 
 void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->fp16_from_fp32(out, x, n);
+}
+
+/* The activation quantizer of the matmuls (quants and fp16-rounded scales,
+ * tensor_quantize_q8_0's values), a chunk at a time, packed into blocks. */
+#define QUANTIZE_CHUNK 256
+
+void tensor_quantize_row_q8_0(struct tensor_block_q8_0 *out, const float *x, int n) {
+    const struct tensor_kernels *k = tensor_kernels_current();
+    int8_t qs[QUANTIZE_CHUNK];
+    float d[QUANTIZE_CHUNK / TENSOR_QK];
+    int32_t sums[QUANTIZE_CHUNK / TENSOR_QK];
+    for (int start = 0; start + TENSOR_QK <= n; start += QUANTIZE_CHUNK) {
+        int chunk =
+            n - start < QUANTIZE_CHUNK ? (n - start) / TENSOR_QK * TENSOR_QK : QUANTIZE_CHUNK;
+        k->quantize_x(qs, d, sums, x + start, chunk, 0);
+        for (int j = 0; j < chunk / TENSOR_QK; j++) {
+            struct tensor_block_q8_0 *block = out + start / TENSOR_QK + j;
+            block->d = tensor_fp32_to_fp16(d[j]); /* exact: d is fp16-rounded */
+            memcpy(block->qs, qs + j * TENSOR_QK, TENSOR_QK);
+        }
+    }
 }
 
 int tensor_rope_pairs(int head_dim, int rope_dim) {

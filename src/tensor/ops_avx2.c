@@ -70,39 +70,62 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
 }
 
 /* 8 elements of a row from element i (the n < 8 left, zero-filled, for
- * the tail form), as floats: F32 rows, or F16 rows (half = 1) converted
- * exactly. Callers pass a constant half, so each inlined copy has one load. */
-static ALWAYS_INLINE __m256 load_row(const void *row, int half, int i) {
-    if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+ * the tail form), as floats: F32 rows; F16 rows converted exactly; Q8_0
+ * rows (i a multiple of 8) as scale times quant, exact too. Callers pass a
+ * constant type, so each inlined copy has one kind of load. */
+static ALWAYS_INLINE __m256 q8_0_values(const void *row, int i, __m128i quants) {
+    const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
+    __m256 scale = _mm256_set1_ps(_cvtsh_ss(block->d));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quants)), scale);
+}
+
+static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
+    return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
+}
+
+static ALWAYS_INLINE __m256 load_row(const void *row, enum tensor_type type, int i) {
+    if (type == TENSOR_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+    if (type == TENSOR_Q8_0)
+        return q8_0_values(row, i, _mm_loadl_epi64((const __m128i *)q8_0_quants(row, i)));
     return _mm256_loadu_ps((const float *)row + i);
 }
 
-static ALWAYS_INLINE __m256 load_row_tail(const void *row, int half, int i, int n) {
-    if (!half) return load_tail((const float *)row + i, n);
+static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type, int i, int n) {
+    if (type == TENSOR_F32) return load_tail((const float *)row + i, n);
+    if (type == TENSOR_Q8_0) {
+        int8_t lanes[16] = {0};
+        memcpy(lanes, q8_0_quants(row, i), (size_t)n);
+        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)lanes));
+    }
     uint16_t lanes[8] = {0};
     memcpy(lanes, (const uint16_t *)row + i, sizeof(uint16_t) * (size_t)n);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
 }
 
 /* Row p of n elements. */
-static ALWAYS_INLINE const void *row_at(const void *rows, int half, int p, int n) {
-    return (const char *)rows + (size_t)p * (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
+static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
+    size_t bytes = type == TENSOR_F16 ? (size_t)n * sizeof(uint16_t)
+                   : type == TENSOR_Q8_0
+                       ? (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0)
+                       : (size_t)n * sizeof(float);
+    return (const char *)rows + (size_t)p * bytes;
 }
 
 /* tensor_dot's sequence, inlined where many rows are taken in a row. */
-static ALWAYS_INLINE float dot(const float *a, const void *b, int half, int n) {
+static ALWAYS_INLINE float dot(const float *a, const void *b, enum tensor_type type, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     int i = 0;
     for (; i + 32 <= n; i += 32)
 #pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), load_row(b, half, i + 8 * k),
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), load_row(b, type, i + 8 * k),
                                      acc[k]);
     for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_row(b, half, i), acc[0]);
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_row(b, type, i), acc[0]);
     if (i < n)
-        acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_row_tail(b, half, i, n - i), acc[1]);
+        acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_row_tail(b, type, i, n - i), acc[1]);
     return sum_lanes(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
@@ -118,27 +141,29 @@ void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
 }
 
 float tensor_dot_avx2(const float *a, const float *b, int n) {
-    return dot(a, b, 0, n);
+    return dot(a, b, TENSOR_F32, n);
 }
 
-static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows, int half,
-                                   int n_rows, int n) {
-    for (int p = 0; p < n_rows; p++) out[p] = dot(q, row_at(rows, half, p, n), half, n);
+static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
+                                   enum tensor_type type, int n_rows, int n) {
+    for (int p = 0; p < n_rows; p++) out[p] = dot(q, row_at(rows, type, p, n), type, n);
 }
 
 void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
                           int n_rows, int n) {
     if (type == TENSOR_F16)
-        dot_rows(out, q, rows, 1, n_rows, n);
+        dot_rows(out, q, rows, TENSOR_F16, n_rows, n);
+    else if (type == TENSOR_Q8_0)
+        dot_rows(out, q, rows, TENSOR_Q8_0, n_rows, n);
     else
-        dot_rows(out, q, rows, 0, n_rows, n);
+        dot_rows(out, q, rows, TENSOR_F32, n_rows, n);
 }
 
 /* Every element takes the fused multiply-adds of tensor_axpy_avx2 in the
  * same order, from out's value; they stay in registers, 32 or 8 columns at
  * a time. */
-static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows, int half,
-                                       int n_rows, int n) {
+static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
+                                       enum tensor_type type, int n_rows, int n) {
     int i = 0;
     for (; i + 32 <= n; i += 32) {
         __m256 acc[4];
@@ -146,10 +171,10 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         for (int k = 0; k < 4; k++) acc[k] = _mm256_loadu_ps(out + i + 8 * k);
         for (int p = 0; p < n_rows; p++) {
             __m256 w = _mm256_set1_ps(weights[p]);
-            const void *row = row_at(rows, half, p, n);
+            const void *row = row_at(rows, type, p, n);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                acc[k] = _mm256_fmadd_ps(w, load_row(row, half, i + 8 * k), acc[k]);
+                acc[k] = _mm256_fmadd_ps(w, load_row(row, type, i + 8 * k), acc[k]);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
@@ -159,7 +184,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         __m256 acc = load_tail(out + i, width);
         for (int p = 0; p < n_rows; p++)
             acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[p]),
-                                  load_row_tail(row_at(rows, half, p, n), half, i, width), acc);
+                                  load_row_tail(row_at(rows, type, p, n), type, i, width), acc);
         store_tail(out + i, acc, width);
     }
 }
@@ -167,9 +192,11 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
                               enum tensor_type type, int n_rows, int n) {
     if (type == TENSOR_F16)
-        weighted_sum(out, weights, rows, 1, n_rows, n);
+        weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
+    else if (type == TENSOR_Q8_0)
+        weighted_sum(out, weights, rows, TENSOR_Q8_0, n_rows, n);
     else
-        weighted_sum(out, weights, rows, 0, n_rows, n);
+        weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
 }
 
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n) {

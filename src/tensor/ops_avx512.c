@@ -75,42 +75,64 @@ static ALWAYS_INLINE __m512 sum_lanes_16(const __m512 v[16]) {
     return _mm512_permutexvar_ps(order, sums);
 }
 
-/* 16 elements of a row from element i, as floats: F32 rows, or F16 rows
- * (half = 1) converted exactly. The masked form zeroes the lanes outside
- * mask. Callers pass a constant half, so each inlined copy has one load. */
-static ALWAYS_INLINE __m512 load_row(const void *row, int half, int i) {
-    if (half)
+/* 16 elements of a row from element i, as floats: F32 rows; F16 rows
+ * converted exactly; Q8_0 rows (i a multiple of 16) as scale times quant,
+ * exact too. The masked form zeroes the lanes outside mask. Callers pass a
+ * constant type, so each inlined copy has one kind of load. */
+static ALWAYS_INLINE __m512 q8_0_values(const void *row, int i, __m128i quants) {
+    const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
+    __m512 scale = _mm512_set1_ps(_cvtsh_ss(block->d));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), scale);
+}
+
+static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
+    return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
+}
+
+static ALWAYS_INLINE __m512 load_row(const void *row, enum tensor_type type, int i) {
+    if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    if (type == TENSOR_Q8_0)
+        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)q8_0_quants(row, i)));
     return _mm512_loadu_ps((const float *)row + i);
 }
 
-static ALWAYS_INLINE __m512 load_row_masked(const void *row, int half, int i, __mmask16 mask) {
-    if (half) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)row + i));
+static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type type, int i,
+                                            __mmask16 mask) {
+    if (type == TENSOR_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)row + i));
+    if (type == TENSOR_Q8_0)
+        return q8_0_values(row, i, _mm_maskz_loadu_epi8(mask, q8_0_quants(row, i)));
     return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
 }
 
 /* Row p of n elements. */
-static ALWAYS_INLINE const void *row_at(const void *rows, int half, int p, int n) {
-    return (const char *)rows + (size_t)p * (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
+static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
+    size_t bytes = type == TENSOR_F16 ? (size_t)n * sizeof(uint16_t)
+                   : type == TENSOR_Q8_0
+                       ? (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0)
+                       : (size_t)n * sizeof(float);
+    return (const char *)rows + (size_t)p * bytes;
 }
 
 /* The vector whose lane sum is tensor_dot(a, b, n): four running sums, 64
  * elements a round, then 16, then the masked tail, added as (0+1) + (2+3). */
-static ALWAYS_INLINE __m512 dot_vector(const float *a, const void *b, int half, int n) {
+static ALWAYS_INLINE __m512 dot_vector(const float *a, const void *b, enum tensor_type type,
+                                       int n) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
     int i = 0;
     for (; i + 64 <= n; i += 64)
 #pragma GCC unroll 4 /* keeps the four sums in registers */
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), load_row(b, half, i + 16 * k),
+            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), load_row(b, type, i + 16 * k),
                                      acc[k]);
     for (; i + 16 <= n; i += 16)
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_row(b, half, i), acc[0]);
+        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_row(b, type, i), acc[0]);
     if (i < n) {
         __mmask16 mask = tail_mask(n);
         acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i),
-                                 load_row_masked(b, half, i, mask), acc[1]);
+                                 load_row_masked(b, type, i, mask), acc[1]);
     }
     return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
 }
@@ -130,18 +152,18 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
 }
 
 float tensor_dot_avx512(const float *a, const float *b, int n) {
-    return sum_lanes(dot_vector(a, b, 0, n));
+    return sum_lanes(dot_vector(a, b, TENSOR_F32, n));
 }
 
 /* Rows go sixteen at a time, so that one transposing tree (sum_lanes_16)
  * finishes sixteen dot products. */
-static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows, int half,
-                                   int n_rows, int n) {
+static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
+                                   enum tensor_type type, int n_rows, int n) {
     __m512 sums[16];
     for (int p = 0; p < n_rows; p += 16) {
         int count = n_rows - p < 16 ? n_rows - p : 16;
         for (int j = 0; j < 16; j++)
-            sums[j] = j < count ? dot_vector(q, row_at(rows, half, p + j, n), half, n)
+            sums[j] = j < count ? dot_vector(q, row_at(rows, type, p + j, n), type, n)
                                 : _mm512_setzero_ps();
         __mmask16 mask = count == 16 ? (__mmask16)0xffff : tail_mask(count);
         _mm512_mask_storeu_ps(out + p, mask, sum_lanes_16(sums));
@@ -151,16 +173,18 @@ static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
 void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
                             int n_rows, int n) {
     if (type == TENSOR_F16)
-        dot_rows(out, q, rows, 1, n_rows, n);
+        dot_rows(out, q, rows, TENSOR_F16, n_rows, n);
+    else if (type == TENSOR_Q8_0)
+        dot_rows(out, q, rows, TENSOR_Q8_0, n_rows, n);
     else
-        dot_rows(out, q, rows, 0, n_rows, n);
+        dot_rows(out, q, rows, TENSOR_F32, n_rows, n);
 }
 
 /* Every element takes the fused multiply-adds of tensor_axpy_avx512 in the
  * same order, from out's value; they stay in registers, 64 or 16 columns at
  * a time. */
-static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows, int half,
-                                       int n_rows, int n) {
+static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
+                                       enum tensor_type type, int n_rows, int n) {
     int i = 0;
     for (; i + 64 <= n; i += 64) {
         __m512 acc[4];
@@ -168,10 +192,10 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         for (int k = 0; k < 4; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
         for (int p = 0; p < n_rows; p++) {
             __m512 w = _mm512_set1_ps(weights[p]);
-            const void *row = row_at(rows, half, p, n);
+            const void *row = row_at(rows, type, p, n);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                acc[k] = _mm512_fmadd_ps(w, load_row(row, half, i + 16 * k), acc[k]);
+                acc[k] = _mm512_fmadd_ps(w, load_row(row, type, i + 16 * k), acc[k]);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
@@ -181,7 +205,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         __m512 acc = _mm512_maskz_loadu_ps(mask, out + i);
         for (int p = 0; p < n_rows; p++)
             acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[p]),
-                                  load_row_masked(row_at(rows, half, p, n), half, i, mask), acc);
+                                  load_row_masked(row_at(rows, type, p, n), type, i, mask), acc);
         _mm512_mask_storeu_ps(out + i, mask, acc);
     }
 }
@@ -189,9 +213,11 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n) {
     if (type == TENSOR_F16)
-        weighted_sum(out, weights, rows, 1, n_rows, n);
+        weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
+    else if (type == TENSOR_Q8_0)
+        weighted_sum(out, weights, rows, TENSOR_Q8_0, n_rows, n);
     else
-        weighted_sum(out, weights, rows, 0, n_rows, n);
+        weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
 }
 
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {

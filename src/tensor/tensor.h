@@ -233,8 +233,9 @@ void tensor_axpy(float *y, float a, const float *x, int n);
 
 /* out[p] = tensor_dot(q, row p, n) for p < n_rows, the same bits, without
  * a call per row (attention scores over a block of cached keys). rows holds
- * n_rows contiguous rows of n elements of type TENSOR_F32 or TENSOR_F16; an
- * F16 element counts as its exact float value. */
+ * n_rows contiguous rows of n elements of type TENSOR_F32, TENSOR_F16 or
+ * TENSOR_Q8_0 (n a multiple of 32: each row is n / 32 blocks); an element
+ * counts as its exact float value (for Q8_0, scale times quant). */
 void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
                      int n_rows, int n);
 
@@ -248,5 +249,9 @@ void tensor_weighted_sum(float *out, const float *weights, const void *rows, enu
 /* out[i] = tensor_fp32_to_fp16(x[i]) for i < n (a key/value cache's
  * stores). */
 void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n);
+
+/* tensor_quantize_q8_0 of n floats (a multiple of 32), the same bits, with
+ * the instruction set in use (a key/value cache's stores). */
+void tensor_quantize_row_q8_0(struct tensor_block_q8_0 *out, const float *x, int n);
 
 #endif
