@@ -38,8 +38,8 @@ static const int row_counts[] = {0, 1, 2, 5, 16, 17, 70};
 #define MAX_N      130
 
 /* The rows under test: n_rows rows of n elements of type, one element past
- * an aligned address (F32, F16) or at an odd address (Q8_0), and the same
- * values as floats (exact for F16 and Q8_0). */
+ * an aligned address (Q8_0: 2 bytes past, the alignment of its blocks), and
+ * the same values as floats (exact for F16 and Q8_0). */
 struct rows {
     enum tensor_type type;
     const void *data;
@@ -50,7 +50,7 @@ static void make_rows(struct rows *r, enum tensor_type type, void *pool, int n_r
     r->type = type;
     if (type == TENSOR_Q8_0) {
         float x[MAX_ROWS * MAX_N];
-        struct tensor_block_q8_0 *blocks = (void *)((char *)pool + 1);
+        struct tensor_block_q8_0 *blocks = (void *)((char *)pool + 2);
         for (int i = 0; i < n_rows * n; i++) x[i] = random_float();
         tensor_quantize_q8_0(blocks, x, (int64_t)n_rows * n);
         tensor_dequantize_row(r->values, blocks, TENSOR_Q8_0, n_rows * n);
