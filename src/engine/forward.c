@@ -75,6 +75,7 @@ int engine_init(struct engine *engine, const struct model *model,
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
+    /* + 1: a buffer even for a model without rotary pairs */
     engine->rope_cosines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
     engine->rope_sines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
     size_t parts =
