@@ -93,8 +93,17 @@ static void test_random_model(const char *path) {
     test_job_free(&o);
     o = run("bench", "-m", path, "-p", "16", "-n", "8", "--reps", "2");
     CHECK_MSG(o.status == 0 && strstr(o.out, "| pp16") && strstr(o.out, "| tg8") &&
-                  strstr(o.out, "GB/s"),
+                  strstr(o.out, "GB/s") && strstr(o.out, "f16 KV cache"),
               "bench: %s%s", o.out, o.err);
+    test_job_free(&o);
+    o = run("bench", "-m", path, "-p", "16", "-n", "8", "--reps", "1", "--kv-type", "f32");
+    CHECK_MSG(o.status == 0 && strstr(o.out, "f32 KV cache"), "bench --kv-type f32: %s%s", o.out,
+              o.err);
+    test_job_free(&o);
+    /* this model's heads have 16 elements: too few for Q8_0 blocks */
+    o = run("generate", "-m", path, "-p", "hi", "-n", "2", "--kv-type", "q8_0");
+    check_error(o, "q8_0 needs a head dimension divisible by 32; this model's is 16",
+                "generate --kv-type q8_0");
     test_job_free(&o);
 }
 
