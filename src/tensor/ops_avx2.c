@@ -69,20 +69,23 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     return _mm256_andnot_ps(underflow, result);
 }
 
-/* 8 elements of a row from element i (the n < 8 left, zero-filled, for
- * the tail form), as floats: F32 rows; F16 rows converted exactly; Q8_0
- * rows (i a multiple of 8) as scale times quant, exact too. Callers pass a
- * constant type, so each inlined copy has one kind of load. */
+/* Quants from the Q8_0 block holding element i, as floats: scale times
+ * quant, exact (an 11-bit scale times a 7-bit quant). */
 static ALWAYS_INLINE __m256 q8_0_values(const void *row, int i, __m128i quants) {
     const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
     __m256 scale = _mm256_set1_ps(_cvtsh_ss(block->d));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quants)), scale);
 }
 
+/* Address of element i's quant in a Q8_0 row. */
 static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
     return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
 }
 
+/* 8 elements of a row from element i (the n < 8 left, zero-filled, for
+ * the tail form), as floats: F32 rows; F16 rows converted exactly; Q8_0
+ * rows (i a multiple of 8) as scale times quant, exact too. Callers pass a
+ * constant type, so each inlined copy has one kind of load. */
 static ALWAYS_INLINE __m256 load_row(const void *row, enum tensor_type type, int i) {
     if (type == TENSOR_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
@@ -105,10 +108,9 @@ static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type
 
 /* Row p of n elements. */
 static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
-    size_t bytes = type == TENSOR_F16 ? (size_t)n * sizeof(uint16_t)
-                   : type == TENSOR_Q8_0
-                       ? (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0)
-                       : (size_t)n * sizeof(float);
+    size_t bytes = (size_t)n * sizeof(float);
+    if (type == TENSOR_F16) bytes = (size_t)n * sizeof(uint16_t);
+    if (type == TENSOR_Q8_0) bytes = (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0);
     return (const char *)rows + (size_t)p * bytes;
 }
 

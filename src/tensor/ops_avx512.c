@@ -75,20 +75,23 @@ static ALWAYS_INLINE __m512 sum_lanes_16(const __m512 v[16]) {
     return _mm512_permutexvar_ps(order, sums);
 }
 
-/* 16 elements of a row from element i, as floats: F32 rows; F16 rows
- * converted exactly; Q8_0 rows (i a multiple of 16) as scale times quant,
- * exact too. The masked form zeroes the lanes outside mask. Callers pass a
- * constant type, so each inlined copy has one kind of load. */
+/* Quants from the Q8_0 block holding element i, as floats: scale times
+ * quant, exact (an 11-bit scale times a 7-bit quant). */
 static ALWAYS_INLINE __m512 q8_0_values(const void *row, int i, __m128i quants) {
     const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
     __m512 scale = _mm512_set1_ps(_cvtsh_ss(block->d));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), scale);
 }
 
+/* Address of element i's quant in a Q8_0 row. */
 static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
     return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
 }
 
+/* 16 elements of a row from element i, as floats: F32 rows; F16 rows
+ * converted exactly; Q8_0 rows (i a multiple of 16) as scale times quant,
+ * exact too. The masked form zeroes the lanes outside mask. Callers pass a
+ * constant type, so each inlined copy has one kind of load. */
 static ALWAYS_INLINE __m512 load_row(const void *row, enum tensor_type type, int i) {
     if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
@@ -108,10 +111,9 @@ static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type ty
 
 /* Row p of n elements. */
 static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
-    size_t bytes = type == TENSOR_F16 ? (size_t)n * sizeof(uint16_t)
-                   : type == TENSOR_Q8_0
-                       ? (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0)
-                       : (size_t)n * sizeof(float);
+    size_t bytes = (size_t)n * sizeof(float);
+    if (type == TENSOR_F16) bytes = (size_t)n * sizeof(uint16_t);
+    if (type == TENSOR_Q8_0) bytes = (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0);
     return (const char *)rows + (size_t)p * bytes;
 }
 
