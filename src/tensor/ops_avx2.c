@@ -106,14 +106,6 @@ static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
 }
 
-/* Row p of n elements. */
-static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
-    size_t bytes = (size_t)n * sizeof(float);
-    if (type == TENSOR_F16) bytes = (size_t)n * sizeof(uint16_t);
-    if (type == TENSOR_Q8_0) bytes = (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0);
-    return (const char *)rows + (size_t)p * bytes;
-}
-
 /* tensor_dot's sequence, inlined where many rows are taken in a row. */
 static ALWAYS_INLINE float dot(const float *a, const void *b, enum tensor_type type, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -148,7 +140,9 @@ float tensor_dot_avx2(const float *a, const float *b, int n) {
 
 static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
                                    enum tensor_type type, int n_rows, int n) {
-    for (int p = 0; p < n_rows; p++) out[p] = dot(q, row_at(rows, type, p, n), type, n);
+    size_t stride = tensor_row_bytes(type, n);
+    for (int p = 0; p < n_rows; p++)
+        out[p] = dot(q, (const char *)rows + (size_t)p * stride, type, n);
 }
 
 void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
@@ -166,6 +160,7 @@ void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum ten
  * a time. */
 static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
                                        enum tensor_type type, int n_rows, int n) {
+    size_t stride = tensor_row_bytes(type, n);
     int i = 0;
     for (; i + 32 <= n; i += 32) {
         __m256 acc[4];
@@ -173,7 +168,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         for (int k = 0; k < 4; k++) acc[k] = _mm256_loadu_ps(out + i + 8 * k);
         for (int p = 0; p < n_rows; p++) {
             __m256 w = _mm256_set1_ps(weights[p]);
-            const void *row = row_at(rows, type, p, n);
+            const void *row = (const char *)rows + (size_t)p * stride;
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
                 acc[k] = _mm256_fmadd_ps(w, load_row(row, type, i + 8 * k), acc[k]);
@@ -185,8 +180,9 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         int width = n - i < 8 ? n - i : 8;
         __m256 acc = load_tail(out + i, width);
         for (int p = 0; p < n_rows; p++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[p]),
-                                  load_row_tail(row_at(rows, type, p, n), type, i, width), acc);
+            acc = _mm256_fmadd_ps(
+                _mm256_set1_ps(weights[p]),
+                load_row_tail((const char *)rows + (size_t)p * stride, type, i, width), acc);
         store_tail(out + i, acc, width);
     }
 }

@@ -109,14 +109,6 @@ static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type ty
     return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
 }
 
-/* Row p of n elements. */
-static ALWAYS_INLINE const void *row_at(const void *rows, enum tensor_type type, int p, int n) {
-    size_t bytes = (size_t)n * sizeof(float);
-    if (type == TENSOR_F16) bytes = (size_t)n * sizeof(uint16_t);
-    if (type == TENSOR_Q8_0) bytes = (size_t)(n / TENSOR_QK) * sizeof(struct tensor_block_q8_0);
-    return (const char *)rows + (size_t)p * bytes;
-}
-
 /* The vector whose lane sum is tensor_dot(a, b, n): four running sums, 64
  * elements a round, then 16, then the masked tail, added as (0+1) + (2+3). */
 static ALWAYS_INLINE __m512 dot_vector(const float *a, const void *b, enum tensor_type type,
@@ -161,12 +153,14 @@ float tensor_dot_avx512(const float *a, const float *b, int n) {
  * finishes sixteen dot products. */
 static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
                                    enum tensor_type type, int n_rows, int n) {
+    size_t stride = tensor_row_bytes(type, n);
     __m512 sums[16];
     for (int p = 0; p < n_rows; p += 16) {
         int count = n_rows - p < 16 ? n_rows - p : 16;
         for (int j = 0; j < 16; j++)
-            sums[j] = j < count ? dot_vector(q, row_at(rows, type, p + j, n), type, n)
-                                : _mm512_setzero_ps();
+            sums[j] = j < count
+                          ? dot_vector(q, (const char *)rows + (size_t)(p + j) * stride, type, n)
+                          : _mm512_setzero_ps();
         __mmask16 mask = count == 16 ? (__mmask16)0xffff : tail_mask(count);
         _mm512_mask_storeu_ps(out + p, mask, sum_lanes_16(sums));
     }
@@ -187,6 +181,7 @@ void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum t
  * a time. */
 static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
                                        enum tensor_type type, int n_rows, int n) {
+    size_t stride = tensor_row_bytes(type, n);
     int i = 0;
     for (; i + 64 <= n; i += 64) {
         __m512 acc[4];
@@ -194,7 +189,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         for (int k = 0; k < 4; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
         for (int p = 0; p < n_rows; p++) {
             __m512 w = _mm512_set1_ps(weights[p]);
-            const void *row = row_at(rows, type, p, n);
+            const void *row = (const char *)rows + (size_t)p * stride;
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
                 acc[k] = _mm512_fmadd_ps(w, load_row(row, type, i + 16 * k), acc[k]);
@@ -206,8 +201,9 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
         __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n);
         __m512 acc = _mm512_maskz_loadu_ps(mask, out + i);
         for (int p = 0; p < n_rows; p++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[p]),
-                                  load_row_masked(row_at(rows, type, p, n), type, i, mask), acc);
+            acc = _mm512_fmadd_ps(
+                _mm512_set1_ps(weights[p]),
+                load_row_masked((const char *)rows + (size_t)p * stride, type, i, mask), acc);
         _mm512_mask_storeu_ps(out + i, mask, acc);
     }
 }
