@@ -72,14 +72,8 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
 /* Quants from the Q8_0 block holding element i, as floats: scale times
  * quant, exact (an 11-bit scale times a 7-bit quant). */
 static ALWAYS_INLINE __m256 q8_0_values(const void *row, int i, __m128i quants) {
-    const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
-    __m256 scale = _mm256_set1_ps(_cvtsh_ss(block->d));
+    __m256 scale = _mm256_set1_ps(_cvtsh_ss(tensor_q8_0_block(row, i)->d));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quants)), scale);
-}
-
-/* Address of element i's quant in a Q8_0 row. */
-static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
-    return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
 }
 
 /* 8 elements of a row from element i (the n < 8 left, zero-filled, for
@@ -90,7 +84,7 @@ static ALWAYS_INLINE __m256 load_row(const void *row, enum tensor_type type, int
     if (type == TENSOR_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
     if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_loadl_epi64((const __m128i *)q8_0_quants(row, i)));
+        return q8_0_values(row, i, _mm_loadl_epi64((const __m128i *)tensor_q8_0_quant(row, i)));
     return _mm256_loadu_ps((const float *)row + i);
 }
 
@@ -98,7 +92,7 @@ static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type
     if (type == TENSOR_F32) return load_tail((const float *)row + i, n);
     if (type == TENSOR_Q8_0) {
         int8_t lanes[16] = {0};
-        memcpy(lanes, q8_0_quants(row, i), (size_t)n);
+        memcpy(lanes, tensor_q8_0_quant(row, i), (size_t)n);
         return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)lanes));
     }
     uint16_t lanes[8] = {0};

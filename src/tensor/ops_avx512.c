@@ -78,14 +78,8 @@ static ALWAYS_INLINE __m512 sum_lanes_16(const __m512 v[16]) {
 /* Quants from the Q8_0 block holding element i, as floats: scale times
  * quant, exact (an 11-bit scale times a 7-bit quant). */
 static ALWAYS_INLINE __m512 q8_0_values(const void *row, int i, __m128i quants) {
-    const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
-    __m512 scale = _mm512_set1_ps(_cvtsh_ss(block->d));
+    __m512 scale = _mm512_set1_ps(_cvtsh_ss(tensor_q8_0_block(row, i)->d));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), scale);
-}
-
-/* Address of element i's quant in a Q8_0 row. */
-static ALWAYS_INLINE const int8_t *q8_0_quants(const void *row, int i) {
-    return ((const struct tensor_block_q8_0 *)row + i / TENSOR_QK)->qs + i % TENSOR_QK;
 }
 
 /* 16 elements of a row from element i, as floats: F32 rows; F16 rows
@@ -96,7 +90,7 @@ static ALWAYS_INLINE __m512 load_row(const void *row, enum tensor_type type, int
     if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
     if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)q8_0_quants(row, i)));
+        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)tensor_q8_0_quant(row, i)));
     return _mm512_loadu_ps((const float *)row + i);
 }
 
@@ -105,7 +99,7 @@ static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type ty
     if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)row + i));
     if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_maskz_loadu_epi8(mask, q8_0_quants(row, i)));
+        return q8_0_values(row, i, _mm_maskz_loadu_epi8(mask, tensor_q8_0_quant(row, i)));
     return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
 }
 

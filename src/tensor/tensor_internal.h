@@ -34,6 +34,14 @@ struct tensor_xq {
     int interleaved; /* 1: blocks numbered j * batch + b, else b * blocks + j */
 };
 
+/* The block of a Q8_0 row holding element i, and element i's quant. */
+static inline const struct tensor_block_q8_0 *tensor_q8_0_block(const void *row, int i) {
+    return (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
+}
+static inline const int8_t *tensor_q8_0_quant(const void *row, int i) {
+    return tensor_q8_0_block(row, i)->qs + i % TENSOR_QK;
+}
+
 /* What one tensor_matmul asks of every thread. */
 struct tensor_matmul_job {
     const struct tensor_matrix *w; /* weights, (rows, cols) */
