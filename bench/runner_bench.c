@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     }
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     int kv_type = argc > 3 ? tensor_type_from_name(argv[3]) : TENSOR_F16;
-    if (kv_type != TENSOR_F16 && kv_type != TENSOR_F32 && kv_type != TENSOR_Q8_0) {
+    if (!kv_cache_type_supported(kv_type)) {
         fprintf(stderr, "runner_bench: the KV type is f16, q8_0 or f32, not '%s'\n", argv[3]);
         return 2;
     }

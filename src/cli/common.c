@@ -26,7 +26,7 @@ int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum t
     const char *option = argv[*i], *text;
     if (cli_string_value(command, argc, argv, i, &text)) return -1;
     int type = tensor_type_from_name(text);
-    if (type == TENSOR_F16 || type == TENSOR_F32 || type == TENSOR_Q8_0) {
+    if (kv_cache_type_supported(type)) {
         *out = (enum tensor_type)type;
         return 0;
     }

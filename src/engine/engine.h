@@ -43,6 +43,8 @@ struct kv_sequence {
     int capacity; /* allocated entries of blocks */
 };
 
+/* 1 if a cache can keep elements of type (F16, F32 or Q8_0). */
+int kv_cache_type_supported(int type);
 /* type: TENSOR_F16 (half the memory of floats; llama.cpp's default too),
  * TENSOR_Q8_0 (34 bytes per 32 elements, about a quarter: head_dim must be
  * a multiple of 32) or TENSOR_F32 (the numerics of a float reference such as

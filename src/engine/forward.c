@@ -291,6 +291,11 @@ struct attention_job {
     int layer;
 };
 
+/* Positions of the cache block that starts at position p, of n_positions. */
+static int block_rows(const struct kv_cache *kv, int p, int n_positions) {
+    return n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
+}
+
 /* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal
  * past, a cache block at a time. scores is this thread's work space
  * (context_length floats). */
@@ -307,20 +312,16 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     float scale = 1.0f / sqrtf((float)d);
 
     /* scores = q k^T / sqrt(d), then softmax */
-    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
-        int rows = n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
-        tensor_dot_rows(scores + p, q, kv_block_keys(kv, seq, layer, b, kv_head), kv->type, rows,
-                        d);
-    }
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size)
+        tensor_dot_rows(scores + p, q, kv_block_keys(kv, seq, layer, b, kv_head), kv->type,
+                        block_rows(kv, p, n_positions), d);
     for (int p = 0; p < n_positions; p++) scores[p] *= scale;
     tensor_softmax(scores, n_positions);
     /* out = scores v */
     memset(out, 0, (size_t)d * sizeof(float));
-    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
-        int rows = n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size)
         tensor_weighted_sum(out, scores + p, kv_block_values(kv, seq, layer, b, kv_head), kv->type,
-                            rows, d);
-    }
+                            block_rows(kv, p, n_positions), d);
 }
 
 /* Items go head by head, so one head's cached keys and values stay in the

@@ -37,11 +37,15 @@ static void *map_side(size_t bytes) {
     return p;
 }
 
+int kv_cache_type_supported(int type) {
+    return type == TENSOR_F16 || type == TENSOR_F32 || type == TENSOR_Q8_0;
+}
+
 int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int n_kv_heads,
                   int head_dim, int block_size, int n_blocks, char *err, size_t errlen) {
     int kv_dim = n_kv_heads * head_dim;
     memset(kv, 0, sizeof(*kv));
-    if (type != TENSOR_F16 && type != TENSOR_F32 && type != TENSOR_Q8_0) {
+    if (!kv_cache_type_supported(type)) {
         snprintf(err, errlen, "kv cache: element type %d is not f16, f32 or q8_0", (int)type);
         return -1;
     }

@@ -1,12 +1,13 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
  * rotary embedding, softmax, SwiGLU, dot and axpy, their many-row forms for
- * attention (dot_rows, weighted_sum, over float or half rows), and rounding
- * to half precision for the key/value cache.
+ * attention (dot_rows, weighted_sum, over F32, F16 or Q8_0 rows), and the
+ * rounding to F16 or Q8_0 of the key/value cache's stores.
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
- * ops_avx512.c) are tested against. Rotary embedding is scalar only: its
- * cost is a few trigonometric calls per call, shared by all heads. */
+ * ops_avx512.c) are tested against. Rotary embedding is scalar only: a
+ * position's angles are computed once a step and shared by every head and
+ * layer. */
 #include "tensor_internal.h"
 
 #include <math.h>
@@ -54,8 +55,9 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
 static float row_element(const void *rows, enum tensor_type type, size_t i) {
     if (type == TENSOR_F16) return tensor_fp16_to_fp32(((const uint16_t *)rows)[i]);
     if (type == TENSOR_Q8_0) {
-        const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)rows + i / 32;
-        return tensor_fp16_to_fp32(block->d) * (float)block->qs[i % 32];
+        const struct tensor_block_q8_0 *block =
+            (const struct tensor_block_q8_0 *)rows + i / TENSOR_QK;
+        return tensor_fp16_to_fp32(block->d) * (float)block->qs[i % TENSOR_QK];
     }
     return ((const float *)rows)[i];
 }
@@ -138,8 +140,7 @@ void tensor_quantize_row_q8_0(struct tensor_block_q8_0 *out, const float *x, int
 }
 
 int tensor_rope_pairs(int head_dim, int rope_dim) {
-    int pairs = (rope_dim > head_dim ? head_dim : rope_dim) / 2;
-    return pairs > TENSOR_ROPE_MAX_PAIRS ? TENSOR_ROPE_MAX_PAIRS : pairs;
+    return (rope_dim > head_dim ? head_dim : rope_dim) / 2;
 }
 
 void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, int pos,
@@ -165,12 +166,4 @@ void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const floa
             head[second] = a * sines[j] + b * cosines[j];
         }
     }
-}
-
-void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
-                 enum tensor_rope_style style) {
-    float cosines[TENSOR_ROPE_MAX_PAIRS], sines[TENSOR_ROPE_MAX_PAIRS];
-    int pairs = tensor_rope_pairs(head_dim, rope_dim);
-    tensor_rope_angles(cosines, sines, pairs, rope_dim, pos, theta_base);
-    tensor_rope_turn(x, n_heads, head_dim, pairs, cosines, sines, style);
 }

@@ -198,24 +198,20 @@ enum tensor_rope_style {
     TENSOR_ROPE_NEOX = 1, /* rotate (j, j + rope_dim/2): qwen2, qwen3 */
 };
 
-/* Rotates, in place, the first rope_dim elements of each of n_heads heads of
- * head_dim elements in x, for position pos: pair j turns by
- * pos * theta_base^(-2j/rope_dim). The same as tensor_rope_angles then
- * tensor_rope_turn. */
-void tensor_rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float theta_base,
-                 enum tensor_rope_style style);
+/* Rotary position embedding in two steps: a position's angles, computed
+ * once for every head and layer, then the turn of each head's first
+ * rope_dim elements by them. Pair j at position pos turns by
+ * pos * theta_base^(-2j/rope_dim). */
 
-/* Pairs of each head that tensor_rope turns (rope_dim / 2, at most head_dim
- * / 2 and TENSOR_ROPE_MAX_PAIRS). */
-#define TENSOR_ROPE_MAX_PAIRS 512
+/* Pairs of each head that turn: rope_dim / 2, at most head_dim / 2. */
 int tensor_rope_pairs(int head_dim, int rope_dim);
 
-/* cosines[j] and sines[j] of pair j's angle at position pos, j < pairs: a
- * position's angles, computed once for every head and layer. */
+/* cosines[j] and sines[j] of pair j's angle at position pos, j < pairs. */
 void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, int pos,
                         float theta_base);
 
-/* tensor_rope with a position's angles from tensor_rope_angles. */
+/* Rotates, in place, each of n_heads heads of head_dim elements in x by a
+ * position's angles. */
 void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
                       const float *sines, enum tensor_rope_style style);
 
