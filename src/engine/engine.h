@@ -107,6 +107,14 @@ struct engine_fault {
 /* Parses "KIND:RANK:STEP" (empty or NULL: no fault). */
 int engine_fault_parse(struct engine_fault *fault, const char *spec, char *err, size_t errlen);
 
+/* A share of one layer's attention that one thread takes: heads
+ * [head_begin, head_end) of tokens [token_begin, token_end), consecutive
+ * tokens of one sequence (forward.c). */
+struct attention_unit {
+    int token_begin, token_end;
+    int head_begin, head_end;
+};
+
 /* Working memory and the thread pool for forward passes of one model. */
 struct engine {
     const struct model *model; /* the model run: the caller's, or packed_model */
@@ -136,6 +144,9 @@ struct engine {
     int *chunk_positions;                 /* (max_tokens) */
     struct kv_sequence **chunk_sequences; /* (max_tokens) */
     uint8_t *chunk_want;                  /* (max_tokens) */
+    /* this pass's attention work (forward.c) */
+    struct attention_unit *attention_units; /* (max_tokens * n_heads) */
+    int n_attention_units;                  /* the ones in use */
     /* tensor parallelism (comm == NULL for one rank) */
     struct comm *comm;                 /* this rank's handle on its group */
     uint64_t step;                     /* tag of the current step (leader: next to run) */

@@ -73,6 +73,7 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->up = malloc(t * c->hidden_dim * sizeof(float));
     engine->scores =
         malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
+    engine->attention_units = malloc(t * (size_t)c->n_heads * sizeof(struct attention_unit));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
     /* + 1: a buffer even for a model without rotary pairs */
@@ -91,8 +92,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
-        !engine->gate || !engine->up || !engine->scores || !engine->logits ||
-        !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
+        !engine->gate || !engine->up || !engine->scores || !engine->attention_units ||
+        !engine->logits || !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
         !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
@@ -114,6 +115,7 @@ void engine_free(struct engine *engine) {
     free(engine->gate);
     free(engine->up);
     free(engine->scores);
+    free(engine->attention_units);
     free(engine->logits);
     free(engine->rope_cosines);
     free(engine->rope_sines);
@@ -324,16 +326,42 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
                             block_rows(kv, p, n_positions), d);
 }
 
-/* Items go head by head, so one head's cached keys and values stay in the
- * cache while the batch's tokens use them. */
-static void attention_worker(void *arg, int thread, int n_threads) {
+/* A token alone in its sequence's run (a decode token) is one unit over
+ * all heads: within a cache block the heads lie side by side, so its thread
+ * streams each block whole (measured: 2.7% shorter decode steps with 16
+ * sequences than head-major items, 85M Q8_0 model, steps alternated within
+ * one process). A run of several tokens of one sequence (a prefill chunk)
+ * gives units of one head and up to ATTENTION_PIECE tokens, so that head's
+ * cached keys and values stay in cache while the run's tokens use them,
+ * and even one long prompt has work for every thread. */
+#define ATTENTION_PIECE 16
+
+static void plan_attention(struct engine *engine, const struct engine_batch *batch) {
+    int n_heads = engine->model->config.n_heads, n = 0;
+    struct attention_unit *units = engine->attention_units;
+    for (int begin = 0, end; begin < batch->n_tokens; begin = end) {
+        for (end = begin + 1; end < batch->n_tokens && batch->seqs[end] == batch->seqs[begin];)
+            end++;
+        if (end - begin == 1) {
+            units[n++] = (struct attention_unit){begin, end, 0, n_heads};
+            continue;
+        }
+        for (int head = 0; head < n_heads; head++)
+            for (int t = begin; t < end; t += ATTENTION_PIECE)
+                units[n++] = (struct attention_unit){
+                    t, end - t < ATTENTION_PIECE ? end : t + ATTENTION_PIECE, head, head + 1};
+    }
+    engine->n_attention_units = n;
+}
+
+static void attention_chunk(void *arg, int chunk, int thread) {
     struct attention_job *job = arg;
     struct engine *engine = job->engine;
-    int n_tokens = job->batch->n_tokens;
-    int n_items = n_tokens * engine->model->config.n_heads;
+    const struct attention_unit *unit = &engine->attention_units[chunk];
     float *scores = engine->scores + (size_t)thread * engine->context_length;
-    for (int i = thread; i < n_items; i += n_threads)
-        attend(engine, job->batch, job->layer, i % n_tokens, i / n_tokens, scores);
+    for (int head = unit->head_begin; head < unit->head_end; head++)
+        for (int t = unit->token_begin; t < unit->token_end; t++)
+            attend(engine, job->batch, job->layer, t, head, scores);
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;
@@ -350,7 +378,7 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
     /* rotate q and k by position, then store k and v in the cache */
     struct token_job positions = {engine, batch, layer, NULL, position_token};
     for_each_token(&positions);
-    tensor_pool_run(engine->pool, attention_worker, &job);
+    tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
                                ENGINE_TAG_LAYER(layer, 0), w->ffn_norm);
@@ -405,6 +433,7 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     const float *first_norm = m->config.n_layers > 0 ? m->layers[0].attn_norm : NULL;
     struct token_job embed = {engine, batch, 0, first_norm, embed_token};
     for_each_token(&embed);
+    plan_attention(engine, batch);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
     if (n_wanted == 0) n_wanted = classify(engine, batch);
