@@ -27,9 +27,11 @@ struct kv_cache {
     int head_dim;          /* elements per head */
     int block_size;        /* positions per block */
     int n_blocks;          /* blocks in the pool */
-    void *keys;            /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
+    void *keys;            /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type,
+                            * or with keys_by_dimension (..., head_dim, block_size) */
     void *values;          /* (n_layers, n_blocks, n_kv_heads, block_size, head_dim) of type */
     size_t row_bytes;      /* bytes of one head's key (or value) at one position */
+    int keys_by_dimension; /* 1: a block's keys of a head lie dimension by dimension */
     size_t side_bytes;     /* bytes of keys, and of values */
     int *free_list;        /* (n_blocks) stack of free block ids */
     int n_free;            /* entries of free_list in use */
@@ -63,9 +65,11 @@ int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_posi
 /* Returns every block of seq to the free list and empties it. */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
 /* Address of head's keys (or values) in block `index` of seq, positions
- * index * block_size onwards: block_size rows of head_dim elements of
- * kv->type (row_bytes each), one after another, so attention reads a block
- * of a head as one stream. */
+ * index * block_size onwards, so attention reads a block of a head as one
+ * stream. Values, and Q8_0 keys: block_size rows of head_dim elements of
+ * kv->type (row_bytes each), one after another. F16 and F32 keys
+ * (keys_by_dimension): head_dim rows of block_size elements, dimension i of
+ * the block's position r at i * block_size + r, for tensor_dot_columns. */
 const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                           int index, int head);
 const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,

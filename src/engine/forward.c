@@ -314,9 +314,14 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     float scale = 1.0f / sqrtf((float)d);
 
     /* scores = q k^T / sqrt(d), then softmax */
-    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size)
-        tensor_dot_rows(scores + p, q, kv_block_keys(kv, seq, layer, b, kv_head), kv->type,
-                        block_rows(kv, p, n_positions), d);
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
+        const void *keys = kv_block_keys(kv, seq, layer, b, kv_head);
+        int rows = block_rows(kv, p, n_positions);
+        if (kv->keys_by_dimension)
+            tensor_dot_columns(scores + p, q, keys, kv->type, rows, d, kv->block_size);
+        else
+            tensor_dot_rows(scores + p, q, keys, kv->type, rows, d);
+    }
     for (int p = 0; p < n_positions; p++) scores[p] *= scale;
     tensor_softmax(scores, n_positions);
     /* out = scores v */

@@ -5,7 +5,10 @@
  * at a time. The scheduler admits a prompt only when its blocks fit, so the
  * forward pass never allocates. Within a block, each head's positions are
  * contiguous: attention over a head then streams whole blocks, instead of
- * picking one head's slice out of every position's row. Elements are half
+ * picking one head's slice out of every position's row; a head's F16 or
+ * F32 keys lie dimension by dimension, one position a vector lane for the
+ * scores (tensor_dot_columns), its values position by position for the
+ * weighted sum. Elements are half
  * precision by default: a decode step of many sequences reads every cached
  * key and value once, so halving them halves that traffic (runner_bench, 16
  * sequences on the 85M Q8_0 model: 2322 against 2017 tokens/s with floats,
@@ -58,6 +61,11 @@ int kv_cache_init(struct kv_cache *kv, enum tensor_type type, int n_layers, int 
     }
     kv->type = type;
     kv->row_bytes = tensor_row_bytes(type, head_dim);
+    /* Q8_0 blocks run along a row; the other types can lie dimension by
+     * dimension, which halves attention's score time (tensor_dot_columns
+     * against tensor_dot_rows: 109 against 184 ns for 40 F16 positions of 64
+     * dimensions, one core) */
+    kv->keys_by_dimension = type != TENSOR_Q8_0;
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
@@ -143,12 +151,38 @@ static void store_row(const struct kv_cache *kv, char *to, const float *x, int n
         memcpy(to, x, (size_t)n * sizeof(float));
 }
 
+/* Stores n floats as column r of a dimension-major block at to (F16 or
+ * F32): element i at i * block_size + r. Rounded a vector at a time, then
+ * put in place. */
+#define COLUMN_CHUNK 64
+
+static void store_column(const struct kv_cache *kv, void *to, int r, const float *x, int n) {
+    size_t stride = (size_t)kv->block_size;
+    if (kv->type == TENSOR_F32) {
+        float *floats = to;
+        for (int i = 0; i < n; i++) floats[(size_t)i * stride + (size_t)r] = x[i];
+        return;
+    }
+    uint16_t *column = to, halves[COLUMN_CHUNK];
+    for (int i0 = 0; i0 < n; i0 += COLUMN_CHUNK) {
+        int count = n - i0 < COLUMN_CHUNK ? n - i0 : COLUMN_CHUNK;
+        tensor_fp16_from_fp32(halves, x + i0, count);
+        for (int i = 0; i < count; i++) column[(size_t)(i0 + i) * stride + (size_t)r] = halves[i];
+    }
+}
+
 void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int position,
               const float *key, const float *value) {
-    size_t row = (size_t)(position % kv->block_size) * kv->row_bytes;
+    int r = position % kv->block_size;
+    size_t row = (size_t)r * kv->row_bytes;
     for (int h = 0; h < kv->n_kv_heads; h++) {
-        size_t offset = kv_offset(kv, seq, layer, position / kv->block_size, h) + row;
-        store_row(kv, (char *)kv->keys + offset, key + (size_t)h * kv->head_dim, kv->head_dim);
-        store_row(kv, (char *)kv->values + offset, value + (size_t)h * kv->head_dim, kv->head_dim);
+        size_t slab = kv_offset(kv, seq, layer, position / kv->block_size, h);
+        const float *head_key = key + (size_t)h * kv->head_dim;
+        if (kv->keys_by_dimension)
+            store_column(kv, (char *)kv->keys + slab, r, head_key, kv->head_dim);
+        else
+            store_row(kv, (char *)kv->keys + slab + row, head_key, kv->head_dim);
+        store_row(kv, (char *)kv->values + slab + row, value + (size_t)h * kv->head_dim,
+                  kv->head_dim);
     }
 }

@@ -1,6 +1,7 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
  * rotary embedding, softmax, SwiGLU, dot and axpy, their many-row forms for
- * attention (dot_rows, weighted_sum, over F32, F16 or Q8_0 rows), and the
+ * attention (dot_columns over F32 or F16 keys; dot_rows and weighted_sum
+ * over F32, F16 or Q8_0 rows), and the
  * rounding to F16 or Q8_0 of the key/value cache's stores.
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
@@ -62,6 +63,17 @@ static float row_element(const void *rows, enum tensor_type type, size_t i) {
     return ((const float *)rows)[i];
 }
 
+void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
+                               enum tensor_type type, int n_rows, int n, int stride) {
+    for (int r = 0; r < n_rows; r++) {
+        float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int i = 0; i < n; i++)
+            sums[i % 4] +=
+                q[i] * row_element(columns, type, (size_t)i * (size_t)stride + (size_t)r);
+        out[r] = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    }
+}
+
 void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
                             int n_rows, int n) {
     for (int p = 0; p < n_rows; p++) {
@@ -102,6 +114,11 @@ float tensor_dot(const float *a, const float *b, int n) {
 
 void tensor_axpy(float *y, float a, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->axpy(y, a, x, n);
+}
+
+void tensor_dot_columns(float *out, const float *q, const void *columns, enum tensor_type type,
+                        int n_rows, int n, int stride) {
+    if (n_rows > 0) tensor_kernels_current()->dot_columns(out, q, columns, type, n_rows, n, stride);
 }
 
 void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,

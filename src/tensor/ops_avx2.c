@@ -132,6 +132,58 @@ float tensor_dot_avx2(const float *a, const float *b, int n) {
     return dot(a, b, TENSOR_F32, n);
 }
 
+/* Eight columns of a dimension-major block from offset at, as floats; the
+ * tail form (n < 8) takes the first n and zero-fills the rest, so a
+ * block's last columns never read past it. */
+static ALWAYS_INLINE __m256 load_columns(const void *columns, enum tensor_type type, size_t at,
+                                         int n) {
+    const void *from = type == TENSOR_F16 ? (const void *)((const uint16_t *)columns + at)
+                                          : (const void *)((const float *)columns + at);
+    return n == 8 ? load_row(from, type, 0) : load_row_tail(from, type, 0, n);
+}
+
+/* One column a lane, eight at a time; the four sums over i mod 4 are four
+ * registers. */
+static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *columns,
+                                      enum tensor_type type, int n_rows, int n, int stride) {
+    for (int r = 0; r < n_rows; r += 8) {
+        int width = n_rows - r < 8 ? n_rows - r : 8;
+        __m256 sums[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                          _mm256_setzero_ps()};
+        int i = 0;
+        for (; i + 4 <= n; i += 4)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                sums[k] = _mm256_fmadd_ps(_mm256_set1_ps(q[i + k]),
+                                          load_columns(columns, type,
+                                                       (size_t)(i + k) * (size_t)stride + (size_t)r,
+                                                       width),
+                                          sums[k]);
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++)
+            if (i + k < n)
+                sums[k] = _mm256_fmadd_ps(_mm256_set1_ps(q[i + k]),
+                                          load_columns(columns, type,
+                                                       (size_t)(i + k) * (size_t)stride + (size_t)r,
+                                                       width),
+                                          sums[k]);
+        __m256 total =
+            _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
+        if (width == 8)
+            _mm256_storeu_ps(out + r, total);
+        else
+            store_tail(out + r, total, width);
+    }
+}
+
+void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
+                             int n_rows, int n, int stride) {
+    if (type == TENSOR_F16)
+        dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
+    else
+        dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
+}
+
 static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
                                    enum tensor_type type, int n_rows, int n) {
     size_t stride = tensor_row_bytes(type, n);

@@ -143,6 +143,53 @@ float tensor_dot_avx512(const float *a, const float *b, int n) {
     return sum_lanes(dot_vector(a, b, TENSOR_F32, n));
 }
 
+/* Sixteen columns of a dimension-major block from offset at, as floats
+ * (lanes outside mask zero). */
+static ALWAYS_INLINE __m512 load_columns(const void *columns, enum tensor_type type, size_t at,
+                                         __mmask16 mask) {
+    if (type == TENSOR_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)columns + at));
+    return _mm512_maskz_loadu_ps(mask, (const float *)columns + at);
+}
+
+/* One column a lane, sixteen at a time; the four sums over i mod 4 are
+ * four registers. Every load is masked to the columns asked for, so a
+ * block's last columns never read past it. */
+static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *columns,
+                                      enum tensor_type type, int n_rows, int n, int stride) {
+    for (int r = 0; r < n_rows; r += 16) {
+        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
+        __m512 sums[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                          _mm512_setzero_ps()};
+        int i = 0;
+        for (; i + 4 <= n; i += 4)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                sums[k] = _mm512_fmadd_ps(
+                    _mm512_set1_ps(q[i + k]),
+                    load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask),
+                    sums[k]);
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++)
+            if (i + k < n)
+                sums[k] = _mm512_fmadd_ps(
+                    _mm512_set1_ps(q[i + k]),
+                    load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask),
+                    sums[k]);
+        _mm512_mask_storeu_ps(
+            out + r, mask,
+            _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3])));
+    }
+}
+
+void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
+                               enum tensor_type type, int n_rows, int n, int stride) {
+    if (type == TENSOR_F16)
+        dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
+    else
+        dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
+}
+
 /* Rows go sixteen at a time, so that one transposing tree (sum_lanes_16)
  * finishes sixteen dot products. */
 static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,

@@ -82,6 +82,8 @@ struct tensor_kernels {
     void (*swiglu)(float *out, const float *gate, const float *up, int n);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n);
+    void (*dot_columns)(float *out, const float *q, const void *columns, enum tensor_type type,
+                        int n_rows, int n, int stride);
     void (*dot_rows)(float *out, const float *q, const void *rows, enum tensor_type type,
                      int n_rows, int n);
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
@@ -128,6 +130,8 @@ void tensor_softmax_scalar(float *x, int n);
 void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n);
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
+void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
+                               enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
                             int n_rows, int n);
 void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
@@ -151,6 +155,8 @@ void tensor_softmax_avx2(float *x, int n);
 void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
 float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
+void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
+                             int n_rows, int n, int stride);
 void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
                           int n_rows, int n);
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
@@ -182,6 +188,8 @@ void tensor_softmax_avx512(float *x, int n);
 void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 float tensor_dot_avx512(const float *a, const float *b, int n);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
+void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
+                               enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
                             int n_rows, int n);
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
