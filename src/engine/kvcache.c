@@ -5,14 +5,13 @@
  * at a time. The scheduler admits a prompt only when its blocks fit, so the
  * forward pass never allocates. Within a block, each head's positions are
  * contiguous: attention over a head then streams whole blocks, instead of
- * picking one head's slice out of every position's row; a head's F16 or
- * F32 keys lie dimension by dimension, one position a vector lane for the
- * scores (tensor_dot_columns), its values position by position for the
- * weighted sum. Elements are half
- * precision by default: a decode step of many sequences reads every cached
- * key and value once, so halving them halves that traffic (runner_bench, 16
- * sequences on the 85M Q8_0 model: 2322 against 2017 tokens/s with floats,
- * medians of 3 alternating runs). */
+ * picking one head's slice out of every position's row. A head's F16 or F32
+ * keys lie dimension by dimension, one position a vector lane for the
+ * scores (tensor_dot_columns); its values lie position by position for the
+ * weighted sum. Elements are half precision by default: a decode step of
+ * many sequences reads every cached key and value once, so halving them
+ * halves that traffic (runner_bench, 16 sequences on the 85M Q8_0 model:
+ * 2322 against 2017 tokens/s with floats, medians of 3 alternating runs). */
 #include "engine.h"
 
 #include <stdio.h>
