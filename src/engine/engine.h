@@ -151,6 +151,7 @@ struct engine {
     /* this pass's attention work (forward.c) */
     struct attention_unit *attention_units; /* (max_tokens * n_heads) */
     int n_attention_units;                  /* the ones in use */
+    int attention_stores;                   /* 1: each unit stores its token's k and v */
     /* tensor parallelism (comm == NULL for one rank) */
     struct comm *comm;                 /* this rank's handle on its group */
     uint64_t step;                     /* tag of the current step (leader: next to run) */

@@ -341,6 +341,14 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
  * and even one long prompt has work for every thread. */
 #define ATTENTION_PIECE 16
 
+/* 1 if no two tokens of the batch belong to one sequence (a decode batch). */
+static int one_token_per_sequence(const struct engine_batch *batch) {
+    for (int i = 1; i < batch->n_tokens; i++)
+        for (int j = 0; j < i; j++)
+            if (batch->seqs[i] == batch->seqs[j]) return 0;
+    return 1;
+}
+
 static void plan_attention(struct engine *engine, const struct engine_batch *batch) {
     int n_heads = engine->model->config.n_heads, n = 0;
     struct attention_unit *units = engine->attention_units;
@@ -357,6 +365,12 @@ static void plan_attention(struct engine *engine, const struct engine_batch *bat
                     t, end - t < ATTENTION_PIECE ? end : t + ATTENTION_PIECE, head, head + 1};
     }
     engine->n_attention_units = n;
+    /* When no other token reads a token's keys and values in this pass,
+     * its unit rotates and stores them itself just before attending: one
+     * pool job less a layer, and the cache lines it writes are the ones it
+     * reads next, on the same core (measured: 0.5-1% shorter 16-sequence
+     * decode steps, alternated in one process). */
+    engine->attention_stores = batch->n_tokens > 1 && one_token_per_sequence(batch);
 }
 
 static void attention_chunk(void *arg, int chunk, int thread) {
@@ -364,6 +378,10 @@ static void attention_chunk(void *arg, int chunk, int thread) {
     struct engine *engine = job->engine;
     const struct attention_unit *unit = &engine->attention_units[chunk];
     float *scores = engine->scores + (size_t)thread * engine->context_length;
+    if (engine->attention_stores) {
+        struct token_job positions = {engine, job->batch, job->layer, NULL, position_token};
+        position_token(&positions, unit->token_begin);
+    }
     for (int head = unit->head_begin; head < unit->head_end; head++)
         for (int t = unit->token_begin; t < unit->token_end; t++)
             attend(engine, job->batch, job->layer, t, head, scores);
@@ -380,9 +398,10 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
     float *const qkv[] = {engine->q, engine->k, engine->v};
     const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
     if (tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n)) return -1;
-    /* rotate q and k by position, then store k and v in the cache */
+    /* rotate q and k by position, then store k and v in the cache (in the
+     * attention units when they can) */
     struct token_job positions = {engine, batch, layer, NULL, position_token};
-    for_each_token(&positions);
+    if (!engine->attention_stores) for_each_token(&positions);
     tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
