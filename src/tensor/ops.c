@@ -1,8 +1,8 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
  * rotary embedding, softmax, SwiGLU, dot and axpy, their many-row forms for
  * attention (dot_columns over F32 or F16 keys; dot_rows and weighted_sum
- * over F32, F16 or Q8_0 rows), and the
- * rounding to F16 or Q8_0 of the key/value cache's stores.
+ * over F32, F16 or Q8_0 rows), and the rounding to F16 or Q8_0 of the
+ * key/value cache's stores.
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,

@@ -142,6 +142,14 @@ static ALWAYS_INLINE __m256 load_columns(const void *columns, enum tensor_type t
     return n == 8 ? load_row(from, type, 0) : load_row_tail(from, type, 0, n);
 }
 
+/* sum + q[i] * dimension i of the width (<= 8) columns from r. */
+static ALWAYS_INLINE __m256 add_dimension(__m256 sum, const float *q, const void *columns,
+                                          enum tensor_type type, int i, int stride, int r,
+                                          int width) {
+    size_t at = (size_t)i * (size_t)stride + (size_t)r;
+    return _mm256_fmadd_ps(_mm256_set1_ps(q[i]), load_columns(columns, type, at, width), sum);
+}
+
 /* One column a lane, eight at a time; the four sums over i mod 4 are four
  * registers. */
 static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *columns,
@@ -154,19 +162,11 @@ static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *co
         for (; i + 4 <= n; i += 4)
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                sums[k] = _mm256_fmadd_ps(_mm256_set1_ps(q[i + k]),
-                                          load_columns(columns, type,
-                                                       (size_t)(i + k) * (size_t)stride + (size_t)r,
-                                                       width),
-                                          sums[k]);
+                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, width);
 #pragma GCC unroll 3
         for (int k = 0; k < 3; k++)
             if (i + k < n)
-                sums[k] = _mm256_fmadd_ps(_mm256_set1_ps(q[i + k]),
-                                          load_columns(columns, type,
-                                                       (size_t)(i + k) * (size_t)stride + (size_t)r,
-                                                       width),
-                                          sums[k]);
+                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, width);
         __m256 total =
             _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
         if (width == 8)

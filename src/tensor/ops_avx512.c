@@ -152,6 +152,14 @@ static ALWAYS_INLINE __m512 load_columns(const void *columns, enum tensor_type t
     return _mm512_maskz_loadu_ps(mask, (const float *)columns + at);
 }
 
+/* sum + q[i] * dimension i of the sixteen columns from r. */
+static ALWAYS_INLINE __m512 add_dimension(__m512 sum, const float *q, const void *columns,
+                                          enum tensor_type type, int i, int stride, int r,
+                                          __mmask16 mask) {
+    size_t at = (size_t)i * (size_t)stride + (size_t)r;
+    return _mm512_fmadd_ps(_mm512_set1_ps(q[i]), load_columns(columns, type, at, mask), sum);
+}
+
 /* One column a lane, sixteen at a time; the four sums over i mod 4 are
  * four registers. Every load is masked to the columns asked for, so a
  * block's last columns never read past it. */
@@ -165,17 +173,11 @@ static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *co
         for (; i + 4 <= n; i += 4)
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                sums[k] = _mm512_fmadd_ps(
-                    _mm512_set1_ps(q[i + k]),
-                    load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask),
-                    sums[k]);
+                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, mask);
 #pragma GCC unroll 3
         for (int k = 0; k < 3; k++)
             if (i + k < n)
-                sums[k] = _mm512_fmadd_ps(
-                    _mm512_set1_ps(q[i + k]),
-                    load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask),
-                    sums[k]);
+                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, mask);
         _mm512_mask_storeu_ps(
             out + r, mask,
             _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3])));

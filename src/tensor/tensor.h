@@ -235,13 +235,13 @@ void tensor_axpy(float *y, float a, const float *x, int n);
 void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
                      int n_rows, int n);
 
-/* out[r] = q . column r for r < n_rows, over a block stored dimension by
- * dimension: element i of column r is columns[i * stride + r], of type
- * TENSOR_F32 or TENSOR_F16, for i < n (attention scores over a block of
- * cached keys kept that way: the vector kernels then take one column per
- * lane and need no reduction across lanes). Each column is summed in four
- * running sums over i mod 4, added as (0 + 1) + (2 + 3); a column's value
- * depends on nothing but q and that column. */
+/* out[r] = q . column r for r < n_rows (<= stride), over a block stored
+ * dimension by dimension: element i of column r is columns[i * stride + r],
+ * of type TENSOR_F32 or TENSOR_F16, for i < n (attention scores over a
+ * block of cached keys kept that way: the vector kernels then take one
+ * column per lane and need no reduction across lanes). Each column is
+ * summed in four running sums over i mod 4, added as (0 + 1) + (2 + 3); a
+ * column's value depends on nothing but q and that column. */
 void tensor_dot_columns(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride);
 
