@@ -341,7 +341,8 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
  * and even one long prompt has work for every thread. */
 #define ATTENTION_PIECE 16
 
-/* 1 if no two tokens of the batch belong to one sequence (a decode batch). */
+/* 1 if no two tokens of the batch belong to one sequence (a decode batch).
+ * Quadratic in the tokens, which the pass over them outweighs by far. */
 static int one_token_per_sequence(const struct engine_batch *batch) {
     for (int i = 1; i < batch->n_tokens; i++)
         for (int j = 0; j < i; j++)
