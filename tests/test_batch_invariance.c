@@ -1,9 +1,10 @@
 /* test_batch_invariance.c -- invariant I5: a sequence's logits are bit for
  * bit the same whether its prompt is prefilled in one pass or in chunks,
- * whether other sequences share its passes, and however many threads run,
- * with an F16, an F32 and a Q8_0 key/value cache. Runs on seeded random
- * models of every weight type (written by model_write_random), so it needs
- * nothing from ../shared.
+ * whether other sequences share its passes (prefill chunks beside decode
+ * tokens, or a pass of one decode token per sequence), and however many
+ * threads run, with an F16, an F32 and a Q8_0 key/value cache. Runs on
+ * seeded random models of every weight type (written by
+ * model_write_random), so it needs nothing from ../shared.
  * ctest-labels: concurrency */
 #include "engine/engine.h"
 #include "testutil.h"
@@ -41,12 +42,22 @@ static int run(struct engine *engine, struct batch_builder *b) {
     return rows;
 }
 
+/* Fills the whole key/value cache with finite junk, so that a pass that
+ * reads a position before it is stored (or never stores it) reads values
+ * of no earlier pass -- the same prompt at the same positions would
+ * otherwise have left exactly the right ones there. */
+static void poison_cache(struct engine *engine) {
+    memset(engine->kv.keys, 0x3c, engine->kv.side_bytes);
+    memset(engine->kv.values, 0x3c, engine->kv.side_bytes);
+}
+
 /* Logits of the last prompt token of `prompt` prefilled in chunks of
  * `chunk`, copied to out. */
 static void prefill_alone(struct engine *engine, const int *prompt, int chunk, float *out) {
     struct kv_sequence seq = {0};
     struct batch_builder b = {0};
     int vocab = engine->model->config.vocab_size;
+    poison_cache(engine);
     CHECK(kv_sequence_reserve(&engine->kv, &seq, PROMPT_LEN) == 0);
     for (int i = 0; i < PROMPT_LEN; i++) {
         add_token(&b, &seq, prompt[i], i, i == PROMPT_LEN - 1);
@@ -62,6 +73,7 @@ static void prefill_shared(struct engine *engine, const int *prompt, const int *
     struct kv_sequence seq = {0}, neighbour = {0}, third = {0};
     struct batch_builder b = {0};
     int vocab = engine->model->config.vocab_size;
+    poison_cache(engine);
     CHECK(kv_sequence_reserve(&engine->kv, &seq, PROMPT_LEN) == 0);
     CHECK(kv_sequence_reserve(&engine->kv, &neighbour, PROMPT_LEN) == 0);
     CHECK(kv_sequence_reserve(&engine->kv, &third, PROMPT_LEN) == 0);
@@ -89,6 +101,28 @@ static void prefill_shared(struct engine *engine, const int *prompt, const int *
     kv_sequence_release(&engine->kv, &third);
 }
 
+/* The last tokens of three sequences decoded in one pass, one token each
+ * (a decode batch: each token's attention unit stores its own keys and
+ * values): other's, the prompt's, other's again. The three tokens' logits
+ * into out (3, vocab). */
+static void decode_shared(struct engine *engine, const int *prompt, const int *other, float *out) {
+    struct kv_sequence seqs[3] = {{0}};
+    const int *prompts[3] = {other, prompt, other}; /* the third: other's tokens again */
+    struct batch_builder b = {0};
+    int vocab = engine->model->config.vocab_size;
+    poison_cache(engine);
+    for (int s = 0; s < 3; s++) {
+        CHECK(kv_sequence_reserve(&engine->kv, &seqs[s], PROMPT_LEN) == 0);
+        for (int i = 0; i < PROMPT_LEN - 1; i++) add_token(&b, &seqs[s], prompts[s][i], i, 0);
+        CHECK(run(engine, &b) >= 0);
+    }
+    for (int s = 0; s < 3; s++)
+        add_token(&b, &seqs[s], prompts[s][PROMPT_LEN - 1], PROMPT_LEN - 1, 1);
+    CHECK(run(engine, &b) == 3);
+    memcpy(out, engine->logits, 3 * (size_t)vocab * sizeof(float));
+    for (int s = 0; s < 3; s++) kv_sequence_release(&engine->kv, &seqs[s]);
+}
+
 static void check_model_type(enum tensor_type type, enum model_arch arch) {
     char path[512], err[512];
     struct model_random_params params = {arch, 128, 256, 2, 4, 2, 300, 128, type, 7};
@@ -108,7 +142,8 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
         other[i] = (i * 53 + 5) % vocab;
     }
     float *reference = malloc((size_t)vocab * sizeof(float));
-    float *got = malloc((size_t)vocab * sizeof(float));
+    float *reference_other = malloc((size_t)vocab * sizeof(float));
+    float *got = malloc(3 * (size_t)vocab * sizeof(float));
     /* each key/value cache type, each thread count (2 threads against 1) */
     static const enum tensor_type kv_types[] = {TENSOR_F16, TENSOR_F32, TENSOR_Q8_0};
     for (int run = 0; run < 6; run++) {
@@ -120,7 +155,10 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
                                    .kv_blocks = 32,
                                    .kv_type = kv_type};
         CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
-        if (threads == 1) prefill_alone(&engine, prompt, PROMPT_LEN, reference);
+        if (threads == 1) {
+            prefill_alone(&engine, prompt, PROMPT_LEN, reference);
+            prefill_alone(&engine, other, PROMPT_LEN, reference_other);
+        }
         static const int chunks[] = {PROMPT_LEN, 1, 3, 16};
         for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
             prefill_alone(&engine, prompt, chunks[c], got);
@@ -136,9 +174,20 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
                   "diff %g)",
                   model_arch_name(arch), tensor_type_name(type), tensor_type_name(kv_type), threads,
                   test_max_abs_diff(got, reference, vocab));
+        decode_shared(&engine, prompt, other, got);
+        for (int s = 0; s < 3; s++) {
+            const float *want = s == 1 ? reference : reference_other;
+            const float *row = got + (size_t)s * vocab;
+            CHECK_MSG(memcmp(row, want, (size_t)vocab * sizeof(float)) == 0,
+                      "%s/%s, %s cache: token %d of a decode batch with %d threads differs from "
+                      "its sequence alone (max diff %g)",
+                      model_arch_name(arch), tensor_type_name(type), tensor_type_name(kv_type), s,
+                      threads, test_max_abs_diff(row, want, vocab));
+        }
         engine_free(&engine);
     }
     free(reference);
+    free(reference_other);
     free(got);
     model_free(model);
     remove(path);

@@ -9,7 +9,9 @@
  *    running sums over i mod 4; fused multiply-adds in the vector
  *    instruction sets) from column r alone, within 1e-5 of the sum of
  *    |terms| of a double-precision reference, for any column count up to
- *    the stride, and writes nothing past the columns asked for;
+ *    the stride; it writes nothing past the columns asked for and reads
+ *    nothing past the block (in memory of exactly its size, so that
+ *    AddressSanitizer would report it);
  *  - tensor_weighted_sum adds to its output bit for bit what one tensor_axpy
  *    call per row in order adds, and is within 1e-5 of the sum of |terms|
  *    of a double-precision reference;
@@ -87,13 +89,15 @@ static void check_dot_rows(const float *q, const struct rows *r, int n_rows, int
     CHECK_MSG(got[n_rows] == 12345.0f, "%s: dot_rows rows=%d wrote past the end", isa, n_rows);
 }
 
-/* r holds n dimensions of stride columns (row i: dimension i). */
-static void check_dot_columns(const float *q, const struct rows *r, int n_columns, int n,
-                              int stride, int fused, const char *isa) {
+/* r holds n dimensions of stride columns (row i: dimension i); block is
+ * a copy of r's data in memory of exactly its size, so that a read past
+ * the block is one past an allocation (which AddressSanitizer reports). */
+static void check_dot_columns(const float *q, const struct rows *r, const void *block,
+                              int n_columns, int n, int stride, int fused, const char *isa) {
     float got[MAX_N + 1];
     const char *type = tensor_type_name(r->type);
     got[n_columns] = 12345.0f; /* past the end: must stay */
-    tensor_dot_columns(got, q, r->data, r->type, n_columns, n, stride);
+    tensor_dot_columns(got, q, block, r->type, n_columns, n, stride);
     CHECK_MSG(got[n_columns] == 12345.0f, "%s: dot_columns %s wrote past %d columns", isa, type,
               n_columns);
     int bad_order = 0, bad_value = 0;
@@ -127,9 +131,15 @@ static void check_dot_columns_shapes(const float *q, struct rows *rows, void *po
         for (int d = 0; d < (int)(sizeof(dims) / sizeof(dims[0])); d++)
             for (int s = 0; s < (int)(sizeof(strides) / sizeof(strides[0])); s++) {
                 make_rows(rows, types[t], pool, dims[d], strides[s]);
+                size_t bytes = tensor_row_bytes(types[t], dims[d] * strides[s]);
+                void *block = malloc(bytes);
+                CHECK(block != NULL);
+                if (!block) return;
+                memcpy(block, rows->data, bytes);
                 int columns[] = {strides[s], strides[s] - 1, strides[s] < 5 ? strides[s] : 5};
                 for (int c = 0; c < 3; c++)
-                    check_dot_columns(q, rows, columns[c], dims[d], strides[s], fused, isa);
+                    check_dot_columns(q, rows, block, columns[c], dims[d], strides[s], fused, isa);
+                free(block);
             }
 }
 
