@@ -317,7 +317,7 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
         const void *keys = kv_block_keys(kv, seq, layer, b, kv_head);
         int rows = block_rows(kv, p, n_positions);
-        if (kv->keys_by_dimension)
+        if (kv_keys_by_dimension(kv))
             tensor_dot_columns(scores + p, q, keys, kv->type, rows, d, kv->block_size);
         else
             tensor_dot_rows(scores + p, q, keys, kv->type, rows, d);
