@@ -144,7 +144,7 @@ struct engine {
     float *attn;         /* (max_tokens, n_heads*head_dim) attention output */
     float *gate;         /* (max_tokens, hidden_dim) */
     float *up;           /* (max_tokens, hidden_dim) */
-    float *scores;       /* (n_threads, context_length) attention weights */
+    float *scores;       /* (n_threads, n_heads, context_length) attention weights */
     int rope_pairs;      /* pairs of each head the rotary embedding turns */
     float *rope_cosines; /* (max_tokens, rope_pairs) each token's angles */
     float *rope_sines;   /* (max_tokens, rope_pairs) */

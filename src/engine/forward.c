@@ -71,8 +71,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->attn = malloc(t * q_dim * sizeof(float));
     engine->gate = malloc(t * c->hidden_dim * sizeof(float));
     engine->up = malloc(t * c->hidden_dim * sizeof(float));
-    engine->scores =
-        malloc((size_t)tensor_pool_size(engine->pool) * engine->context_length * sizeof(float));
+    engine->scores = malloc((size_t)tensor_pool_size(engine->pool) * c->n_heads *
+                            engine->context_length * sizeof(float));
     engine->attention_units = malloc(t * (size_t)c->n_heads * sizeof(struct attention_unit));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
@@ -298,37 +298,53 @@ static int block_rows(const struct kv_cache *kv, int p, int n_positions) {
     return n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
 }
 
-/* One (token, head): softmax(q k^T / sqrt(d)) v over the token's causal
- * past, a cache block at a time. scores is this thread's work space
- * (context_length floats). */
+/* Heads [head_begin, head_end) of one token: softmax(q k^T / sqrt(d)) v
+ * over the token's causal past. The cache is walked block by block, every
+ * head of a block before the next block, so a decode token's keys (then
+ * values) are read as one stream of whole blocks (measured: attention 6%
+ * shorter than head by head, 16 sequences on the 85M Q8_0 model); each
+ * head's sums are the same as alone. scores is this thread's work space
+ * ((n_heads, context_length) floats). */
 static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
-                   int head, float *scores) {
+                   int head_begin, int head_end, float *scores) {
     const struct model_config *c = &engine->model->config;
     const struct kv_cache *kv = &engine->kv;
-    int d = c->head_dim;
-    int kv_head = head / (c->n_heads / c->n_kv_heads);
+    int d = c->head_dim, group = c->n_heads / c->n_kv_heads;
     int n_positions = batch->positions[token] + 1;
+    size_t stride = (size_t)engine->context_length;
     const struct kv_sequence *seq = batch->seqs[token];
-    const float *q = engine->q + ((size_t)token * c->n_heads + head) * d;
-    float *out = engine->attn + ((size_t)token * c->n_heads + head) * d;
+    const float *q = engine->q + ((size_t)token * c->n_heads + head_begin) * d;
+    float *out = engine->attn + ((size_t)token * c->n_heads + head_begin) * d;
+    int n_heads = head_end - head_begin;
     float scale = 1.0f / sqrtf((float)d);
 
-    /* scores = q k^T / sqrt(d), then softmax */
+    /* scores = q k^T / sqrt(d), then softmax, per head */
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
-        const void *keys = kv_block_keys(kv, seq, layer, b, kv_head);
         int rows = block_rows(kv, p, n_positions);
-        if (kv_keys_by_dimension(kv))
-            tensor_dot_columns(scores + p, q, keys, kv->type, rows, d, kv->block_size);
-        else
-            tensor_dot_rows(scores + p, q, keys, kv->type, rows, d);
+        for (int h = 0; h < n_heads; h++) {
+            const void *keys = kv_block_keys(kv, seq, layer, b, (head_begin + h) / group);
+            if (kv_keys_by_dimension(kv))
+                tensor_dot_columns(scores + h * stride + p, q + (size_t)h * d, keys, kv->type, rows,
+                                   d, kv->block_size);
+            else
+                tensor_dot_rows(scores + h * stride + p, q + (size_t)h * d, keys, kv->type, rows,
+                                d);
+        }
     }
-    for (int p = 0; p < n_positions; p++) scores[p] *= scale;
-    tensor_softmax(scores, n_positions);
-    /* out = scores v */
-    memset(out, 0, (size_t)d * sizeof(float));
-    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size)
-        tensor_weighted_sum(out, scores + p, kv_block_values(kv, seq, layer, b, kv_head), kv->type,
-                            block_rows(kv, p, n_positions), d);
+    for (int h = 0; h < n_heads; h++) {
+        float *head_scores = scores + h * stride;
+        for (int p = 0; p < n_positions; p++) head_scores[p] *= scale;
+        tensor_softmax(head_scores, n_positions);
+    }
+    /* out = scores v, per head */
+    memset(out, 0, (size_t)n_heads * d * sizeof(float));
+    for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
+        int rows = block_rows(kv, p, n_positions);
+        for (int h = 0; h < n_heads; h++)
+            tensor_weighted_sum(out + (size_t)h * d, scores + h * stride + p,
+                                kv_block_values(kv, seq, layer, b, (head_begin + h) / group),
+                                kv->type, rows, d);
+    }
 }
 
 /* A token alone in its sequence's run (a decode token) is one unit over
@@ -378,14 +394,14 @@ static void attention_chunk(void *arg, int chunk, int thread) {
     struct attention_job *job = arg;
     struct engine *engine = job->engine;
     const struct attention_unit *unit = &engine->attention_units[chunk];
-    float *scores = engine->scores + (size_t)thread * engine->context_length;
+    float *scores =
+        engine->scores + (size_t)thread * engine->model->config.n_heads * engine->context_length;
     if (engine->attention_stores) {
         struct token_job positions = {engine, job->batch, job->layer, NULL, position_token};
         position_token(&positions, unit->token_begin);
     }
-    for (int head = unit->head_begin; head < unit->head_end; head++)
-        for (int t = unit->token_begin; t < unit->token_end; t++)
-            attend(engine, job->batch, job->layer, t, head, scores);
+    for (int t = unit->token_begin; t < unit->token_end; t++)
+        attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, scores);
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;

@@ -566,41 +566,40 @@ static ALWAYS_INLINE __m512i quantize_block(int8_t *qs, const float *x, int j, f
     return _mm512_add_epi32(q0, q1);
 }
 
-/* Blocks j0 .. j0 + 15: the per-block reductions (largest magnitude, sum of
- * quants) of 16 blocks share one reduce_16 each, and the scales are
- * computed as one vector, by the same IEEE operations as the scalar code. */
-static ALWAYS_INLINE void quantize_16_blocks(int8_t *qs, float *d, int32_t *bias, const float *x,
-                                             int j0, int32_t offset) {
+/* Blocks j0 .. j0 + n - 1 (n <= 16): the per-block reductions (largest
+ * magnitude, sum of quants) of up to 16 blocks share one reduce_16 each, and
+ * the scales are computed as one vector, by the same IEEE operations as the
+ * scalar code. A short group (a row's last blocks, or a row of fewer than
+ * 16) takes zeros in the missing lanes and stores only its own. */
+static ALWAYS_INLINE void quantize_blocks(int8_t *qs, float *d, int32_t *bias, const float *x,
+                                          int j0, int n, int32_t offset) {
     __m512 v[16];
+    __mmask16 lanes = (__mmask16)((1u << n) - 1u);
 #pragma GCC unroll 16
     for (int k = 0; k < 16; k++) {
         const float *block = x + (size_t)(j0 + k) * TENSOR_QK;
-        v[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(block)),
-                             _mm512_abs_ps(_mm512_loadu_ps(block + 16)));
+        v[k] = k < n ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(block)),
+                                     _mm512_abs_ps(_mm512_loadu_ps(block + 16)))
+                     : _mm512_setzero_ps();
     }
     __m512 scale = _mm512_div_ps(reduce_16(v, 0), _mm512_set1_ps(127.0f));
     __mmask16 nonzero = _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_NEQ_OQ);
     float inverse[16];
     _mm512_storeu_ps(inverse, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), scale));
-    _mm512_storeu_ps(d + j0, _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)));
+    _mm512_mask_storeu_ps(d + j0, lanes,
+                          _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)));
 #pragma GCC unroll 16
     for (int k = 0; k < 16; k++)
-        v[k] = _mm512_cvtepi32_ps(quantize_block(qs, x, j0 + k, inverse[k])); /* exact */
+        v[k] = k < n ? _mm512_cvtepi32_ps(quantize_block(qs, x, j0 + k, inverse[k])) /* exact */
+                     : _mm512_setzero_ps();
     __m512i sums = _mm512_cvtps_epi32(reduce_16(v, 1));
-    _mm512_storeu_si512(bias + j0, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
+    _mm512_mask_storeu_epi32(bias + j0, lanes,
+                             _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
 }
 
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset) {
-    int blocks = n / TENSOR_QK, j = 0;
-    for (; j + 16 <= blocks; j += 16) quantize_16_blocks(qs, d, bias, x, j, offset);
-    for (; j < blocks; j++) {
-        __m512 v0 = _mm512_loadu_ps(x + j * TENSOR_QK);
-        __m512 v1 = _mm512_loadu_ps(x + j * TENSOR_QK + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        float scale = amax / 127.0f;
-        d[j] = _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT));
-        __m512i sum = quantize_block(qs, x, j, scale != 0.0f ? 1.0f / scale : 0.0f);
-        bias[j] = -offset * _mm512_reduce_add_epi32(sum);
-    }
+    int blocks = n / TENSOR_QK;
+    for (int j = 0; j < blocks; j += 16)
+        quantize_blocks(qs, d, bias, x, j, blocks - j < 16 ? blocks - j : 16, offset);
 }
