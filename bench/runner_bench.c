@@ -9,8 +9,12 @@
  *      budgets from 32 to 528 tokens (528: the whole prompt in one step):
  *      its time to first token, and the running streams' inter-token
  *      latency during the admission (median and worst step), against their
- *      latency without it and against the unchunked time to first token.
- * Every number is a median of several runs in this invocation. */
+ *      latency without it and against the unchunked time to first token;
+ *   3. where a decode step of 1 and of 16 sequences goes: matrix products
+ *      (and the rate they multiply-add at), attention, per-token work and
+ *      the rest (scheduling, sampling), from the engine's profile.
+ * Every number is a median of several runs in this invocation, but the
+ * breakdown's, which are means over every decode-only step of its rounds. */
 #include "runner/runner.h"
 
 #include <stdio.h>
@@ -117,6 +121,76 @@ static void bench_aggregate(struct engine *e, int vocab) {
     fflush(stdout);
 }
 
+/* Multiply-adds of one token's matrix products. */
+static double token_multiply_adds(const struct model *m) {
+    double sum = (double)m->output.rows * m->output.cols;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        const struct model_layer *w = &m->layers[l];
+        const struct tensor_matrix *ms[] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
+                                            &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) sum += (double)ms[i]->rows * ms[i]->cols;
+    }
+    return sum;
+}
+
+/* Profiles the decode-only steps of BREAKDOWN_ROUNDS runs of n sequences;
+ * fills the mean step time and the mean time of each kind of work (ms). */
+#define BREAKDOWN_ROUNDS 5
+
+static void profile_decode(struct engine *e, int vocab, int n, double *step_ms,
+                           double work_ms[ENGINE_WORK_KINDS]) {
+    char err[256];
+    double step_sum = 0, work_sum[ENGINE_WORK_KINDS] = {0};
+    int steps = 0;
+    const struct runner_trace_step *last;
+    for (int k = 0; k < BREAKDOWN_ROUNDS; k++) {
+        struct runner *r = make_runner(e, 64, 128);
+        for (int i = 0; i < n; i++) submit(r, (uint64_t)i, 16, 48, vocab);
+        while (runner_has_work(r)) {
+            memset(&e->profile, 0, sizeof(e->profile));
+            e->profile.on = 1;
+            if (runner_step(r, 0, err, sizeof(err)) < 0) {
+                fprintf(stderr, "runner_bench: %s\n", err);
+                exit(1);
+            }
+            runner_trace_recent(r, &last, 1);
+            int all_decode = last->n_entries == n;
+            for (int i = 0; i < last->n_entries; i++) all_decode &= last->entries[i].decode;
+            if (!all_decode) continue;
+            step_sum += (double)(last->end_us - last->start_us) * 1e-3;
+            for (int w = 0; w < ENGINE_WORK_KINDS; w++) work_sum[w] += e->profile.seconds[w] * 1e3;
+            steps++;
+        }
+        runner_free(r);
+    }
+    memset(&e->profile, 0, sizeof(e->profile));
+    *step_ms = steps ? step_sum / steps : 0;
+    for (int w = 0; w < ENGINE_WORK_KINDS; w++) work_ms[w] = steps ? work_sum[w] / steps : 0;
+}
+
+static void bench_breakdown(struct engine *e, const struct model *m) {
+    static const int counts[] = {1, 16};
+    printf("\n## where a decode step goes (means over the decode-only steps of %d rounds)\n\n",
+           BREAKDOWN_ROUNDS);
+    printf("| sequences | step ms | products ms (share) | products GMAC/s | attention ms (share) "
+           "| per-token work ms (share) | rest ms (share) |\n|---|---|---|---|---|---|---|\n");
+    for (int c = 0; c < 2; c++) {
+        double step, work[ENGINE_WORK_KINDS];
+        profile_decode(e, m->config.vocab_size, counts[c], &step, work);
+        double rest = step - work[ENGINE_WORK_PRODUCTS] - work[ENGINE_WORK_ATTENTION] -
+                      work[ENGINE_WORK_TOKENS];
+        double share = step > 0 ? 100 / step : 0;
+        double products = work[ENGINE_WORK_PRODUCTS];
+        double rate = products > 0 ? counts[c] * token_multiply_adds(m) / (products * 1e6) : 0;
+        printf("| %d | %.2f | %.2f (%.0f%%) | %.0f | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f (%.0f%%) "
+               "|\n",
+               counts[c], step, products, products * share, rate, work[ENGINE_WORK_ATTENTION],
+               work[ENGINE_WORK_ATTENTION] * share, work[ENGINE_WORK_TOKENS],
+               work[ENGINE_WORK_TOKENS] * share, rest, rest * share);
+    }
+    fflush(stdout);
+}
+
 /* One admission: 16 streams decoding, then a 512-token prompt. Fills its
  * TTFT and the streams' median and worst step time while it was prefilled,
  * and their step time before it came (ms). */
@@ -198,6 +272,7 @@ int main(int argc, char **argv) {
     printf("runner_bench: %s, %d threads, %s KV cache\n", argv[1], threads,
            tensor_type_name(kv_type));
     bench_aggregate(&engine, model->config.vocab_size);
+    bench_breakdown(&engine, engine.model);
     bench_admission(&engine, model->config.vocab_size);
     engine_free(&engine);
     model_free(model);

@@ -100,6 +100,12 @@ static void test_random_model(const char *path) {
     CHECK_MSG(o.status == 0 && strstr(o.out, "f32 KV cache"), "bench --kv-type f32: %s%s", o.out,
               o.err);
     test_job_free(&o);
+    o = run("bench", "-m", path, "-p", "16", "-n", "8", "--reps", "1", "--profile");
+    CHECK_MSG(o.status == 0 && strstr(o.out, "pp16, ms per token: products ") &&
+                  strstr(o.out, "tg8, ms per token: products ") && strstr(o.out, "attention ") &&
+                  strstr(o.out, "per-token work ") && strstr(o.out, "rest "),
+              "bench --profile: %s%s", o.out, o.err);
+    test_job_free(&o);
     /* this model's heads have 16 elements: too few for Q8_0 blocks */
     o = run("generate", "-m", path, "-p", "hi", "-n", "2", "--kv-type", "q8_0");
     check_error(o, "q8_0 needs a head dimension divisible by 32; this model's is 16",

@@ -6,7 +6,8 @@
  * pseudo-random ids, so tokenization is not measured. One warm-up run, then
  * --reps timed runs of each; the median and the spread (min..max) are
  * printed, with generation's achieved memory bandwidth: the bytes of weights
- * read per token times tokens per second. */
+ * read per token times tokens per second. --profile adds, per test, where
+ * the timed runs' time went (the engine's profile; see engine.h). */
 #include "cli.h"
 
 #include <stdio.h>
@@ -22,21 +23,23 @@ struct bench_options {
     int batch;
     struct cli_parallel parallel;
     enum tensor_type kv_type; /* --kv-type */
+    int profile;              /* --profile: print where each test's time went */
 };
 
 static void bench_usage(FILE *out) {
-    fprintf(out,
-            "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
-            "  -p N        prompt tokens to process (0 skips the test)\n"
-            "  -n N        tokens to generate (0 skips the test)\n"
-            "  -t N        threads\n"
-            "  --reps N    timed repetitions (median and spread are printed)\n"
-            "  -b N        prompt tokens per forward pass\n" CLI_KV_TYPE_HELP CLI_PARALLEL_HELP);
+    fprintf(out, "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
+                 "  -p N        prompt tokens to process (0 skips the test)\n"
+                 "  -n N        tokens to generate (0 skips the test)\n"
+                 "  -t N        threads\n"
+                 "  --reps N    timed repetitions (median and spread are printed)\n"
+                 "  -b N        prompt tokens per forward pass\n"
+                 "  --profile   print where each test's time goes (products, attention, per-token\n"
+                 "              work, collectives, the rest)\n" CLI_KV_TYPE_HELP CLI_PARALLEL_HELP);
 }
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     const char *cmd = "bench";
-    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}, TENSOR_F16};
+    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}, TENSOR_F16, 0};
     cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -56,6 +59,8 @@ static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1000, &o->reps);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch"))
             rc = cli_int_value(cmd, argc, argv, &i, 1, 1 << 16, &o->batch);
+        else if (!strcmp(a, "--profile"))
+            o->profile = 1;
         else if (!strcmp(a, "--kv-type"))
             rc = cli_kv_type_value(cmd, argc, argv, &i, &o->kv_type);
         else {
@@ -98,16 +103,34 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Times reps runs after a warm-up; prints a table row. Returns the median
- * tok/s, or -1. */
+/* Where the timed runs' seconds went, per token, from the engine's profile
+ * and its time in collectives. */
+static void print_profile(const struct engine *engine, const char *label, double seconds,
+                          double comm_seconds, int tokens) {
+    static const char *const names[ENGINE_WORK_KINDS] = {"products", "attention", "per-token work"};
+    double rest = seconds - comm_seconds, per_token = 1e3 / tokens;
+    printf("%s, ms per token:", label);
+    for (int w = 0; w < ENGINE_WORK_KINDS; w++) {
+        printf(" %s %.4f (%.0f%%),", names[w], engine->profile.seconds[w] * per_token,
+               100 * engine->profile.seconds[w] / seconds);
+        rest -= engine->profile.seconds[w];
+    }
+    printf(" collectives %.4f (%.0f%%), rest %.4f (%.0f%%)\n", comm_seconds * per_token,
+           100 * comm_seconds / seconds, rest * per_token, 100 * rest / seconds);
+}
+
+/* Times reps runs after a warm-up; prints a table row, and where the time
+ * went if profile. Returns the median tok/s, or -1. */
 static double bench_test(struct engine *engine, const int *tokens, int n, int chunk, int reps,
-                         const char *label) {
+                         const char *label, int profile) {
     double *rates = malloc((size_t)reps * sizeof(double));
     if (!rates || run_once(engine, tokens, n, chunk) < 0) {
         free(rates);
         return -1;
     }
-    double comm_before = engine->comm_seconds;
+    double comm_before = engine->comm_seconds, total = 0;
+    memset(&engine->profile, 0, sizeof(engine->profile));
+    engine->profile.on = profile;
     for (int r = 0; r < reps; r++) {
         double seconds = run_once(engine, tokens, n, chunk);
         if (seconds < 0) {
@@ -115,12 +138,15 @@ static double bench_test(struct engine *engine, const int *tokens, int n, int ch
             return -1;
         }
         rates[r] = n / seconds;
+        total += seconds;
     }
+    engine->profile.on = 0;
     double comm_ms = (engine->comm_seconds - comm_before) * 1e3 / ((double)n * reps);
     qsort(rates, (size_t)reps, sizeof(double), compare_doubles);
     double median = reps % 2 ? rates[reps / 2] : (rates[reps / 2 - 1] + rates[reps / 2]) / 2;
     printf("| %-6s | %10.2f | %10.2f .. %-10.2f | %8.4f |\n", label, median, rates[0],
            rates[reps - 1], comm_ms);
+    if (profile) print_profile(engine, label, total, engine->comm_seconds - comm_before, n * reps);
     free(rates);
     return median;
 }
@@ -150,11 +176,11 @@ static int bench_tests(struct engine *engine, const struct model *model,
     printf("| test   |   tok/s    |   spread (min .. max)   | comm ms/token |\n");
     if (o->n_prompt > 0) {
         snprintf(label, sizeof(label), "pp%d", o->n_prompt);
-        rc |= bench_test(engine, tokens, o->n_prompt, chunk, o->reps, label) < 0;
+        rc |= bench_test(engine, tokens, o->n_prompt, chunk, o->reps, label, o->profile) < 0;
     }
     if (o->n_gen > 0) {
         snprintf(label, sizeof(label), "tg%d", o->n_gen);
-        double tg = bench_test(engine, tokens, o->n_gen, 1, o->reps, label);
+        double tg = bench_test(engine, tokens, o->n_gen, 1, o->reps, label, o->profile);
         rc |= tg < 0;
         if (tg > 0)
             printf("generation memory bandwidth: %.2f GB/s (%.1f MB of weights per token)\n",

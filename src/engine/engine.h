@@ -127,6 +127,23 @@ struct attention_unit {
     int head_begin, head_end;
 };
 
+/* The kinds of work a forward pass's time is split into (engine_profile). */
+enum engine_work {
+    ENGINE_WORK_PRODUCTS,  /* matrix products, with the quantization of their inputs */
+    ENGINE_WORK_ATTENTION, /* rotary turns, cache stores, scores and weighted sums */
+    ENGINE_WORK_TOKENS,    /* per-token work: embeddings, residual adds, norms, SwiGLU */
+    ENGINE_WORK_KINDS
+};
+
+/* Wall time forward passes spent per kind of work while on is set (the
+ * caller sets and clears it; a pass reads the clock only then). Time in
+ * collectives is engine.comm_seconds. */
+struct engine_profile {
+    int on;                            /* 1: forward passes add their times */
+    double seconds[ENGINE_WORK_KINDS]; /* per kind, summed over the passes */
+    long long passes;                  /* forward passes timed */
+};
+
 /* Working memory and the thread pool for forward passes of one model. */
 struct engine {
     const struct model *model; /* the model run: the caller's, or packed_model */
@@ -160,6 +177,7 @@ struct engine {
     struct attention_unit *attention_units; /* (max_tokens * n_heads) */
     int n_attention_units;                  /* the ones in use */
     int attention_stores;                   /* 1: each unit stores its token's k and v */
+    struct engine_profile profile;          /* where passes spend their time, when on */
     /* tensor parallelism (comm == NULL for one rank) */
     struct comm *comm;                 /* this rank's handle on its group */
     uint64_t step;                     /* tag of the current step (leader: next to run) */

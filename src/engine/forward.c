@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Buffers of tensor-parallel execution: this rank's classifier slice and,
  * on the leader, the gathered slices of all ranks. */
@@ -156,6 +157,20 @@ int engine_check_batch(const struct engine *engine, const struct engine_batch *b
 }
 
 /* Adds a bias vector (n) to a row. */
+/* The monotonic clock in seconds when the engine is profiling, else 0
+ * without reading it. */
+static double profile_start(const struct engine *engine) {
+    if (!engine->profile.on) return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds the time since start (from profile_start) to a kind of work. */
+static void profile_stop(struct engine *engine, enum engine_work kind, double start) {
+    if (engine->profile.on) engine->profile.seconds[kind] += profile_start(engine) - start;
+}
+
 static void add_bias(float *row, const float *bias, int n) {
     if (!bias) return;
     for (int i = 0; i < n; i++) row[i] += bias[i];
@@ -187,13 +202,15 @@ static void token_worker(void *arg, int thread, int n_threads) {
     for (int t = thread; t < job->batch->n_tokens; t += n_threads) job->run(job, t);
 }
 
-/* job->run for every token; a single token runs on the caller (waking the
- * pool would cost more than the work). */
-static void for_each_token(const struct token_job *job) {
+/* job->run for every token, timed as kind; a single token runs on the
+ * caller (waking the pool would cost more than the work). */
+static void for_each_token(const struct token_job *job, enum engine_work kind) {
+    double start = profile_start(job->engine);
     if (job->batch->n_tokens == 1)
         job->run(job, 0);
     else
         tensor_pool_run(job->engine->pool, token_worker, (void *)job);
+    profile_stop(job->engine, kind, start);
 }
 
 /* xb = norm(x) for a token: the input of the next block. */
@@ -277,12 +294,14 @@ static int add_column_products(struct engine *engine, const struct engine_batch 
     int rank = engine->comm ? comm_rank(engine->comm) : 0;
     size_t plane = (size_t)n * engine->model->config.dim;
     float *mine = engine->partials + (size_t)rank * local * plane;
-    if (tensor_matmul_parts(engine->pool, mine, w, in, n, local) ||
-        engine_allgather(engine, mine, (size_t)local * plane * sizeof(float), engine->partials,
-                         tag_index))
+    double start = profile_start(engine);
+    int failed = tensor_matmul_parts(engine->pool, mine, w, in, n, local);
+    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
+    if (failed || engine_allgather(engine, mine, (size_t)local * plane * sizeof(float),
+                                   engine->partials, tag_index))
         return -1;
     struct token_job job = {engine, batch, layer, next_norm, residual_token};
-    for_each_token(&job);
+    for_each_token(&job, ENGINE_WORK_TOKENS);
     return 0;
 }
 
@@ -414,12 +433,17 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
     /* q, k, v projections of the whole batch */
     float *const qkv[] = {engine->q, engine->k, engine->v};
     const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
-    if (tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n)) return -1;
+    double start = profile_start(engine);
+    int failed = tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n);
+    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
+    if (failed) return -1;
     /* rotate q and k by position, then store k and v in the cache (in the
      * attention units when they can) */
     struct token_job positions = {engine, batch, layer, NULL, position_token};
-    if (!engine->attention_stores) for_each_token(&positions);
+    if (!engine->attention_stores) for_each_token(&positions, ENGINE_WORK_ATTENTION);
+    start = profile_start(engine);
     tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
+    profile_stop(engine, ENGINE_WORK_ATTENTION, start);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
                                ENGINE_TAG_LAYER(layer, 0), w->ffn_norm);
@@ -434,9 +458,12 @@ static int mlp_block(struct engine *engine, const struct engine_batch *batch, in
 
     float *const gate_up[] = {engine->gate, engine->up};
     const struct tensor_matrix *const gate_up_weights[] = {&w->w_gate, &w->w_up};
-    if (tensor_matmul_many(engine->pool, gate_up, gate_up_weights, 2, engine->xb, n)) return -1;
+    double start = profile_start(engine);
+    int failed = tensor_matmul_many(engine->pool, gate_up, gate_up_weights, 2, engine->xb, n);
+    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
+    if (failed) return -1;
     struct token_job swiglu = {engine, batch, layer, NULL, swiglu_token};
-    for_each_token(&swiglu);
+    for_each_token(&swiglu, ENGINE_WORK_TOKENS);
     const float *next_norm = layer + 1 < m->config.n_layers ? m->layers[layer + 1].attn_norm : NULL;
     return add_column_products(engine, batch, layer, &w->w_down, engine->gate,
                                ENGINE_TAG_LAYER(layer, 1), next_norm);
@@ -449,15 +476,20 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
     const struct model *m = engine->model;
     int dim = m->config.dim;
     int n_wanted = 0;
+    double start = profile_start(engine);
     for (int t = 0; t < batch->n_tokens; t++) {
         if (!batch->want_logits[t]) continue;
         tensor_rmsnorm(engine->xb + (size_t)n_wanted * dim, engine->x + (size_t)t * dim,
                        m->output_norm, dim, m->config.norm_eps);
         n_wanted++;
     }
+    profile_stop(engine, ENGINE_WORK_TOKENS, start);
     if (n_wanted == 0) return 0;
     float *out = engine->comm ? engine->logits_slice : engine->logits;
-    if (tensor_matmul(engine->pool, out, &m->output, engine->xb, n_wanted)) return -1;
+    start = profile_start(engine);
+    int failed = tensor_matmul(engine->pool, out, &m->output, engine->xb, n_wanted);
+    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
+    if (failed) return -1;
     if (engine->comm && engine_gather_logits(engine, n_wanted)) return -1;
     return n_wanted;
 }
@@ -469,11 +501,12 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
 
     if (engine_check_batch(engine, batch, err, errlen)) return -1;
     engine->comm_error = COMM_OK;
+    engine->profile.passes += engine->profile.on;
     /* token embeddings, rotary angles and the first block's input; every
      * block then norms the next one's */
     const float *first_norm = m->config.n_layers > 0 ? m->layers[0].attn_norm : NULL;
     struct token_job embed = {engine, batch, 0, first_norm, embed_token};
-    for_each_token(&embed);
+    for_each_token(&embed, ENGINE_WORK_TOKENS);
     plan_attention(engine, batch);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
