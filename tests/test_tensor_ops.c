@@ -3,7 +3,8 @@
  * (relative tolerance 1e-5 of the value, or of the sum of |terms| for
  * reductions), for lengths that exercise every vector tail; determinism of
  * dot for a given n; and rotary embedding (NORM and NEOX, partial rotary)
- * against rotations computed here in double. */
+ * against rotations computed here in double, every instruction set's turn
+ * bit for bit as the scalar one. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -163,7 +164,38 @@ static void test_rope(void) {
     CHECK(fabsf(pair[0] - cosf(2.0f)) < 1e-6f && fabsf(pair[1] - sinf(2.0f)) < 1e-6f);
 }
 
+/* Every instruction set turns heads of 40, 64 and 80 elements (pairs a
+ * vector holds, and tails of 4 and 8 pairs), whole and partial rotary, NORM
+ * and NEOX, bit for bit as the scalar kernel does. */
+static void test_rope_isas(void) {
+    enum { HEADS = 3, MAX_DIM = 80 };
+    static const int dims[][2] = {{64, 64}, {64, 32}, {80, 80}, {80, 40}, {40, 40}, {40, 24}};
+    float x[HEADS * MAX_DIM], want[HEADS * MAX_DIM], got[HEADS * MAX_DIM];
+    float cosines[MAX_DIM / 2], sines[MAX_DIM / 2];
+    for (int i = 0; i < HEADS * MAX_DIM; i++) x[i] = random_float(2.0f);
+    for (int style = 0; style < 2; style++)
+        for (int k = 0; k < (int)(sizeof(dims) / sizeof(dims[0])); k++) {
+            int head_dim = dims[k][0], pairs = tensor_rope_pairs(head_dim, dims[k][1]);
+            tensor_rope_angles(cosines, sines, pairs, dims[k][1], 37, 10000.0f);
+            CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
+            memcpy(want, x, sizeof(x));
+            tensor_rope_turn(want, HEADS, head_dim, pairs, cosines, sines,
+                             (enum tensor_rope_style)style);
+            for (int isa = TENSOR_ISA_SCALAR + 1; isa <= (int)tensor_isa_best(); isa++) {
+                CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+                memcpy(got, x, sizeof(x));
+                tensor_rope_turn(got, HEADS, head_dim, pairs, cosines, sines,
+                                 (enum tensor_rope_style)style);
+                CHECK_MSG(test_same_bits(got, want, HEADS * head_dim),
+                          "%s rope style %d, head %d, rope_dim %d: not the scalar turn's bits",
+                          tensor_isa_name((enum tensor_isa)isa), style, head_dim, dims[k][1]);
+            }
+        }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+}
+
 int main(void) {
+    test_rope_isas();
     for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++) {
         CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
         const char *name = tensor_isa_name((enum tensor_isa)isa);

@@ -108,6 +108,12 @@ void tensor_swiglu(float *out, const float *gate, const float *up, int n) {
     if (n > 0) tensor_kernels_current()->swiglu(out, gate, up, n);
 }
 
+void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
+                      const float *sines, enum tensor_rope_style style) {
+    if (n_heads > 0 && pairs > 0)
+        tensor_kernels_current()->rope_turn(x, n_heads, head_dim, pairs, cosines, sines, style);
+}
+
 float tensor_dot(const float *a, const float *b, int n) {
     return n > 0 ? tensor_kernels_current()->dot(a, b, n) : 0.0f;
 }
@@ -170,17 +176,20 @@ void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, i
     }
 }
 
-void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                      const float *sines, enum tensor_rope_style style) {
-    for (int h = 0; h < n_heads; h++) {
-        float *head = x + (size_t)h * head_dim;
-        for (int j = 0; j < pairs; j++) {
-            /* NORM rotates (2j, 2j+1); NEOX rotates (j, j + rope_dim/2) */
-            int first = style == TENSOR_ROPE_NEOX ? j : 2 * j;
-            int second = style == TENSOR_ROPE_NEOX ? j + pairs : 2 * j + 1;
-            float a = head[first], b = head[second];
-            head[first] = a * cosines[j] - b * sines[j];
-            head[second] = a * sines[j] + b * cosines[j];
-        }
+void tensor_rope_turn_head(float *head, int first_pair, int pairs, const float *cosines,
+                           const float *sines, enum tensor_rope_style style) {
+    for (int j = first_pair; j < pairs; j++) {
+        /* NORM rotates (2j, 2j+1); NEOX rotates (j, j + rope_dim/2) */
+        int first = style == TENSOR_ROPE_NEOX ? j : 2 * j;
+        int second = style == TENSOR_ROPE_NEOX ? j + pairs : 2 * j + 1;
+        float a = head[first], b = head[second];
+        head[first] = a * cosines[j] - b * sines[j];
+        head[second] = a * sines[j] + b * cosines[j];
     }
+}
+
+void tensor_rope_turn_scalar(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
+                             const float *sines, enum tensor_rope_style style) {
+    for (int h = 0; h < n_heads; h++)
+        tensor_rope_turn_head(x + (size_t)h * head_dim, 0, pairs, cosines, sines, style);
 }
