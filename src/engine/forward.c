@@ -156,7 +156,6 @@ int engine_check_batch(const struct engine *engine, const struct engine_batch *b
     return 0;
 }
 
-/* Adds a bias vector (n) to a row. */
 /* The monotonic clock in seconds when the engine is profiling, else 0
  * without reading it. */
 static double profile_start(const struct engine *engine) {
@@ -171,6 +170,7 @@ static void profile_stop(struct engine *engine, enum engine_work kind, double st
     if (engine->profile.on) engine->profile.seconds[kind] += profile_start(engine) - start;
 }
 
+/* Adds a bias vector (n) to a row. */
 static void add_bias(float *row, const float *bias, int n) {
     if (!bias) return;
     for (int i = 0; i < n; i++) row[i] += bias[i];
