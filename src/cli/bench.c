@@ -131,16 +131,16 @@ static double bench_test(struct engine *engine, const int *tokens, int n, int ch
     double comm_before = engine->comm_seconds, total = 0;
     memset(&engine->profile, 0, sizeof(engine->profile));
     engine->profile.on = profile;
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r < reps && total >= 0; r++) {
         double seconds = run_once(engine, tokens, n, chunk);
-        if (seconds < 0) {
-            free(rates);
-            return -1;
-        }
         rates[r] = n / seconds;
-        total += seconds;
+        total = seconds < 0 ? -1 : total + seconds;
     }
     engine->profile.on = 0;
+    if (total < 0) {
+        free(rates);
+        return -1;
+    }
     double comm_ms = (engine->comm_seconds - comm_before) * 1e3 / ((double)n * reps);
     qsort(rates, (size_t)reps, sizeof(double), compare_doubles);
     double median = reps % 2 ? rates[reps / 2] : (rates[reps / 2 - 1] + rates[reps / 2]) / 2;
