@@ -72,13 +72,26 @@ static struct runner *make_runner(struct engine *e, int max_sequences, int budge
     return r;
 }
 
-/* Steps until the runner is idle; returns the mean decode-only step rate in
- * tokens/s over the steps where every sequence was decoding. */
-static double run_until_idle(struct runner *r, struct engine *e, int n_sequences) {
+/* What the decode-only steps of one run (every sequence decoding) took. */
+struct decode_steps {
+    int steps;                      /* decode-only steps */
+    double seconds;                 /* their wall time */
+    double tokens;                  /* tokens they carried */
+    double work[ENGINE_WORK_KINDS]; /* seconds per kind of work (profile only) */
+};
+
+/* Runs n_sequences fresh requests (16-token prompts, 48 tokens each) to the
+ * end on a new runner and adds its decode-only steps to out; with profile,
+ * also the engine's time per kind of work in those steps. */
+static void run_decode(struct engine *e, int vocab, int n_sequences, int profile,
+                       struct decode_steps *out) {
     char err[256];
-    double decode_seconds = 0, decode_tokens = 0;
     const struct runner_trace_step *last;
+    struct runner *r = make_runner(e, 64, 128);
+    for (int i = 0; i < n_sequences; i++) submit(r, (uint64_t)i, 16, 48, vocab);
     while (runner_has_work(r)) {
+        memset(&e->profile, 0, sizeof(e->profile));
+        e->profile.on = profile;
         if (runner_step(r, 0, err, sizeof(err)) < 0) {
             fprintf(stderr, "runner_bench: %s\n", err);
             exit(1);
@@ -86,13 +99,14 @@ static double run_until_idle(struct runner *r, struct engine *e, int n_sequences
         runner_trace_recent(r, &last, 1);
         int all_decode = last->n_entries == n_sequences;
         for (int i = 0; i < last->n_entries; i++) all_decode &= last->entries[i].decode;
-        if (all_decode) {
-            decode_seconds += (double)(last->end_us - last->start_us) * 1e-6;
-            decode_tokens += last->n_tokens;
-        }
+        if (!all_decode) continue;
+        out->steps++;
+        out->seconds += (double)(last->end_us - last->start_us) * 1e-6;
+        out->tokens += last->n_tokens;
+        for (int w = 0; w < ENGINE_WORK_KINDS; w++) out->work[w] += e->profile.seconds[w];
     }
-    (void)e;
-    return decode_seconds > 0 ? decode_tokens / decode_seconds : 0;
+    memset(&e->profile, 0, sizeof(e->profile));
+    runner_free(r);
 }
 
 /* Rounds alternate the sequence counts (1, 4, 16, 64, 1, 4, ...), so a
@@ -108,10 +122,9 @@ static void bench_aggregate(struct engine *e, int vocab) {
     printf("| sequences | tok/s | x 1 sequence |\n|---|---|---|\n");
     for (int k = 0; k < AGGREGATE_ROUNDS; k++)
         for (int c = 0; c < 4; c++) {
-            struct runner *r = make_runner(e, 64, 128);
-            for (int i = 0; i < counts[c]; i++) submit(r, (uint64_t)i, 16, 48, vocab);
-            rates[c][k] = run_until_idle(r, e, counts[c]);
-            runner_free(r);
+            struct decode_steps d = {0};
+            run_decode(e, vocab, counts[c], 0, &d);
+            rates[c][k] = d.seconds > 0 ? d.tokens / d.seconds : 0;
         }
     double base = median(rates[0], AGGREGATE_ROUNDS);
     for (int c = 0; c < 4; c++) {
@@ -133,40 +146,8 @@ static double token_multiply_adds(const struct model *m) {
     return sum;
 }
 
-/* Profiles the decode-only steps of BREAKDOWN_ROUNDS runs of n sequences;
- * fills the mean step time and the mean time of each kind of work (ms). */
+/* Means over the decode-only steps of BREAKDOWN_ROUNDS runs of each count. */
 #define BREAKDOWN_ROUNDS 5
-
-static void profile_decode(struct engine *e, int vocab, int n, double *step_ms,
-                           double work_ms[ENGINE_WORK_KINDS]) {
-    char err[256];
-    double step_sum = 0, work_sum[ENGINE_WORK_KINDS] = {0};
-    int steps = 0;
-    const struct runner_trace_step *last;
-    for (int k = 0; k < BREAKDOWN_ROUNDS; k++) {
-        struct runner *r = make_runner(e, 64, 128);
-        for (int i = 0; i < n; i++) submit(r, (uint64_t)i, 16, 48, vocab);
-        while (runner_has_work(r)) {
-            memset(&e->profile, 0, sizeof(e->profile));
-            e->profile.on = 1;
-            if (runner_step(r, 0, err, sizeof(err)) < 0) {
-                fprintf(stderr, "runner_bench: %s\n", err);
-                exit(1);
-            }
-            runner_trace_recent(r, &last, 1);
-            int all_decode = last->n_entries == n;
-            for (int i = 0; i < last->n_entries; i++) all_decode &= last->entries[i].decode;
-            if (!all_decode) continue;
-            step_sum += (double)(last->end_us - last->start_us) * 1e-3;
-            for (int w = 0; w < ENGINE_WORK_KINDS; w++) work_sum[w] += e->profile.seconds[w] * 1e3;
-            steps++;
-        }
-        runner_free(r);
-    }
-    memset(&e->profile, 0, sizeof(e->profile));
-    *step_ms = steps ? step_sum / steps : 0;
-    for (int w = 0; w < ENGINE_WORK_KINDS; w++) work_ms[w] = steps ? work_sum[w] / steps : 0;
-}
 
 static void bench_breakdown(struct engine *e, const struct model *m) {
     static const int counts[] = {1, 16};
@@ -175,8 +156,12 @@ static void bench_breakdown(struct engine *e, const struct model *m) {
     printf("| sequences | step ms | products ms (share) | products GMAC/s | attention ms (share) "
            "| per-token work ms (share) | rest ms (share) |\n|---|---|---|---|---|---|---|\n");
     for (int c = 0; c < 2; c++) {
-        double step, work[ENGINE_WORK_KINDS];
-        profile_decode(e, m->config.vocab_size, counts[c], &step, work);
+        struct decode_steps d = {0};
+        for (int k = 0; k < BREAKDOWN_ROUNDS; k++)
+            run_decode(e, m->config.vocab_size, counts[c], 1, &d);
+        double per_step = d.steps ? 1e3 / d.steps : 0, work[ENGINE_WORK_KINDS]; /* ms */
+        for (int w = 0; w < ENGINE_WORK_KINDS; w++) work[w] = d.work[w] * per_step;
+        double step = d.seconds * per_step;
         double rest = step - work[ENGINE_WORK_PRODUCTS] - work[ENGINE_WORK_ATTENTION] -
                       work[ENGINE_WORK_TOKENS];
         double share = step > 0 ? 100 / step : 0;

@@ -170,6 +170,16 @@ static void profile_stop(struct engine *engine, enum engine_work kind, double st
     if (engine->profile.on) engine->profile.seconds[kind] += profile_start(engine) - start;
 }
 
+/* The products of n matrices that take the block input xb, timed as
+ * products; 0 or -1 as tensor_matmul_many. */
+static int products_of_input(struct engine *engine, float *const *outs,
+                             const struct tensor_matrix *const *ws, int n, int n_tokens) {
+    double start = profile_start(engine);
+    int failed = tensor_matmul_many(engine->pool, outs, ws, n, engine->xb, n_tokens);
+    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
+    return failed;
+}
+
 /* Adds a bias vector (n) to a row. */
 static void add_bias(float *row, const float *bias, int n) {
     if (!bias) return;
@@ -433,15 +443,12 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
     /* q, k, v projections of the whole batch */
     float *const qkv[] = {engine->q, engine->k, engine->v};
     const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
-    double start = profile_start(engine);
-    int failed = tensor_matmul_many(engine->pool, qkv, qkv_weights, 3, engine->xb, n);
-    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
-    if (failed) return -1;
+    if (products_of_input(engine, qkv, qkv_weights, 3, n)) return -1;
     /* rotate q and k by position, then store k and v in the cache (in the
      * attention units when they can) */
     struct token_job positions = {engine, batch, layer, NULL, position_token};
     if (!engine->attention_stores) for_each_token(&positions, ENGINE_WORK_ATTENTION);
-    start = profile_start(engine);
+    double start = profile_start(engine);
     tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     profile_stop(engine, ENGINE_WORK_ATTENTION, start);
     /* output projection over every rank's heads, and residual */
@@ -458,10 +465,7 @@ static int mlp_block(struct engine *engine, const struct engine_batch *batch, in
 
     float *const gate_up[] = {engine->gate, engine->up};
     const struct tensor_matrix *const gate_up_weights[] = {&w->w_gate, &w->w_up};
-    double start = profile_start(engine);
-    int failed = tensor_matmul_many(engine->pool, gate_up, gate_up_weights, 2, engine->xb, n);
-    profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
-    if (failed) return -1;
+    if (products_of_input(engine, gate_up, gate_up_weights, 2, n)) return -1;
     struct token_job swiglu = {engine, batch, layer, NULL, swiglu_token};
     for_each_token(&swiglu, ENGINE_WORK_TOKENS);
     const float *next_norm = layer + 1 < m->config.n_layers ? m->layers[layer + 1].attn_norm : NULL;

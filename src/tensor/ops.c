@@ -6,9 +6,9 @@
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
- * ops_avx512.c) are tested against. Rotary embedding is scalar only: a
- * position's angles are computed once a step and shared by every head and
- * layer. */
+ * ops_avx512.c) are tested against. The rotary angles are scalar only: a
+ * position's are computed once a step and shared by every head and layer;
+ * the turn by them has vector versions. */
 #include "tensor_internal.h"
 
 #include <math.h>

@@ -316,38 +316,47 @@ void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n) {
         store_tail(out + i, swiglu_ps(load_tail(gate + i, n - i), load_tail(up + i, n - i)), n - i);
 }
 
-/* As tensor_rope_turn_avx512, 8 lanes: NORM pairs side by side, each lane
- * its element times the cosine plus its neighbour times the (first lane:
- * negated) sine; NEOX pairs a half apart. Bit for bit the scalar turn. */
-void tensor_rope_turn_avx2(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                           const float *sines, enum tensor_rope_style style) {
+/* NEOX as in ops_avx512.c, 8 pairs a vector; returns the first pair left
+ * for the scalar tail. */
+static int turn_neox(float *head, int pairs, const float *cosines, const float *sines) {
+    int j = 0;
+    for (; j + 8 <= pairs; j += 8) {
+        __m256 c = _mm256_loadu_ps(cosines + j), s = _mm256_loadu_ps(sines + j);
+        __m256 a = _mm256_loadu_ps(head + j), b = _mm256_loadu_ps(head + j + pairs);
+        _mm256_storeu_ps(head + j, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(head + j + pairs, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+    }
+    return j;
+}
+
+/* NORM as in ops_avx512.c (each lane its element times the cosine plus its
+ * neighbour times the sine, negated in the first lane: bit for bit the
+ * scalar turn), 4 pairs a vector; returns the first pair left. */
+static int turn_norm(float *head, int pairs, const float *cosines, const float *sines) {
     const __m256i twice = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     const __m256 first_lanes = _mm256_castsi256_ps(
         _mm256_setr_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0));
-    int step = style == TENSOR_ROPE_NEOX ? 8 : 4;
+    int j = 0;
+    for (; j + 4 <= pairs; j += 4) {
+        __m256 c =
+            _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cosines + j)), twice);
+        __m256 s = _mm256_xor_ps(
+            _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sines + j)), twice),
+            first_lanes);
+        __m256 v = _mm256_loadu_ps(head + 2 * j);
+        __m256 neighbour = _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
+        _mm256_storeu_ps(head + 2 * j,
+                         _mm256_add_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(neighbour, s)));
+    }
+    return j;
+}
+
+void tensor_rope_turn_avx2(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
+                           const float *sines, enum tensor_rope_style style) {
     for (int h = 0; h < n_heads; h++) {
         float *head = x + (size_t)h * head_dim;
-        int j = 0;
-        for (; j + step <= pairs; j += step) {
-            if (style == TENSOR_ROPE_NEOX) {
-                __m256 c = _mm256_loadu_ps(cosines + j), s = _mm256_loadu_ps(sines + j);
-                __m256 a = _mm256_loadu_ps(head + j), b = _mm256_loadu_ps(head + j + pairs);
-                _mm256_storeu_ps(head + j, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
-                _mm256_storeu_ps(head + j + pairs,
-                                 _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
-            } else {
-                __m256 c = _mm256_permutevar8x32_ps(
-                    _mm256_castps128_ps256(_mm_loadu_ps(cosines + j)), twice);
-                __m256 s =
-                    _mm256_xor_ps(_mm256_permutevar8x32_ps(
-                                      _mm256_castps128_ps256(_mm_loadu_ps(sines + j)), twice),
-                                  first_lanes);
-                __m256 v = _mm256_loadu_ps(head + 2 * j);
-                __m256 neighbour = _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
-                _mm256_storeu_ps(head + 2 * j,
-                                 _mm256_add_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(neighbour, s)));
-            }
-        }
-        tensor_rope_turn_head(head, j, pairs, cosines, sines, style);
+        int done = style == TENSOR_ROPE_NEOX ? turn_neox(head, pairs, cosines, sines)
+                                             : turn_norm(head, pairs, cosines, sines);
+        tensor_rope_turn_head(head, done, pairs, cosines, sines, style);
     }
 }

@@ -341,41 +341,50 @@ void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n)
     }
 }
 
-/* NORM pairs lie side by side, (a, b): each lane multiplies its element by
+/* NEOX: pair j is (j, j + pairs), so a vector of firsts and one of seconds
+ * turn 16 pairs. Returns the first pair left for the scalar tail. */
+static int turn_neox(float *head, int pairs, const float *cosines, const float *sines) {
+    int j = 0;
+    for (; j + 16 <= pairs; j += 16) {
+        __m512 c = _mm512_loadu_ps(cosines + j), s = _mm512_loadu_ps(sines + j);
+        __m512 a = _mm512_loadu_ps(head + j), b = _mm512_loadu_ps(head + j + pairs);
+        _mm512_storeu_ps(head + j, _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s)));
+        _mm512_storeu_ps(head + j + pairs, _mm512_add_ps(_mm512_mul_ps(a, s), _mm512_mul_ps(b, c)));
+    }
+    return j;
+}
+
+/* NORM: pairs lie side by side, (a, b). Each lane multiplies its element by
  * the pair's cosine and adds its neighbour times the sine, negated in the
  * first lane -- a c + b (-s) and b c + a s, the scalar a c - b s and
- * a s + b c bit for bit (negation is exact, the sum commutes). NEOX pairs
- * lie a half apart, one vector each. */
-void tensor_rope_turn_avx512(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                             const float *sines, enum tensor_rope_style style) {
+ * a s + b c bit for bit (negation is exact, the sum commutes). 8 pairs a
+ * vector; returns the first pair left for the scalar tail. */
+static int turn_norm(float *head, int pairs, const float *cosines, const float *sines) {
     const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512 first_lanes = _mm512_castsi512_ps(
         _mm512_setr_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0,
                           INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0));
-    int step = style == TENSOR_ROPE_NEOX ? 16 : 8;
+    int j = 0;
+    for (; j + 8 <= pairs; j += 8) {
+        __m512 c =
+            _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_loadu_ps(cosines + j)));
+        __m512 s = _mm512_xor_ps(
+            _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_loadu_ps(sines + j))),
+            first_lanes);
+        __m512 v = _mm512_loadu_ps(head + 2 * j);
+        __m512 neighbour = _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
+        _mm512_storeu_ps(head + 2 * j,
+                         _mm512_add_ps(_mm512_mul_ps(v, c), _mm512_mul_ps(neighbour, s)));
+    }
+    return j;
+}
+
+void tensor_rope_turn_avx512(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
+                             const float *sines, enum tensor_rope_style style) {
     for (int h = 0; h < n_heads; h++) {
         float *head = x + (size_t)h * head_dim;
-        int j = 0;
-        for (; j + step <= pairs; j += step) {
-            if (style == TENSOR_ROPE_NEOX) {
-                __m512 c = _mm512_loadu_ps(cosines + j), s = _mm512_loadu_ps(sines + j);
-                __m512 a = _mm512_loadu_ps(head + j), b = _mm512_loadu_ps(head + j + pairs);
-                _mm512_storeu_ps(head + j, _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s)));
-                _mm512_storeu_ps(head + j + pairs,
-                                 _mm512_add_ps(_mm512_mul_ps(a, s), _mm512_mul_ps(b, c)));
-            } else {
-                __m512 c = _mm512_permutexvar_ps(
-                    twice, _mm512_castps256_ps512(_mm256_loadu_ps(cosines + j)));
-                __m512 s =
-                    _mm512_xor_ps(_mm512_permutexvar_ps(
-                                      twice, _mm512_castps256_ps512(_mm256_loadu_ps(sines + j))),
-                                  first_lanes);
-                __m512 v = _mm512_loadu_ps(head + 2 * j);
-                __m512 neighbour = _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
-                _mm512_storeu_ps(head + 2 * j,
-                                 _mm512_add_ps(_mm512_mul_ps(v, c), _mm512_mul_ps(neighbour, s)));
-            }
-        }
-        tensor_rope_turn_head(head, j, pairs, cosines, sines, style);
+        int done = style == TENSOR_ROPE_NEOX ? turn_neox(head, pairs, cosines, sines)
+                                             : turn_norm(head, pairs, cosines, sines);
+        tensor_rope_turn_head(head, done, pairs, cosines, sines, style);
     }
 }
