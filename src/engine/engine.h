@@ -129,9 +129,10 @@ struct attention_unit {
 
 /* The kinds of work a forward pass's time is split into (engine_profile). */
 enum engine_work {
-    ENGINE_WORK_PRODUCTS,  /* matrix products, with the quantization of their inputs */
+    ENGINE_WORK_PRODUCTS,  /* matrix products, quantizing inputs not quantized ahead */
     ENGINE_WORK_ATTENTION, /* rotary turns, cache stores, scores and weighted sums */
     ENGINE_WORK_TOKENS,    /* per-token work: embeddings, residual adds, norms, SwiGLU */
+    /* (a job that makes a product's input quantizes it ahead: time of its kind) */
     ENGINE_WORK_KINDS
 };
 
@@ -176,7 +177,10 @@ struct engine {
     /* this pass's attention work (forward.c) */
     struct attention_unit *attention_units; /* (max_tokens * n_heads) */
     int n_attention_units;                  /* the ones in use */
+    int attention_whole_tokens;             /* 1: each unit is one token, all its heads */
     int attention_stores;                   /* 1: each unit stores its token's k and v */
+    struct tensor_ahead *ahead;             /* the next product's input, quantized ahead */
+    int quantize_ahead;                     /* 1: the job making that input quantizes it */
     struct engine_profile profile;          /* where passes spend their time, when on */
     /* tensor parallelism (comm == NULL for one rank) */
     struct comm *comm;                 /* this rank's handle on its group */

@@ -92,10 +92,12 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_positions = malloc(t * sizeof(int));
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
+    engine->ahead = tensor_ahead_create();
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->attention_units ||
         !engine->logits || !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
-        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want) {
+        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want ||
+        !engine->ahead) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -124,6 +126,7 @@ void engine_free(struct engine *engine) {
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
     free(engine->chunk_want);
+    tensor_ahead_free(engine->ahead);
     free(engine->logits_slice);
     free(engine->logits_gathered);
     free(engine->gather_bytes);
@@ -170,14 +173,51 @@ static void profile_stop(struct engine *engine, enum engine_work kind, double st
     if (engine->profile.on) engine->profile.seconds[kind] += profile_start(engine) - start;
 }
 
+/* Before a job that makes the input of the products with the n matrices
+ * ws (or ws[0] cut into n_parts): whether that job quantizes its rows as
+ * it makes them, in the layout the products read (tensor_ahead_begin). */
+static void expect_products(struct engine *engine, const struct tensor_matrix *const *ws, int n,
+                            int n_parts, int n_tokens) {
+    engine->quantize_ahead = tensor_ahead_begin(engine->ahead, ws, n, n_parts, n_tokens);
+}
+
+/* Row t of a product's input (at row), quantized now if the job making it
+ * was asked to (expect_products). */
+static void quantize_row_ahead(struct engine *engine, int t, const float *row) {
+    if (engine->quantize_ahead) tensor_ahead_row(engine->ahead, t, row);
+}
+
 /* The products of n matrices that take the block input xb, timed as
  * products; 0 or -1 as tensor_matmul_many. */
 static int products_of_input(struct engine *engine, float *const *outs,
                              const struct tensor_matrix *const *ws, int n, int n_tokens) {
     double start = profile_start(engine);
-    int failed = tensor_matmul_many(engine->pool, outs, ws, n, engine->xb, n_tokens);
+    int failed = engine->quantize_ahead
+                     ? tensor_matmul_many_ahead(engine->pool, outs, ws, n, engine->ahead)
+                     : tensor_matmul_many(engine->pool, outs, ws, n, engine->xb, n_tokens);
+    engine->quantize_ahead = 0;
     profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
     return failed;
+}
+
+/* A block's input: the norm that makes it from x, and the matrices that
+ * take it. */
+struct block_input {
+    const float *norm;                 /* norm weight (dim); NULL: no block follows */
+    const struct tensor_matrix *ws[3]; /* the matrices taking norm(x) */
+    int n;                             /* how many (0: no block follows) */
+};
+
+/* Layer l's attention input: attn_norm, for q, k and v. */
+static struct block_input attention_input(const struct model *m, int l) {
+    const struct model_layer *w = &m->layers[l];
+    return (struct block_input){w->attn_norm, {&w->wq, &w->wk, &w->wv}, 3};
+}
+
+/* Layer l's MLP input: ffn_norm, for gate and up. */
+static struct block_input mlp_input(const struct model *m, int l) {
+    const struct model_layer *w = &m->layers[l];
+    return (struct block_input){w->ffn_norm, {&w->w_gate, &w->w_up}, 2};
 }
 
 /* Adds a bias vector (n) to a row. */
@@ -207,9 +247,15 @@ struct token_job {
     void (*run)(const struct token_job *job, int token);
 };
 
+/* Each thread takes a contiguous range of tokens: rows quantized ahead lie
+ * in groups of neighbouring tokens (tensor_internal.h), and a group one
+ * thread writes alone is not passed between the cores' caches. */
 static void token_worker(void *arg, int thread, int n_threads) {
     const struct token_job *job = arg;
-    for (int t = thread; t < job->batch->n_tokens; t += n_threads) job->run(job, t);
+    int n = job->batch->n_tokens;
+    int first = (int)((int64_t)n * thread / n_threads);
+    int end = (int)((int64_t)n * (thread + 1) / n_threads);
+    for (int t = first; t < end; t++) job->run(job, t);
 }
 
 /* job->run for every token, timed as kind; a single token runs on the
@@ -223,12 +269,14 @@ static void for_each_token(const struct token_job *job, enum engine_work kind) {
     profile_stop(job->engine, kind, start);
 }
 
-/* xb = norm(x) for a token: the input of the next block. */
+/* xb = norm(x) for a token: the input of the next block, quantized for
+ * its product when asked. */
 static void norm_token(const struct token_job *job, int t) {
-    const struct engine *e = job->engine;
+    struct engine *e = job->engine;
     const struct model_config *c = &e->model->config;
     size_t row = (size_t)t * c->dim;
     tensor_rmsnorm(e->xb + row, e->x + row, job->norm, c->dim, c->norm_eps);
+    quantize_row_ahead(e, t, e->xb + row);
 }
 
 /* A token's start: x = its embedding, the rotary angles of its position
@@ -283,34 +331,40 @@ static void residual_token(const struct token_job *job, int t) {
     if (job->norm) norm_token(job, t);
 }
 
-/* gate = silu(gate) * up for a token. */
+/* gate = silu(gate) * up for a token, quantized for ffn_down when asked. */
 static void swiglu_token(const struct token_job *job, int t) {
     struct engine *e = job->engine;
     size_t row = (size_t)t * e->model->config.hidden_dim;
     tensor_swiglu(e->gate + row, e->gate + row, e->up + row, e->model->config.hidden_dim);
+    quantize_row_ahead(e, t, e->gate + row);
 }
 
 /* x += w in for a matrix whose columns are split over the ranks (attn_output,
- * ffn_down), then xb = next_norm(x) if next_norm. Each rank computes its
- * parts of the product (model.reduce_parts column ranges) straight into its
- * own slots of `partials`; rank r's slots are [r * parts, (r + 1) * parts),
+ * ffn_down), then xb = next->norm(x), quantized for its products, if a
+ * block follows. Each rank computes its parts of the product
+ * (model.reduce_parts column ranges) straight into its own slots of
+ * `partials`; rank r's slots are [r * parts, (r + 1) * parts),
  * so the all-gather, which concatenates the ranks' slots in rank order,
  * gives every rank every part. The parts are then added in slot order --
  * the same operations at every tensor-parallel degree. */
 static int add_column_products(struct engine *engine, const struct engine_batch *batch, int layer,
                                const struct tensor_matrix *w, const float *in, uint32_t tag_index,
-                               const float *next_norm) {
+                               const struct block_input *next) {
     int n = batch->n_tokens, local = engine->model->reduce_parts;
     int rank = engine->comm ? comm_rank(engine->comm) : 0;
     size_t plane = (size_t)n * engine->model->config.dim;
     float *mine = engine->partials + (size_t)rank * local * plane;
     double start = profile_start(engine);
-    int failed = tensor_matmul_parts(engine->pool, mine, w, in, n, local);
+    int failed = engine->quantize_ahead
+                     ? tensor_matmul_parts_ahead(engine->pool, mine, w, engine->ahead)
+                     : tensor_matmul_parts(engine->pool, mine, w, in, n, local);
+    engine->quantize_ahead = 0;
     profile_stop(engine, ENGINE_WORK_PRODUCTS, start);
     if (failed || engine_allgather(engine, mine, (size_t)local * plane * sizeof(float),
                                    engine->partials, tag_index))
         return -1;
-    struct token_job job = {engine, batch, layer, next_norm, residual_token};
+    if (next->n) expect_products(engine, next->ws, next->n, 1, n);
+    struct token_job job = {engine, batch, layer, next->norm, residual_token};
     for_each_token(&job, ENGINE_WORK_TOKENS);
     return 0;
 }
@@ -416,7 +470,8 @@ static void plan_attention(struct engine *engine, const struct engine_batch *bat
      * pool job less a layer, and the cache lines it writes are the ones it
      * reads next, on the same core (measured: 0.5-1% shorter 16-sequence
      * decode steps, alternated in one process). */
-    engine->attention_stores = batch->n_tokens > 1 && one_token_per_sequence(batch);
+    engine->attention_whole_tokens = one_token_per_sequence(batch);
+    engine->attention_stores = batch->n_tokens > 1 && engine->attention_whole_tokens;
 }
 
 static void attention_chunk(void *arg, int chunk, int thread) {
@@ -431,29 +486,40 @@ static void attention_chunk(void *arg, int chunk, int thread) {
     }
     for (int t = unit->token_begin; t < unit->token_end; t++)
         attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, scores);
+    if (engine->attention_whole_tokens) {
+        const struct model_config *c = &engine->model->config;
+        size_t row = (size_t)unit->token_begin * c->n_heads * c->head_dim;
+        quantize_row_ahead(engine, unit->token_begin, engine->attn + row);
+    }
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;
  * ends with xb = ffn_norm(x) for the MLP. */
 static int attention_block(struct engine *engine, const struct engine_batch *batch, int layer) {
-    const struct model_layer *w = &engine->model->layers[layer];
+    const struct model *m = engine->model;
+    const struct model_layer *w = &m->layers[layer];
     int n = batch->n_tokens;
     struct attention_job job = {engine, batch, layer};
+    struct block_input input = attention_input(m, layer), next = mlp_input(m, layer);
 
     /* q, k, v projections of the whole batch */
     float *const qkv[] = {engine->q, engine->k, engine->v};
-    const struct tensor_matrix *const qkv_weights[] = {&w->wq, &w->wk, &w->wv};
-    if (products_of_input(engine, qkv, qkv_weights, 3, n)) return -1;
+    if (products_of_input(engine, qkv, input.ws, input.n, n)) return -1;
     /* rotate q and k by position, then store k and v in the cache (in the
      * attention units when they can) */
     struct token_job positions = {engine, batch, layer, NULL, position_token};
     if (!engine->attention_stores) for_each_token(&positions, ENGINE_WORK_ATTENTION);
+    /* units of whole tokens quantize their output for attn_output */
+    if (engine->attention_whole_tokens) {
+        const struct tensor_matrix *wo = &w->wo;
+        expect_products(engine, &wo, 1, m->reduce_parts, n);
+    }
     double start = profile_start(engine);
     tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     profile_stop(engine, ENGINE_WORK_ATTENTION, start);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
-                               ENGINE_TAG_LAYER(layer, 0), w->ffn_norm);
+                               ENGINE_TAG_LAYER(layer, 0), &next);
 }
 
 /* x += w_down(silu(w_gate xb) * w_up xb) for one layer, xb = ffn_norm(x);
@@ -463,14 +529,17 @@ static int mlp_block(struct engine *engine, const struct engine_batch *batch, in
     const struct model_layer *w = &m->layers[layer];
     int n = batch->n_tokens;
 
+    struct block_input input = mlp_input(m, layer), next = {NULL, {NULL}, 0};
+    if (layer + 1 < m->config.n_layers) next = attention_input(m, layer + 1);
+
     float *const gate_up[] = {engine->gate, engine->up};
-    const struct tensor_matrix *const gate_up_weights[] = {&w->w_gate, &w->w_up};
-    if (products_of_input(engine, gate_up, gate_up_weights, 2, n)) return -1;
+    if (products_of_input(engine, gate_up, input.ws, input.n, n)) return -1;
+    const struct tensor_matrix *down = &w->w_down;
+    expect_products(engine, &down, 1, m->reduce_parts, n);
     struct token_job swiglu = {engine, batch, layer, NULL, swiglu_token};
     for_each_token(&swiglu, ENGINE_WORK_TOKENS);
-    const float *next_norm = layer + 1 < m->config.n_layers ? m->layers[layer + 1].attn_norm : NULL;
     return add_column_products(engine, batch, layer, &w->w_down, engine->gate,
-                               ENGINE_TAG_LAYER(layer, 1), next_norm);
+                               ENGINE_TAG_LAYER(layer, 1), &next);
 }
 
 /* Final norm of the wanted tokens, gathered into xb, then the classifier:
@@ -508,8 +577,10 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     engine->profile.passes += engine->profile.on;
     /* token embeddings, rotary angles and the first block's input; every
      * block then norms the next one's */
-    const float *first_norm = m->config.n_layers > 0 ? m->layers[0].attn_norm : NULL;
-    struct token_job embed = {engine, batch, 0, first_norm, embed_token};
+    struct block_input first = {NULL, {NULL}, 0};
+    if (m->config.n_layers > 0) first = attention_input(m, 0);
+    if (first.n) expect_products(engine, first.ws, first.n, 1, batch->n_tokens);
+    struct token_job embed = {engine, batch, 0, first.norm, embed_token};
     for_each_token(&embed, ENGINE_WORK_TOKENS);
     plan_attention(engine, batch);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)

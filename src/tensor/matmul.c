@@ -3,7 +3,7 @@
  *
  * A matmul is two pool jobs at most. For quantized weights the activations
  * are first quantized to Q8_0 (in chunks of batch rows when there are
- * many); then the weight rows are cut into contiguous chunks of whole
+ * many), unless they were quantized ahead (ahead.c); then the weight rows are cut into contiguous chunks of whole
  * TENSOR_ROW_TILE tiles, and the thread that takes a chunk computes all
  * batch rows for it, so each weight row is read by one thread only. Which
  * thread computes an element never changes how it is computed (see
@@ -17,7 +17,7 @@
  * rank holding those columns computes.
  *
  * Scratch layout in the pool's memory: quantized activations of every part
- * (quants, block scales, block biases) or, for float weights with several
+ * (quants, block scales, block biases; none when quantized ahead) or, for float weights with several
  * parts, the parts' activation copies; then one 64-byte aligned area per
  * thread. */
 #include "tensor_internal.h"
@@ -29,58 +29,36 @@
  * the workers would cost more than the work. */
 #define QUANTIZE_PARALLEL_MIN 32768
 
-#define MAX_PARTS 16
-
 struct matmul_run {
-    int n_parts;                              /* column parts (1: a plain matmul) */
-    int n_matrices;                           /* matrices sharing the input (else 1) */
-    struct tensor_matrix views[MAX_PARTS];    /* each part's columns of the weights */
-    struct tensor_matmul_job jobs[MAX_PARTS]; /* what to compute, per part */
-    struct tensor_xq xq[MAX_PARTS];           /* quantized activations, per part */
-    const struct tensor_kernels *k;           /* kernel table, fixed for the whole call */
-    tensor_matmul_fn kernel;                  /* the kernel for the weight type */
-    const float *x;                           /* (batch, cols) float activations, all parts */
-    int cols;                                 /* columns of the whole product */
-    char *thread_scratch;                     /* first thread's scratch area */
-    size_t thread_scratch_bytes;              /* bytes per thread, a multiple of 64 */
-    int n_chunks;                             /* chunks of the pool job being run */
+    int n_parts;                                     /* column parts (1: a plain matmul) */
+    int n_matrices;                                  /* matrices sharing the input (else 1) */
+    struct tensor_matrix views[TENSOR_MAX_PARTS];    /* each part's columns of the weights */
+    struct tensor_matmul_job jobs[TENSOR_MAX_PARTS]; /* what to compute, per part */
+    struct tensor_xq xq[TENSOR_MAX_PARTS];           /* quantized activations, per part */
+    const struct tensor_kernels *k;                  /* kernel table, fixed for the whole call */
+    tensor_matmul_fn kernel;                         /* the kernel for the weight type */
+    const float *x;                   /* (batch, cols) float activations, all parts */
+    const struct tensor_ahead *ahead; /* the input quantized ahead, or NULL */
+    int cols;                         /* columns of the whole product */
+    char *thread_scratch;             /* first thread's scratch area */
+    size_t thread_scratch_bytes;      /* bytes per thread, a multiple of 64 */
+    int n_chunks;                     /* chunks of the pool job being run */
 };
 
 static size_t align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
-/* Row b of x quantized into xq, interleaved: quantized by rows into the
- * thread's scratch first, then each block moved to its place. */
-static void quantize_interleaved(const struct matmul_run *run, const struct tensor_xq *xq,
-                                 const float *x, int cols, int b, int thread) {
-    int blocks = cols / TENSOR_QK, batch = run->jobs[0].batch;
-    char *scratch = run->thread_scratch + (size_t)thread * run->thread_scratch_bytes;
-    int8_t *qs = (void *)scratch;
-    float *d = (void *)(scratch + align64((size_t)cols));
-    int32_t *bias = (void *)(scratch + align64((size_t)cols) + (size_t)blocks * sizeof(float));
-    run->k->quantize_x(qs, d, bias, x, cols, xq->offset);
-    for (int j = 0; j < blocks; j++) {
-        size_t number = (size_t)j * (size_t)batch + (size_t)b;
-        memcpy(xq->qs + number * TENSOR_QK, qs + (size_t)j * TENSOR_QK, TENSOR_QK);
-        xq->d[number] = d[j];
-        xq->bias[number] = bias[j];
-    }
-}
-
 /* Quantizes (or, for float weights split in parts, copies) the batch rows
  * [b0, b1) of every part's activations. */
-static void prepare_rows(struct matmul_run *run, int b0, int b1, int thread) {
-    int part_cols = run->views[0].cols, blocks = part_cols / TENSOR_QK;
+static void prepare_rows(struct matmul_run *run, int b0, int b1) {
+    int part_cols = run->views[0].cols;
     for (int p = 0; p < run->n_parts; p++) {
         const struct tensor_xq *xq = &run->xq[p];
         for (int b = b0; b < b1; b++) {
             const float *x = run->x + (size_t)b * run->cols + (size_t)p * part_cols;
-            if (xq->qs && xq->interleaved)
-                quantize_interleaved(run, xq, x, part_cols, b, thread);
-            else if (xq->qs)
-                run->k->quantize_x(xq->qs + (size_t)b * part_cols, xq->d + (size_t)b * blocks,
-                                   xq->bias + (size_t)b * blocks, x, part_cols, xq->offset);
+            if (xq->qs)
+                tensor_xq_quantize_row(run->k, xq, run->jobs[0].batch, b, x, part_cols);
             else if (run->n_parts > 1)
                 memcpy((float *)run->jobs[p].x + (size_t)b * part_cols, x,
                        (size_t)part_cols * sizeof(float));
@@ -105,10 +83,11 @@ static int chunk_count(int items, int n_threads, int per_thread) {
 }
 
 static void prepare_chunk(void *arg, int chunk, int thread) {
+    (void)thread;
     struct matmul_run *run = arg;
     int batch = run->jobs[0].batch;
     prepare_rows(run, (int)((int64_t)batch * chunk / run->n_chunks),
-                 (int)((int64_t)batch * (chunk + 1) / run->n_chunks), thread);
+                 (int)((int64_t)batch * (chunk + 1) / run->n_chunks));
 }
 
 static int tile_count(int rows) {
@@ -170,8 +149,8 @@ static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct 
     return NULL;
 }
 
-/* Lays out the pool's scratch for the parts' activations and the threads;
- * -1 if it cannot be allocated. */
+/* Lays out the pool's scratch for the parts' activations (unless they were
+ * quantized ahead) and the threads; -1 if it cannot be allocated. */
 static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     const struct tensor_matrix *w = &run->views[0];
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
@@ -182,26 +161,26 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     size_t d_bytes = quantized ? align64(blocks * sizeof(float)) : 0;
     size_t bias_bytes = quantized ? align64(blocks * sizeof(int32_t)) : 0;
     size_t copy_bytes = !quantized && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
-    size_t part_bytes = qs_bytes + d_bytes + bias_bytes + copy_bytes;
-    int interleaved = w->layout == TENSOR_LAYOUT_PANELS && run->k->panels_interleaved;
-    /* panels need no scratch of their own; interleaving quantizes a row
-     * there first (quants, scales and sums of one row) */
-    if (w->layout != TENSOR_LAYOUT_PANELS)
-        run->thread_scratch_bytes = align64(run->k->matmul_scratch(w->type, w->cols, batch));
-    else
-        run->thread_scratch_bytes =
-            interleaved ? align64((size_t)w->cols) + align64((size_t)w->cols / TENSOR_QK * 8) : 0;
+    size_t part_bytes = run->ahead ? 0 : qs_bytes + d_bytes + bias_bytes + copy_bytes;
+    /* panels need no scratch of their own */
+    run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS
+                                    ? 0
+                                    : align64(run->k->matmul_scratch(w->type, w->cols, batch));
     char *scratch = tensor_pool_scratch(pool, (size_t)run->n_parts * part_bytes +
                                                   (size_t)n_threads * run->thread_scratch_bytes);
     if (!scratch) return -1;
     run->thread_scratch = scratch + (size_t)run->n_parts * part_bytes;
     for (int p = 0; p < run->n_parts; p++, scratch += part_bytes) {
-        if (quantized) {
+        if (run->ahead) {
+            run->xq[p] = run->ahead->xq[p];
+            run->jobs[p].xq = &run->xq[p];
+        } else if (quantized) {
             run->xq[p].qs = (void *)scratch;
             run->xq[p].d = (void *)(scratch + qs_bytes);
             run->xq[p].bias = (void *)(scratch + qs_bytes + d_bytes);
             run->xq[p].offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
-            run->xq[p].interleaved = interleaved;
+            run->xq[p].interleaved =
+                w->layout == TENSOR_LAYOUT_PANELS && run->k->panels_interleaved;
             run->jobs[p].xq = &run->xq[p];
         } else if (run->n_parts > 1) {
             run->jobs[p].x = (const void *)scratch;
@@ -217,9 +196,9 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
     int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
     if (place_scratch(pool, run)) return -1;
-    if (quantized || run->n_parts > 1) {
+    if (!run->ahead && (quantized || run->n_parts > 1)) {
         if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
-            prepare_rows(run, 0, batch, 0);
+            prepare_rows(run, 0, batch);
         } else {
             run->n_chunks = chunk_count(batch, n_threads, CHUNKS_PER_THREAD);
             tensor_pool_run_chunks(pool, prepare_chunk, run, run->n_chunks);
@@ -247,34 +226,47 @@ static struct tensor_matrix column_view(const struct tensor_matrix *w, int first
     return view;
 }
 
+/* Fills run for w cut into n_parts column parts, out (n_parts, batch,
+ * w->rows); -1 for a bad split or a type without a kernel. */
+static int plan_parts(struct matmul_run *run, float *out, const struct tensor_matrix *w,
+                      const float *x, int batch, int n_parts) {
+    int part_cols = n_parts > 0 ? w->cols / n_parts : 0;
+    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    if (n_parts < 1 || n_parts > TENSOR_MAX_PARTS || part_cols * n_parts != w->cols ||
+        (quantized && part_cols % TENSOR_QK != 0))
+        return -1;
+    run->n_matrices = 1;
+    run->k = tensor_kernels_current();
+    run->kernel = kernel_for(run->k, w);
+    if (!run->kernel) return -1;
+    run->n_parts = n_parts;
+    run->x = x;
+    run->cols = w->cols;
+    for (int p = 0; p < n_parts; p++) {
+        run->views[p] = column_view(w, p * part_cols, part_cols);
+        run->jobs[p] = (struct tensor_matmul_job){&run->views[p], x, NULL,
+                                                  out + (size_t)p * batch * w->rows, batch};
+    }
+    return 0;
+}
+
+/* Runs run on pool or, without one, on the caller alone with a temporary
+ * scratch owner. */
+static int run_on(struct tensor_pool *pool, struct matmul_run *run) {
+    if (pool) return run_matmul(pool, run);
+    struct tensor_pool *own = tensor_pool_create(1);
+    if (!own) return -1;
+    int status = run_matmul(own, run);
+    tensor_pool_free(own);
+    return status;
+}
+
 int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                         const float *x, int batch, int n_parts) {
     if (batch <= 0 || w->rows <= 0 || w->cols <= 0) return 0;
-    int part_cols = n_parts > 0 ? w->cols / n_parts : 0;
-    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
-    if (n_parts < 1 || n_parts > MAX_PARTS || part_cols * n_parts != w->cols ||
-        (quantized && part_cols % TENSOR_QK != 0))
-        return -1;
     struct matmul_run run = {0};
-    run.n_matrices = 1;
-    run.k = tensor_kernels_current();
-    run.kernel = kernel_for(run.k, w);
-    if (!run.kernel) return -1;
-    run.n_parts = n_parts;
-    run.x = x;
-    run.cols = w->cols;
-    for (int p = 0; p < n_parts; p++) {
-        run.views[p] = column_view(w, p * part_cols, part_cols);
-        run.jobs[p] = (struct tensor_matmul_job){&run.views[p], x, NULL,
-                                                 out + (size_t)p * batch * w->rows, batch};
-    }
-    if (pool) return run_matmul(pool, &run);
-    /* no pool: run on the caller alone, with a temporary scratch owner */
-    struct tensor_pool *own = tensor_pool_create(1);
-    if (!own) return -1;
-    int status = run_matmul(own, &run);
-    tensor_pool_free(own);
-    return status;
+    if (plan_parts(&run, out, w, x, batch, n_parts)) return -1;
+    return run_on(pool, &run);
 }
 
 int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
@@ -291,25 +283,61 @@ static int share_input(const struct tensor_matrix *const *ws, int n) {
     return 1;
 }
 
+/* Fills run for n matrices sharing the input x; -1 for a type without a
+ * kernel. */
+static int plan_many(struct matmul_run *run, float *const *outs,
+                     const struct tensor_matrix *const *ws, int n, const float *x, int batch) {
+    run->n_parts = 1;
+    run->n_matrices = n;
+    run->k = tensor_kernels_current();
+    run->kernel = kernel_for(run->k, ws[0]);
+    if (!run->kernel) return -1;
+    run->x = x;
+    run->cols = ws[0]->cols;
+    for (int i = 0; i < n; i++) {
+        run->views[i] = *ws[i];
+        run->jobs[i] = (struct tensor_matmul_job){&run->views[i], x, NULL, outs[i], batch};
+    }
+    return 0;
+}
+
 int tensor_matmul_many(struct tensor_pool *pool, float *const *outs,
                        const struct tensor_matrix *const *ws, int n, const float *x, int batch) {
-    if (n < 1 || n > MAX_PARTS || !pool || !share_input(ws, n)) {
+    if (n < 1 || n > TENSOR_MAX_PARTS || !pool || !share_input(ws, n)) {
         for (int i = 0; i < n; i++)
             if (tensor_matmul(pool, outs[i], ws[i], x, batch)) return -1;
         return 0;
     }
     if (batch <= 0 || ws[0]->cols <= 0) return 0;
     struct matmul_run run = {0};
-    run.n_parts = 1;
-    run.n_matrices = n;
-    run.k = tensor_kernels_current();
-    run.kernel = kernel_for(run.k, ws[0]);
-    if (!run.kernel) return -1;
-    run.x = x;
-    run.cols = ws[0]->cols;
-    for (int i = 0; i < n; i++) {
-        run.views[i] = *ws[i];
-        run.jobs[i] = (struct tensor_matmul_job){&run.views[i], x, NULL, outs[i], batch};
-    }
+    if (plan_many(&run, outs, ws, n, x, batch)) return -1;
     return run_matmul(pool, &run);
+}
+
+/* 1 if ahead was laid out, for the kernels in use, for products with w cut
+ * into n_parts. */
+static int ahead_fits(const struct tensor_ahead *ahead, const struct tensor_matrix *w,
+                      int n_parts) {
+    return ahead->batch > 0 && ahead->k == tensor_kernels_current() && ahead->type == w->type &&
+           ahead->layout == w->layout && ahead->cols == w->cols && ahead->n_parts == n_parts;
+}
+
+int tensor_matmul_many_ahead(struct tensor_pool *pool, float *const *outs,
+                             const struct tensor_matrix *const *ws, int n,
+                             const struct tensor_ahead *ahead) {
+    if (n < 1 || n > TENSOR_MAX_PARTS || !share_input(ws, n) || !ahead_fits(ahead, ws[0], 1))
+        return -1;
+    struct matmul_run run = {0};
+    if (plan_many(&run, outs, ws, n, NULL, ahead->batch)) return -1;
+    run.ahead = ahead;
+    return run_on(pool, &run);
+}
+
+int tensor_matmul_parts_ahead(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                              const struct tensor_ahead *ahead) {
+    if (!ahead_fits(ahead, w, ahead->n_parts)) return -1;
+    struct matmul_run run = {0};
+    if (plan_parts(&run, out, w, NULL, ahead->batch, ahead->n_parts)) return -1;
+    run.ahead = ahead;
+    return run_on(pool, &run);
 }

@@ -6,10 +6,11 @@
  * batch column (its 4 activation bytes broadcast), so there is nothing to
  * transpose and nothing to reduce across lanes. A tile keeps up to 8 batch
  * columns in registers and each weight load serves all of them. The
- * activations come interleaved (tensor_internal.h): the batch's blocks j
- * lie side by side, so a tile reads one stream of activations, at offsets
- * known when compiled, instead of one stream per column (measured: about
- * 5% more tokens a second from the runner with 16 sequences). The block's
+ * activations come interleaved (tensor_internal.h): a tile's columns are
+ * one group, whose blocks j lie side by side, so a tile reads one stream
+ * of activations, at offsets known when compiled, instead of one stream
+ * per column (measured: about 5% more tokens a second from the runner with
+ * 16 sequences). The block's
  * float step is the scalar one, vectorized over the 16 rows, so the result
  * has the bits of tensor_matmul_q8_0_panels_scalar and of the row-layout
  * kernels (tensor_internal.h). */
@@ -19,7 +20,8 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-#define TILE_COLUMNS 8 /* batch columns a tile keeps in registers */
+#define TILE_COLUMNS 8 /* batch columns a tile keeps in registers: one activation group */
+_Static_assert(TILE_COLUMNS == TENSOR_XQ_GROUP, "a tile reads one group of activations");
 
 /* The 16 rows' scales of block j of a panel, as floats. */
 static ALWAYS_INLINE __m512 block_scales(const char *panel, const struct tensor_matrix *w, int j) {
@@ -52,7 +54,7 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
 #pragma GCC unroll 8
     for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++) {
-        size_t x_block = (size_t)j * (size_t)job->batch + (size_t)b0; /* column b0's block j */
+        size_t x_block = tensor_xq_number(job->batch, blocks, b0, j); /* column b0's block j */
         if (next) prefetch_block(next, w->scales_offset, j);
         panel_block(acc, panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j),
                     xq->qs + x_block * TENSOR_QK, TENSOR_QK, xq->d + x_block, xq->bias + x_block, 1,
@@ -109,7 +111,7 @@ static ALWAYS_INLINE void panel_pair(const struct tensor_matmul_job *job, int r0
 #pragma GCC unroll 3
     for (int c = 0; c < nc; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++) {
-        size_t x_block = (size_t)j * (size_t)job->batch; /* column 0's block j */
+        size_t x_block = tensor_xq_number(job->batch, blocks, 0, j); /* column 0's block j */
 #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
             const char *panel = first + p * w->row_stride;

@@ -189,6 +189,46 @@ int tensor_matmul_parts(struct tensor_pool *pool, float *out, const struct tenso
 int tensor_matmul_many(struct tensor_pool *pool, float *const *outs,
                        const struct tensor_matrix *const *ws, int n, const float *x, int batch);
 
+/* Activations quantized ahead of a product. tensor_matmul quantizes its
+ * whole input on the calling thread before any thread multiplies; a
+ * forward pass instead has the thread that has just computed a row (a
+ * norm, a head's attention, a SwiGLU) quantize it while it is in that
+ * core's cache, and the product then starts at once. Rows are quantized
+ * exactly as tensor_matmul quantizes them, so the products give the same
+ * bits. Usage: tensor_ahead_begin for the product's weights, then
+ * tensor_ahead_row for every row of the batch (from any threads, each row
+ * once), then tensor_matmul_many_ahead or tensor_matmul_parts_ahead. */
+struct tensor_ahead;
+
+/* An empty set of quantized activations; NULL if out of memory. */
+struct tensor_ahead *tensor_ahead_create(void);
+void tensor_ahead_free(struct tensor_ahead *ahead);
+
+/* Lays ahead out for a batch of `batch` rows of the products with the n
+ * matrices ws (as tensor_matmul_many), or with ws[0] cut into n_parts
+ * column parts (as tensor_matmul_parts; n must then be 1). Returns 1 if
+ * the rows are to be quantized ahead; 0 if those products take their input
+ * as floats (float weights, matrices that cannot share an input, a bad
+ * split, or no memory): then rows need not be given, and the plain calls
+ * are the ones to make. */
+int tensor_ahead_begin(struct tensor_ahead *ahead, const struct tensor_matrix *const *ws, int n,
+                       int n_parts, int batch);
+
+/* Quantizes row b of the batch (cols of ws[0] floats at x) into ahead. Rows
+ * may be given from any threads at once, each row by one. */
+void tensor_ahead_row(struct tensor_ahead *ahead, int b, const float *x);
+
+/* tensor_matmul_many and tensor_matmul_parts on an input quantized ahead:
+ * the same bits, without quantizing. The matrices must have the type,
+ * layout and width of those tensor_ahead_begin was given (and for parts,
+ * the same split), with the kernels then in use; returns -1 if they do not,
+ * or as tensor_matmul. */
+int tensor_matmul_many_ahead(struct tensor_pool *pool, float *const *outs,
+                             const struct tensor_matrix *const *ws, int n,
+                             const struct tensor_ahead *ahead);
+int tensor_matmul_parts_ahead(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
+                              const struct tensor_ahead *ahead);
+
 /* out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may be x). */
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 

@@ -22,17 +22,32 @@
 
 /* Activations quantized to Q8_0 for a quantized matmul: row b of the batch
  * has cols int8 values and cols / 32 block scales and block sums. Block j
- * of row b is block number b * blocks + j (by rows), or j * batch + b
- * (interleaved: the kernel table's panels_interleaved says which a panel
- * kernel reads); its quants start at qs + 32 * number, its scale and sum
- * are d[number] and bias[number]. */
+ * of row b is block number b * blocks + j (by rows), or, interleaved (the
+ * kernel table's panels_interleaved says whether a panel kernel reads
+ * that), tensor_xq_number: rows go in groups of TENSOR_XQ_GROUP, and
+ * within a group the rows' blocks j lie side by side, so one kernel tile
+ * (a group) reads one stream, and threads quantizing different groups
+ * write different cache lines. Its quants start at qs + 32 * number, its
+ * scale and sum are d[number] and bias[number]. */
 struct tensor_xq {
     int8_t *qs;      /* (batch * cols) quants */
     float *d;        /* (batch * cols / 32) block scales, fp16-rounded as ggml stores them */
     int32_t *bias;   /* (batch * cols / 32) -offset * sum of the block's quants */
     int32_t offset;  /* weight-quant offset the bias was made for (8 or 128), see kernels */
-    int interleaved; /* 1: blocks numbered j * batch + b, else b * blocks + j */
+    int interleaved; /* 1: blocks numbered by tensor_xq_number, else b * blocks + j */
 };
+
+/* Rows of a group of interleaved activations. */
+#define TENSOR_XQ_GROUP 8
+
+/* The number of block j of row b in interleaved activations of batch rows
+ * of `blocks` blocks: the group's rows before it, then j times the group's
+ * rows, then b's place in its group. */
+static inline size_t tensor_xq_number(int batch, int blocks, int b, int j) {
+    int first = b - b % TENSOR_XQ_GROUP;
+    int rows = batch - first < TENSOR_XQ_GROUP ? batch - first : TENSOR_XQ_GROUP;
+    return (size_t)first * (size_t)blocks + (size_t)j * (size_t)rows + (size_t)(b - first);
+}
 
 /* The block of a Q8_0 row holding element i, and element i's quant. */
 static inline const struct tensor_block_q8_0 *tensor_q8_0_block(const void *row, int i) {
@@ -99,6 +114,28 @@ extern const struct tensor_kernels tensor_kernels_avx512;
 
 /* The kernel table of the instruction set in use (chosen on first use). */
 const struct tensor_kernels *tensor_kernels_current(void);
+
+/* Column parts a product may be cut into (tensor_matmul_parts). */
+#define TENSOR_MAX_PARTS 16
+
+/* Row b of a batch of `batch` rows into xq: the cols floats at x quantized
+ * as kernels k quantize them. */
+void tensor_xq_quantize_row(const struct tensor_kernels *k, const struct tensor_xq *xq, int batch,
+                            int b, const float *x, int cols);
+
+/* Activations quantized ahead (tensor.h): every part's rows, laid out by
+ * tensor_ahead_begin for one product. */
+struct tensor_ahead {
+    char *memory;                          /* the parts' quants, scales and sums */
+    size_t capacity;                       /* bytes of memory */
+    const struct tensor_kernels *k;        /* kernel table the layout is for */
+    enum tensor_type type;                 /* weight type the layout is for */
+    enum tensor_layout layout;             /* and their layout */
+    int batch;                             /* rows of the product */
+    int cols;                              /* columns of the whole input */
+    int n_parts;                           /* column parts, each quantized on its own */
+    struct tensor_xq xq[TENSOR_MAX_PARTS]; /* part p's quantized activations */
+};
 
 /* Rows a matmul kernel handles together; threads get multiples of it. */
 #define TENSOR_ROW_TILE 16
