@@ -3,12 +3,12 @@
  *
  * A matmul is two pool jobs at most. For quantized weights the activations
  * are first quantized to Q8_0 (in chunks of batch rows when there are
- * many), unless they were quantized ahead (ahead.c); then the weight rows are cut into contiguous chunks of whole
- * TENSOR_ROW_TILE tiles, and the thread that takes a chunk computes all
- * batch rows for it, so each weight row is read by one thread only. Which
- * thread computes an element never changes how it is computed (see
- * tensor_internal.h), so results depend neither on the thread count nor on
- * the batch.
+ * many), unless they were quantized ahead (ahead.c); then the weight rows
+ * are cut into contiguous chunks of whole TENSOR_ROW_TILE tiles, and the
+ * thread that takes a chunk computes all batch rows for it, so each weight
+ * row is read by one thread only. Which thread computes an element never
+ * changes how it is computed (see tensor_internal.h), so results depend
+ * neither on the thread count nor on the batch.
  *
  * tensor_matmul_parts cuts the columns into parts and gives each its own
  * job: a column view of the weights with its own contiguous activations.
@@ -17,9 +17,9 @@
  * rank holding those columns computes.
  *
  * Scratch layout in the pool's memory: quantized activations of every part
- * (quants, block scales, block biases; none when quantized ahead) or, for float weights with several
- * parts, the parts' activation copies; then one 64-byte aligned area per
- * thread. */
+ * (quants, block scales, block biases; none when quantized ahead) or, for
+ * float weights with several parts, the parts' activation copies; then one
+ * 64-byte aligned area per thread. */
 #include "tensor_internal.h"
 
 #include <stdint.h>
