@@ -381,15 +381,53 @@ static int block_rows(const struct kv_cache *kv, int p, int n_positions) {
     return n_positions - p < kv->block_size ? n_positions - p : kv->block_size;
 }
 
+/* Bytes of cache attend() asks for before it reads them. A unit's cache
+ * blocks lie scattered over the pool, and the hardware prefetchers stop at
+ * each 4 KiB page, so without help every few KiB of a stream starts with a
+ * full memory latency. Reading a steady 8 KiB ahead, one segment at a time,
+ * keeps enough lines in flight (measured: attention 9-10% shorter, decode
+ * steps of 16 sequences 2-3% shorter, 85M Q8_0 model, steps alternated in
+ * one process; 4-16 KiB measured alike). Fetching a whole block, or all of
+ * a unit's blocks, at once was slower: the bursts crowd out the reads
+ * being made. */
+#define KV_PREFETCH_BYTES 8192
+
+/* The order attend() reads one token's cache in: a segment is one head's
+ * rows of one block; keys of every block (heads in turn), then values the
+ * same way. */
+struct kv_reads {
+    const struct kv_cache *kv;
+    const struct kv_sequence *seq;
+    int layer;
+    int head_begin, n_heads; /* query heads read */
+    int group;               /* query heads per key/value head */
+    int n_blocks;            /* blocks holding the token's past */
+    size_t segment;          /* bytes of a segment */
+    int ahead;               /* segments prefetched ahead of the one read (0: none) */
+};
+
+/* Before reading segment k: into L2 (locality 2) the segment `ahead` later. */
+static void prefetch_ahead(const struct kv_reads *r, int k) {
+    int per_side = r->n_blocks * r->n_heads, next = k + r->ahead;
+    if (r->ahead == 0 || next >= 2 * per_side) return;
+    int values = next >= per_side;
+    int at = values ? next - per_side : next;
+    int block = at / r->n_heads, head = (r->head_begin + at % r->n_heads) / r->group;
+    const char *p = values ? kv_block_values(r->kv, r->seq, r->layer, block, head)
+                           : kv_block_keys(r->kv, r->seq, r->layer, block, head);
+    for (size_t offset = 0; offset < r->segment; offset += 64) __builtin_prefetch(p + offset, 0, 2);
+}
+
 /* Heads [head_begin, head_end) of one token: softmax(q k^T / sqrt(d)) v
  * over the token's causal past. The cache is walked block by block, every
  * head of a block before the next block, so a decode token's keys (then
  * values) are read as one stream of whole blocks (measured: attention 6%
  * shorter than head by head, 16 sequences on the 85M Q8_0 model); each
- * head's sums are the same as alone. scores is this thread's work space
+ * head's sums are the same as alone. With prefetch, the reads run
+ * KV_PREFETCH_BYTES ahead. scores is this thread's work space
  * ((n_heads, context_length) floats). */
 static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
-                   int head_begin, int head_end, float *scores) {
+                   int head_begin, int head_end, int prefetch, float *scores) {
     const struct model_config *c = &engine->model->config;
     const struct kv_cache *kv = &engine->kv;
     int d = c->head_dim, group = c->n_heads / c->n_kv_heads;
@@ -400,11 +438,24 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     float *out = engine->attn + ((size_t)token * c->n_heads + head_begin) * d;
     int n_heads = head_end - head_begin;
     float scale = 1.0f / sqrtf((float)d);
+    struct kv_reads reads = {.kv = kv,
+                             .seq = seq,
+                             .layer = layer,
+                             .head_begin = head_begin,
+                             .n_heads = n_heads,
+                             .group = group,
+                             .n_blocks = kv_blocks_for(kv, n_positions),
+                             .segment = (size_t)kv->block_size * kv->row_bytes};
+    if (prefetch)
+        reads.ahead =
+            reads.segment < KV_PREFETCH_BYTES ? (int)(KV_PREFETCH_BYTES / reads.segment) : 1;
+    for (int k = -reads.ahead; k < 0; k++) prefetch_ahead(&reads, k);
 
     /* scores = q k^T / sqrt(d), then softmax, per head */
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
         int rows = block_rows(kv, p, n_positions);
         for (int h = 0; h < n_heads; h++) {
+            prefetch_ahead(&reads, b * n_heads + h);
             const void *keys = kv_block_keys(kv, seq, layer, b, (head_begin + h) / group);
             if (kv_keys_by_dimension(kv))
                 tensor_dot_columns(scores + h * stride + p, q + (size_t)h * d, keys, kv->type, rows,
@@ -423,10 +474,12 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     memset(out, 0, (size_t)n_heads * d * sizeof(float));
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
         int rows = block_rows(kv, p, n_positions);
-        for (int h = 0; h < n_heads; h++)
+        for (int h = 0; h < n_heads; h++) {
+            prefetch_ahead(&reads, (reads.n_blocks + b) * n_heads + h);
             tensor_weighted_sum(out + (size_t)h * d, scores + h * stride + p,
                                 kv_block_values(kv, seq, layer, b, (head_begin + h) / group),
                                 kv->type, rows, d);
+        }
     }
 }
 
@@ -484,8 +537,13 @@ static void attention_chunk(void *arg, int chunk, int thread) {
         struct token_job positions = {engine, job->batch, job->layer, NULL, position_token};
         position_token(&positions, unit->token_begin);
     }
+    /* a decode token (a unit of one token) reads its past from memory, so
+     * ahead; a prefill piece mostly reads what this pass has just stored,
+     * which is in cache (prefetching it measured 1-3% slower prefill) */
+    int prefetch = unit->token_end - unit->token_begin == 1;
     for (int t = unit->token_begin; t < unit->token_end; t++)
-        attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, scores);
+        attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, prefetch,
+               scores);
     if (engine->attention_whole_tokens) {
         const struct model_config *c = &engine->model->config;
         size_t row = (size_t)unit->token_begin * c->n_heads * c->head_dim;
