@@ -1,7 +1,10 @@
 /* runner_bench.c -- what continuous batching buys, and what a prompt
  * admission costs the running streams (issue 4's benchmarks).
  *
- * Usage: runner_bench MODEL [THREADS] [KV_TYPE]   (KV_TYPE f16, the default, q8_0 or f32)
+ * Usage: runner_bench MODEL [THREADS] [KV_TYPE] [TP]
+ *   KV_TYPE: f16 (the default), q8_0 or f32; TP: tensor-parallel ranks, as
+ *   threads of this process sharing THREADS (default 1: one engine whose
+ *   pool has THREADS threads)
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
  *      (steady state: decode-only steps), as a ratio to 1 sequence;
@@ -229,15 +232,19 @@ static void bench_admission(struct engine *e, int vocab) {
 int main(int argc, char **argv) {
     char err[256];
     struct model *model = NULL;
-    struct engine engine;
     if (argc < 2) {
-        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32]\n");
+        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32] [TP]\n");
         return 2;
     }
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     int kv_type = argc > 3 ? tensor_type_from_name(argv[3]) : TENSOR_F16;
+    int tp = argc > 4 ? atoi(argv[4]) : 1;
     if (!kv_cache_type_supported(kv_type)) {
         fprintf(stderr, "runner_bench: the KV type is f16, q8_0 or f32, not '%s'\n", argv[3]);
+        return 2;
+    }
+    if (tp < 1 || tp > threads) {
+        fprintf(stderr, "runner_bench: TP is 1 .. THREADS, not '%s'\n", argv[4]);
         return 2;
     }
     if (model_load(&model, argv[1], err, sizeof(err))) {
@@ -250,16 +257,21 @@ int main(int argc, char **argv) {
                               .kv_block_size = 16,
                               .kv_blocks = 2048,
                               .kv_type = (enum tensor_type)kv_type};
-    if (engine_init(&engine, model, &p, err, sizeof(err))) {
+    struct engine_group group = {.n = tp, .backend = COMM_LOCAL, .deadline = 30};
+    if (engine_group_start(&group, model, &p, err, sizeof(err))) {
         fprintf(stderr, "runner_bench: %s\n", err);
+        engine_group_stop(&group, err, sizeof(err));
+        model_free(model);
         return 1;
     }
-    printf("runner_bench: %s, %d threads, %s KV cache\n", argv[1], threads,
-           tensor_type_name(kv_type));
-    bench_aggregate(&engine, model->config.vocab_size);
-    bench_breakdown(&engine, engine.model);
-    bench_admission(&engine, model->config.vocab_size);
-    engine_free(&engine);
+    struct engine *engine = engine_group_leader(&group);
+    printf("runner_bench: %s, %d threads, tensor-parallel ranks %d, %s KV cache\n", argv[1],
+           threads, tp, tensor_type_name(kv_type));
+    bench_aggregate(engine, model->config.vocab_size);
+    bench_breakdown(engine, model);
+    bench_admission(engine, model->config.vocab_size);
+    int rc = engine_group_stop(&group, err, sizeof(err)) ? 1 : 0;
+    if (rc) fprintf(stderr, "runner_bench: %s\n", err);
     model_free(model);
-    return 0;
+    return rc;
 }
