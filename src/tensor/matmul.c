@@ -66,17 +66,16 @@ static void prepare_rows(struct matmul_run *run, int b0, int b1) {
     }
 }
 
-/* Chunks per thread: more balance on a busy machine, fewer breaks in the
- * weight streams. Every chunk starts on a tile that nothing prefetched. A
- * small batch (token generation) streams the weights from memory: one
- * chunk per thread measured 10-20% faster generation there (Q8_0/Q4_0,
- * 2 threads). Batched products take 2: against 4, decode steps of 16
- * sequences took about 3% less time (85M Q8_0 model, 2 threads, two
- * engines stepped in turn in one process), 4 sequences about 1% less, and
- * 64 sequences and 128-token prefill steps the same. */
-#define CHUNKS_PER_THREAD             2
-#define SMALL_BATCH                   3
-#define SMALL_BATCH_CHUNKS_PER_THREAD 1
+/* Chunks per thread of a product: one. Every chunk starts on a tile that
+ * nothing prefetched, and a chunk per thread keeps each thread's weight
+ * stream unbroken. Token generation measured 10-20% faster so than with
+ * more (Q8_0/Q4_0, 2 threads); with the inputs quantized ahead, decode
+ * steps of 16 sequences took about 2% less time than with 2 chunks per
+ * thread, 4 and 64 sequences about 1% less, and prefill the same (85M Q8_0
+ * model, 2 threads, steps alternated in one process). Quantizing the input
+ * here (when not done ahead) takes 2 chunks per thread of batch rows. */
+#define CHUNKS_PER_THREAD          1
+#define QUANTIZE_CHUNKS_PER_THREAD 2
 
 static int chunk_count(int items, int n_threads, int per_thread) {
     return items < per_thread * n_threads ? items : per_thread * n_threads;
@@ -200,12 +199,11 @@ static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
         if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
             prepare_rows(run, 0, batch);
         } else {
-            run->n_chunks = chunk_count(batch, n_threads, CHUNKS_PER_THREAD);
+            run->n_chunks = chunk_count(batch, n_threads, QUANTIZE_CHUNKS_PER_THREAD);
             tensor_pool_run_chunks(pool, prepare_chunk, run, run->n_chunks);
         }
     }
-    int per_thread = batch <= SMALL_BATCH ? SMALL_BATCH_CHUNKS_PER_THREAD : CHUNKS_PER_THREAD;
-    run->n_chunks = chunk_count(job_tiles(run), n_threads, per_thread);
+    run->n_chunks = chunk_count(job_tiles(run), n_threads, CHUNKS_PER_THREAD);
     tensor_pool_run_chunks(pool, matmul_chunk, run, run->n_chunks);
     return 0;
 }
