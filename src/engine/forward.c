@@ -449,7 +449,7 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     if (prefetch)
         reads.ahead =
             reads.segment < KV_PREFETCH_BYTES ? (int)(KV_PREFETCH_BYTES / reads.segment) : 1;
-    for (int k = -reads.ahead; k < 0; k++) prefetch_ahead(&reads, k);
+    for (int k = -reads.ahead; k < 0; k++) prefetch_ahead(&reads, k); /* the first segments */
 
     /* scores = q k^T / sqrt(d), then softmax, per head */
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {

@@ -10,10 +10,10 @@
  * one group, whose blocks j lie side by side, so a tile reads one stream
  * of activations, at offsets known when compiled, instead of one stream
  * per column (measured: about 5% more tokens a second from the runner with
- * 16 sequences). The block's
- * float step is the scalar one, vectorized over the 16 rows, so the result
- * has the bits of tensor_matmul_q8_0_panels_scalar and of the row-layout
- * kernels (tensor_internal.h). */
+ * 16 sequences). The block's float step is the scalar one, vectorized over
+ * the 16 rows, so the result has the bits of
+ * tensor_matmul_q8_0_panels_scalar and of the row-layout kernels
+ * (tensor_internal.h). */
 #include "panel_avx512.h"
 
 #include <immintrin.h>
