@@ -17,37 +17,10 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
-static float random_float(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
-}
-
-/* A random matrix of a quantized type, as rows; the caller frees .data. */
-static struct tensor_matrix make_matrix(enum tensor_type type, int rows, int cols) {
-    size_t row_bytes = tensor_row_bytes(type, cols);
-    char *data = malloc(row_bytes * (size_t)rows);
-    float *values = malloc(sizeof(float) * (size_t)cols);
-    for (int r = 0; r < rows; r++) {
-        for (int i = 0; i < cols; i++) values[i] = random_float();
-        if (type == TENSOR_Q8_0)
-            tensor_quantize_q8_0((void *)(data + (size_t)r * row_bytes), values, cols);
-        else
-            tensor_quantize_q4_0((void *)(data + (size_t)r * row_bytes), values, cols);
-    }
-    free(values);
-    return tensor_matrix_make(data, type, rows, cols);
-}
-
 /* w packed into panels in fresh memory; the caller frees .data. */
 static struct tensor_matrix pack(const struct tensor_matrix *w) {
     size_t bytes = (tensor_panels_bytes(w) + 63) / 64 * 64;
     return tensor_pack_panels(aligned_alloc(64, bytes), w);
-}
-
-static float *make_input(int batch, int cols) {
-    float *x = malloc(sizeof(float) * (size_t)batch * cols);
-    for (int i = 0; i < batch * cols; i++) x[i] = random_float();
-    return x;
 }
 
 /* Rows of x given to an ahead set by a pool job: each thread a contiguous
@@ -112,7 +85,7 @@ static void check_matrix(struct tensor_pool *pool, struct tensor_ahead *ahead,
                          const struct tensor_matrix *w, const struct tensor_matrix *rows,
                          const char *what) {
     static const int batches[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 33};
-    float *x = make_input(33, w->cols);
+    float *x = test_random_floats(33 * w->cols, &rng_state);
     for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++)
         for (int parts = 1; parts <= 4; parts *= 2)
             if ((w->cols / 32) % parts == 0)
@@ -126,7 +99,7 @@ static void check_matrix(struct tensor_pool *pool, struct tensor_ahead *ahead,
 static void check_many(struct tensor_pool *pool, struct tensor_ahead *ahead,
                        const struct tensor_matrix *const *ws, const struct tensor_matrix *rows,
                        int batch, const char *what) {
-    float *x = make_input(batch, ws[0]->cols);
+    float *x = test_random_floats(batch * ws[0]->cols, &rng_state);
     float *expected[3], *got[3];
     for (int i = 0; i < 3; i++) {
         expected[i] = malloc(sizeof(float) * (size_t)batch * ws[i]->rows);
@@ -149,8 +122,10 @@ static void check_many(struct tensor_pool *pool, struct tensor_ahead *ahead,
 static void check_instruction_set(struct tensor_pool *pool, struct tensor_ahead *ahead) {
     static const int shapes[][2] = {{50, 768}, {19, 2048}, {33, 64}, {16, 96}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        struct tensor_matrix q8 = make_matrix(TENSOR_Q8_0, shapes[s][0], shapes[s][1]);
-        struct tensor_matrix q4 = make_matrix(TENSOR_Q4_0, shapes[s][0], shapes[s][1]);
+        struct tensor_matrix q8 =
+            test_random_weights(TENSOR_Q8_0, shapes[s][0], shapes[s][1], &rng_state);
+        struct tensor_matrix q4 =
+            test_random_weights(TENSOR_Q4_0, shapes[s][0], shapes[s][1], &rng_state);
         struct tensor_matrix panels = pack(&q8);
         check_matrix(pool, ahead, &q8, &q8, "Q8_0 rows");
         check_matrix(pool, ahead, &panels, &q8, "Q8_0 panels");
@@ -159,9 +134,9 @@ static void check_instruction_set(struct tensor_pool *pool, struct tensor_ahead 
         free((void *)q4.data);
         free((void *)panels.data);
     }
-    struct tensor_matrix rows[3] = {make_matrix(TENSOR_Q8_0, 48, 256),
-                                    make_matrix(TENSOR_Q8_0, 16, 256),
-                                    make_matrix(TENSOR_Q8_0, 17, 256)};
+    struct tensor_matrix rows[3] = {test_random_weights(TENSOR_Q8_0, 48, 256, &rng_state),
+                                    test_random_weights(TENSOR_Q8_0, 16, 256, &rng_state),
+                                    test_random_weights(TENSOR_Q8_0, 17, 256, &rng_state)};
     struct tensor_matrix panels[3];
     for (int i = 0; i < 3; i++) panels[i] = pack(&rows[i]);
     const struct tensor_matrix *const row_ws[] = {&rows[0], &rows[1], &rows[2]};
@@ -178,9 +153,9 @@ static void check_instruction_set(struct tensor_pool *pool, struct tensor_ahead 
 
 /* What tensor_ahead_begin declines, and what the products refuse. */
 static void check_refusals(struct tensor_pool *pool, struct tensor_ahead *ahead) {
-    struct tensor_matrix q8 = make_matrix(TENSOR_Q8_0, 16, 256);
-    struct tensor_matrix wide = make_matrix(TENSOR_Q8_0, 16, 512);
-    struct tensor_matrix q4 = make_matrix(TENSOR_Q4_0, 16, 256);
+    struct tensor_matrix q8 = test_random_weights(TENSOR_Q8_0, 16, 256, &rng_state);
+    struct tensor_matrix wide = test_random_weights(TENSOR_Q8_0, 16, 512, &rng_state);
+    struct tensor_matrix q4 = test_random_weights(TENSOR_Q4_0, 16, 256, &rng_state);
     float *f32_data = calloc(16 * 256, sizeof(float));
     struct tensor_matrix f32 = tensor_matrix_make(f32_data, TENSOR_F32, 16, 256);
     const struct tensor_matrix *one = &q8;
@@ -196,7 +171,7 @@ static void check_refusals(struct tensor_pool *pool, struct tensor_ahead *ahead)
     CHECK_MSG(tensor_ahead_begin(ahead, &one, 1, 16, 4) == 0, "parts of 16 columns");
     CHECK_MSG(tensor_ahead_begin(ahead, &one, 1, 1, 0) == 0, "an empty batch");
 
-    float *x = make_input(4, 512), *out = malloc(sizeof(float) * 4 * 16 * 4);
+    float *x = test_random_floats(4 * 512, &rng_state), *out = malloc(sizeof(float) * 4 * 16 * 4);
     CHECK(tensor_ahead_begin(ahead, &one, 1, 2, 4) == 1);
     quantize_rows(pool, ahead, x, 4, 256, 1);
     CHECK_MSG(tensor_matmul_parts_ahead(pool, out, &wide, ahead) == -1, "product of other width");

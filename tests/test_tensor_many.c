@@ -17,31 +17,6 @@
 
 static uint64_t rng_state = 0x13198a2e03707344ULL;
 
-static float random_float(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
-}
-
-/* Random weights of type (row layout); the caller frees .data. */
-static struct tensor_matrix make_weights(enum tensor_type type, int rows) {
-    size_t row_bytes = tensor_row_bytes(type, COLS);
-    char *data = aligned_alloc(64, (row_bytes * (size_t)rows + 63) / 64 * 64);
-    float values[COLS];
-    for (int r = 0; r < rows; r++) {
-        char *row = data + (size_t)r * row_bytes;
-        for (int i = 0; i < COLS; i++) values[i] = random_float();
-        if (type == TENSOR_F32)
-            memcpy(row, values, row_bytes);
-        else if (type == TENSOR_F16)
-            for (int i = 0; i < COLS; i++) ((uint16_t *)row)[i] = tensor_fp32_to_fp16(values[i]);
-        else if (type == TENSOR_Q8_0)
-            tensor_quantize_q8_0((struct tensor_block_q8_0 *)row, values, COLS);
-        else
-            tensor_quantize_q4_0((struct tensor_block_q4_0 *)row, values, COLS);
-    }
-    return tensor_matrix_make(data, type, rows, COLS);
-}
-
 /* Panels of w in fresh memory; w's rows are freed. */
 static struct tensor_matrix to_panels(struct tensor_matrix w) {
     size_t bytes = tensor_panels_bytes(&w);
@@ -76,7 +51,7 @@ int main(void) {
     static const int heights[3] = {48, 23, 37};
     static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0, TENSOR_Q4_0};
     float *x = malloc(sizeof(float) * MAX_BATCH * COLS);
-    for (int i = 0; i < MAX_BATCH * COLS; i++) x[i] = random_float();
+    for (int i = 0; i < MAX_BATCH * COLS; i++) x[i] = test_random_float(&rng_state);
     struct tensor_pool *pools[3];
     for (int t = 0; t < 3; t++) CHECK((pools[t] = tensor_pool_create(t + 1)) != NULL);
 
@@ -84,7 +59,7 @@ int main(void) {
         enum tensor_type type = k < 4 ? types[k] : TENSOR_Q8_0;
         struct tensor_matrix w[3];
         for (int i = 0; i < 3; i++) {
-            w[i] = make_weights(type, heights[i]);
+            w[i] = test_random_weights(type, heights[i], COLS, &rng_state);
             if (k == 4) w[i] = to_panels(w[i]);
         }
         for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
@@ -96,8 +71,9 @@ int main(void) {
         for (int i = 0; i < 3; i++) free((void *)w[i].data);
     }
 
-    struct tensor_matrix mixed[3] = {make_weights(TENSOR_Q8_0, 48), make_weights(TENSOR_F32, 23),
-                                     make_weights(TENSOR_Q4_0, 37)};
+    struct tensor_matrix mixed[3] = {test_random_weights(TENSOR_Q8_0, 48, COLS, &rng_state),
+                                     test_random_weights(TENSOR_F32, 23, COLS, &rng_state),
+                                     test_random_weights(TENSOR_Q4_0, 37, COLS, &rng_state)};
     check_many(pools[1], mixed, 3, x, "mixed types");
     for (int i = 0; i < 3; i++) free((void *)mixed[i].data);
 

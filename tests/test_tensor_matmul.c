@@ -18,46 +18,6 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
-static float random_float(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
-}
-
-/* Weights of a type, made from random floats; the caller frees data. */
-static struct tensor_matrix make_weights(enum tensor_type type, int rows, int cols) {
-    size_t row_bytes = tensor_row_bytes(type, cols);
-    char *data = malloc(row_bytes * (size_t)rows);
-    float *values = malloc(sizeof(float) * (size_t)cols);
-    for (int r = 0; r < rows; r++) {
-        char *row = data + (size_t)r * row_bytes;
-        for (int i = 0; i < cols; i++) values[i] = random_float();
-        switch (type) {
-        case TENSOR_F32:
-            memcpy(row, values, row_bytes);
-            break;
-        case TENSOR_F16:
-            for (int i = 0; i < cols; i++) ((uint16_t *)row)[i] = tensor_fp32_to_fp16(values[i]);
-            break;
-        case TENSOR_Q8_0:
-            tensor_quantize_q8_0((struct tensor_block_q8_0 *)row, values, cols);
-            /* ggml never writes -128, but a file may hold it: kernels must take it */
-            if (r % 3 == 0) ((struct tensor_block_q8_0 *)row)[0].qs[r % 32] = -128;
-            break;
-        case TENSOR_Q4_0:
-            tensor_quantize_q4_0((struct tensor_block_q4_0 *)row, values, cols);
-            break;
-        }
-    }
-    free(values);
-    return tensor_matrix_make(data, type, rows, cols);
-}
-
-static float *make_input(int batch, int cols) {
-    float *x = malloc(sizeof(float) * (size_t)batch * cols);
-    for (int i = 0; i < batch * cols; i++) x[i] = random_float();
-    return x;
-}
-
 static int is_quantized(enum tensor_type type) {
     return type == TENSOR_Q8_0 || type == TENSOR_Q4_0;
 }
@@ -97,7 +57,7 @@ static const char *case_name(const struct tensor_matrix *w, int batch) {
 
 static void check_against_reference(struct tensor_pool *pool, const struct tensor_matrix *w,
                                     int batch) {
-    float *x = make_input(batch, w->cols);
+    float *x = test_random_floats((batch) * (w->cols), &rng_state);
     float *out = malloc(sizeof(float) * (size_t)batch * w->rows);
     CHECK(tensor_matmul(pool, out, w, x, batch) == 0);
     int bad = 0;
@@ -119,7 +79,7 @@ static void check_against_reference(struct tensor_pool *pool, const struct tenso
 /* The selected SIMD path against the scalar path on the same inputs. */
 static void check_against_scalar(struct tensor_pool *pool, const struct tensor_matrix *w, int batch,
                                  enum tensor_isa isa) {
-    float *x = make_input(batch, w->cols);
+    float *x = test_random_floats((batch) * (w->cols), &rng_state);
     float *simd = malloc(sizeof(float) * (size_t)batch * w->rows);
     float *scalar = malloc(sizeof(float) * (size_t)batch * w->rows);
     CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
@@ -153,7 +113,7 @@ static void check_against_scalar(struct tensor_pool *pool, const struct tensor_m
  * whatever the pool size. */
 static void check_batch_invariance(struct tensor_pool **pools, int n_pools,
                                    const struct tensor_matrix *w, int batch) {
-    float *x = make_input(batch, w->cols);
+    float *x = test_random_floats((batch) * (w->cols), &rng_state);
     size_t n = (size_t)batch * w->rows;
     float *single = malloc(sizeof(float) * n);
     float *together = malloc(sizeof(float) * n);
@@ -175,7 +135,7 @@ static void check_batch_invariance(struct tensor_pool **pools, int n_pools,
 /* A column slice viewed through row_stride equals the same columns copied out. */
 static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) {
     int rows = 37, cols = 256, first = 64, width = 128;
-    struct tensor_matrix full = make_weights(type, rows, cols);
+    struct tensor_matrix full = test_random_weights(type, rows, cols, &rng_state);
     size_t offset = tensor_row_bytes(type, first), width_bytes = tensor_row_bytes(type, width);
     struct tensor_matrix slice = full;
     slice.data = (const char *)full.data + offset;
@@ -185,7 +145,7 @@ static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) 
         memcpy(copy + r * width_bytes, (const char *)slice.data + r * full.row_stride, width_bytes);
     struct tensor_matrix contiguous = tensor_matrix_make(copy, type, rows, width);
     int batch = 9;
-    float *x = make_input(batch, width);
+    float *x = test_random_floats((batch) * (width), &rng_state);
     float *a = malloc(sizeof(float) * (size_t)batch * rows);
     float *b = malloc(sizeof(float) * (size_t)batch * rows);
     CHECK(tensor_matmul(pool, a, &slice, x, batch) == 0);
@@ -218,7 +178,8 @@ int main(void) {
     for (int t = 0; t < COUNT(types); t++) {
         for (int s = 0; s < COUNT(shapes); s++) {
             if (is_quantized(types[t]) && shapes[s][1] % 32 != 0) continue;
-            struct tensor_matrix w = make_weights(types[t], shapes[s][0], shapes[s][1]);
+            struct tensor_matrix w =
+                test_random_weights(types[t], shapes[s][0], shapes[s][1], &rng_state);
             check_against_reference(pools[1], &w, 3);
             free((void *)w.data);
         }
@@ -228,7 +189,8 @@ int main(void) {
         for (int t = 0; t < COUNT(types); t++) {
             for (int s = 0; s < COUNT(shapes); s++) {
                 if (is_quantized(types[t]) && shapes[s][1] % 32 != 0) continue;
-                struct tensor_matrix w = make_weights(types[t], shapes[s][0], shapes[s][1]);
+                struct tensor_matrix w =
+                    test_random_weights(types[t], shapes[s][0], shapes[s][1], &rng_state);
                 if (isa != TENSOR_ISA_SCALAR) {
                     check_against_scalar(pools[1], &w, 1, (enum tensor_isa)isa);
                     check_against_scalar(pools[1], &w, 13, (enum tensor_isa)isa);
@@ -250,9 +212,9 @@ int main(void) {
     CHECK(tensor_isa_select((enum tensor_isa)7) == -1);
     CHECK(tensor_isa_select(best) == 0);
     CHECK(tensor_isa_current() == best);
-    struct tensor_matrix w = make_weights(TENSOR_Q8_0, 5, 64);
+    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, 5, 64, &rng_state);
     float x[64], out_pool[5], out_none[5];
-    for (int i = 0; i < 64; i++) x[i] = random_float();
+    for (int i = 0; i < 64; i++) x[i] = test_random_float(&rng_state);
     CHECK(tensor_matmul(pools[0], out_pool, &w, x, 1) == 0);
     CHECK(tensor_matmul(NULL, out_none, &w, x, 1) == 0);
     CHECK(test_same_bits(out_pool, out_none, 5));

@@ -15,10 +15,7 @@
 static uint64_t rng_state = 88172645463325252ULL;
 
 static float random_float(float scale) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((float)(rng_state >> 40) / 8388608.0f - 1.0f) * scale;
+    return test_random_float(&rng_state) * scale;
 }
 
 static const int lengths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 768, 2048};

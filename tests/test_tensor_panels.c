@@ -19,32 +19,6 @@
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 
-static float random_float(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
-}
-
-/* Random Q8_0 rows (some quants -128, which a file may hold); caller frees. */
-static struct tensor_matrix make_rows(int rows, int cols) {
-    size_t row_bytes = tensor_row_bytes(TENSOR_Q8_0, cols);
-    char *data = malloc(row_bytes * (size_t)rows);
-    float *values = malloc(sizeof(float) * (size_t)cols);
-    for (int r = 0; r < rows; r++) {
-        for (int i = 0; i < cols; i++) values[i] = random_float();
-        struct tensor_block_q8_0 *row = (void *)(data + (size_t)r * row_bytes);
-        tensor_quantize_q8_0(row, values, cols);
-        if (r % 3 == 0) row[r % (cols / 32)].qs[r % 32] = -128;
-    }
-    free(values);
-    return tensor_matrix_make(data, TENSOR_Q8_0, rows, cols);
-}
-
-static float *make_input(int batch, int cols) {
-    float *x = malloc(sizeof(float) * (size_t)batch * cols);
-    for (int i = 0; i < batch * cols; i++) x[i] = random_float();
-    return x;
-}
-
 /* w packed into fresh aligned memory (the caller frees .data). */
 static struct tensor_matrix pack(const struct tensor_matrix *w) {
     size_t bytes = tensor_panels_bytes(w);
@@ -80,10 +54,10 @@ static float *reference(const struct tensor_matrix *w, const float *x, int batch
 
 static void check_shape(struct tensor_pool **pools, int rows, int cols) {
     static const int batches[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33};
-    struct tensor_matrix w = make_rows(rows, cols);
+    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, rows, cols, &rng_state);
     struct tensor_matrix panels = pack(&w);
     int max_batch = 33, blocks = cols / 32;
-    float *x = make_input(max_batch, cols);
+    float *x = test_random_floats((max_batch) * (cols), &rng_state);
     /* references first, then the rows are destroyed */
     float *expected[12][3];
     for (int b = 0; b < 12; b++)
@@ -112,12 +86,12 @@ static void check_shape(struct tensor_pool **pools, int rows, int cols) {
 /* Columns [64, 64 + 96) of a (37, 256) matrix, packed as a view, against
  * the same columns under the row kernels. */
 static void check_column_slice(struct tensor_pool *pool) {
-    struct tensor_matrix whole = make_rows(37, 256);
+    struct tensor_matrix whole = test_random_weights(TENSOR_Q8_0, 37, 256, &rng_state);
     struct tensor_matrix slice = whole;
     slice.data = (const char *)whole.data + tensor_row_bytes(TENSOR_Q8_0, 64);
     slice.cols = 96;
     struct tensor_matrix panels = pack(&slice);
-    float *x = make_input(9, 96);
+    float *x = test_random_floats((9) * (96), &rng_state);
     for (int batch = 1; batch <= 9; batch += 4) {
         float *expected = reference(&slice, x, batch, 1);
         check_same(pool, &slice, expected, &panels, x, batch, 1, "packed column slice");
@@ -129,7 +103,7 @@ static void check_column_slice(struct tensor_pool *pool) {
 }
 
 static void check_what_packs(void) {
-    struct tensor_matrix q8 = make_rows(16, 64);
+    struct tensor_matrix q8 = test_random_weights(TENSOR_Q8_0, 16, 64, &rng_state);
     CHECK(tensor_panels_bytes(&q8) == 16 * tensor_row_bytes(TENSOR_Q8_0, 64));
     struct tensor_matrix panels = pack(&q8);
     CHECK_MSG(tensor_panels_bytes(&panels) == 0, "a packed matrix packed again");

@@ -31,13 +31,6 @@
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 
-static float random_float(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)(rng_state >> 40) / 8388608.0f - 1.0f; /* [-1, 1) */
-}
-
 static const int lengths[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80, 128, 130};
 static const int row_counts[] = {0, 1, 2, 5, 16, 17, 70};
 #define LENGTHS    (int)(sizeof(lengths) / sizeof(lengths[0]))
@@ -59,20 +52,20 @@ static void make_rows(struct rows *r, enum tensor_type type, void *pool, int n_r
     if (type == TENSOR_Q8_0) {
         float x[MAX_ROWS * MAX_N];
         struct tensor_block_q8_0 *blocks = (void *)((char *)pool + 2);
-        for (int i = 0; i < n_rows * n; i++) x[i] = random_float();
+        for (int i = 0; i < n_rows * n; i++) x[i] = test_random_float(&rng_state);
         tensor_quantize_q8_0(blocks, x, (int64_t)n_rows * n);
         tensor_dequantize_row(r->values, blocks, TENSOR_Q8_0, n_rows * n);
         r->data = blocks;
     } else if (type == TENSOR_F16) {
         uint16_t *h = (uint16_t *)pool + 1;
         for (int i = 0; i < n_rows * n; i++) {
-            h[i] = tensor_fp32_to_fp16(random_float());
+            h[i] = tensor_fp32_to_fp16(test_random_float(&rng_state));
             r->values[i] = tensor_fp16_to_fp32(h[i]);
         }
         r->data = h;
     } else {
         float *f = (float *)pool + 1;
-        for (int i = 0; i < n_rows * n; i++) f[i] = r->values[i] = random_float();
+        for (int i = 0; i < n_rows * n; i++) f[i] = r->values[i] = test_random_float(&rng_state);
         r->data = f;
     }
 }
@@ -146,7 +139,7 @@ static void check_dot_columns_shapes(const float *q, struct rows *rows, void *po
 static void check_weighted_sum(const float *weights, const struct rows *r, int n_rows, int n,
                                const char *isa) {
     float start[MAX_N], got[MAX_N + 1], want[MAX_N];
-    for (int i = 0; i < n; i++) start[i] = i % 3 == 0 ? 0.0f : random_float();
+    for (int i = 0; i < n; i++) start[i] = i % 3 == 0 ? 0.0f : test_random_float(&rng_state);
     memcpy(got, start, sizeof(float) * (size_t)n);
     memcpy(want, start, sizeof(float) * (size_t)n);
     got[n] = 12345.0f; /* past the end: must stay */
@@ -183,7 +176,7 @@ static void check_fp16_rounding(const char *isa) {
     for (int n = 1; n <= MAX_N; n += n < 20 ? 1 : 37) {
         for (int i = 0; i < n; i++) {
             int k = i % (n_corners + 3);
-            x[i] = k < n_corners ? corners[k] : random_float() * 1000.0f;
+            x[i] = k < n_corners ? corners[k] : test_random_float(&rng_state) * 1000.0f;
         }
         x[0] = n % 2 ? __builtin_inff() : -__builtin_inff();
         if (n > 2) x[2] = __builtin_nanf("");
@@ -199,7 +192,7 @@ static void check_fp16_rounding(const char *isa) {
 static void check_quantize_row(const char *isa) {
     float x[544];
     struct tensor_block_q8_0 got[544 / 32 + 1], want[544 / 32];
-    for (int i = 0; i < 544; i++) x[i] = i % 41 == 0 ? 0.0f : random_float() * 3.0f;
+    for (int i = 0; i < 544; i++) x[i] = i % 41 == 0 ? 0.0f : test_random_float(&rng_state) * 3.0f;
     for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
     for (int n = 32; n <= 544; n += 32) {
         memset(got, 0x5a, sizeof(got));
@@ -217,8 +210,9 @@ int main(void) {
     float q[MAX_N], weights[MAX_ROWS];
     CHECK(pool != NULL);
     if (!pool) return test_status("test_tensor_rows");
-    for (int i = 0; i < MAX_N; i++) q[i] = random_float();
-    for (int p = 0; p < MAX_ROWS; p++) weights[p] = p % 7 == 3 ? 0.0f : random_float();
+    for (int i = 0; i < MAX_N; i++) q[i] = test_random_float(&rng_state);
+    for (int p = 0; p < MAX_ROWS; p++)
+        weights[p] = p % 7 == 3 ? 0.0f : test_random_float(&rng_state);
 
     static const enum tensor_type types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0};
     enum tensor_isa best = tensor_isa_best();

@@ -36,6 +36,51 @@ const char *test_tmp_path(char *buf, size_t size, const char *name) {
     return buf;
 }
 
+float test_random_float(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+float *test_random_floats(int n, uint64_t *state) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) x[i] = test_random_float(state);
+    return x;
+}
+
+/* One row of type from the floats at values. */
+static void make_row(char *row, enum tensor_type type, const float *values, int cols) {
+    switch (type) {
+    case TENSOR_F32:
+        memcpy(row, values, sizeof(float) * (size_t)cols);
+        break;
+    case TENSOR_F16:
+        for (int i = 0; i < cols; i++) ((uint16_t *)row)[i] = tensor_fp32_to_fp16(values[i]);
+        break;
+    case TENSOR_Q8_0:
+        tensor_quantize_q8_0((struct tensor_block_q8_0 *)row, values, cols);
+        break;
+    case TENSOR_Q4_0:
+        tensor_quantize_q4_0((struct tensor_block_q4_0 *)row, values, cols);
+        break;
+    }
+}
+
+struct tensor_matrix test_random_weights(enum tensor_type type, int rows, int cols,
+                                         uint64_t *state) {
+    size_t row_bytes = tensor_row_bytes(type, cols);
+    char *data = aligned_alloc(64, (row_bytes * (size_t)rows + 63) / 64 * 64);
+    float *values = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        char *row = data + (size_t)r * row_bytes;
+        for (int i = 0; i < cols; i++) values[i] = test_random_float(state);
+        make_row(row, type, values, cols);
+        if (type == TENSOR_Q8_0 && r % 3 == 0)
+            ((struct tensor_block_q8_0 *)row)[r % (cols / 32)].qs[r % 32] = -128;
+    }
+    free(values);
+    return tensor_matrix_make(data, type, rows, cols);
+}
+
 int test_same_bits(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t x, y;

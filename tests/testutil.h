@@ -7,6 +7,9 @@
 #ifndef LOCKSTEP_TESTUTIL_H
 #define LOCKSTEP_TESTUTIL_H
 
+#include "tensor/tensor.h"
+
+#include <stdint.h>
 #include <stdio.h>
 
 struct tokenizer;
@@ -44,6 +47,20 @@ const char *test_tmp_path(char *buf, size_t size, const char *name);
 
 /* 1 if the n floats at a and b have the same bit patterns. */
 int test_same_bits(const float *a, const float *b, size_t n);
+
+/* The next float in [-1, 1) of the pseudo-random sequence *state (one
+ * fixed sequence for each seed). */
+float test_random_float(uint64_t *state);
+
+/* n such floats in new memory (the caller frees them). */
+float *test_random_floats(int n, uint64_t *state);
+
+/* A rows x cols matrix of type (F32, F16, Q8_0 or Q4_0), row layout, made
+ * from such floats, in new 64-byte aligned memory (the caller frees .data).
+ * Every third Q8_0 row holds a -128 quant: ggml never writes one, but a
+ * file may, and kernels must take it. */
+struct tensor_matrix test_random_weights(enum tensor_type type, int rows, int cols,
+                                         uint64_t *state);
 
 /* Maximum absolute difference between two float arrays. */
 float test_max_abs_diff(const float *a, const float *b, int n);
