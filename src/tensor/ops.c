@@ -108,10 +108,16 @@ void tensor_swiglu(float *out, const float *gate, const float *up, int n) {
     if (n > 0) tensor_kernels_current()->swiglu(out, gate, up, n);
 }
 
+/* Each head: the pairs that fill whole vectors by the instruction set in
+ * use, the rest by the scalar turn (the same bits, see ops_avx512.c). */
 void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
                       const float *sines, enum tensor_rope_style style) {
-    if (n_heads > 0 && pairs > 0)
-        tensor_kernels_current()->rope_turn(x, n_heads, head_dim, pairs, cosines, sines, style);
+    const struct tensor_kernels *k = tensor_kernels_current();
+    for (int h = 0; h < n_heads; h++) {
+        float *head = x + (size_t)h * head_dim;
+        int done = pairs > 0 ? k->rope_turn_vectors(head, pairs, cosines, sines, style) : 0;
+        tensor_rope_turn_head(head, done, pairs, cosines, sines, style);
+    }
 }
 
 float tensor_dot(const float *a, const float *b, int n) {
@@ -188,8 +194,8 @@ void tensor_rope_turn_head(float *head, int first_pair, int pairs, const float *
     }
 }
 
-void tensor_rope_turn_scalar(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                             const float *sines, enum tensor_rope_style style) {
-    for (int h = 0; h < n_heads; h++)
-        tensor_rope_turn_head(x + (size_t)h * head_dim, 0, pairs, cosines, sines, style);
+int tensor_rope_turn_vectors_none(float *head, int pairs, const float *cosines, const float *sines,
+                                  enum tensor_rope_style style) {
+    (void)head, (void)pairs, (void)cosines, (void)sines, (void)style;
+    return 0;
 }

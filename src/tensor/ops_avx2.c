@@ -351,12 +351,8 @@ static int turn_norm(float *head, int pairs, const float *cosines, const float *
     return j;
 }
 
-void tensor_rope_turn_avx2(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                           const float *sines, enum tensor_rope_style style) {
-    for (int h = 0; h < n_heads; h++) {
-        float *head = x + (size_t)h * head_dim;
-        int done = style == TENSOR_ROPE_NEOX ? turn_neox(head, pairs, cosines, sines)
-                                             : turn_norm(head, pairs, cosines, sines);
-        tensor_rope_turn_head(head, done, pairs, cosines, sines, style);
-    }
+int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, const float *sines,
+                                  enum tensor_rope_style style) {
+    return style == TENSOR_ROPE_NEOX ? turn_neox(head, pairs, cosines, sines)
+                                     : turn_norm(head, pairs, cosines, sines);
 }

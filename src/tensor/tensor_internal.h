@@ -95,8 +95,10 @@ struct tensor_kernels {
     void (*rmsnorm)(float *out, const float *x, const float *weight, int n, float eps);
     void (*softmax)(float *x, int n);
     void (*swiglu)(float *out, const float *gate, const float *up, int n);
-    void (*rope_turn)(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                      const float *sines, enum tensor_rope_style style);
+    /* Turns the leading pairs of one head that fill whole vectors; returns
+     * the first pair left for the scalar tail (tensor_rope_turn_head). */
+    int (*rope_turn_vectors)(float *head, int pairs, const float *cosines, const float *sines,
+                             enum tensor_rope_style style);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n);
     void (*dot_columns)(float *out, const float *q, const void *columns, enum tensor_type type,
@@ -171,8 +173,8 @@ void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n)
  * the vector kernels' tail. */
 void tensor_rope_turn_head(float *head, int first_pair, int pairs, const float *cosines,
                            const float *sines, enum tensor_rope_style style);
-void tensor_rope_turn_scalar(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                             const float *sines, enum tensor_rope_style style);
+int tensor_rope_turn_vectors_none(float *head, int pairs, const float *cosines, const float *sines,
+                                  enum tensor_rope_style style);
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
 void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
@@ -198,8 +200,8 @@ void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x,
 void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
 void tensor_softmax_avx2(float *x, int n);
 void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
-void tensor_rope_turn_avx2(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                           const float *sines, enum tensor_rope_style style);
+int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, const float *sines,
+                                  enum tensor_rope_style style);
 float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
 void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
@@ -233,8 +235,8 @@ void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *
 void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
 void tensor_softmax_avx512(float *x, int n);
 void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
-void tensor_rope_turn_avx512(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
-                             const float *sines, enum tensor_rope_style style);
+int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines,
+                                    const float *sines, enum tensor_rope_style style);
 float tensor_dot_avx512(const float *a, const float *b, int n);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
