@@ -21,7 +21,7 @@
 
 struct worker {
     pthread_t thread;
-    int32_t result; /* kept, so the loop is not optimized away */
+    int32_t result; /* the sums, stored so the loop is not optimized away */
 };
 
 __attribute__((target("avx512f,avx512vnni"))) static void *multiply_add(void *arg) {
@@ -62,19 +62,15 @@ int main(int argc, char **argv) {
     }
     struct worker workers[64];
     double best = 0;
-    int32_t check = 0;
     for (int pass = 0; pass < 7; pass++) {
         double t0 = now();
         for (int t = 0; t < n_threads; t++)
             pthread_create(&workers[t].thread, NULL, multiply_add, &workers[t]);
-        for (int t = 0; t < n_threads; t++) {
-            pthread_join(workers[t].thread, NULL);
-            check ^= workers[t].result;
-        }
+        for (int t = 0; t < n_threads; t++) pthread_join(workers[t].thread, NULL);
         double macs = (double)n_threads * ITERATIONS * ACCUMULATORS * LANE_PAIRS;
         double rate = macs / (now() - t0) / 1e9;
         if (rate > best) best = rate;
     }
     printf("%.1f\n", best);
-    return check == 42 ? 3 : 0; /* uses check */
+    return 0;
 }
