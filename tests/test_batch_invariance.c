@@ -2,11 +2,13 @@
  * bit the same whether its prompt is prefilled in one pass or in chunks,
  * whether other sequences share its passes (prefill chunks beside decode
  * tokens, or a pass of one decode token per sequence), and however many
- * threads run, with an F16, an F32 and a Q8_0 key/value cache. Runs on
+ * threads run, with an F16, an F32 and a Q8_0 key/value cache -- also when a
+ * decode batch is big enough to run in slices, a range of its tokens per
+ * thread (slice.c). Runs on
  * seeded random models of every weight type (written by
  * model_write_random), so it needs nothing from ../shared.
  * ctest-labels: concurrency */
-#include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -123,6 +125,64 @@ static void decode_shared(struct engine *engine, const int *prompt, const int *o
     for (int s = 0; s < 3; s++) kv_sequence_release(&engine->kv, &seqs[s]);
 }
 
+/* A decode batch of SLICED sequences, enough for a pass in slices with 2
+ * threads. Sequence s holds the first length(s) tokens of prompt (odd s) or
+ * of other (even s), so the tokens decode at different positions; every
+ * fifth wants no logits. Each wanted row must be the logits of the same
+ * tokens run as one sequence alone. */
+#define SLICED 19
+static int sliced_length(int s) {
+    return PROMPT_LEN - 1 - s % 4;
+}
+
+static void decode_sliced(struct engine *engine, const int *prompt, const int *other,
+                          const char *what) {
+    static struct kv_sequence seqs[SLICED];
+    struct batch_builder b = {0};
+    int vocab = engine->model->config.vocab_size;
+    float *alone = malloc((size_t)SLICED * vocab * sizeof(float));
+    char err[256];
+    poison_cache(engine);
+    for (int s = 0; s < SLICED; s++) {
+        const int *tokens = s % 2 ? prompt : other;
+        struct kv_sequence seq = {0};
+        CHECK(kv_sequence_reserve(&engine->kv, &seq, PROMPT_LEN) == 0);
+        for (int i = 0; i <= sliced_length(s); i++)
+            add_token(&b, &seq, tokens[i], i, i == sliced_length(s));
+        CHECK(run(engine, &b) == 1);
+        memcpy(alone + (size_t)s * vocab, engine->logits, (size_t)vocab * sizeof(float));
+        kv_sequence_release(&engine->kv, &seq);
+    }
+    for (int s = 0; s < SLICED; s++) {
+        const int *tokens = s % 2 ? prompt : other;
+        memset(&seqs[s], 0, sizeof(seqs[s]));
+        CHECK(kv_sequence_reserve(&engine->kv, &seqs[s], PROMPT_LEN) == 0);
+        for (int i = 0; i < sliced_length(s); i++) add_token(&b, &seqs[s], tokens[i], i, 0);
+        CHECK(run(engine, &b) >= 0);
+    }
+    for (int s = 0; s < SLICED; s++) {
+        const int *tokens = s % 2 ? prompt : other;
+        add_token(&b, &seqs[s], tokens[sliced_length(s)], sliced_length(s), s % 5 != 4);
+    }
+    struct engine_batch batch = {b.n, b.tokens, b.positions, b.seqs, b.want};
+    int threads = tensor_pool_size(engine->pool);
+    CHECK_MSG(engine_can_slice(engine, &batch) == (threads > 1),
+              "%s: a decode batch of %d tokens with %d threads %s run in slices", what, SLICED,
+              threads, threads > 1 ? "is not" : "is");
+    CHECK(engine_forward(engine, &batch, err, sizeof(err)) == SLICED - SLICED / 5);
+    for (int s = 0, row = 0; s < SLICED; s++) {
+        if (s % 5 == 4) continue;
+        const float *want = alone + (size_t)s * vocab;
+        const float *got = engine->logits + (size_t)row++ * vocab;
+        CHECK_MSG(memcmp(got, want, (size_t)vocab * sizeof(float)) == 0,
+                  "%s: sequence %d of a decode batch of %d with %d threads differs from its "
+                  "sequence alone (max diff %g)",
+                  what, s, SLICED, threads, test_max_abs_diff(got, want, vocab));
+    }
+    for (int s = 0; s < SLICED; s++) kv_sequence_release(&engine->kv, &seqs[s]);
+    free(alone);
+}
+
 static void check_model_type(enum tensor_type type, enum model_arch arch) {
     char path[512], err[512];
     struct model_random_params params = {arch, 128, 256, 2, 4, 2, 300, 128, type, 7};
@@ -152,7 +212,7 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
         struct engine_params ep = {.n_threads = threads,
                                    .max_tokens = MAX_BATCH,
                                    .kv_block_size = 16,
-                                   .kv_blocks = 32,
+                                   .kv_blocks = 64,
                                    .kv_type = kv_type};
         CHECK(engine_init(&engine, model, &ep, err, sizeof(err)) == 0);
         if (threads == 1) {
@@ -184,6 +244,10 @@ static void check_model_type(enum tensor_type type, enum model_arch arch) {
                       model_arch_name(arch), tensor_type_name(type), tensor_type_name(kv_type), s,
                       threads, test_max_abs_diff(row, want, vocab));
         }
+        char what[128];
+        snprintf(what, sizeof(what), "%s/%s, %s cache", model_arch_name(arch),
+                 tensor_type_name(type), tensor_type_name(kv_type));
+        decode_sliced(&engine, prompt, other, what);
         engine_free(&engine);
     }
     free(reference);

@@ -32,6 +32,25 @@ void engine_free_weights(struct engine *engine);
 int engine_check_batch(const struct engine *engine, const struct engine_batch *batch, char *err,
                        size_t errlen);
 
+/* The forward pass proper over a checked batch, on engine's pool: token
+ * embeddings, every layer, then the classifier (forward.c). Returns the
+ * rows of logits written, or -1 (out of memory, or a failed collective
+ * with engine->comm_error set). */
+int engine_forward_tokens(struct engine *engine, const struct engine_batch *batch);
+
+/* 1 if no two tokens of the batch belong to one sequence: a decode batch. */
+int engine_batch_is_decode(const struct engine_batch *batch);
+
+/* Passes run in slices (slice.c): a big enough decode batch is cut into
+ * one contiguous range of tokens per thread, and each thread runs its
+ * range through the whole pass alone. */
+int engine_init_slices(struct engine *engine, char *err, size_t errlen);
+void engine_free_slices(struct engine *engine);
+/* 1 if the batch is run in slices. */
+int engine_can_slice(const struct engine *engine, const struct engine_batch *batch);
+/* engine_forward_tokens, in slices. */
+int engine_forward_slices(struct engine *engine, const struct engine_batch *batch);
+
 /* Concatenates every rank's bytes from send, in rank order, into recv
  * (ranks * bytes) on every rank (tag: this step, index); send may be this
  * rank's own place in recv. Without a group does nothing. -1 on failure

@@ -93,6 +93,10 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->chunk_sequences = malloc(t * sizeof(struct kv_sequence *));
     engine->chunk_want = malloc(t);
     engine->ahead = tensor_ahead_create();
+    if (engine_init_slices(engine, err, errlen)) {
+        engine_free(engine);
+        return -1;
+    }
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->attention_units ||
         !engine->logits || !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
@@ -127,6 +131,7 @@ void engine_free(struct engine *engine) {
     free(engine->chunk_sequences);
     free(engine->chunk_want);
     tensor_ahead_free(engine->ahead);
+    engine_free_slices(engine);
     free(engine->logits_slice);
     free(engine->logits_gathered);
     free(engine->gather_bytes);
@@ -493,9 +498,8 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
  * and even one long prompt has work for every thread. */
 #define ATTENTION_PIECE 16
 
-/* 1 if no two tokens of the batch belong to one sequence (a decode batch).
- * Quadratic in the tokens, which the pass over them outweighs by far. */
-static int one_token_per_sequence(const struct engine_batch *batch) {
+/* Quadratic in the tokens, which the pass over them outweighs by far. */
+int engine_batch_is_decode(const struct engine_batch *batch) {
     for (int i = 1; i < batch->n_tokens; i++)
         for (int j = 0; j < i; j++)
             if (batch->seqs[i] == batch->seqs[j]) return 0;
@@ -523,7 +527,7 @@ static void plan_attention(struct engine *engine, const struct engine_batch *bat
      * pool job less a layer, and the cache lines it writes are the ones it
      * reads next, on the same core (measured: 0.5-1% shorter 16-sequence
      * decode steps, alternated in one process). */
-    engine->attention_whole_tokens = one_token_per_sequence(batch);
+    engine->attention_whole_tokens = engine_batch_is_decode(batch);
     engine->attention_stores = batch->n_tokens > 1 && engine->attention_whole_tokens;
 }
 
@@ -625,14 +629,9 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
     return n_wanted;
 }
 
-int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
-                   size_t errlen) {
+int engine_forward_tokens(struct engine *engine, const struct engine_batch *batch) {
     const struct model *m = engine->model;
     int n_wanted = 0;
-
-    if (engine_check_batch(engine, batch, err, errlen)) return -1;
-    engine->comm_error = COMM_OK;
-    engine->profile.passes += engine->profile.on;
     /* token embeddings, rotary angles and the first block's input; every
      * block then norms the next one's */
     struct block_input first = {NULL, {NULL}, 0};
@@ -644,6 +643,16 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
     if (n_wanted == 0) n_wanted = classify(engine, batch);
+    return n_wanted;
+}
+
+int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
+                   size_t errlen) {
+    if (engine_check_batch(engine, batch, err, errlen)) return -1;
+    engine->comm_error = COMM_OK;
+    engine->profile.passes += engine->profile.on;
+    int n_wanted = engine_can_slice(engine, batch) ? engine_forward_slices(engine, batch)
+                                                   : engine_forward_tokens(engine, batch);
     if (n_wanted < 0 && engine->comm_error != COMM_OK)
         snprintf(err, errlen, "%s", engine->comm_message);
     else if (n_wanted < 0)
