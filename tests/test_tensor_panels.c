@@ -5,7 +5,8 @@
  *  - for batch sizes 1..17 and larger, with 1, 2 and 3 threads;
  *  - for row counts that are not a multiple of 16 (padded panels) and odd
  *    block counts (panels padded to 64 bytes);
- *  - for column parts (tensor_matmul_parts views of panels), and for a
+ *  - for column parts (tensor_matmul_parts views of panels, which the
+ *    AVX-512 kernel computes all in one walk over the panels), and for a
  *    packed column slice, which is how a tensor-parallel rank packs its
  *    share of ffn_down;
  *  - with the original rows overwritten after packing, so the products can

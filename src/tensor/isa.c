@@ -151,6 +151,7 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .matmul_q8_0 = tensor_matmul_q8_0_avx512,
     .matmul_q4_0 = tensor_matmul_q4_0_avx512,
     .matmul_q8_0_panels = tensor_matmul_q8_0_panels_avx512,
+    .matmul_q8_0_panels_parts = tensor_matmul_q8_0_panels_parts_avx512,
     .panels_preferred = 1,
     .panels_interleaved = 1,
     .matmul_scratch = tensor_matmul_scratch_avx512,

@@ -14,7 +14,9 @@
  * job: a column view of the weights with its own contiguous activations.
  * The kernels see ordinary matmuls, so a part's sums are the same bits as a
  * tensor_matmul over that column slice -- which is what a tensor-parallel
- * rank holding those columns computes.
+ * rank holding those columns computes. Where the kernel table has a parts
+ * kernel (AVX-512 panels), a thread's chunk of every part is one call, which
+ * walks the panels once for all parts.
  *
  * Scratch layout in the pool's memory: quantized activations of every part
  * (quants, block scales, block biases; none when quantized ahead) or, for
@@ -37,12 +39,13 @@ struct matmul_run {
     struct tensor_xq xq[TENSOR_MAX_PARTS];           /* quantized activations, per part */
     const struct tensor_kernels *k;                  /* kernel table, fixed for the whole call */
     tensor_matmul_fn kernel;                         /* the kernel for the weight type */
-    const float *x;                   /* (batch, cols) float activations, all parts */
-    const struct tensor_ahead *ahead; /* the input quantized ahead, or NULL */
-    int cols;                         /* columns of the whole product */
-    char *thread_scratch;             /* first thread's scratch area */
-    size_t thread_scratch_bytes;      /* bytes per thread, a multiple of 64 */
-    int n_chunks;                     /* chunks of the pool job being run */
+    tensor_matmul_parts_fn parts_kernel; /* every part at once (several parts), or NULL */
+    const float *x;                      /* (batch, cols) float activations, all parts */
+    const struct tensor_ahead *ahead;    /* the input quantized ahead, or NULL */
+    int cols;                            /* columns of the whole product */
+    char *thread_scratch;                /* first thread's scratch area */
+    size_t thread_scratch_bytes;         /* bytes per thread, a multiple of 64 */
+    int n_chunks;                        /* chunks of the pool job being run */
 };
 
 static size_t align64(size_t n) {
@@ -112,6 +115,16 @@ static void run_tiles(const struct matmul_run *run, const struct tensor_matmul_j
                     run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
 }
 
+/* Every part's tiles [first, last) (clipped to the rows) in one call. */
+static void run_parts_tiles(const struct matmul_run *run, int first, int last, int thread) {
+    int rows = run->jobs[0].w->rows;
+    int row_begin = first * TENSOR_ROW_TILE;
+    int row_end = last * TENSOR_ROW_TILE < rows ? last * TENSOR_ROW_TILE : rows;
+    if (row_begin < row_end)
+        run->parts_kernel(run->jobs, run->n_parts, row_begin, row_end,
+                          run->thread_scratch + (size_t)thread * run->thread_scratch_bytes);
+}
+
 /* Chunk c covers a contiguous range of whole row tiles of the job: in every
  * part, or across the matrices that share the input. */
 static void matmul_chunk(void *arg, int chunk, int thread) {
@@ -119,6 +132,10 @@ static void matmul_chunk(void *arg, int chunk, int thread) {
     int tiles = job_tiles(run);
     int first = (int)((int64_t)tiles * chunk / run->n_chunks);
     int last = (int)((int64_t)tiles * (chunk + 1) / run->n_chunks);
+    if (run->parts_kernel) {
+        run_parts_tiles(run, first, last, thread);
+        return;
+    }
     if (run->n_matrices == 1) {
         for (int p = 0; p < run->n_parts; p++) run_tiles(run, &run->jobs[p], first, last, thread);
         return;
@@ -238,6 +255,8 @@ static int plan_parts(struct matmul_run *run, float *out, const struct tensor_ma
     run->kernel = kernel_for(run->k, w);
     if (!run->kernel) return -1;
     run->n_parts = n_parts;
+    if (n_parts > 1 && run->kernel == run->k->matmul_q8_0_panels)
+        run->parts_kernel = run->k->matmul_q8_0_panels_parts;
     run->x = x;
     run->cols = w->cols;
     for (int p = 0; p < n_parts; p++) {

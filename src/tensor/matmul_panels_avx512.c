@@ -173,3 +173,38 @@ void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int r
         }
     }
 }
+
+/* The parts of a column-split product (attn_output, ffn_down), panel by
+ * panel: every part's tiles of a panel, then the next panel. Part by part,
+ * a thread walks its panels once per part, a few blocks of each (6 of
+ * attn_output's 24 in 4 parts), fetching only that much of the next panel
+ * ahead, and starts every tile over for so few blocks. Panel by panel it
+ * reads the weights as one stream, and each part's tile fetches its blocks
+ * of the next panel while the panel's other parts are computed: a whole
+ * panel ahead, as an unsplit product does (measured, 85M Q8_0 model, 4
+ * parts, 16 sequences decoding: attn_output 25% and ffn_down 8% shorter,
+ * decode steps 2-3% shorter, alternated in one process). Each tile is the
+ * same as alone, so each part's sums are too. Generation (batch <= 3)
+ * keeps the part-by-part walk of panel pairs. */
+void tensor_matmul_q8_0_panels_parts_avx512(const struct tensor_matmul_job *jobs, int n_parts,
+                                            int row_begin, int row_end, void *scratch) {
+    if (jobs[0].batch <= 3) {
+        for (int p = 0; p < n_parts; p++)
+            tensor_matmul_q8_0_panels_avx512(&jobs[p], row_begin, row_end, scratch);
+        return;
+    }
+    for (int r = row_begin; r < row_end; r += TENSOR_PANEL_ROWS) {
+        int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
+        for (int p = 0; p < n_parts; p++) {
+            const struct tensor_matmul_job *job = &jobs[p];
+            const char *next = r + TENSOR_PANEL_ROWS < row_end
+                                   ? (const char *)job->w->data +
+                                         (size_t)(r / TENSOR_PANEL_ROWS + 1) * job->w->row_stride
+                                   : NULL;
+            for (int b = 0; b < job->batch; b += TILE_COLUMNS) {
+                int nc = job->batch - b < TILE_COLUMNS ? job->batch - b : TILE_COLUMNS;
+                panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL);
+            }
+        }
+    }
+}

@@ -71,6 +71,12 @@ struct tensor_matmul_job {
 typedef void (*tensor_matmul_fn)(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                  void *scratch);
 
+/* tensor_matmul_fn for every part of a column-split product at once: jobs
+ * (n_parts) are the parts' column views of one matrix, each with its own
+ * activations and output. Each part's results are those of the part alone. */
+typedef void (*tensor_matmul_parts_fn)(const struct tensor_matmul_job *jobs, int n_parts,
+                                       int row_begin, int row_end, void *scratch);
+
 /* Quantizes one activation row of n floats (n a multiple of 32): quants,
  * block scales and -offset * block sums, the same values as
  * tensor_quantize_q8_0 gives. */
@@ -84,9 +90,11 @@ struct tensor_kernels {
     tensor_matmul_fn matmul_f16;
     tensor_matmul_fn matmul_q8_0;
     tensor_matmul_fn matmul_q4_0;
-    tensor_matmul_fn matmul_q8_0_panels; /* Q8_0 packed by tensor_pack_panels */
-    int panels_preferred;                /* 1: packing Q8_0 makes products faster */
-    int panels_interleaved;              /* 1: matmul_q8_0_panels reads interleaved activations */
+    tensor_matmul_fn matmul_q8_0_panels;             /* Q8_0 packed by tensor_pack_panels */
+    tensor_matmul_parts_fn matmul_q8_0_panels_parts; /* ... its column parts at once, or NULL:
+                                                      * matmul_q8_0_panels for each part */
+    int panels_preferred;                            /* 1: packing Q8_0 makes products faster */
+    int panels_interleaved; /* 1: matmul_q8_0_panels reads interleaved activations */
     /* Per-thread scratch bytes a matmul of this type and width needs. */
     size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
     int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
@@ -230,6 +238,8 @@ size_t tensor_gemv_scratch_avx512(int cols, int batch);
 /* Q8_0 in panel layout, every batch size (matmul_panels_avx512.c). */
 void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch);
+void tensor_matmul_q8_0_panels_parts_avx512(const struct tensor_matmul_job *jobs, int n_parts,
+                                            int row_begin, int row_end, void *scratch);
 void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
 void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
