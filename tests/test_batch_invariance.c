@@ -127,12 +127,13 @@ static void decode_shared(struct engine *engine, const int *prompt, const int *o
 
 /* A decode batch of SLICED sequences, enough for a pass in slices with 2
  * threads. Sequence s holds the first length(s) tokens of prompt (odd s) or
- * of other (even s), so the tokens decode at different positions; every
- * fifth wants no logits. Each wanted row must be the logits of the same
- * tokens run as one sequence alone. */
+ * of other (even s), so the tokens decode at different positions: short
+ * pasts in the first half, long ones in the second, so that the slices run
+ * each other's attention units. Every fifth wants no logits. Each wanted
+ * row must be the logits of the same tokens run as one sequence alone. */
 #define SLICED 19
 static int sliced_length(int s) {
-    return PROMPT_LEN - 1 - s % 4;
+    return s < SLICED / 2 ? 2 + s % 4 : PROMPT_LEN - 1 - s % 4;
 }
 
 static void decode_sliced(struct engine *engine, const int *prompt, const int *other,

@@ -184,6 +184,8 @@ struct engine {
     int n_slices;                           /* the pool's threads if more than one, else 0 */
     struct engine_slice *slices;            /* (n_slices) each thread's own state for passes
                                              * run in slices (slice.c) */
+    struct engine_slice *slice;             /* a slice's view of the engine: that slice;
+                                             * else NULL */
     struct engine_profile profile;          /* where passes spend their time, when on */
     /* tensor parallelism (comm == NULL for one rank) */
     struct comm *comm;                 /* this rank's handle on its group */

@@ -50,6 +50,14 @@ void engine_free_slices(struct engine *engine);
 int engine_can_slice(const struct engine *engine, const struct engine_batch *batch);
 /* engine_forward_tokens, in slices. */
 int engine_forward_slices(struct engine *engine, const struct engine_batch *batch);
+/* In a slice's pass: runs the layer's attention units of job (n_units of
+ * them), lends a hand with the other slices' units that are ready, and
+ * returns once every unit of job is done, whoever ran it. */
+void engine_slice_attend(struct engine *view, void *job, int n_units);
+/* Unit u of a layer's attention, job being forward.c's struct
+ * attention_job, with scores as work space ((n_heads, context_length)
+ * floats of the thread running it). */
+void engine_attention_unit(void *job, int u, float *scores);
 
 /* Concatenates every rank's bytes from send, in rank order, into recv
  * (ranks * bytes) on every rank (tag: this step, index); send may be this

@@ -531,12 +531,13 @@ static void plan_attention(struct engine *engine, const struct engine_batch *bat
     engine->attention_stores = batch->n_tokens > 1 && engine->attention_whole_tokens;
 }
 
-static void attention_chunk(void *arg, int chunk, int thread) {
-    struct attention_job *job = arg;
+/* Unit u of a layer's attention (job: a struct attention_job), with scores
+ * as work space ((n_heads, context_length) floats of the thread running
+ * it). Slices run each other's units (slice.c). */
+void engine_attention_unit(void *job_arg, int u, float *scores) {
+    const struct attention_job *job = job_arg;
     struct engine *engine = job->engine;
-    const struct attention_unit *unit = &engine->attention_units[chunk];
-    float *scores =
-        engine->scores + (size_t)thread * engine->model->config.n_heads * engine->context_length;
+    const struct attention_unit *unit = &engine->attention_units[u];
     if (engine->attention_stores) {
         struct token_job positions = {engine, job->batch, job->layer, NULL, position_token};
         position_token(&positions, unit->token_begin);
@@ -553,6 +554,14 @@ static void attention_chunk(void *arg, int chunk, int thread) {
         size_t row = (size_t)unit->token_begin * c->n_heads * c->head_dim;
         quantize_row_ahead(engine, unit->token_begin, engine->attn + row);
     }
+}
+
+static void attention_chunk(void *arg, int chunk, int thread) {
+    const struct attention_job *job = arg;
+    const struct engine *engine = job->engine;
+    engine_attention_unit(arg, chunk,
+                          engine->scores + (size_t)thread * engine->model->config.n_heads *
+                                               engine->context_length);
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;
@@ -577,7 +586,10 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
         expect_products(engine, &wo, 1, m->reduce_parts, n);
     }
     double start = profile_start(engine);
-    tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
+    if (engine->slice)
+        engine_slice_attend(engine, &job, engine->n_attention_units);
+    else
+        tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     profile_stop(engine, ENGINE_WORK_ATTENTION, start);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
