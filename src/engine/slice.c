@@ -6,28 +6,29 @@
  * when the slower thread ends, and each per-token job reading rows the
  * other core has just written. Split by tokens, a thread computes every
  * row of every product for its tokens only, then their attention, norms
- * and adds, without waiting for anyone until the pass is over. Every
- * thread reads all the weights; when the threads go at the same pace the
- * second read of each panel finds it in the shared cache.
+ * and adds, in one pool job for the whole pass. Every thread reads all the
+ * weights; when the threads go at the same pace the second read of each
+ * panel finds it in the shared cache.
  *
  * Only attention is shared: its cost follows each sequence's context, so
  * slices of equal token counts may hold very unequal attention (measured:
  * 8 sequences of 16 positions in one slice and 8 of 1500 in the other took
- * 26% longer steps than split by rows, before sharing). Each layer, a
- * slice publishes its attention units once its q, k and v are made, runs
- * them, then runs units of the other slices that are published and not
- * yet taken; it goes on once all of its own are done. No slice ever waits
- * for another to be ready, so a slice that fails (out of memory) stops no
- * one.
+ * 26% longer steps than split by rows without sharing, 1% shorter with).
+ * Each layer, a slice publishes its attention units once its q, k and v
+ * are made, runs them, then runs units of the other slices that are
+ * published and not yet taken; it goes on once all of its own are done.
+ * No slice ever waits for another to be ready, so a slice that fails (out
+ * of memory) stops no one.
  *
  * That pays only when each thread has a kernel tile of tokens or more
- * (SLICE_MIN_TOKENS): measured on the 85M Q8_0 model with 2 threads,
- * decode steps alternated in one process, 16 sequences took 1-3% less
- * time in slices and 64 sequences 2%, while 12 took 2% more, 8 took 12%
- * more and 4 took 24% more (the products, bound by memory there, read
- * twice the weights). Prefill chunks stay whole: a token attends to the
- * keys of earlier tokens of its sequence in the same batch, which another
- * thread may be storing.
+ * (SLICE_MIN_TOKENS). Measured on the 85M Q8_0 model with 2 threads, decode
+ * steps alternated in one process: 16 sequences of 16-64 positions took
+ * 3-4% less time in slices with the vCPUs close together and 6% less far
+ * apart, 64 sequences 3% less, 16 of 16-1500 positions 5% less; without
+ * sharing, 12 sequences took 2% more, 8 took 12% more and 4 took 24% more
+ * (the products, bound by memory there, read twice the weights). Prefill
+ * chunks stay whole: a token attends to the keys of earlier tokens of its
+ * sequence in the same batch, which another thread may be storing.
  *
  * Which thread computes a token never changes its bits (the kernels'
  * results depend neither on the batch nor on the rows a thread takes,
