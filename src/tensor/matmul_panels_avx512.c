@@ -154,24 +154,27 @@ static int panel_pairs(const struct tensor_matmul_job *job, int row_begin, int r
     return r;
 }
 
+/* Every batch column of the panel at row r (of rows below row_end); its
+ * first tile fetches the next panel, the others find this one in cache. */
+static void panel_columns(const struct tensor_matmul_job *job, int r, int row_end) {
+    int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
+    const char *next =
+        r + TENSOR_PANEL_ROWS < row_end
+            ? (const char *)job->w->data + (size_t)(r / TENSOR_PANEL_ROWS + 1) * job->w->row_stride
+            : NULL;
+    for (int b = 0; b < job->batch; b += TILE_COLUMNS) {
+        int nc = job->batch - b < TILE_COLUMNS ? job->batch - b : TILE_COLUMNS;
+        panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL);
+    }
+}
+
 /* Generation takes panels in pairs. Otherwise panel by panel, every batch
- * column of a panel before the next; the panel's first tile fetches the
- * next panel, the others find this one in cache. */
+ * column of a panel before the next. */
 void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch) {
     (void)scratch;
     int r = job->batch <= 3 ? panel_pairs(job, row_begin, row_end) : row_begin;
-    for (; r < row_end; r += TENSOR_PANEL_ROWS) {
-        int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
-        const char *next = r + TENSOR_PANEL_ROWS < row_end
-                               ? (const char *)job->w->data +
-                                     (size_t)(r / TENSOR_PANEL_ROWS + 1) * job->w->row_stride
-                               : NULL;
-        for (int b = 0; b < job->batch; b += TILE_COLUMNS) {
-            int nc = job->batch - b < TILE_COLUMNS ? job->batch - b : TILE_COLUMNS;
-            panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL);
-        }
-    }
+    for (; r < row_end; r += TENSOR_PANEL_ROWS) panel_columns(job, r, row_end);
 }
 
 /* The parts of a column-split product (attn_output, ffn_down), panel by
@@ -193,18 +196,6 @@ void tensor_matmul_q8_0_panels_parts_avx512(const struct tensor_matmul_job *jobs
             tensor_matmul_q8_0_panels_avx512(&jobs[p], row_begin, row_end, scratch);
         return;
     }
-    for (int r = row_begin; r < row_end; r += TENSOR_PANEL_ROWS) {
-        int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
-        for (int p = 0; p < n_parts; p++) {
-            const struct tensor_matmul_job *job = &jobs[p];
-            const char *next = r + TENSOR_PANEL_ROWS < row_end
-                                   ? (const char *)job->w->data +
-                                         (size_t)(r / TENSOR_PANEL_ROWS + 1) * job->w->row_stride
-                                   : NULL;
-            for (int b = 0; b < job->batch; b += TILE_COLUMNS) {
-                int nc = job->batch - b < TILE_COLUMNS ? job->batch - b : TILE_COLUMNS;
-                panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL);
-            }
-        }
-    }
+    for (int r = row_begin; r < row_end; r += TENSOR_PANEL_ROWS)
+        for (int p = 0; p < n_parts; p++) panel_columns(&jobs[p], r, row_end);
 }
