@@ -242,10 +242,11 @@ static void bench_admission(struct engine *e, int vocab) {
 
 /* A cache line passed back and forth between two threads. Every pool job,
  * and every row one core writes and the other reads, pays this round trip.
- * On the 2-vCPU guests measured here it is 50-140 ns when the two vCPUs
- * sit close and 320-430 ns when they do not, and 16-sequence decode steps
- * then take 20-30% longer (the VNNI peak and the memory bandwidth stay the
- * same), so a run's state must be known to compare it with another. */
+ * On the 2-vCPU guests measured here it is 50-180 ns when the two vCPUs
+ * sit close and 300-430 ns when they do not (the VNNI peak and the memory
+ * bandwidth stay the same); work passed between the cores then costs 2-3
+ * times as much, so a run's state must be known to compare it with
+ * another. */
 #define ROUND_TRIPS 100000
 
 static _Alignas(64) atomic_int ball;

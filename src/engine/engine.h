@@ -137,8 +137,10 @@ enum engine_work {
 };
 
 /* Wall time forward passes spent per kind of work while on is set (the
- * caller sets and clears it; a pass reads the clock only then). Time in
- * collectives is engine.comm_seconds. */
+ * caller sets and clears it; a pass reads the clock only then). A pass run
+ * in slices (slice.c) adds its first slice's times: waiting for the other
+ * slices to end is in none of the kinds. Time in collectives is
+ * engine.comm_seconds. */
 struct engine_profile {
     int on;                            /* 1: forward passes add their times */
     double seconds[ENGINE_WORK_KINDS]; /* per kind, summed over the passes */

@@ -73,13 +73,7 @@ static int can_quantize_ahead(const struct tensor_matrix *const *ws, int n, int 
     const struct tensor_matrix *w = ws[0];
     if (w->type != TENSOR_Q8_0 && w->type != TENSOR_Q4_0) return 0;
     if (n < 1 || n > TENSOR_MAX_PARTS || (n > 1 && n_parts != 1)) return 0;
-    if (n_parts < 1 || n_parts > TENSOR_MAX_PARTS || w->cols % n_parts ||
-        (w->cols / n_parts) % TENSOR_QK)
-        return 0;
-    for (int i = 1; i < n; i++)
-        if (ws[i]->type != w->type || ws[i]->layout != w->layout || ws[i]->cols != w->cols)
-            return 0;
-    return 1;
+    return tensor_split_fits(w, n_parts) && tensor_share_input(ws, n);
 }
 
 int tensor_ahead_begin(struct tensor_ahead *ahead, const struct tensor_matrix *const *ws, int n,

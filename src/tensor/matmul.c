@@ -241,15 +241,18 @@ static struct tensor_matrix column_view(const struct tensor_matrix *w, int first
     return view;
 }
 
+int tensor_split_fits(const struct tensor_matrix *w, int n_parts) {
+    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    if (n_parts < 1 || n_parts > TENSOR_MAX_PARTS || w->cols % n_parts) return 0;
+    return !quantized || (w->cols / n_parts) % TENSOR_QK == 0;
+}
+
 /* Fills run for w cut into n_parts column parts, out (n_parts, batch,
  * w->rows); -1 for a bad split or a type without a kernel. */
 static int plan_parts(struct matmul_run *run, float *out, const struct tensor_matrix *w,
                       const float *x, int batch, int n_parts) {
-    int part_cols = n_parts > 0 ? w->cols / n_parts : 0;
-    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
-    if (n_parts < 1 || n_parts > TENSOR_MAX_PARTS || part_cols * n_parts != w->cols ||
-        (quantized && part_cols % TENSOR_QK != 0))
-        return -1;
+    if (!tensor_split_fits(w, n_parts)) return -1;
+    int part_cols = w->cols / n_parts;
     run->n_matrices = 1;
     run->k = tensor_kernels_current();
     run->kernel = kernel_for(run->k, w);
@@ -291,8 +294,7 @@ int tensor_matmul(struct tensor_pool *pool, float *out, const struct tensor_matr
     return tensor_matmul_parts(pool, out, w, x, batch, 1);
 }
 
-/* 1 if the matrices can share one quantized input and one kernel. */
-static int share_input(const struct tensor_matrix *const *ws, int n) {
+int tensor_share_input(const struct tensor_matrix *const *ws, int n) {
     for (int i = 1; i < n; i++)
         if (ws[i]->type != ws[0]->type || ws[i]->layout != ws[0]->layout ||
             ws[i]->cols != ws[0]->cols)
@@ -320,7 +322,7 @@ static int plan_many(struct matmul_run *run, float *const *outs,
 
 int tensor_matmul_many(struct tensor_pool *pool, float *const *outs,
                        const struct tensor_matrix *const *ws, int n, const float *x, int batch) {
-    if (n < 1 || n > TENSOR_MAX_PARTS || !pool || !share_input(ws, n)) {
+    if (n < 1 || n > TENSOR_MAX_PARTS || !pool || !tensor_share_input(ws, n)) {
         for (int i = 0; i < n; i++)
             if (tensor_matmul(pool, outs[i], ws[i], x, batch)) return -1;
         return 0;
@@ -342,7 +344,7 @@ static int ahead_fits(const struct tensor_ahead *ahead, const struct tensor_matr
 int tensor_matmul_many_ahead(struct tensor_pool *pool, float *const *outs,
                              const struct tensor_matrix *const *ws, int n,
                              const struct tensor_ahead *ahead) {
-    if (n < 1 || n > TENSOR_MAX_PARTS || !share_input(ws, n) || !ahead_fits(ahead, ws[0], 1))
+    if (n < 1 || n > TENSOR_MAX_PARTS || !tensor_share_input(ws, n) || !ahead_fits(ahead, ws[0], 1))
         return -1;
     struct matmul_run run = {0};
     if (plan_many(&run, outs, ws, n, NULL, ahead->batch)) return -1;

@@ -128,6 +128,13 @@ const struct tensor_kernels *tensor_kernels_current(void);
 /* Column parts a product may be cut into (tensor_matmul_parts). */
 #define TENSOR_MAX_PARTS 16
 
+/* 1 if the n matrices can share one quantized input and one kernel: the
+ * same type, layout and width (matmul.c). */
+int tensor_share_input(const struct tensor_matrix *const *ws, int n);
+/* 1 if w's columns cut into n_parts parts of whole blocks, at most
+ * TENSOR_MAX_PARTS (matmul.c). */
+int tensor_split_fits(const struct tensor_matrix *w, int n_parts);
+
 /* Row b of a batch of `batch` rows into xq: the cols floats at x quantized
  * as kernels k quantize them. */
 void tensor_xq_quantize_row(const struct tensor_kernels *k, const struct tensor_xq *xq, int batch,
