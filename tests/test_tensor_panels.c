@@ -11,13 +11,10 @@
  *    share of ffn_down;
  *  - with the original rows overwritten after packing, so the products can
  *    only have come from the panels.
- * Also what may be packed, that packing is preferred only on AVX-512, and
- * that a fetch on the side (tensor_fetch_on_side) changes no bit and moves
- * on by exactly what tensor_fetch_steps says. */
+ * Also what may be packed, and that packing is preferred only on AVX-512. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,59 +121,6 @@ static void check_what_packs(void) {
     free((void *)panels.data);
 }
 
-/* Lines of f fetched so far, counting each range as whole lines. */
-static int64_t lines_fetched(const struct tensor_side_fetch *f) {
-    int64_t lines = (int64_t)(f->offset / 64);
-    for (int i = 0; i < f->range; i++) lines += (int64_t)((f->ranges[i].bytes + 63) / 64);
-    return lines;
-}
-
-/* With a fetch on the side, products of panels of 8 tokens (whole and in
- * 3 parts, 1 and 2 threads) give the bits they give without, and fetch
- * lines_per_step lines tensor_fetch_steps times on the calling thread,
- * across ranges, until the ranges end; on two threads, only the rows of
- * the calling thread fetch. */
-static void check_side_fetch(struct tensor_pool **pools) {
-    if (tensor_isa_best() != TENSOR_ISA_AVX512) {
-        printf("side fetch: skipped, only the AVX-512 kernel fetches\n");
-        return;
-    }
-    CHECK(tensor_isa_select(TENSOR_ISA_AVX512) == 0);
-    enum { ROWS = 40, COLS = 288, BATCH = 8 };
-    static char memory[1 << 18];
-    const struct tensor_fetch_range ranges[] = {
-        {memory, 100}, {memory + 1024, 6400}, {memory + 16384, 200000}};
-    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, ROWS, COLS, &rng_state);
-    struct tensor_matrix panels = pack(&w);
-    float *x = test_random_floats(BATCH * COLS, &rng_state);
-    for (int n_parts = 1; n_parts <= 3; n_parts += 2)
-        for (int lines = 1; lines <= 500; lines *= 10) {
-            float *expected = reference(&w, x, BATCH, n_parts);
-            struct tensor_side_fetch fetch = {ranges, 3, 0, 0, lines};
-            tensor_fetch_on_side(&fetch);
-            check_same(pools[0], &w, expected, &panels, x, BATCH, n_parts, "side fetch");
-            tensor_fetch_on_side(NULL);
-            int64_t want = tensor_fetch_steps(&panels, n_parts) * lines, all = 2 + 100 + 3125;
-            CHECK(tensor_fetch_steps(&panels, n_parts) == 3 * n_parts * (n_parts == 1 ? 2 : 1));
-            CHECK_MSG(lines_fetched(&fetch) == (want < all ? want : all),
-                      "parts %d, %d lines a step: %lld lines fetched, want %lld", n_parts, lines,
-                      (long long)lines_fetched(&fetch), (long long)(want < all ? want : all));
-            /* on two threads only the calling thread's rows fetch: no more than alone */
-            struct tensor_side_fetch before = {ranges, 3, 0, 0, lines};
-            fetch = before;
-            tensor_fetch_on_side(&fetch);
-            check_same(pools[1], &w, expected, &panels, x, BATCH, n_parts, "side fetch");
-            tensor_fetch_on_side(NULL);
-            CHECK(lines_fetched(&fetch) <= (want < all ? want : all));
-            free(expected);
-        }
-    CHECK(tensor_fetch_steps(&w, 1) == 0);
-    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
-    free(x);
-    free((void *)w.data);
-    free((void *)panels.data);
-}
-
 int main(void) {
     static const int shapes[][2] = {{16, 32}, {33, 64}, {50, 768}, {19, 2048}, {1, 96}, {48, 160}};
     struct tensor_pool *pools[3];
@@ -188,7 +132,6 @@ int main(void) {
         check_shape(pools, shapes[s][0], shapes[s][1]);
     check_column_slice(pools[1]);
     check_what_packs();
-    check_side_fetch(pools);
     for (int t = 0; t < 3; t++) tensor_pool_free(pools[t]);
     return test_status("test_tensor_panels");
 }

@@ -54,9 +54,6 @@ int engine_forward_slices(struct engine *engine, const struct engine_batch *batc
  * them), lends a hand with the other slices' units that are ready, and
  * returns once every unit of job is done, whoever ran it. */
 void engine_slice_attend(struct engine *view, void *job, int n_units);
-/* In a slice's pass: has its products fetch, on the side, the cached keys
- * and values its tokens attend to in `layer` (none past the last layer). */
-void engine_slice_fetch_layer(struct engine *view, const struct engine_batch *batch, int layer);
 /* Unit u of a layer's attention, job being forward.c's struct
  * attention_job, with scores as work space ((n_heads, context_length)
  * floats of the thread running it). */

@@ -591,7 +591,6 @@ static int attention_block(struct engine *engine, const struct engine_batch *bat
     else
         tensor_pool_run_chunks(engine->pool, attention_chunk, &job, engine->n_attention_units);
     profile_stop(engine, ENGINE_WORK_ATTENTION, start);
-    if (engine->slice) engine_slice_fetch_layer(engine, batch, layer + 1);
     /* output projection over every rank's heads, and residual */
     return add_column_products(engine, batch, layer, &w->wo, engine->attn,
                                ENGINE_TAG_LAYER(layer, 0), &next);
@@ -653,7 +652,6 @@ int engine_forward_tokens(struct engine *engine, const struct engine_batch *batc
     struct token_job embed = {engine, batch, 0, first.norm, embed_token};
     for_each_token(&embed, ENGINE_WORK_TOKENS);
     plan_attention(engine, batch);
-    if (engine->slice) engine_slice_fetch_layer(engine, batch, 0);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
     if (n_wanted == 0) n_wanted = classify(engine, batch);

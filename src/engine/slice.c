@@ -30,17 +30,6 @@
  * chunks stay whole: a token attends to the keys of earlier tokens of its
  * sequence in the same batch, which another thread may be storing.
  *
- * While its products run, a slice fetches into cache the cached keys and
- * values its tokens attend to next (engine_slice_fetch_layer): first the
- * block each token stores into (keys lie dimension by dimension, so one
- * key's store touches every line of its block), then the blocks before,
- * a few lines with every few weight blocks (tensor_fetch_on_side). The
- * products leave memory bandwidth unused, and attention and the stores
- * then wait on memory less (measured, 16 sequences of 16-64 positions,
- * steps alternated in one process: steps 3.6% shorter, attention 1.07-1.09
- * ms a step down to 0.73-0.74, products 0.12-0.16 ms longer; 64 sequences,
- * and 16 of 16-1500 positions, unchanged).
- *
  * Which thread computes a token never changes its bits (the kernels'
  * results depend neither on the batch nor on the rows a thread takes,
  * tensor_internal.h), so a pass in slices gives the logits of the same
@@ -80,22 +69,7 @@ struct engine_slice {
     atomic_int n_units;     /* units of it */
     _Atomic uint64_t claim; /* epoch << 32 | the next unit to run */
     atomic_int done;        /* units of it run to the end, by any thread */
-    /* the next layer's cache, fetched while the products run (engine_slice_fetch_layer) */
-    struct tensor_fetch_range *fetch_ranges; /* (max_fetch_ranges) */
-    int max_fetch_ranges;
-    struct tensor_side_fetch fetch;
 };
-
-/* Ranges a slice's fetch may need: keys and values of each block, and of
- * each head in a token's current block. Past SLICE_FETCH_MAX_BLOCKS blocks
- * (far more than the budget of a layer lets through) the rest is left to
- * attention's own prefetch. */
-#define SLICE_FETCH_MAX_BLOCKS 1024
-static int max_fetch_ranges(const struct engine *engine) {
-    const struct kv_cache *kv = &engine->kv;
-    int blocks = kv->n_blocks < SLICE_FETCH_MAX_BLOCKS ? kv->n_blocks : SLICE_FETCH_MAX_BLOCKS;
-    return 2 * (blocks + engine->max_tokens * (kv->n_kv_heads + 1));
-}
 
 int engine_init_slices(struct engine *engine, char *err, size_t errlen) {
     int n = tensor_pool_size(engine->pool);
@@ -109,15 +83,11 @@ int engine_init_slices(struct engine *engine, char *err, size_t errlen) {
         slice->pool = tensor_pool_create(1);
         slice->ahead = tensor_ahead_create();
         slice->attention_units = malloc(units * sizeof(struct attention_unit));
-        slice->max_fetch_ranges = max_fetch_ranges(engine);
-        slice->fetch_ranges =
-            malloc((size_t)slice->max_fetch_ranges * sizeof(struct tensor_fetch_range));
         slice->whole = engine;
         atomic_init(&slice->n_units, 0);
         atomic_init(&slice->claim, 0);
         atomic_init(&slice->done, 0);
-        if (!slice->pool || !slice->ahead || !slice->attention_units || !slice->fetch_ranges)
-            goto fail;
+        if (!slice->pool || !slice->ahead || !slice->attention_units) goto fail;
     }
     return 0;
 fail:
@@ -131,7 +101,6 @@ void engine_free_slices(struct engine *engine) {
         tensor_pool_free(slice->pool);
         tensor_ahead_free(slice->ahead);
         free(slice->attention_units);
-        free(slice->fetch_ranges);
     }
     free(engine->slices);
     engine->slices = NULL;
@@ -183,7 +152,6 @@ static void run_slice(void *arg, int thread, int n_threads) {
     (void)n_threads;
     struct engine_slice *slice = &((struct engine *)arg)->slices[thread];
     slice->result = engine_forward_tokens(&slice->view, &slice->batch);
-    tensor_fetch_on_side(NULL);
 }
 
 /* Runs units of slice s while its attention of this epoch has some left
@@ -220,84 +188,6 @@ void engine_slice_attend(struct engine *view, void *job, int n_units) {
         cpu_relax();
         if (spins % 1024 == 0) sched_yield();
     }
-}
-
-/* Fetch steps of a thread's products between the attention of layer - 1
- * and that of layer: the rest of layer - 1 (attn_output, gate, up, down),
- * then layer's q, k and v. */
-static int64_t steps_before_attention(const struct model *m, int layer) {
-    const struct model_layer *now = &m->layers[layer];
-    int64_t steps = tensor_fetch_steps(&now->wq, 1) + tensor_fetch_steps(&now->wk, 1) +
-                    tensor_fetch_steps(&now->wv, 1);
-    if (layer > 0) {
-        const struct model_layer *before = &m->layers[layer - 1];
-        steps += tensor_fetch_steps(&before->wo, m->reduce_parts) +
-                 tensor_fetch_steps(&before->w_gate, 1) + tensor_fetch_steps(&before->w_up, 1) +
-                 tensor_fetch_steps(&before->w_down, m->reduce_parts);
-    }
-    return steps;
-}
-
-/* Appends a range to the slice's fetch while it has room and budget. */
-static void add_range(struct engine_slice *slice, const void *start, size_t bytes, size_t *budget) {
-    struct tensor_side_fetch *f = &slice->fetch;
-    if (f->n_ranges == slice->max_fetch_ranges || bytes > *budget) return;
-    slice->fetch_ranges[f->n_ranges++] = (struct tensor_fetch_range){start, bytes};
-    *budget -= bytes;
-}
-
-/* The block of layer that holds a token's position: all of its keys when
- * they lie dimension by dimension (the token's key is stored across every
- * line of it), else the heads' rows up to the token's; and the values'
- * rows up to the token's. The store then finds its lines in cache, and so
- * does attention, which reads these rows right after. */
-static void add_current_block(struct engine_slice *slice, const struct kv_cache *kv,
-                              const struct kv_sequence *seq, int layer, int position,
-                              size_t *budget) {
-    int b = position / kv->block_size;
-    size_t rows = (size_t)(position % kv->block_size + 1) * kv->row_bytes;
-    size_t block_bytes = (size_t)kv->n_kv_heads * kv->block_size * kv->row_bytes;
-    if (kv_keys_by_dimension(kv))
-        add_range(slice, kv_block_keys(kv, seq, layer, b, 0), block_bytes, budget);
-    for (int h = 0; h < kv->n_kv_heads; h++) {
-        if (!kv_keys_by_dimension(kv))
-            add_range(slice, kv_block_keys(kv, seq, layer, b, h), rows, budget);
-        add_range(slice, kv_block_values(kv, seq, layer, b, h), rows, budget);
-    }
-}
-
-/* Lines fetched per step at most (8 weight blocks, TENSOR_FETCH_BLOCKS):
- * about what the products leave of the memory bandwidth. A faster fetch
- * slowed them more than it sped attention up (measured, 16 sequences of
- * 16-1500 positions, 2 threads: steps 6% longer uncapped, as long as
- * without fetching at 12 lines). */
-#define SLICE_FETCH_LINES 12
-
-void engine_slice_fetch_layer(struct engine *view, const struct engine_batch *batch, int layer) {
-    struct engine_slice *slice = view->slice;
-    struct tensor_side_fetch *f = &slice->fetch;
-    const struct model *m = view->model;
-    const struct kv_cache *kv = &view->kv;
-    tensor_fetch_on_side(NULL);
-    int64_t steps = layer < m->config.n_layers ? steps_before_attention(m, layer) : 0;
-    if (steps == 0) return;
-    size_t budget = (size_t)steps * SLICE_FETCH_LINES * 64;
-    size_t whole_block = (size_t)kv->n_kv_heads * kv->block_size * kv->row_bytes;
-    *f = (struct tensor_side_fetch){slice->fetch_ranges, 0, 0, 0, 0};
-    /* first what this pass stores, then the blocks before it */
-    for (int t = 0; t < batch->n_tokens; t++)
-        add_current_block(slice, kv, batch->seqs[t], layer, batch->positions[t], &budget);
-    for (int t = 0; t < batch->n_tokens; t++)
-        for (int b = 0; b < batch->positions[t] / kv->block_size; b++) {
-            add_range(slice, kv_block_keys(kv, batch->seqs[t], layer, b, 0), whole_block, &budget);
-            add_range(slice, kv_block_values(kv, batch->seqs[t], layer, b, 0), whole_block,
-                      &budget);
-        }
-    int64_t lines = 0;
-    for (int i = 0; i < f->n_ranges; i++) lines += (int64_t)((f->ranges[i].bytes + 63) / 64);
-    /* spread over the products before the layer's attention */
-    f->lines_per_step = (int)((lines + steps - 1) / steps);
-    tensor_fetch_on_side(f);
 }
 
 int engine_forward_slices(struct engine *engine, const struct engine_batch *batch) {

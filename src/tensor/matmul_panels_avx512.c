@@ -43,12 +43,9 @@ static ALWAYS_INLINE void prefetch_block(const char *panel, size_t scales_offset
  * columns b0 .. b0 + nc - 1. With next set, block j of the panel at next is
  * fetched while block j of this one is used: the next panel arrives in the
  * time this one takes, whatever the batch (one sequential stream a thread
- * is too little for the hardware prefetchers to cover the memory latency).
- * With side set, lines of the thread's fetch on the side come along
- * (tensor_fetch_on_side). */
+ * is too little for the hardware prefetchers to cover the memory latency). */
 static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0, int nr, int b0,
-                                     const int nc, const char *next,
-                                     struct tensor_side_fetch *side) {
+                                     const int nc, const char *next) {
     const struct tensor_matrix *w = job->w;
     const struct tensor_xq *xq = job->xq;
     const int blocks = w->cols / TENSOR_QK;
@@ -59,7 +56,6 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
     for (int j = 0; j < blocks; j++) {
         size_t x_block = tensor_xq_number(job->batch, blocks, b0, j); /* column b0's block j */
         if (next) prefetch_block(next, w->scales_offset, j);
-        if (side && j % TENSOR_FETCH_BLOCKS == 0) tensor_fetch_side_lines(side);
         panel_block(acc, panel + (size_t)j * TENSOR_PANEL_QUANTS, block_scales(panel, w, j),
                     xq->qs + x_block * TENSOR_QK, TENSOR_QK, xq->d + x_block, xq->bias + x_block, 1,
                     nc);
@@ -71,32 +67,31 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
 }
 
 static ALWAYS_INLINE void panel_tile_columns(const struct tensor_matmul_job *job, int r0, int nr,
-                                             int b0, int nc, const char *next,
-                                             struct tensor_side_fetch *side) {
+                                             int b0, int nc, const char *next) {
     switch (nc) {
     case 1:
-        panel_tile(job, r0, nr, b0, 1, next, side);
+        panel_tile(job, r0, nr, b0, 1, next);
         break;
     case 2:
-        panel_tile(job, r0, nr, b0, 2, next, side);
+        panel_tile(job, r0, nr, b0, 2, next);
         break;
     case 3:
-        panel_tile(job, r0, nr, b0, 3, next, side);
+        panel_tile(job, r0, nr, b0, 3, next);
         break;
     case 4:
-        panel_tile(job, r0, nr, b0, 4, next, side);
+        panel_tile(job, r0, nr, b0, 4, next);
         break;
     case 5:
-        panel_tile(job, r0, nr, b0, 5, next, side);
+        panel_tile(job, r0, nr, b0, 5, next);
         break;
     case 6:
-        panel_tile(job, r0, nr, b0, 6, next, side);
+        panel_tile(job, r0, nr, b0, 6, next);
         break;
     case 7:
-        panel_tile(job, r0, nr, b0, 7, next, side);
+        panel_tile(job, r0, nr, b0, 7, next);
         break;
     default:
-        panel_tile(job, r0, nr, b0, TILE_COLUMNS, next, side);
+        panel_tile(job, r0, nr, b0, TILE_COLUMNS, next);
         break;
     }
 }
@@ -160,8 +155,7 @@ static int panel_pairs(const struct tensor_matmul_job *job, int row_begin, int r
 }
 
 /* Every batch column of the panel at row r (of rows below row_end); its
- * first tile fetches the next panel and the lines on the side, the others
- * find this one in cache. */
+ * first tile fetches the next panel, the others find this one in cache. */
 static void panel_columns(const struct tensor_matmul_job *job, int r, int row_end) {
     int nr = row_end - r < TENSOR_PANEL_ROWS ? row_end - r : TENSOR_PANEL_ROWS;
     const char *next =
@@ -170,8 +164,7 @@ static void panel_columns(const struct tensor_matmul_job *job, int r, int row_en
             : NULL;
     for (int b = 0; b < job->batch; b += TILE_COLUMNS) {
         int nc = job->batch - b < TILE_COLUMNS ? job->batch - b : TILE_COLUMNS;
-        panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL,
-                           b == 0 ? tensor_side_fetch_active : NULL);
+        panel_tile_columns(job, r, nr, b, nc, b == 0 ? next : NULL);
     }
 }
 

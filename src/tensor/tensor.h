@@ -229,35 +229,6 @@ int tensor_matmul_many_ahead(struct tensor_pool *pool, float *const *outs,
 int tensor_matmul_parts_ahead(struct tensor_pool *pool, float *out, const struct tensor_matrix *w,
                               const struct tensor_ahead *ahead);
 
-/* Memory fetched on the side of products. A product of a decode batch
- * computes at the pace of its arithmetic and leaves memory bandwidth
- * unused; memory the thread reads soon after (the next layer's cached keys
- * and values) can come into cache meanwhile, a few lines with every
- * TENSOR_FETCH_BLOCKS weight blocks the products read. Only the AVX-512
- * panel kernel fetches (tensor_fetch_steps); it is a hint, and results
- * never change. */
-#define TENSOR_FETCH_BLOCKS 8
-struct tensor_fetch_range {
-    const void *start; /* first byte */
-    size_t bytes;      /* length */
-};
-struct tensor_side_fetch {
-    const struct tensor_fetch_range *ranges; /* (n_ranges) what to fetch, in order */
-    int n_ranges;
-    int range;          /* the range being fetched */
-    size_t offset;      /* bytes of it fetched so far */
-    int lines_per_step; /* cache lines fetched with every TENSOR_FETCH_BLOCKS weight blocks */
-};
-
-/* Products on the calling thread fetch `fetch` on the side from now on
- * (advancing its range and offset), until called with NULL. */
-void tensor_fetch_on_side(struct tensor_side_fetch *fetch);
-/* Times a product of 4 tokens or more with w, cut into n_parts column
- * parts (1: whole), fetches lines_per_step lines: once per
- * TENSOR_FETCH_BLOCKS blocks of each part of each panel. 0 unless w is in
- * panels; products of 1 to 3 tokens (bound by memory) fetch nothing. */
-int64_t tensor_fetch_steps(const struct tensor_matrix *w, int n_parts);
-
 /* out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may be x). */
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 

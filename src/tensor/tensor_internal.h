@@ -57,29 +57,6 @@ static inline const int8_t *tensor_q8_0_quant(const void *row, int i) {
     return tensor_q8_0_block(row, i)->qs + i % TENSOR_QK;
 }
 
-/* The calling thread's fetch on the side (tensor_fetch_on_side), or NULL. */
-extern _Thread_local struct tensor_side_fetch *tensor_side_fetch_active;
-
-/* Fetches the next lines_per_step lines of f into L2, a range at a time
- * (the loop runs hundreds of thousands of times a step: a test per line
- * cost decode steps 1% measured). */
-static inline void tensor_fetch_side_lines(struct tensor_side_fetch *f) {
-    int lines = f->lines_per_step;
-    while (lines > 0 && f->range < f->n_ranges) {
-        const struct tensor_fetch_range *r = &f->ranges[f->range];
-        const char *at = (const char *)r->start + f->offset;
-        size_t left = (r->bytes - f->offset + 63) / 64;
-        int n = left < (size_t)lines ? (int)left : lines;
-        for (int i = 0; i < n; i++) __builtin_prefetch(at + 64 * i, 0, 2);
-        lines -= n;
-        f->offset += 64 * (size_t)n;
-        if (f->offset >= r->bytes) {
-            f->range++;
-            f->offset = 0;
-        }
-    }
-}
-
 /* What one tensor_matmul asks of every thread. */
 struct tensor_matmul_job {
     const struct tensor_matrix *w; /* weights, (rows, cols) */
