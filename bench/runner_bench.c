@@ -7,7 +7,8 @@
  *   pool has THREADS threads)
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
- *      (steady state: decode-only steps), as a ratio to 1 sequence;
+ *      (steady state: decode-only steps), as a ratio to 1 sequence, and to
+ *      1 sequence with the last-level cache emptied before every step;
  *   2. a 512-token prompt admitted while 16 sequences decode, for step
  *      budgets from 32 to 528 tokens (528: the whole prompt in one step):
  *      its time to first token, and the running streams' inter-token
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define REPEATS 3
 #define MAX_IDS 128
@@ -87,16 +89,31 @@ struct decode_steps {
     double work[ENGINE_WORK_KINDS]; /* seconds per kind of work (profile only) */
 };
 
+/* Memory read between steps to push the weights out of the last-level
+ * cache (evict_cache): twice the cache or 64 MiB, whichever is more. */
+static unsigned char *evict_buffer;
+static size_t evict_bytes;
+
+/* Reads evict_buffer through, a line at a time, so that what the last
+ * step left in the caches is gone. */
+static unsigned evict_cache(void) {
+    unsigned sum = 0;
+    for (size_t i = 0; i < evict_bytes; i += 64) sum += ((volatile unsigned char *)evict_buffer)[i];
+    return sum;
+}
+
 /* Runs n_sequences fresh requests (16-token prompts, 48 tokens each) to the
  * end on a new runner and adds its decode-only steps to out; with profile,
- * also the engine's time per kind of work in those steps. */
-static void run_decode(struct engine *e, int vocab, int n_sequences, int profile,
+ * also the engine's time per kind of work in those steps; with evict, the
+ * last-level cache is emptied before every step (outside its time). */
+static void run_decode(struct engine *e, int vocab, int n_sequences, int profile, int evict,
                        struct decode_steps *out) {
     char err[256];
     const struct runner_trace_step *last;
     struct runner *r = make_runner(e, 64, 128);
     for (int i = 0; i < n_sequences; i++) submit(r, (uint64_t)i, 16, 48, vocab);
     while (runner_has_work(r)) {
+        if (evict) (void)evict_cache();
         memset(&e->profile, 0, sizeof(e->profile));
         e->profile.on = profile;
         if (runner_step(r, 0, err, sizeof(err)) < 0) {
@@ -122,29 +139,55 @@ static void run_decode(struct engine *e, int vocab, int n_sequences, int profile
  * count's ratio to the single sequence of its own round is taken, and
  * their median printed: the single-sequence rate drifts by a quarter
  * within minutes on the guests measured, and a round's counts run within
- * seconds of each other. */
+ * seconds of each other.
+ *
+ * Each round also runs one sequence with the last-level cache emptied
+ * before every step. A step of one sequence reads every weight once, and
+ * when the weights are not much larger than that cache part of them is
+ * still there from the step before (85M Q8_0: 90 MB of weights, a 32 MB
+ * cache): one sequence then runs faster than memory can deliver the
+ * weights, and the ratios above are measured against that. Against the
+ * evicted run they show what batching buys over reading every weight
+ * from memory each step. */
 #define AGGREGATE_ROUNDS 9
 
+/* Sequence counts of a round; the last entry is 1 sequence, evicted. */
+static const int aggregate_counts[] = {1, 4, 16, 64, 1};
+#define AGGREGATE_RUNS 5
+
+static void print_aggregate(double rates[][AGGREGATE_ROUNDS], double ratios[][AGGREGATE_ROUNDS],
+                            double evicted_ratios[][AGGREGATE_ROUNDS]) {
+    double base = median(rates[0], AGGREGATE_ROUNDS);
+    double evicted = median(rates[AGGREGATE_RUNS - 1], AGGREGATE_ROUNDS);
+    printf("| sequences | tok/s | x 1 sequence | x 1 sequence of the same round (median) | x 1 "
+           "sequence evicted, same round (median) |\n|---|---|---|---|---|\n");
+    for (int c = 0; c < AGGREGATE_RUNS - 1; c++) {
+        double m = median(rates[c], AGGREGATE_ROUNDS);
+        printf("| %d | %.1f | %.2f | %.2f | %.2f |\n", aggregate_counts[c], m, m / base,
+               median(ratios[c], AGGREGATE_ROUNDS), median(evicted_ratios[c], AGGREGATE_ROUNDS));
+    }
+    printf("| 1, cache evicted before each step | %.1f | %.2f | %.2f | 1.00 |\n", evicted,
+           evicted / base, median(ratios[AGGREGATE_RUNS - 1], AGGREGATE_ROUNDS));
+}
+
 static void bench_aggregate(struct engine *e, int vocab) {
-    static const int counts[] = {1, 4, 16, 64};
-    double rates[4][AGGREGATE_ROUNDS], ratios[4][AGGREGATE_ROUNDS];
+    double rates[AGGREGATE_RUNS][AGGREGATE_ROUNDS], ratios[AGGREGATE_RUNS][AGGREGATE_ROUNDS];
+    double evicted_ratios[AGGREGATE_RUNS][AGGREGATE_ROUNDS];
     printf("\n## aggregate generation (decode-only steps, median of %d alternating rounds)\n\n",
            AGGREGATE_ROUNDS);
-    printf("| sequences | tok/s | x 1 sequence | x 1 sequence of the same round (median) "
-           "|\n|---|---|---|---|\n");
-    for (int k = 0; k < AGGREGATE_ROUNDS; k++)
-        for (int c = 0; c < 4; c++) {
+    for (int k = 0; k < AGGREGATE_ROUNDS; k++) {
+        for (int c = 0; c < AGGREGATE_RUNS; c++) {
             struct decode_steps d = {0};
-            run_decode(e, vocab, counts[c], 0, &d);
+            run_decode(e, vocab, aggregate_counts[c], 0, c == AGGREGATE_RUNS - 1, &d);
             rates[c][k] = d.seconds > 0 ? d.tokens / d.seconds : 0;
             ratios[c][k] = rates[0][k] > 0 ? rates[c][k] / rates[0][k] : 0;
         }
-    double base = median(rates[0], AGGREGATE_ROUNDS);
-    for (int c = 0; c < 4; c++) {
-        double m = median(rates[c], AGGREGATE_ROUNDS);
-        printf("| %d | %.1f | %.2f | %.2f |\n", counts[c], m, m / base,
-               median(ratios[c], AGGREGATE_ROUNDS));
+        for (int c = 0; c < AGGREGATE_RUNS; c++) {
+            double evicted = rates[AGGREGATE_RUNS - 1][k];
+            evicted_ratios[c][k] = evicted > 0 ? rates[c][k] / evicted : 0;
+        }
     }
+    print_aggregate(rates, ratios, evicted_ratios);
     fflush(stdout);
 }
 
@@ -172,7 +215,7 @@ static void bench_breakdown(struct engine *e, const struct model *m) {
     for (int c = 0; c < 2; c++) {
         struct decode_steps d = {0};
         for (int k = 0; k < BREAKDOWN_ROUNDS; k++)
-            run_decode(e, m->config.vocab_size, counts[c], 1, &d);
+            run_decode(e, m->config.vocab_size, counts[c], 1, 0, &d);
         double per_step = d.steps ? 1e3 / d.steps : 0, work[ENGINE_WORK_KINDS]; /* ms */
         for (int w = 0; w < ENGINE_WORK_KINDS; w++) work[w] = d.work[w] * per_step;
         double step = d.seconds * per_step;
@@ -310,6 +353,16 @@ int main(int argc, char **argv) {
         model_free(model);
         return 1;
     }
+    long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    evict_bytes = cache > 32L << 20 ? 2 * (size_t)cache : (size_t)64 << 20;
+    evict_buffer = malloc(evict_bytes);
+    if (!evict_buffer) {
+        fprintf(stderr, "runner_bench: cannot allocate %zu bytes\n", evict_bytes);
+        engine_group_stop(&group, err, sizeof(err));
+        model_free(model);
+        return 1;
+    }
+    memset(evict_buffer, 1, evict_bytes);
     struct engine *engine = engine_group_leader(&group);
     printf("runner_bench: %s, %d threads, tensor-parallel ranks %d, %s KV cache\n", argv[1],
            threads, tp, tensor_type_name(kv_type));
@@ -318,6 +371,7 @@ int main(int argc, char **argv) {
     bench_breakdown(engine, model);
     bench_admission(engine, model->config.vocab_size);
     printf("\ncross-core round trip after: %.0f ns\n", core_round_trip_ns());
+    free(evict_buffer);
     int rc = engine_group_stop(&group, err, sizeof(err)) ? 1 : 0;
     if (rc) fprintf(stderr, "runner_bench: %s\n", err);
     model_free(model);
