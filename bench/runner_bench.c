@@ -153,40 +153,41 @@ static void run_decode(struct engine *e, int vocab, int n_sequences, int profile
 /* Sequence counts of a round; the last entry is 1 sequence, evicted. */
 static const int aggregate_counts[] = {1, 4, 16, 64, 1};
 #define AGGREGATE_RUNS 5
+#define EVICTED        (AGGREGATE_RUNS - 1)
 
-static void print_aggregate(double rates[][AGGREGATE_ROUNDS], double ratios[][AGGREGATE_ROUNDS],
-                            double evicted_ratios[][AGGREGATE_ROUNDS]) {
-    double base = median(rates[0], AGGREGATE_ROUNDS);
-    double evicted = median(rates[AGGREGATE_RUNS - 1], AGGREGATE_ROUNDS);
-    printf("| sequences | tok/s | x 1 sequence | x 1 sequence of the same round (median) | x 1 "
-           "sequence evicted, same round (median) |\n|---|---|---|---|---|\n");
-    for (int c = 0; c < AGGREGATE_RUNS - 1; c++) {
-        double m = median(rates[c], AGGREGATE_ROUNDS);
-        printf("| %d | %.1f | %.2f | %.2f | %.2f |\n", aggregate_counts[c], m, m / base,
-               median(ratios[c], AGGREGATE_ROUNDS), median(evicted_ratios[c], AGGREGATE_ROUNDS));
+/* Median over the rounds of run c's rate (tok/s) over run base's of the
+ * same round; base -1: of the rate itself. Leaves rates as they are. */
+static double median_ratio(double rates[][AGGREGATE_ROUNDS], int c, int base) {
+    double v[AGGREGATE_ROUNDS];
+    for (int k = 0; k < AGGREGATE_ROUNDS; k++) {
+        double below = base < 0 ? 1 : rates[base][k];
+        v[k] = below > 0 ? rates[c][k] / below : 0;
     }
-    printf("| 1, cache evicted before each step | %.1f | %.2f | %.2f | 1.00 |\n", evicted,
-           evicted / base, median(ratios[AGGREGATE_RUNS - 1], AGGREGATE_ROUNDS));
+    return median(v, AGGREGATE_ROUNDS);
 }
 
 static void bench_aggregate(struct engine *e, int vocab) {
-    double rates[AGGREGATE_RUNS][AGGREGATE_ROUNDS], ratios[AGGREGATE_RUNS][AGGREGATE_ROUNDS];
-    double evicted_ratios[AGGREGATE_RUNS][AGGREGATE_ROUNDS];
+    double rates[AGGREGATE_RUNS][AGGREGATE_ROUNDS];
     printf("\n## aggregate generation (decode-only steps, median of %d alternating rounds)\n\n",
            AGGREGATE_ROUNDS);
-    for (int k = 0; k < AGGREGATE_ROUNDS; k++) {
+    for (int k = 0; k < AGGREGATE_ROUNDS; k++)
         for (int c = 0; c < AGGREGATE_RUNS; c++) {
             struct decode_steps d = {0};
-            run_decode(e, vocab, aggregate_counts[c], 0, c == AGGREGATE_RUNS - 1, &d);
+            run_decode(e, vocab, aggregate_counts[c], 0, c == EVICTED, &d);
             rates[c][k] = d.seconds > 0 ? d.tokens / d.seconds : 0;
-            ratios[c][k] = rates[0][k] > 0 ? rates[c][k] / rates[0][k] : 0;
         }
-        for (int c = 0; c < AGGREGATE_RUNS; c++) {
-            double evicted = rates[AGGREGATE_RUNS - 1][k];
-            evicted_ratios[c][k] = evicted > 0 ? rates[c][k] / evicted : 0;
-        }
+    double base = median_ratio(rates, 0, -1);
+    printf("| sequences | tok/s | x 1 sequence | x 1 sequence of the same round (median) | x 1 "
+           "sequence evicted, same round (median) |\n|---|---|---|---|---|\n");
+    for (int c = 0; c < AGGREGATE_RUNS; c++) {
+        double m = median_ratio(rates, c, -1);
+        if (c == EVICTED)
+            printf("| 1, cache evicted before each step ");
+        else
+            printf("| %d ", aggregate_counts[c]);
+        printf("| %.1f | %.2f | %.2f | %.2f |\n", m, base > 0 ? m / base : 0,
+               median_ratio(rates, c, 0), median_ratio(rates, c, EVICTED));
     }
-    print_aggregate(rates, ratios, evicted_ratios);
     fflush(stdout);
 }
 
