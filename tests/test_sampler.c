@@ -1,9 +1,12 @@
 /* test_sampler.c -- greedy, seeded sampling, and each filter of the sampler
- * on hand-made logits whose right answers are known. */
+ * on hand-made logits whose right answers are known; and the sampler's
+ * partial and radix sorts against the whole chain run with a comparison
+ * sort, token for token. */
 #include "engine/engine.h"
 #include "testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define VOCAB 8
@@ -115,11 +118,120 @@ static void test_repeat_penalty(void) {
     CHECK(sample_once(p, history, 3) == 1);
 }
 
+/* ---- the chain with a comparison sort of the whole vocabulary ---- */
+
+#define BIG_VOCAB 3000
+
+static int reference_order(const void *a, const void *b) {
+    const struct sampler_candidate *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* The sampler's uniform draw from state *rng (its xorshift64*). */
+static float reference_uniform(uint64_t *rng) {
+    uint64_t x = *rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *rng = x;
+    return (float)((x * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
+}
+
+static void reference_softmax(struct sampler_candidate *c, int n, float temperature) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        c[i].p = expf((c[i].logit - c[0].logit) / temperature);
+        sum += c[i].p;
+    }
+    for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+}
+
+/* llama.cpp's chain as engine.h describes it: penalty, a full sort, top-k,
+ * top-p, min-p, temperature, a walk from the top; rng is the sampler's
+ * state before the draw. */
+static int reference_sample(const struct sampler_params *p, uint64_t *rng, const float *logits,
+                            const int *history, int n_history, struct sampler_candidate *c) {
+    int n = BIG_VOCAB;
+    for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, logits[i], 0.0f};
+    int start = n_history - p->repeat_last_n < 0 ? 0 : n_history - p->repeat_last_n;
+    for (int i = start; p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && i < n_history; i++) {
+        int seen = 0;
+        for (int j = start; j < i; j++) seen |= history[j] == history[i];
+        float *l = &c[history[i]].logit;
+        if (!seen) *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+    }
+    qsort(c, (size_t)n, sizeof(*c), reference_order);
+    if (p->temperature <= 0.0f) return c[0].id;
+    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+    reference_softmax(c, n, 1.0f);
+    float mass = 0.0f;
+    for (int i = 0; p->top_p < 1.0f && i < n; i++)
+        if ((mass += c[i].p) >= p->top_p) n = i + 1;
+    int keep = 1;
+    while (p->min_p > 0.0f && keep < n && c[keep].p >= p->min_p * c[0].p) keep++;
+    if (p->min_p > 0.0f) n = keep;
+    reference_softmax(c, n, p->temperature);
+    float r = reference_uniform(rng);
+    mass = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (r < (mass += c[i].p)) return c[i].id;
+    return c[n - 1].id;
+}
+
+/* Logits with many ties: values on a grid of quarters, a tenth of them
+ * -0.0f or +0.0f (which compare equal). For odd seeds no logit is above
+ * zero, so the most likely tokens are the zeros of both signs. */
+static void tied_logits(float *out, unsigned seed) {
+    srand(seed);
+    int top = seed % 2 ? 0 : 36;
+    for (int i = 0; i < BIG_VOCAB; i++) {
+        int r = rand();
+        out[i] = r % 10 == 0 ? (r % 20 == 0 ? -0.0f : 0.0f) : (float)(r % 97 - 96 + top) * 0.25f;
+    }
+}
+
+static void test_against_full_sort(void) {
+    static float big[BIG_VOCAB];
+    static struct sampler_candidate work[BIG_VOCAB];
+    struct sampler_params sets[9];
+    for (int i = 0; i < 9; i++) sets[i] = plain(1.0f, 0);
+    sets[1].temperature = 0.7f, sets[1].top_k = 40;
+    sets[2].temperature = 1.3f, sets[2].top_p = 0.9f;
+    sets[3].temperature = 0.8f, sets[3].top_k = 40, sets[3].top_p = 0.95f, sets[3].min_p = 0.05f;
+    sets[4].top_k = BIG_VOCAB - 1;
+    sets[5].top_k = BIG_VOCAB;
+    sets[6].temperature = 0.0f;
+    sets[7].temperature = 0.0f, sets[7].repeat_penalty = 1.3f;
+    sets[8].top_k = 3, sets[8].repeat_penalty = 0.8f, sets[8].repeat_last_n = 8;
+    int history[16], mismatches = 0, draws = 0;
+    for (int k = 0; k < 16; k++) history[k] = (k * 389) % BIG_VOCAB;
+    for (int set = 0; set < 9; set++)
+        for (unsigned seed = 1; seed <= 40; seed++) {
+            struct sampler s;
+            struct sampler_params p = sets[set];
+            p.seed = seed;
+            tied_logits(big, seed);
+            CHECK(sampler_init(&s, &p, BIG_VOCAB) == 0);
+            for (int d = 0; d < 4; d++, draws++) {
+                uint64_t rng = s.rng;
+                int want = reference_sample(&p, &rng, big, history, 16, work);
+                int got = sampler_sample(&s, big, history, 16, NULL);
+                if (got != want && mismatches++ < 5)
+                    CHECK_MSG(0, "set %d seed %u draw %d: token %d, the full sort gives %d", set,
+                              seed, d, got, want);
+            }
+            sampler_free(&s);
+        }
+    CHECK_MSG(mismatches == 0, "%d of %d draws differ from the full sort", mismatches, draws);
+}
+
 int main(void) {
     test_greedy_and_logprob();
     test_seeded_repeatable();
     test_distribution();
     test_filters();
     test_repeat_penalty();
+    test_against_full_sort();
     return test_status("test_sampler");
 }

@@ -324,6 +324,7 @@ struct sampler {
     uint64_t rng; /* xorshift state */
     int vocab_size;
     struct sampler_candidate *candidates; /* (vocab_size) work space */
+    struct sampler_candidate *spare;      /* (vocab_size) the other buffer of a full sort */
 };
 
 void sampler_params_default(struct sampler_params *params);

@@ -268,7 +268,10 @@ static enum runner_finish_reason sample_next(struct runner *runner, struct runne
                                              const float *logits) {
     struct runner_token *t = &runner->token;
     float logprob = 0.0f;
-    int next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens, &logprob);
+    /* a log-probability costs a pass of exp over the vocabulary: only
+     * when asked for */
+    int next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens,
+                              s->request.logprobs ? &logprob : NULL);
     s->tokens[s->n_tokens++] = next;
     s->n_generated++;
     enum runner_finish_reason reason = stop_reason(runner, s);
