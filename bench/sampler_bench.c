@@ -72,15 +72,17 @@ static double time_setting(const struct setting *s, const float *logits, int n) 
     p.top_p = s->top_p;
     p.min_p = s->min_p;
     struct sampler sampler;
-    if (sampler_init(&sampler, &p, n)) return -1;
+    struct sampler_scratch scratch;
+    if (sampler_scratch_init(&scratch, n)) return -1;
+    sampler_init(&sampler, &p, n);
     double times[SAMPLES];
     float logprob;
     for (int i = 0; i < SAMPLES; i++) {
         double t0 = now();
-        sampler_sample(&sampler, logits, NULL, 0, s->logprob ? &logprob : NULL);
+        sampler_sample(&sampler, &scratch, logits, NULL, 0, s->logprob ? &logprob : NULL);
         times[i] = now() - t0;
     }
-    sampler_free(&sampler);
+    sampler_scratch_free(&scratch);
     qsort(times, SAMPLES, sizeof(double), compare_doubles);
     return times[SAMPLES / 2];
 }

@@ -3,7 +3,8 @@
  * On a seeded random model (so it needs nothing from ../shared):
  *   - 16 requests with staggered arrivals, different prompt lengths and
  *     output lengths get, token for token and logprob for logprob (bitwise,
- *     at tp=1), what each gets when it runs alone (DESIGN.md I5);
+ *     at tp=1), what each gets when it runs alone (DESIGN.md I5), though
+ *     together they are sampled on both threads and alone on one;
  *   - seeded sampling at temperature 0.8 is as independent of the batch;
  *   - a KV pool too small for all of them forces preemptions (seen in the
  *     trace) and still gives the same tokens;
@@ -308,7 +309,9 @@ int main(void) {
     char path[512], trace[512], err[256];
     struct model *model = NULL;
     struct engine engine;
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128, 2, 4, 2, 320, 512,
+    /* a vocabulary big enough that 3 sequences or more sample on both threads of
+     * the pool (runner.c, SAMPLE_SHARED_WORK) and one alone on the leader */
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128, 2, 4, 2, 12288, 512,
                                         TENSOR_Q8_0,      7};
     test_tmp_path(path, sizeof(path), "runner-model.gguf");
     test_tmp_path(trace, sizeof(trace), "runner-trace.jsonl");

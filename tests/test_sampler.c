@@ -11,6 +11,9 @@
 
 #define VOCAB 8
 
+/* the work space every sampler of the test shares (BIG_VOCAB tokens) */
+static struct sampler_scratch scratch;
+
 static const float logits[VOCAB] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -2.0f, 0.5f};
 
 static struct sampler_params plain(float temperature, uint64_t seed) {
@@ -27,9 +30,8 @@ static struct sampler_params plain(float temperature, uint64_t seed) {
 
 static int sample_once(struct sampler_params p, const int *history, int n_history) {
     struct sampler s;
-    CHECK(sampler_init(&s, &p, VOCAB) == 0);
-    int id = sampler_sample(&s, logits, history, n_history, NULL);
-    sampler_free(&s);
+    sampler_init(&s, &p, VOCAB);
+    int id = sampler_sample(&s, &scratch, logits, history, n_history, NULL);
     return id;
 }
 
@@ -37,39 +39,36 @@ static int sample_once(struct sampler_params p, const int *history, int n_histor
 static void draw(struct sampler_params p, int n, int *counts) {
     struct sampler s;
     memset(counts, 0, VOCAB * sizeof(int));
-    CHECK(sampler_init(&s, &p, VOCAB) == 0);
-    for (int i = 0; i < n; i++) counts[sampler_sample(&s, logits, NULL, 0, NULL)]++;
-    sampler_free(&s);
+    sampler_init(&s, &p, VOCAB);
+    for (int i = 0; i < n; i++) counts[sampler_sample(&s, &scratch, logits, NULL, 0, NULL)]++;
 }
 
 static void test_greedy_and_logprob(void) {
     struct sampler s;
     struct sampler_params p = plain(0.0f, 1);
     float logprob;
-    CHECK(sampler_init(&s, &p, VOCAB) == 0);
-    CHECK(sampler_sample(&s, logits, NULL, 0, &logprob) == 1);
+    sampler_init(&s, &p, VOCAB);
+    CHECK(sampler_sample(&s, &scratch, logits, NULL, 0, &logprob) == 1);
     double sum = 0;
     for (int i = 0; i < VOCAB; i++) sum += exp(logits[i]);
     CHECK_MSG(fabsf(logprob - (float)(3.0 - log(sum))) < 1e-5f, "logprob %g", logprob);
-    sampler_free(&s);
 }
 
 static void test_seeded_repeatable(void) {
     int a[64], b[64], differs = 0;
     struct sampler s1, s2, s3;
     struct sampler_params p = plain(1.0f, 42), q = plain(1.0f, 43);
-    CHECK(sampler_init(&s1, &p, VOCAB) == 0 && sampler_init(&s2, &p, VOCAB) == 0 &&
-          sampler_init(&s3, &q, VOCAB) == 0);
+    /* the three share one work space, as the sequences of a runner do */
+    sampler_init(&s1, &p, VOCAB);
+    sampler_init(&s2, &p, VOCAB);
+    sampler_init(&s3, &q, VOCAB);
     for (int i = 0; i < 64; i++) {
-        a[i] = sampler_sample(&s1, logits, NULL, 0, NULL);
-        b[i] = sampler_sample(&s2, logits, NULL, 0, NULL);
-        differs += sampler_sample(&s3, logits, NULL, 0, NULL) != a[i];
+        a[i] = sampler_sample(&s1, &scratch, logits, NULL, 0, NULL);
+        b[i] = sampler_sample(&s2, &scratch, logits, NULL, 0, NULL);
+        differs += sampler_sample(&s3, &scratch, logits, NULL, 0, NULL) != a[i];
     }
     CHECK(memcmp(a, b, sizeof(a)) == 0);
     CHECK(differs > 0);
-    sampler_free(&s1);
-    sampler_free(&s2);
-    sampler_free(&s3);
 }
 
 static void test_distribution(void) {
@@ -212,26 +211,30 @@ static void test_against_full_sort(void) {
             struct sampler_params p = sets[set];
             p.seed = seed;
             tied_logits(big, seed);
-            CHECK(sampler_init(&s, &p, BIG_VOCAB) == 0);
+            sampler_init(&s, &p, BIG_VOCAB);
             for (int d = 0; d < 4; d++, draws++) {
                 uint64_t rng = s.rng;
                 int want = reference_sample(&p, &rng, big, history, 16, work);
-                int got = sampler_sample(&s, big, history, 16, NULL);
+                int got = sampler_sample(&s, &scratch, big, history, 16, NULL);
                 if (got != want && mismatches++ < 5)
                     CHECK_MSG(0, "set %d seed %u draw %d: token %d, the full sort gives %d", set,
                               seed, d, got, want);
             }
-            sampler_free(&s);
         }
     CHECK_MSG(mismatches == 0, "%d of %d draws differ from the full sort", mismatches, draws);
 }
 
 int main(void) {
+    if (sampler_scratch_init(&scratch, BIG_VOCAB)) {
+        fprintf(stderr, "test_sampler: out of memory\n");
+        return 1;
+    }
     test_greedy_and_logprob();
     test_seeded_repeatable();
     test_distribution();
     test_filters();
     test_repeat_penalty();
     test_against_full_sort();
+    sampler_scratch_free(&scratch);
     return test_status("test_sampler");
 }

@@ -119,16 +119,18 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
                   int *tokens, int n_prompt, const struct generate_options *o) {
     char err[256], text[1024];
     struct sampler sampler;
+    struct sampler_scratch scratch;
     struct tokenizer_stream stream;
     int n = n_prompt, eos = tokenizer_eos(m->tokenizer);
     int limit = n_prompt + o->n_predict;
     if (limit > engine->context_length) limit = engine->context_length;
-    if (sampler_init(&sampler, &o->sampling, m->model->config.vocab_size)) return -1;
+    if (sampler_scratch_init(&scratch, m->model->config.vocab_size)) return -1;
+    sampler_init(&sampler, &o->sampling, m->model->config.vocab_size);
     /* text right after BOS starts the output: drop its SPM space prefix */
     int after_bos = n_prompt == 1 && tokens[0] == tokenizer_bos(m->tokenizer);
     tokenizer_stream_init(&stream, m->tokenizer, after_bos);
     while (n < limit) {
-        int next = sampler_sample(&sampler, engine->logits, tokens, n, NULL);
+        int next = sampler_sample(&sampler, &scratch, engine->logits, tokens, n, NULL);
         tokens[n++] = next;
         if (next == eos) break;
         size_t n_text = tokenizer_stream_push(&stream, next, text, sizeof(text));
@@ -137,13 +139,13 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
         if (n == limit) break;
         if (engine_run_sequence(engine, seq, &tokens[n - 1], 1, n - 1, err, sizeof(err))) {
             fprintf(stderr, "lockstep generate: %s\n", err);
-            sampler_free(&sampler);
+            sampler_scratch_free(&scratch);
             return -1;
         }
     }
     size_t n_text = tokenizer_stream_flush(&stream, text, sizeof(text));
     fwrite(text, 1, n_text, stdout);
-    sampler_free(&sampler);
+    sampler_scratch_free(&scratch);
     return n - n_prompt;
 }
 

@@ -323,21 +323,31 @@ struct sampler {
     struct sampler_params params;
     uint64_t rng; /* xorshift state */
     int vocab_size;
-    struct sampler_candidate *candidates; /* (vocab_size) work space */
+};
+
+/* Work space of sampler_sample for one thread: the samplers of every
+ * sequence a thread samples share it, so memory follows the threads, not
+ * the sequences. */
+struct sampler_scratch {
+    int vocab_size;                       /* the largest vocabulary it serves */
+    struct sampler_candidate *candidates; /* (vocab_size) tokens being ranked */
     struct sampler_candidate *spare;      /* (vocab_size) the other buffer of a full sort */
 };
 
 void sampler_params_default(struct sampler_params *params);
-int sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size);
-void sampler_free(struct sampler *sampler);
+void sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size);
 /* Advances the random stream as n samples would, so a request resumed
  * with its generated tokens draws what it would have drawn. */
 void sampler_skip(struct sampler *sampler, int n);
-/* Picks the next token from logits (vocab_size). history holds the
- * sequence's tokens so far (for the repetition penalty). *logprob (if not
- * NULL) receives the log-probability of the chosen token under the model's
- * own distribution, before penalty and temperature. */
-int sampler_sample(struct sampler *sampler, const float *logits, const int *history, int n_history,
-                   float *logprob);
+/* Returns 0, or -1 when out of memory. */
+int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size);
+void sampler_scratch_free(struct sampler_scratch *scratch);
+/* Picks the next token from logits (vocab_size), with scratch (of at least
+ * vocab_size) as work space. history holds the sequence's tokens so far
+ * (for the repetition penalty). *logprob (if not NULL) receives the
+ * log-probability of the chosen token under the model's own distribution,
+ * before penalty and temperature. */
+int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
+                   const int *history, int n_history, float *logprob);
 
 #endif

@@ -31,24 +31,28 @@ void sampler_params_default(struct sampler_params *params) {
     params->seed = 0x5eed;
 }
 
-int sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size) {
+void sampler_init(struct sampler *sampler, const struct sampler_params *params, int vocab_size) {
     sampler->params = *params;
     /* xorshift must not start at zero; mix the seed so nearby seeds differ. */
     sampler->rng = params->seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
     if (sampler->rng == 0) sampler->rng = 1;
     sampler->vocab_size = vocab_size;
-    sampler->candidates = malloc((size_t)vocab_size * sizeof(*sampler->candidates));
-    sampler->spare = malloc((size_t)vocab_size * sizeof(*sampler->spare));
-    if (sampler->candidates && sampler->spare) return 0;
-    sampler_free(sampler);
+}
+
+int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size) {
+    scratch->vocab_size = vocab_size;
+    scratch->candidates = malloc((size_t)vocab_size * sizeof(*scratch->candidates));
+    scratch->spare = malloc((size_t)vocab_size * sizeof(*scratch->spare));
+    if (scratch->candidates && scratch->spare) return 0;
+    sampler_scratch_free(scratch);
     return -1;
 }
 
-void sampler_free(struct sampler *sampler) {
-    free(sampler->candidates);
-    free(sampler->spare);
-    sampler->candidates = NULL;
-    sampler->spare = NULL;
+void sampler_scratch_free(struct sampler_scratch *scratch) {
+    free(scratch->candidates);
+    free(scratch->spare);
+    scratch->candidates = NULL;
+    scratch->spare = NULL;
 }
 
 /* Uniform float in [0, 1) from the xorshift64* stream. */
@@ -220,11 +224,12 @@ static int filter_candidates(const struct sampler_params *p, struct sampler_cand
     return n;
 }
 
-int sampler_sample(struct sampler *sampler, const float *logits, const int *history, int n_history,
-                   float *logprob) {
+int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
+                   const int *history, int n_history, float *logprob) {
     const struct sampler_params *p = &sampler->params;
     int n = sampler->vocab_size;
-    struct sampler_candidate *c = sampler->candidates;
+    struct sampler_candidate *c = scratch->candidates;
+    assert(scratch->vocab_size >= n);
     int chosen = 0;
     int penalized = p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
 
@@ -247,7 +252,7 @@ int sampler_sample(struct sampler *sampler, const float *logits, const int *hist
         if (p->top_k > 0 && p->top_k < n)
             sort_first(c, n, p->top_k);
         else
-            sort_all(c, sampler->spare, n);
+            sort_all(c, scratch->spare, n);
         int kept = filter_candidates(p, c, n);
         softmax_candidates(c, kept, p->temperature);
         float r = next_uniform(sampler), mass = 0.0f;

@@ -25,6 +25,8 @@ struct runner_sequence {
     uint64_t order;                /* arrival number: lower came first */
     struct kv_sequence kv;         /* its blocks of the cache */
     struct sampler sampler;        /* its own random stream */
+    int sampled;                   /* the token sampled this step (finish_step) */
+    float sampled_logprob;         /* its log-probability, if the request asks */
 };
 
 struct runner {
@@ -48,6 +50,12 @@ struct runner {
     struct kv_sequence **batch_kv; /* (step_tokens) */
     uint8_t *batch_want;           /* (step_tokens) */
     struct runner_token token;     /* report being built */
+    /* sampling after a step: one work space per thread of the leader's
+     * pool, and the sequences that sample with their logits rows */
+    struct sampler_scratch *scratch; /* (n_scratch) */
+    int n_scratch;
+    struct runner_sequence **due; /* (step_tokens) */
+    const float **due_logits;     /* (step_tokens) */
     /* the trace ring and its file */
     struct runner_trace_step *ring;   /* (trace_steps) */
     struct runner_trace_entry *slots; /* (trace_steps, max_sequences) entries of the ring */
