@@ -1,10 +1,13 @@
 /* runner_bench.c -- what continuous batching buys, and what a prompt
  * admission costs the running streams (issue 4's benchmarks).
  *
- * Usage: runner_bench MODEL [THREADS] [KV_TYPE] [TP]
+ * Usage: runner_bench MODEL [THREADS] [KV_TYPE] [TP] [SAMPLING]
  *   KV_TYPE: f16 (the default), q8_0 or f32; TP: tensor-parallel ranks, as
  *   threads of this process sharing THREADS (default 1: one engine whose
- *   pool has THREADS threads)
+ *   pool has THREADS threads); SAMPLING: greedy (the default), llama
+ *   (llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p
+ *   0.05) or openai (the OpenAI API's: temperature 1 over the whole
+ *   vocabulary), every request seeded by its id
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
  *      (steady state: decode-only steps), as a ratio to 1 sequence, and to
@@ -52,11 +55,30 @@ static void on_heartbeat(void *c, const struct runner_heartbeat *h) {
 }
 static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
 
+/* What every request samples with (SAMPLING), less its seed. */
+static struct sampler_params sampling;
+
+/* Sets sampling from a SAMPLING argument; -1 if it names none. */
+static int set_sampling(const char *name) {
+    sampler_params_default(&sampling);
+    if (!strcmp(name, "greedy")) {
+        sampling.temperature = 0;
+    } else if (!strcmp(name, "openai")) {
+        sampling.temperature = 1;
+        sampling.top_k = 0;
+        sampling.top_p = 1;
+        sampling.min_p = 0;
+    } else if (strcmp(name, "llama") != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 static void submit(struct runner *r, uint64_t id, int n_prompt, int max_tokens, int vocab) {
     struct runner_request q = {
         .id = id, .max_tokens = max_tokens, .n_prompt = n_prompt, .ignore_eos = 1};
-    sampler_params_default(&q.sampling);
-    q.sampling.temperature = 0;
+    q.sampling = sampling;
+    q.sampling.seed = id;
     q.prompt = malloc((size_t)n_prompt * sizeof(int));
     for (int i = 0; i < n_prompt; i++)
         q.prompt[i] = 1 + (int)((id * 131 + (uint64_t)i * 7) % (uint64_t)(vocab - 1));
@@ -322,7 +344,14 @@ int main(int argc, char **argv) {
     char err[256];
     struct model *model = NULL;
     if (argc < 2) {
-        fprintf(stderr, "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32] [TP]\n");
+        fprintf(stderr,
+                "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32] [TP] [greedy|llama|openai]\n");
+        return 2;
+    }
+    const char *sampling_name = argc > 5 ? argv[5] : "greedy";
+    if (set_sampling(sampling_name)) {
+        fprintf(stderr, "runner_bench: SAMPLING is greedy, llama or openai, not '%s'\n",
+                sampling_name);
         return 2;
     }
     int threads = argc > 2 ? atoi(argv[2]) : 2;
@@ -364,8 +393,8 @@ int main(int argc, char **argv) {
     }
     memset(evict_buffer, 1, evict_bytes);
     struct engine *engine = engine_group_leader(&group);
-    printf("runner_bench: %s, %d threads, tensor-parallel ranks %d, %s KV cache\n", argv[1],
-           threads, tp, tensor_type_name(kv_type));
+    printf("runner_bench: %s, %d threads, tensor-parallel ranks %d, %s KV cache, %s sampling\n",
+           argv[1], threads, tp, tensor_type_name(kv_type), sampling_name);
     printf("cross-core round trip before: %.0f ns\n", core_round_trip_ns());
     bench_aggregate(engine, model->config.vocab_size);
     bench_breakdown(engine, model);
