@@ -331,7 +331,8 @@ struct sampler {
 struct sampler_scratch {
     int vocab_size;                       /* the largest vocabulary it serves */
     struct sampler_candidate *candidates; /* (vocab_size) tokens being ranked */
-    struct sampler_candidate *spare;      /* (vocab_size) the other buffer of a full sort */
+    struct sampler_candidate *spare;      /* (vocab_size) them ranked by a full sort */
+    uint64_t *order, *order_spare;        /* (vocab_size) each: a full sort's (key, id) words */
 };
 
 void sampler_params_default(struct sampler_params *params);

@@ -43,7 +43,9 @@ int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size) {
     scratch->vocab_size = vocab_size;
     scratch->candidates = malloc((size_t)vocab_size * sizeof(*scratch->candidates));
     scratch->spare = malloc((size_t)vocab_size * sizeof(*scratch->spare));
-    if (scratch->candidates && scratch->spare) return 0;
+    scratch->order = malloc((size_t)vocab_size * sizeof(*scratch->order));
+    scratch->order_spare = malloc((size_t)vocab_size * sizeof(*scratch->order_spare));
+    if (scratch->candidates && scratch->spare && scratch->order && scratch->order_spare) return 0;
     sampler_scratch_free(scratch);
     return -1;
 }
@@ -51,8 +53,12 @@ int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size) {
 void sampler_scratch_free(struct sampler_scratch *scratch) {
     free(scratch->candidates);
     free(scratch->spare);
+    free(scratch->order);
+    free(scratch->order_spare);
     scratch->candidates = NULL;
     scratch->spare = NULL;
+    scratch->order = NULL;
+    scratch->order_spare = NULL;
 }
 
 /* Uniform float in [0, 1) from the xorshift64* stream. */
@@ -151,28 +157,38 @@ static uint32_t descending_key(float logit) {
 #define RADIX_BITS 11 /* three passes cover the 32-bit key */
 #define RADIX_SIZE (1u << RADIX_BITS)
 
-/* Sorts c (n, in id order) into by_logit_descending's order: a stable
- * least-significant-digit radix sort on descending_key, through spare, so
- * equal logits keep their id order. Leaves the result in c. */
-static void sort_all(struct sampler_candidate *c, struct sampler_candidate *spare, int n) {
+/* The candidates (n, in id order, in scratch->candidates) in
+ * by_logit_descending's order, in scratch->spare: a least-significant-digit
+ * radix sort of (descending_key, id) pairs in 64-bit words, three passes
+ * over the key's digits after one that counts them all. Each pass is
+ * stable, so equal logits keep their id order. */
+static struct sampler_candidate *sort_all(struct sampler_scratch *scratch, int n) {
     static_assert(3 * RADIX_BITS >= 32, "three passes must cover the key");
-    struct sampler_candidate *from = c, *to = spare;
-    for (int shift = 0; shift < 32; shift += RADIX_BITS) {
-        uint32_t counts[RADIX_SIZE] = {0};
-        for (int i = 0; i < n; i++) counts[(descending_key(from[i].logit) >> shift) % RADIX_SIZE]++;
+    const struct sampler_candidate *c = scratch->candidates;
+    uint64_t *from = scratch->order, *to = scratch->order_spare;
+    uint32_t counts[3][RADIX_SIZE] = {{0}};
+    for (int i = 0; i < n; i++) {
+        uint32_t key = descending_key(c[i].logit);
+        from[i] = (uint64_t)key << 32 | (uint32_t)i;
+        for (int pass = 0; pass < 3; pass++)
+            counts[pass][(key >> (RADIX_BITS * pass)) % RADIX_SIZE]++;
+    }
+    for (int pass = 0; pass < 3; pass++) {
         uint32_t at = 0;
         for (uint32_t d = 0; d < RADIX_SIZE; d++) {
-            uint32_t count = counts[d];
-            counts[d] = at;
+            uint32_t count = counts[pass][d];
+            counts[pass][d] = at;
             at += count;
         }
-        for (int i = 0; i < n; i++)
-            to[counts[(descending_key(from[i].logit) >> shift) % RADIX_SIZE]++] = from[i];
-        struct sampler_candidate *t = from;
+        int shift = 32 + RADIX_BITS * pass;
+        for (int i = 0; i < n; i++) to[counts[pass][(from[i] >> shift) % RADIX_SIZE]++] = from[i];
+        uint64_t *t = from;
         from = to;
         to = t;
     }
-    if (from != c) memcpy(c, from, (size_t)n * sizeof(*c));
+    struct sampler_candidate *sorted = scratch->spare;
+    for (int i = 0; i < n; i++) sorted[i] = c[(uint32_t)from[i]];
+    return sorted;
 }
 
 #define MAX_CHAINS 8 /* independent running maxima: the loop is not one chain of compares */
@@ -198,14 +214,21 @@ static int first_highest(const float *logits, int n) {
     return 0;
 }
 
-/* Softmax of the first n candidates' logits divided by temperature into p. */
-static void softmax_candidates(struct sampler_candidate *c, int n, float temperature) {
+/* e^((logit - top logit) / temperature) of the first n candidates into
+ * their p, and the sum of them in order. Candidate i's probability is then
+ * probability(c, i, sum): computed only for the candidates the filters and
+ * the draw reach, which with a peaked distribution are a few. */
+static double exponentiate(struct sampler_candidate *c, int n, float temperature) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         c[i].p = expf((c[i].logit - c[0].logit) / temperature);
         sum += c[i].p;
     }
-    for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+    return sum;
+}
+
+static float probability(const struct sampler_candidate *c, int i, double sum) {
+    return (float)(c[i].p / sum);
 }
 
 /* Applies top-k, top-p and min-p to the sorted candidates; returns how many
@@ -213,11 +236,11 @@ static void softmax_candidates(struct sampler_candidate *c, int n, float tempera
 static int filter_candidates(const struct sampler_params *p, struct sampler_candidate *c, int n) {
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     if (p->top_p >= 1.0f && p->min_p <= 0.0f) return n;
-    softmax_candidates(c, n, 1.0f);
+    double sum = exponentiate(c, n, 1.0f);
     if (p->top_p < 1.0f) {
         float mass = 0.0f;
         for (int i = 0; i < n; i++) {
-            mass += c[i].p;
+            mass += probability(c, i, sum);
             if (mass >= p->top_p) {
                 n = i + 1;
                 break;
@@ -225,9 +248,9 @@ static int filter_candidates(const struct sampler_params *p, struct sampler_cand
         }
     }
     if (p->min_p > 0.0f) {
-        float floor = p->min_p * c[0].p;
+        float floor = p->min_p * probability(c, 0, sum);
         int keep = 1;
-        while (keep < n && c[keep].p >= floor) keep++;
+        while (keep < n && probability(c, keep, sum) >= floor) keep++;
         n = keep;
     }
     return n;
@@ -261,13 +284,13 @@ int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, con
         if (p->top_k > 0 && p->top_k < n)
             sort_first(c, n, p->top_k);
         else
-            sort_all(c, scratch->spare, n);
+            c = sort_all(scratch, n);
         int kept = filter_candidates(p, c, n);
-        softmax_candidates(c, kept, p->temperature);
+        double sum = exponentiate(c, kept, p->temperature);
         float r = next_uniform(sampler), mass = 0.0f;
         chosen = c[kept - 1].id;
         for (int i = 0; i < kept; i++) {
-            mass += c[i].p;
+            mass += probability(c, i, sum);
             if (r < mass) {
                 chosen = c[i].id;
                 break;
