@@ -278,8 +278,7 @@ static enum runner_finish_reason stop_reason(const struct runner *runner,
 
 /* Reports s's token sampled this step; returns why the sequence stops,
  * or 0. */
-static enum runner_finish_reason take_sampled(struct runner *runner, struct runner_sequence *s,
-                                              const float *logits) {
+static enum runner_finish_reason take_sampled(struct runner *runner, struct runner_sequence *s) {
     struct runner_token *t = &runner->token;
     int next = s->sampled;
     s->tokens[s->n_tokens++] = next;
@@ -291,20 +290,23 @@ static enum runner_finish_reason take_sampled(struct runner *runner, struct runn
     t->token = next;
     if (s->request.logprobs) t->logprob = s->sampled_logprob;
     t->n_top = s->request.top_logprobs;
-    if (t->n_top > 0) find_top_logprobs(logits, runner->vocab_size, t->n_top, t->top);
+    memcpy(t->top, s->sampled_top, (size_t)t->n_top * sizeof(t->top[0]));
     runner->sink.token(runner->sink.context, s->client, t);
     return reason;
 }
 
-/* Samples due sequence i on thread `thread` of the leader's pool. A
- * log-probability costs a pass of exp over the vocabulary: only when the
- * request asks. */
+/* Samples due sequence i on thread `thread` of the leader's pool, and
+ * finds its most likely tokens if the request asks. A log-probability
+ * costs a pass of exp over the vocabulary: only when the request asks. */
 static void sample_due(void *arg, int i, int thread) {
     struct runner *runner = arg;
     struct runner_sequence *s = runner->due[i];
     s->sampled =
         sampler_sample(&s->sampler, &runner->scratch[thread], runner->due_logits[i], s->tokens,
                        s->n_tokens, s->request.logprobs ? &s->sampled_logprob : NULL);
+    if (s->request.top_logprobs > 0)
+        find_top_logprobs(runner->due_logits[i], runner->vocab_size, s->request.top_logprobs,
+                          s->sampled_top);
 }
 
 /* Vocabulary entries a step's sampling must cover before the pool's
@@ -342,7 +344,7 @@ static void finish_step(struct runner *runner) {
     sample_all_due(runner, n_due);
     for (int d = 0; d < n_due; d++) {
         struct runner_sequence *s = runner->due[d];
-        enum runner_finish_reason reason = take_sampled(runner, s, runner->due_logits[d]);
+        enum runner_finish_reason reason = take_sampled(runner, s);
         int i = 0;
         if (reason && find(runner, s->client, s->request.id, &i)) finish(runner, i, reason);
     }

@@ -27,6 +27,8 @@ struct runner_sequence {
     struct sampler sampler;        /* its own random stream */
     int sampled;                   /* the token sampled this step (finish_step) */
     float sampled_logprob;         /* its log-probability, if the request asks */
+    struct runner_alternative sampled_top[RUNNER_TOP_LOGPROBS_MAX]; /* the step's most
+                                                                       likely tokens, if asked */
 };
 
 struct runner {
