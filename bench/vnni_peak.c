@@ -8,13 +8,14 @@
  * passes, or "0" and exit status 77 on a CPU without AVX-512 VNNI:
  *   peak        vpdpbusd alone: twelve independent accumulators a thread,
  *               enough to hide the instruction's latency;
- *   block step  the instruction mix of the panel kernel's block step
- *               (panel_avx512.h) on a tile of 16 rows and 8 batch columns:
- *               64 vpdpbusd, then per column a scale product, a conversion,
- *               a multiply and an add. Where the multiplies share the
+ *   block step  the panel kernel's own block step (panel_block in
+ *               panel_avx512.h, run by vnni_block_avx512.c) on a tile of
+ *               16 rows and 8 batch columns with its operands in L1: 64
+ *               vpdpbusd, then per column a scale product, a conversion, a
+ *               multiply and an add. Where the multiplies share the
  *               vpdpbusd units (measured on AMD Zen 4) this is the highest
- *               rate the kernel can reach with data in registers, whatever
- *               its memory does; where they do not, it equals the peak. */
+ *               rate the kernel can reach, whatever its memory does; where
+ *               they do not, it is near the peak. */
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -26,8 +27,7 @@
 #define ACCUMULATORS 12        /* independent vpdpbusd chains per thread */
 #define LANE_PAIRS   64        /* 8-bit products one vpdpbusd adds (16 lanes x 4) */
 #define BLOCKS       10000000L /* block steps per thread and pass */
-#define TILE_COLUMNS 8         /* batch columns of a tile, as the panel kernel */
-#define BLOCK_GROUPS 8         /* 4-byte groups of a 32-quant block */
+#define BLOCK_MACS   4096      /* multiply-adds of a block step: 16 rows x 32 quants x 8 columns */
 
 struct worker {
     pthread_t thread;
@@ -53,44 +53,13 @@ __attribute__((target("avx512f,avx512vnni"))) static void *multiply_add(void *ar
     return NULL;
 }
 
-/* The panel kernel's block step, over and over: per column, 8 vpdpbusd
- * into an integer sum that starts from the block's bias, then
- * acc += (float)sum * (d_w * d_x). Each column's activation bytes and
- * scale are read from memory as the kernel reads them, so the compiler
- * cannot share work between columns; the weights may change every block. */
-__attribute__((target("avx512f,avx512vnni"))) static void *block_step(void *arg) {
+/* vnni_block_avx512.c: n block steps of the panel kernel; a value of
+ * their sums. */
+int32_t vnni_block_steps(long n_blocks);
+
+static void *block_step(void *arg) {
     struct worker *w = arg;
-    static const float column_scales[TILE_COLUMNS] = {1.0f, 0.5f,  0.25f, 2.0f,
-                                                      1.5f, 0.75f, 3.0f,  1.25f};
-    int32_t activations[TILE_COLUMNS * BLOCK_GROUPS];
-    for (int i = 0; i < TILE_COLUMNS * BLOCK_GROUPS; i++) activations[i] = 0x01010101 * (i % 5);
-    const float *d_x = column_scales;
-    const int32_t *x = activations;
-    __m512i weights = _mm512_set1_epi32(0x01020304);
-    __m512i bias = _mm512_set1_epi32(-7);
-    __m512 d_w = _mm512_set_ps(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
-    __m512 acc[TILE_COLUMNS];
-    for (int c = 0; c < TILE_COLUMNS; c++) acc[c] = _mm512_setzero_ps();
-    for (long n = 0; n < BLOCKS; n++) {
-        __m512i dot[TILE_COLUMNS];
-#pragma GCC unroll 8
-        for (int c = 0; c < TILE_COLUMNS; c++) dot[c] = bias;
-#pragma GCC unroll 8
-        for (int g = 0; g < BLOCK_GROUPS; g++)
-#pragma GCC unroll 8
-            for (int c = 0; c < TILE_COLUMNS; c++)
-                dot[c] = _mm512_dpbusd_epi32(dot[c], weights,
-                                             _mm512_set1_epi32(x[c * BLOCK_GROUPS + g]));
-#pragma GCC unroll 8
-        for (int c = 0; c < TILE_COLUMNS; c++) {
-            __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x[c]));
-            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(dot[c]), scale));
-        }
-        __asm__ volatile("" : "+v"(weights), "+v"(bias), "+v"(d_w), "+r"(d_x), "+r"(x));
-    }
-    __m512 sum = acc[0];
-    for (int c = 1; c < TILE_COLUMNS; c++) sum = _mm512_add_ps(sum, acc[c]);
-    w->result = (int32_t)_mm512_reduce_add_ps(sum);
+    w->result = vnni_block_steps(BLOCKS);
     return NULL;
 }
 
@@ -129,8 +98,7 @@ int main(int argc, char **argv) {
     }
     double peak =
         best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
-    double block =
-        best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_GROUPS * TILE_COLUMNS * LANE_PAIRS);
+    double block = best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
     printf("peak        %.1f GMAC/s\n", peak);
     printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
     return 0;

@@ -8,12 +8,13 @@
  *
  * The runner samples every sequence of a step between two steps (on the
  * threads of the leader's pool), and no rank computes while it does, so
- * the cost per token is paid once per sequence per step. A
- * comparison sort of the whole vocabulary took 4 ms for 32000 tokens (22
- * ms for 152064); instead, top-k picks its k tokens with a heap and sorts
- * only those, a full ranking is a radix sort, and greedy sampling reads
- * the logits once. Each gives the order the comparison sort gave (logit
- * descending, ties by id), so the tokens drawn are the same. */
+ * the cost per token is paid once per sequence per step. A comparison sort
+ * of the whole vocabulary took 4 ms for 32000 tokens (22 ms for 152064);
+ * instead, top-k picks its k tokens with a heap and sorts only those, a
+ * full ranking is a radix sort, and greedy sampling without a penalty
+ * reads the logits without making candidates. Each gives the order the
+ * comparison sort gave (logit descending, ties by id), so the tokens drawn
+ * are the same. */
 #include "engine.h"
 
 #include <assert.h>
@@ -88,13 +89,17 @@ static float log_probability(const float *logits, int n, int id) {
     return (float)((double)(logits[id] - max) - log(sum));
 }
 
+/* Whether the repetition penalty changes any logit. */
+static int penalty_applies(const struct sampler_params *p, int n_history) {
+    return p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
+}
+
 /* Penalizes each distinct token of the last repeat_last_n of history once;
  * c is still indexed by token id. */
 static void apply_repeat_penalty(const struct sampler *sampler, struct sampler_candidate *c,
                                  const int *history, int n_history) {
     float penalty = sampler->params.repeat_penalty;
     int start = n_history - sampler->params.repeat_last_n;
-    if (penalty == 1.0f || sampler->params.repeat_last_n <= 0) return;
     if (start < 0) start = 0;
     for (int i = start; i < n_history; i++) {
         int id = history[i];
@@ -257,47 +262,41 @@ static int filter_candidates(const struct sampler_params *p, struct sampler_cand
     return n;
 }
 
+/* The token drawn from the ranked candidates: with a penalty or at a
+ * temperature, where logits alone do not decide. */
+static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scratch,
+                            const float *logits, const int *history, int n_history) {
+    const struct sampler_params *p = &sampler->params;
+    int n = sampler->vocab_size;
+    struct sampler_candidate *c = scratch->candidates;
+    for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, logits[i], 0.0f};
+    if (penalty_applies(p, n_history)) apply_repeat_penalty(sampler, c, history, n_history);
+    if (p->temperature <= 0.0f) {
+        sort_first(c, n, 1); /* greedy: the first of the highest penalized logits */
+        return c[0].id;
+    }
+    if (p->top_k > 0 && p->top_k < n)
+        sort_first(c, n, p->top_k);
+    else
+        c = sort_all(scratch, n);
+    int kept = filter_candidates(p, c, n);
+    double sum = exponentiate(c, kept, p->temperature);
+    float r = next_uniform(sampler), mass = 0.0f;
+    for (int i = 0; i < kept; i++) {
+        mass += probability(c, i, sum);
+        if (r < mass) return c[i].id;
+    }
+    return c[kept - 1].id;
+}
+
 int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
                    const int *history, int n_history, float *logprob) {
     const struct sampler_params *p = &sampler->params;
     int n = sampler->vocab_size;
-    struct sampler_candidate *c = scratch->candidates;
     assert(scratch->vocab_size >= n);
-    int chosen = 0;
-    int penalized = p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
-
-    if (p->temperature <= 0.0f && !penalized) {
-        chosen = first_highest(logits, n);
-        if (logprob) *logprob = log_probability(logits, n, chosen);
-        return chosen;
-    }
-    for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, logits[i], 0.0f};
-    apply_repeat_penalty(sampler, c, history, n_history);
-    if (p->temperature <= 0.0f) {
-        /* greedy: the first of the highest penalized logits */
-        float best = c[0].logit;
-        for (int i = 1; i < n; i++)
-            if (c[i].logit > best) {
-                best = c[i].logit;
-                chosen = i;
-            }
-    } else {
-        if (p->top_k > 0 && p->top_k < n)
-            sort_first(c, n, p->top_k);
-        else
-            c = sort_all(scratch, n);
-        int kept = filter_candidates(p, c, n);
-        double sum = exponentiate(c, kept, p->temperature);
-        float r = next_uniform(sampler), mass = 0.0f;
-        chosen = c[kept - 1].id;
-        for (int i = 0; i < kept; i++) {
-            mass += probability(c, i, sum);
-            if (r < mass) {
-                chosen = c[i].id;
-                break;
-            }
-        }
-    }
+    int chosen = p->temperature <= 0.0f && !penalty_applies(p, n_history)
+                     ? first_highest(logits, n)
+                     : choose_candidate(sampler, scratch, logits, history, n_history);
     if (logprob) *logprob = log_probability(logits, n, chosen);
     return chosen;
 }

@@ -68,9 +68,8 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
     r->batch_kv = calloc(budget, sizeof(struct kv_sequence *));
     r->batch_want = calloc(budget, 1);
     r->due = calloc(budget, sizeof(struct runner_sequence *));
-    r->due_logits = calloc(budget, sizeof(const float *));
     if (!r->sequences || !r->batch_sequences || !r->batch_tokens || !r->batch_positions ||
-        !r->batch_kv || !r->batch_want || !r->due || !r->due_logits ||
+        !r->batch_kv || !r->batch_want || !r->due ||
         make_scratch(r, tensor_pool_size(leader->pool)) || runner_trace_init(r, err, errlen))
         goto out_of_memory;
     *out = r;
@@ -98,7 +97,6 @@ void runner_free(struct runner *runner) {
     free(runner->batch_kv);
     free(runner->batch_want);
     free(runner->due);
-    free(runner->due_logits);
     for (int i = 0; i < runner->n_scratch; i++) sampler_scratch_free(&runner->scratch[i]);
     free(runner->scratch);
     runner_trace_free(runner);
@@ -301,12 +299,11 @@ static enum runner_finish_reason take_sampled(struct runner *runner, struct runn
 static void sample_due(void *arg, int i, int thread) {
     struct runner *runner = arg;
     struct runner_sequence *s = runner->due[i];
-    s->sampled =
-        sampler_sample(&s->sampler, &runner->scratch[thread], runner->due_logits[i], s->tokens,
-                       s->n_tokens, s->request.logprobs ? &s->sampled_logprob : NULL);
+    const float *logits = runner->engine->logits + (size_t)i * runner->vocab_size;
+    s->sampled = sampler_sample(&s->sampler, &runner->scratch[thread], logits, s->tokens,
+                                s->n_tokens, s->request.logprobs ? &s->sampled_logprob : NULL);
     if (s->request.top_logprobs > 0)
-        find_top_logprobs(runner->due_logits[i], runner->vocab_size, s->request.top_logprobs,
-                          s->sampled_top);
+        find_top_logprobs(logits, runner->vocab_size, s->request.top_logprobs, s->sampled_top);
 }
 
 /* Vocabulary entries a step's sampling must cover before the pool's
@@ -330,16 +327,12 @@ static void sample_all_due(struct runner *runner, int n_due) {
 /* After the forward pass: advances every sequence of the batch, samples
  * where logits were computed and finishes what stopped. */
 static void finish_step(struct runner *runner) {
-    const float *row = runner->engine->logits;
-    size_t vocab = (size_t)runner->vocab_size;
     int n_due = 0;
     for (int b = 0; b < runner->n_batch_sequences; b++) {
         struct runner_sequence *s = runner->batch_sequences[b];
         s->n_computed += s->step_tokens;
         if (s->n_computed < s->n_tokens) continue; /* prompt not complete yet */
-        runner->due[n_due] = s;
-        runner->due_logits[n_due++] = row;
-        row += vocab;
+        runner->due[n_due++] = s;                  /* due sequence d has the step's logits row d */
     }
     sample_all_due(runner, n_due);
     for (int d = 0; d < n_due; d++) {

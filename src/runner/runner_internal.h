@@ -53,11 +53,11 @@ struct runner {
     uint8_t *batch_want;           /* (step_tokens) */
     struct runner_token token;     /* report being built */
     /* sampling after a step: one work space per thread of the leader's
-     * pool, and the sequences that sample with their logits rows */
+     * pool, and the sequences that sample, in the order of the step's
+     * logits rows */
     struct sampler_scratch *scratch; /* (n_scratch) */
     int n_scratch;
     struct runner_sequence **due; /* (step_tokens) */
-    const float **due_logits;     /* (step_tokens) */
     /* the trace ring and its file */
     struct runner_trace_step *ring;   /* (trace_steps) */
     struct runner_trace_entry *slots; /* (trace_steps, max_sequences) entries of the ring */
