@@ -1,20 +1,27 @@
 /* test_tensor_rows.c -- the many-row forms of dot and axpy that attention
  * uses, and the rounding to half precision of the key/value cache's
  * stores, on every instruction set this CPU has:
- *  - tensor_dot_rows gives bit for bit what one tensor_dot call per row
- *    gives, for F32, F16 and Q8_0 rows (against the rows converted to
- *    float);
  *  - tensor_dot_columns, over F32 and F16 blocks stored dimension by
  *    dimension, gives bit for bit its documented order of sums (four
  *    running sums over i mod 4; fused multiply-adds in the vector
  *    instruction sets) from column r alone, within 1e-5 of the sum of
  *    |terms| of a double-precision reference, for any column count up to
  *    the stride; it writes nothing past the columns asked for and reads
- *    nothing past the block (in memory of exactly its size, so that
- *    AddressSanitizer would report it);
+ *    nothing past the block (which ends where a page no access is allowed
+ *    to begins, so such a read faults);
+ *  - tensor_store_q8_0_key lays out tensor_quantize_q8_0's quants and
+ *    scales where tensor.h says, tensor_quantize_query gives
+ *    tensor_quantize_q8_0's quants and scales and -128 times their sums,
+ *    and tensor_dot_q8_0_keys gives bit for bit the matmul's block sequence
+ *    over them, within 1e-5 of the sum of |terms| of the quantized values
+ *    in double precision, for 32 to 128 dimensions and any key count up to
+ *    the stride, writing nothing past the keys asked for and reading
+ *    nothing past the block;
  *  - tensor_weighted_sum adds to its output bit for bit what one tensor_axpy
- *    call per row in order adds, and is within 1e-5 of the sum of |terms|
- *    of a double-precision reference;
+ *    call per row in order adds (F32, F16; Q8_0: its documented order, a
+ *    weight times scale per block, fused in the vector instruction sets),
+ *    and is within 1e-5 of the sum of |terms| of a double-precision
+ *    reference;
  *  - tensor_fp16_from_fp32 rounds as tensor_fp32_to_fp16 does, bit for bit,
  *    on ties, subnormals, overflow, infinities and NaN;
  *  - tensor_quantize_row_q8_0 gives tensor_quantize_q8_0's blocks, bit for
@@ -28,6 +35,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 
@@ -37,6 +46,27 @@ static const int row_counts[] = {0, 1, 2, 5, 16, 17, 70};
 #define ROW_COUNTS (int)(sizeof(row_counts) / sizeof(row_counts[0]))
 #define MAX_ROWS   70
 #define MAX_N      130
+
+/* Memory of `bytes` bytes that ends where a page no access is allowed to begins:
+ * a kernel that reads past them faults, masked vector loads included
+ * (which AddressSanitizer does not see). NULL if it cannot be had; free
+ * with release_guarded. */
+static void *guarded(size_t bytes, size_t *mapped) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    *mapped = (bytes + page - 1) / page * page + page;
+    char *base = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    if (mprotect(base + *mapped - page, page, PROT_NONE) != 0) {
+        munmap(base, *mapped);
+        return NULL;
+    }
+    return base + *mapped - page - bytes;
+}
+
+static void release_guarded(void *p, size_t bytes, size_t mapped) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap((char *)p + bytes + page - mapped, mapped);
+}
 
 /* The rows under test: n_rows rows of n elements of type, one element past
  * an aligned address (Q8_0: 2 bytes past, the alignment of its blocks), and
@@ -70,21 +100,97 @@ static void make_rows(struct rows *r, enum tensor_type type, void *pool, int n_r
     }
 }
 
-static void check_dot_rows(const float *q, const struct rows *r, int n_rows, int n,
-                           const char *isa) {
-    float got[MAX_ROWS + 1], want[MAX_ROWS];
-    got[n_rows] = 12345.0f; /* past the end: must stay */
-    tensor_dot_rows(got, q, r->data, r->type, n_rows, n);
-    for (int p = 0; p < n_rows; p++) want[p] = tensor_dot(q, r->values + (size_t)p * n, n);
-    CHECK_MSG(test_same_bits(got, want, (size_t)n_rows),
-              "%s: dot_rows %s n=%d rows=%d differs from dot", isa, tensor_type_name(r->type), n,
-              n_rows);
-    CHECK_MSG(got[n_rows] == 12345.0f, "%s: dot_rows rows=%d wrote past the end", isa, n_rows);
+/* The quantized query of q (n elements): its quants, scales and bias
+ * against tensor_quantize_q8_0's blocks. */
+static void check_query(struct tensor_q8_0_query *query, const struct tensor_block_q8_0 *blocks,
+                        const float *q, int n, const char *isa) {
+    tensor_quantize_query(query, q, n);
+    int bad = 0;
+    for (int j = 0; j < n / 32; j++) {
+        int32_t sum = 0;
+        for (int i = 0; i < 32; i++) {
+            sum += blocks[j].qs[i];
+            bad += query->quants[j * 32 + i] != blocks[j].qs[i];
+        }
+        bad += query->scales[j] != tensor_fp16_to_fp32(blocks[j].d) || query->bias[j] != -128 * sum;
+    }
+    CHECK_MSG(bad == 0, "%s: quantize_query n=%d: %d values differ", isa, n, bad);
+}
+
+/* The layout of key r's blocks (of n dimensions) in a block of stride keys. */
+static int key_misplaced(const void *keys, const struct tensor_block_q8_0 *blocks, int r, int n,
+                         int stride) {
+    const int8_t *quants = keys;
+    const uint16_t *scales = (const void *)(quants + (size_t)n * stride);
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += quants[((i / 4) * stride + r) * 4 + i % 4] != blocks[i / 32].qs[i % 32];
+    for (int j = 0; j < n / 32; j++) bad += scales[j * stride + r] != blocks[j].d;
+    return bad;
+}
+
+#define MAX_KEYS 33
+
+static void check_q8_0_keys(int n, int stride, const char *isa) {
+    float x[MAX_KEYS * MAX_N], q[MAX_N], scales[MAX_N / 32], got[MAX_KEYS + 1];
+    struct tensor_block_q8_0 key_blocks[MAX_KEYS * MAX_N / 32] = {{0}}, query_blocks[MAX_N / 32];
+    int8_t quants[MAX_N];
+    int32_t bias[MAX_N / 32];
+    struct tensor_q8_0_query query = {quants, scales, bias};
+    size_t bytes = tensor_q8_0_keys_bytes(n, stride), mapped;
+    void *keys = guarded(bytes, &mapped);
+    CHECK(keys != NULL);
+    if (!keys) return;
+    int misplaced = 0, blocks = n / 32;
+    for (int i = 0; i < stride * n; i++) x[i] = test_random_float(&rng_state) * (1 + i % 5);
+    for (int r = 0; r < stride; r++) {
+        tensor_store_q8_0_key(keys, r, x + r * n, n, stride);
+        tensor_quantize_q8_0(key_blocks + r * blocks, x + r * n, n);
+    }
+    for (int r = 0; r < stride; r++)
+        misplaced += key_misplaced(keys, key_blocks + r * blocks, r, n, stride);
+    CHECK_MSG(misplaced == 0, "%s: store_q8_0_key n=%d stride=%d: %d values misplaced", isa, n,
+              stride, misplaced);
+    for (int i = 0; i < n; i++) q[i] = test_random_float(&rng_state);
+    tensor_quantize_q8_0(query_blocks, q, n);
+    check_query(&query, query_blocks, q, n, isa);
+    int counts[] = {stride, stride - 1, stride < 5 ? stride : 5};
+    for (int c = 0; c < 3; c++) {
+        int n_keys = counts[c], bad_order = 0, bad_value = 0;
+        got[n_keys] = 12345.0f; /* past the end: must stay */
+        tensor_dot_q8_0_keys(got, &query, keys, n_keys, n, stride);
+        for (int r = 0; r < n_keys; r++) {
+            const struct tensor_block_q8_0 *key = key_blocks + r * blocks;
+            float want = 0.0f;
+            double value = 0.0, magnitude = 0.0;
+            for (int j = 0; j < blocks; j++) {
+                int32_t dot = 0;
+                for (int i = 0; i < 32; i++) dot += key[j].qs[i] * query_blocks[j].qs[i];
+                float d_key = tensor_fp16_to_fp32(key[j].d),
+                      d_query = tensor_fp16_to_fp32(query_blocks[j].d);
+                float scale = d_key * d_query;
+                float term = (float)dot * scale;
+                want = want + term;
+                value += (double)dot * d_key * d_query;
+                for (int i = 0; i < 32; i++)
+                    magnitude +=
+                        fabs((double)key[j].qs[i] * query_blocks[j].qs[i] * d_key * d_query);
+            }
+            bad_order += !test_same_bits(&got[r], &want, 1);
+            bad_value += fabs(got[r] - value) > 1e-5 * magnitude + 1e-30;
+        }
+        CHECK_MSG(bad_order == 0, "%s: dot_q8_0_keys n=%d keys=%d stride=%d: %d off the order", isa,
+                  n, n_keys, stride, bad_order);
+        CHECK_MSG(bad_value == 0, "%s: dot_q8_0_keys n=%d keys=%d stride=%d: %d off the reference",
+                  isa, n, n_keys, stride, bad_value);
+        CHECK_MSG(got[n_keys] == 12345.0f, "%s: dot_q8_0_keys wrote past %d keys", isa, n_keys);
+    }
+    release_guarded(keys, bytes, mapped);
 }
 
 /* r holds n dimensions of stride columns (row i: dimension i); block is
- * a copy of r's data in memory of exactly its size, so that a read past
- * the block is one past an allocation (which AddressSanitizer reports). */
+ * a copy of r's data in guarded memory (guarded), so that a read past
+ * the block faults. */
 static void check_dot_columns(const float *q, const struct rows *r, const void *block,
                               int n_columns, int n, int stride, int fused, const char *isa) {
     float got[MAX_N + 1];
@@ -125,29 +231,46 @@ static void check_dot_columns_shapes(const float *q, struct rows *rows, void *po
             for (int s = 0; s < (int)(sizeof(strides) / sizeof(strides[0])); s++) {
                 make_rows(rows, types[t], pool, dims[d], strides[s]);
                 size_t bytes = tensor_row_bytes(types[t], dims[d] * strides[s]);
-                void *block = malloc(bytes);
+                size_t mapped;
+                void *block = guarded(bytes, &mapped);
                 CHECK(block != NULL);
                 if (!block) return;
                 memcpy(block, rows->data, bytes);
                 int columns[] = {strides[s], strides[s] - 1, strides[s] < 5 ? strides[s] : 5};
                 for (int c = 0; c < 3; c++)
                     check_dot_columns(q, rows, block, columns[c], dims[d], strides[s], fused, isa);
-                free(block);
+                release_guarded(block, bytes, mapped);
             }
 }
 
+/* What tensor_weighted_sum adds over Q8_0 rows, in its documented order. */
+static void weighted_sum_q8_0(float *out, const float *weights, const struct rows *r, int n_rows,
+                              int n, int fused) {
+    const struct tensor_block_q8_0 *blocks = r->data;
+    for (int p = 0; p < n_rows; p++)
+        for (int i = 0; i < n; i++) {
+            const struct tensor_block_q8_0 *block = blocks + (p * n + i) / 32;
+            float scaled = weights[p] * tensor_fp16_to_fp32(block->d), quant = block->qs[i % 32];
+            out[i] = fused ? fmaf(scaled, quant, out[i]) : out[i] + scaled * quant;
+        }
+}
+
 static void check_weighted_sum(const float *weights, const struct rows *r, int n_rows, int n,
-                               const char *isa) {
+                               int fused, const char *isa) {
     float start[MAX_N], got[MAX_N + 1], want[MAX_N];
     for (int i = 0; i < n; i++) start[i] = i % 3 == 0 ? 0.0f : test_random_float(&rng_state);
     memcpy(got, start, sizeof(float) * (size_t)n);
     memcpy(want, start, sizeof(float) * (size_t)n);
     got[n] = 12345.0f; /* past the end: must stay */
     tensor_weighted_sum(got, weights, r->data, r->type, n_rows, n);
-    for (int p = 0; p < n_rows; p++) tensor_axpy(want, weights[p], r->values + (size_t)p * n, n);
+    if (r->type == TENSOR_Q8_0)
+        weighted_sum_q8_0(want, weights, r, n_rows, n, fused);
+    else
+        for (int p = 0; p < n_rows; p++)
+            tensor_axpy(want, weights[p], r->values + (size_t)p * n, n);
     const char *type = tensor_type_name(r->type);
     CHECK_MSG(test_same_bits(got, want, (size_t)n),
-              "%s: weighted_sum %s n=%d rows=%d differs from axpy", isa, type, n, n_rows);
+              "%s: weighted_sum %s n=%d rows=%d differs from its order", isa, type, n, n_rows);
     CHECK_MSG(got[n] == 12345.0f, "%s: weighted_sum n=%d wrote past the end", isa, n);
     int bad = 0;
     for (int i = 0; i < n; i++) {
@@ -222,13 +345,17 @@ int main(void) {
         check_fp16_rounding(name);
         check_quantize_row(name);
         check_dot_columns_shapes(q, &rows, pool, isa != TENSOR_ISA_SCALAR, name);
+        static const int key_strides[] = {1, 8, 15, 16, 17, 33};
+        for (int n = 32; n <= 128; n += 32)
+            for (int s = 0; s < (int)(sizeof(key_strides) / sizeof(key_strides[0])); s++)
+                check_q8_0_keys(n, key_strides[s], name);
         for (int t = 0; t < 3; t++)
             for (int l = 0; l < LENGTHS; l++)
                 for (int r = 0; r < ROW_COUNTS; r++) {
                     if (types[t] == TENSOR_Q8_0 && lengths[l] % 32 != 0) continue;
                     make_rows(&rows, types[t], pool, row_counts[r], lengths[l]);
-                    check_dot_rows(q, &rows, row_counts[r], lengths[l], name);
-                    check_weighted_sum(weights, &rows, row_counts[r], lengths[l], name);
+                    check_weighted_sum(weights, &rows, row_counts[r], lengths[l],
+                                       isa != TENSOR_ISA_SCALAR, name);
                 }
     }
     CHECK(tensor_isa_select(best) == 0);

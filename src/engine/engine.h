@@ -63,21 +63,15 @@ int kv_blocks_for(const struct kv_cache *kv, int n_positions);
 int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_positions);
 /* Returns every block of seq to the free list and empties it. */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
-/* 1 if a block's keys of a head lie dimension by dimension: F16 and F32,
- * which halves attention's score time (tensor_dot_columns against
- * tensor_dot_rows: 109 against 184 ns for 40 F16 positions of 64
- * dimensions, one core). Q8_0 blocks run along a row, so Q8_0 keys stay in
- * rows. */
-static inline int kv_keys_by_dimension(const struct kv_cache *kv) {
-    return kv->type != TENSOR_Q8_0;
-}
 /* Address of head's keys (or values) in block `index` of seq, positions
  * index * block_size onwards, so attention reads a block of a head as one
- * stream. Values, and Q8_0 keys: block_size rows of head_dim elements of
- * kv->type (row_bytes each), one after another. F16 and F32 keys
- * (kv_keys_by_dimension): head_dim rows of block_size elements, dimension
- * i of the block's position r at i * block_size + r, for
- * tensor_dot_columns. */
+ * stream. Values: block_size rows of head_dim elements of kv->type
+ * (row_bytes each), one after another. Keys lie one position a vector
+ * lane for the scores: F16 and F32 keys as head_dim rows of block_size
+ * elements, dimension i of the block's position r at i * block_size + r
+ * (tensor_dot_columns; against rows, it halves the score time: 109 against
+ * 184 ns for 40 F16 positions of 64 dimensions, one core); Q8_0 keys as a
+ * block of Q8_0 keys (tensor.h, tensor_dot_q8_0_keys). */
 const void *kv_block_keys(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
                           int index, int head);
 const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence *seq, int layer,
@@ -164,7 +158,7 @@ struct engine {
     float *attn;         /* (max_tokens, n_heads*head_dim) attention output */
     float *gate;         /* (max_tokens, hidden_dim) */
     float *up;           /* (max_tokens, hidden_dim) */
-    float *scores;       /* (n_threads, n_heads, context_length) attention weights */
+    float *scores;       /* (n_threads, engine_attention_space) attention weights and queries */
     int rope_pairs;      /* pairs of each head the rotary embedding turns */
     float *rope_cosines; /* (max_tokens, rope_pairs) each token's angles */
     float *rope_sines;   /* (max_tokens, rope_pairs) */

@@ -54,9 +54,13 @@ int engine_forward_slices(struct engine *engine, const struct engine_batch *batc
  * them), lends a hand with the other slices' units that are ready, and
  * returns once every unit of job is done, whoever ran it. */
 void engine_slice_attend(struct engine *view, void *job, int n_units);
+/* Floats of one thread's attention work space: its scores ((n_heads,
+ * context_length)), then, with a Q8_0 cache, room for the heads' queries
+ * quantized. */
+size_t engine_attention_space(const struct model_config *c, int context_length);
 /* Unit u of a layer's attention, job being forward.c's struct
- * attention_job, with scores as work space ((n_heads, context_length)
- * floats of the thread running it). */
+ * attention_job, with scores as work space (engine_attention_space floats
+ * of the thread running it). */
 void engine_attention_unit(void *job, int u, float *scores);
 
 /* Concatenates every rank's bytes from send, in rank order, into recv

@@ -72,8 +72,8 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->attn = malloc(t * q_dim * sizeof(float));
     engine->gate = malloc(t * c->hidden_dim * sizeof(float));
     engine->up = malloc(t * c->hidden_dim * sizeof(float));
-    engine->scores = malloc((size_t)tensor_pool_size(engine->pool) * c->n_heads *
-                            engine->context_length * sizeof(float));
+    engine->scores = malloc((size_t)tensor_pool_size(engine->pool) *
+                            engine_attention_space(c, engine->context_length) * sizeof(float));
     engine->attention_units = malloc(t * (size_t)c->n_heads * sizeof(struct attention_unit));
     engine->logits = malloc(t * c->vocab_size * sizeof(float));
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
@@ -423,6 +423,26 @@ static void prefetch_ahead(const struct kv_reads *r, int k) {
     for (size_t offset = 0; offset < r->segment; offset += 64) __builtin_prefetch(p + offset, 0, 2);
 }
 
+/* A thread's room for n query elements quantized, after its scores:
+ * scales, bias, then quants (n / 4 floats of them). */
+static struct tensor_q8_0_query query_space(float *after_scores, int n) {
+    size_t blocks = (size_t)n / TENSOR_QK;
+    void *bias = after_scores + blocks, *quants = after_scores + 2 * blocks;
+    return (struct tensor_q8_0_query){quants, after_scores, bias};
+}
+
+/* Head h's part of queries quantized d elements a head. */
+static struct tensor_q8_0_query query_head(const struct tensor_q8_0_query *all, int h, int d) {
+    size_t blocks = (size_t)h * d / TENSOR_QK;
+    return (struct tensor_q8_0_query){all->quants + (size_t)h * d, all->scales + blocks,
+                                      all->bias + blocks};
+}
+
+size_t engine_attention_space(const struct model_config *c, int context_length) {
+    size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    return (size_t)c->n_heads * context_length + 2 * (q_dim / TENSOR_QK) + (q_dim + 3) / 4;
+}
+
 /* Heads [head_begin, head_end) of one token: softmax(q k^T / sqrt(d)) v
  * over the token's causal past. The cache is walked block by block, every
  * head of a block before the next block, so a decode token's keys (then
@@ -430,7 +450,8 @@ static void prefetch_ahead(const struct kv_reads *r, int k) {
  * shorter than head by head, 16 sequences on the 85M Q8_0 model); each
  * head's sums are the same as alone. With prefetch, the reads run
  * KV_PREFETCH_BYTES ahead. scores is this thread's work space
- * ((n_heads, context_length) floats). */
+ * (engine_attention_space floats: the scores, then the queries quantized
+ * for a Q8_0 cache). */
 static void attend(struct engine *engine, const struct engine_batch *batch, int layer, int token,
                    int head_begin, int head_end, int prefetch, float *scores) {
     const struct model_config *c = &engine->model->config;
@@ -455,6 +476,9 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
         reads.ahead =
             reads.segment < KV_PREFETCH_BYTES ? (int)(KV_PREFETCH_BYTES / reads.segment) : 1;
     for (int k = -reads.ahead; k < 0; k++) prefetch_ahead(&reads, k); /* the first segments */
+    /* a Q8_0 cache's scores are integer dots with the queries quantized */
+    struct tensor_q8_0_query query = query_space(scores + (size_t)c->n_heads * stride, n_heads * d);
+    if (kv->type == TENSOR_Q8_0) tensor_quantize_query(&query, q, n_heads * d);
 
     /* scores = q k^T / sqrt(d), then softmax, per head */
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
@@ -462,12 +486,14 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
         for (int h = 0; h < n_heads; h++) {
             prefetch_ahead(&reads, b * n_heads + h);
             const void *keys = kv_block_keys(kv, seq, layer, b, (head_begin + h) / group);
-            if (kv_keys_by_dimension(kv))
-                tensor_dot_columns(scores + h * stride + p, q + (size_t)h * d, keys, kv->type, rows,
-                                   d, kv->block_size);
-            else
-                tensor_dot_rows(scores + h * stride + p, q + (size_t)h * d, keys, kv->type, rows,
-                                d);
+            float *head_scores = scores + h * stride + p;
+            if (kv->type == TENSOR_Q8_0) {
+                struct tensor_q8_0_query head_query = query_head(&query, h, d);
+                tensor_dot_q8_0_keys(head_scores, &head_query, keys, rows, d, kv->block_size);
+            } else {
+                tensor_dot_columns(head_scores, q + (size_t)h * d, keys, kv->type, rows, d,
+                                   kv->block_size);
+            }
         }
     }
     for (int h = 0; h < n_heads; h++) {
@@ -560,8 +586,9 @@ static void attention_chunk(void *arg, int chunk, int thread) {
     const struct attention_job *job = arg;
     const struct engine *engine = job->engine;
     engine_attention_unit(arg, chunk,
-                          engine->scores + (size_t)thread * engine->model->config.n_heads *
-                                               engine->context_length);
+                          engine->scores +
+                              (size_t)thread * engine_attention_space(&engine->model->config,
+                                                                      engine->context_length));
 }
 
 /* x += attention(xb) for one layer, xb = norm(x) made by the block before;

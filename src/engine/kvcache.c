@@ -5,9 +5,10 @@
  * at a time. The scheduler admits a prompt only when its blocks fit, so the
  * forward pass never allocates. Within a block, each head's positions are
  * contiguous: attention over a head then streams whole blocks, instead of
- * picking one head's slice out of every position's row. A head's F16 or F32
- * keys lie dimension by dimension, one position a vector lane for the
- * scores (tensor_dot_columns); its values lie position by position for the
+ * picking one head's slice out of every position's row. A head's keys lie
+ * one position a vector lane for the scores (F16 and F32 dimension by
+ * dimension for tensor_dot_columns, Q8_0 four dimensions at a time for
+ * tensor_dot_q8_0_keys); its values lie position by position for the
  * weighted sum. Elements are half precision by default: a decode step of
  * many sequences reads every cached key and value once, so halving them
  * halves that traffic (runner_bench, 16 sequences on the 85M Q8_0 model:
@@ -135,7 +136,7 @@ const void *kv_block_values(const struct kv_cache *kv, const struct kv_sequence 
     return (const char *)kv->values + kv_offset(kv, seq, layer, index, head);
 }
 
-/* Stores n floats as a row of the cache's type at to. */
+/* Stores n floats as a row (a value) of the cache's type at to. */
 static void store_row(const struct kv_cache *kv, char *to, const float *x, int n) {
     if (kv->type == TENSOR_F16)
         tensor_fp16_from_fp32((void *)to, x, n);
@@ -145,13 +146,17 @@ static void store_row(const struct kv_cache *kv, char *to, const float *x, int n
         memcpy(to, x, (size_t)n * sizeof(float));
 }
 
-/* Stores n floats as column r of a dimension-major block at to (F16 or
- * F32): element i at i * block_size + r. Rounded a vector at a time, then
- * put in place. */
+/* Stores n floats as key r of a block of keys at to: F16 or F32, element
+ * i at i * block_size + r, rounded a vector at a time, then put in place;
+ * Q8_0 as tensor_store_q8_0_key lays it out. */
 #define COLUMN_CHUNK 64
 
-static void store_column(const struct kv_cache *kv, void *to, int r, const float *x, int n) {
+static void store_key(const struct kv_cache *kv, void *to, int r, const float *x, int n) {
     size_t stride = (size_t)kv->block_size;
+    if (kv->type == TENSOR_Q8_0) {
+        tensor_store_q8_0_key(to, r, x, n, kv->block_size);
+        return;
+    }
     if (kv->type == TENSOR_F32) {
         float *floats = to;
         for (int i = 0; i < n; i++) floats[(size_t)i * stride + (size_t)r] = x[i];
@@ -172,10 +177,7 @@ void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int
     for (int h = 0; h < kv->n_kv_heads; h++) {
         size_t slab = kv_offset(kv, seq, layer, position / kv->block_size, h);
         const float *head_key = key + (size_t)h * kv->head_dim;
-        if (kv_keys_by_dimension(kv))
-            store_column(kv, (char *)kv->keys + slab, r, head_key, kv->head_dim);
-        else
-            store_row(kv, (char *)kv->keys + slab + row, head_key, kv->head_dim);
+        store_key(kv, (char *)kv->keys + slab, r, head_key, kv->head_dim);
         store_row(kv, (char *)kv->values + slab + row, value + (size_t)h * kv->head_dim,
                   kv->head_dim);
     }

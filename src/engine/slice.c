@@ -137,7 +137,7 @@ static void make_view(struct engine *engine, int i, int first, int wanted_before
     view->rope_sines += t * (size_t)engine->rope_pairs;
     view->partials += t * dim * (size_t)engine->model->reduce_parts;
     view->logits += (size_t)wanted_before * (size_t)c->vocab_size;
-    view->scores += (size_t)i * (size_t)c->n_heads * (size_t)engine->context_length;
+    view->scores += (size_t)i * engine_attention_space(c, engine->context_length);
     view->pool = slice->pool;
     view->ahead = slice->ahead;
     view->quantize_ahead = 0;

@@ -114,7 +114,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot = tensor_dot_scalar,
     .axpy = tensor_axpy_scalar,
     .dot_columns = tensor_dot_columns_scalar,
-    .dot_rows = tensor_dot_rows_scalar,
+    .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
 };
@@ -139,7 +139,7 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .dot = tensor_dot_avx2,
     .axpy = tensor_axpy_avx2,
     .dot_columns = tensor_dot_columns_avx2,
-    .dot_rows = tensor_dot_rows_avx2,
+    .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
 };
@@ -165,7 +165,7 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot = tensor_dot_avx512,
     .axpy = tensor_axpy_avx512,
     .dot_columns = tensor_dot_columns_avx512,
-    .dot_rows = tensor_dot_rows_avx512,
+    .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
 };

@@ -49,13 +49,6 @@ void tensor_matmul_f16_scalar(const struct tensor_matmul_job *job, int row_begin
     }
 }
 
-/* Adds one block's contribution in the order every kernel uses. */
-static float add_block(float acc, int32_t dot, float d_w, float d_x) {
-    float scale = d_w * d_x;
-    float term = (float)dot * scale;
-    return acc + term;
-}
-
 void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch) {
     const struct tensor_matrix *w = job->w;
@@ -72,7 +65,7 @@ void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begi
                 int32_t dot = 0;
                 for (int i = 0; i < TENSOR_QK; i++)
                     dot += (int32_t)row[j].qs[i] * xq[j * TENSOR_QK + i];
-                acc = add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
+                acc = tensor_add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
             }
             job->out[(size_t)b * w->rows + r] = acc;
         }
@@ -105,7 +98,7 @@ void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int r
                 memcpy(&d_w,
                        panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES + 2 * (size_t)m,
                        sizeof(d_w));
-                acc = add_block(acc, dot, tensor_fp16_to_fp32(d_w), xd[j]);
+                acc = tensor_add_block(acc, dot, tensor_fp16_to_fp32(d_w), xd[j]);
             }
             job->out[(size_t)b * w->rows + r] = acc;
         }
@@ -131,7 +124,7 @@ void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begi
                     dot += ((row[j].qs[i] & 0x0f) - 8) * xj[i];
                     dot += ((row[j].qs[i] >> 4) - 8) * xj[i + TENSOR_QK / 2];
                 }
-                acc = add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
+                acc = tensor_add_block(acc, dot, tensor_fp16_to_fp32(row[j].d), xd[j]);
             }
             job->out[(size_t)b * w->rows + r] = acc;
         }

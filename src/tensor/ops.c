@@ -1,8 +1,8 @@
 /* ops.c -- the element-wise and per-row kernels of a forward pass: RMS norm,
  * rotary embedding, softmax, SwiGLU, dot and axpy, their many-row forms for
- * attention (dot_columns over F32 or F16 keys; dot_rows and weighted_sum
- * over F32, F16 or Q8_0 rows), and the rounding to F16 or Q8_0 of the
- * key/value cache's stores.
+ * attention (dot_columns over F32 or F16 keys, dot_q8_0_keys over Q8_0 keys
+ * with a quantized query, weighted_sum over F32, F16 or Q8_0 values), and
+ * the rounding to F16 or Q8_0 of the key/value cache's stores.
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
@@ -52,14 +52,9 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-/* Element i of rows (F32, F16 or Q8_0, counted across rows) as a float. */
+/* Element i of rows (F32 or F16, counted across rows) as a float. */
 static float row_element(const void *rows, enum tensor_type type, size_t i) {
     if (type == TENSOR_F16) return tensor_fp16_to_fp32(((const uint16_t *)rows)[i]);
-    if (type == TENSOR_Q8_0) {
-        const struct tensor_block_q8_0 *block =
-            (const struct tensor_block_q8_0 *)rows + i / TENSOR_QK;
-        return tensor_fp16_to_fp32(block->d) * (float)block->qs[i % TENSOR_QK];
-    }
     return ((const float *)rows)[i];
 }
 
@@ -74,13 +69,29 @@ void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
     }
 }
 
-void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
-                            int n_rows, int n) {
-    for (int p = 0; p < n_rows; p++) {
-        size_t row = (size_t)p * (size_t)n;
-        float sum = 0.0f;
-        for (int i = 0; i < n; i++) sum += q[i] * row_element(rows, type, row + (size_t)i);
-        out[p] = sum;
+/* Where dimension i of key r lies in a block of Q8_0 keys (tensor.h), and
+ * where its scales start. */
+static size_t key_quant_index(int i, int r, int stride) {
+    return ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4 + (size_t)(i % 4);
+}
+static size_t key_scales_offset(int n, int stride) {
+    return (size_t)n * (size_t)stride;
+}
+
+void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *query,
+                                 const void *keys, int n_rows, int n, int stride) {
+    const int8_t *quants = keys;
+    const uint16_t *scales = (const void *)((const char *)keys + key_scales_offset(n, stride));
+    for (int r = 0; r < n_rows; r++) {
+        float acc = 0.0f;
+        for (int j = 0; j < n / TENSOR_QK; j++) {
+            int32_t dot = 0;
+            for (int i = j * TENSOR_QK; i < (j + 1) * TENSOR_QK; i++)
+                dot += quants[key_quant_index(i, r, stride)] * query->quants[i];
+            acc = tensor_add_block(acc, dot, tensor_fp16_to_fp32(scales[j * stride + r]),
+                                   query->scales[j]);
+        }
+        out[r] = acc;
     }
 }
 
@@ -88,7 +99,18 @@ void tensor_weighted_sum_scalar(float *out, const float *weights, const void *ro
                                 enum tensor_type type, int n_rows, int n) {
     for (int p = 0; p < n_rows; p++) {
         size_t row = (size_t)p * (size_t)n;
-        for (int i = 0; i < n; i++) out[i] += weights[p] * row_element(rows, type, row + (size_t)i);
+        if (type != TENSOR_Q8_0) {
+            for (int i = 0; i < n; i++)
+                out[i] += weights[p] * row_element(rows, type, row + (size_t)i);
+            continue;
+        }
+        const struct tensor_block_q8_0 *blocks =
+            (const struct tensor_block_q8_0 *)rows + row / TENSOR_QK;
+        for (int i = 0; i < n; i++) {
+            const struct tensor_block_q8_0 *block = blocks + i / TENSOR_QK;
+            float scaled = weights[p] * tensor_fp16_to_fp32(block->d);
+            out[i] += scaled * (float)block->qs[i % TENSOR_QK];
+        }
     }
 }
 
@@ -133,9 +155,18 @@ void tensor_dot_columns(float *out, const float *q, const void *columns, enum te
     if (n_rows > 0) tensor_kernels_current()->dot_columns(out, q, columns, type, n_rows, n, stride);
 }
 
-void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
-                     int n_rows, int n) {
-    if (n_rows > 0) tensor_kernels_current()->dot_rows(out, q, rows, type, n_rows, n);
+size_t tensor_q8_0_keys_bytes(int n, int stride) {
+    return (size_t)stride * tensor_row_bytes(TENSOR_Q8_0, n);
+}
+
+void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q, int n) {
+    if (n > 0)
+        tensor_kernels_current()->quantize_x(query->quants, query->scales, query->bias, q, n, 128);
+}
+
+void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, const void *keys,
+                          int n_rows, int n, int stride) {
+    if (n_rows > 0) tensor_kernels_current()->dot_q8_0_keys(out, query, keys, n_rows, n, stride);
 }
 
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
@@ -165,6 +196,25 @@ void tensor_quantize_row_q8_0(struct tensor_block_q8_0 *out, const float *x, int
             block->d = tensor_fp32_to_fp16(d[j]); /* exact: d is fp16-rounded */
             memcpy(block->qs, qs + j * TENSOR_QK, TENSOR_QK);
         }
+    }
+}
+
+void tensor_store_q8_0_key(void *keys, int r, const float *key, int n, int stride) {
+    const struct tensor_kernels *k = tensor_kernels_current();
+    int8_t *quants = keys, qs[QUANTIZE_CHUNK];
+    uint16_t *scales = (void *)((char *)keys + key_scales_offset(n, stride));
+    float d[QUANTIZE_CHUNK / TENSOR_QK];
+    int32_t sums[QUANTIZE_CHUNK / TENSOR_QK];
+    for (int start = 0; start + TENSOR_QK <= n; start += QUANTIZE_CHUNK) {
+        int chunk =
+            n - start < QUANTIZE_CHUNK ? (n - start) / TENSOR_QK * TENSOR_QK : QUANTIZE_CHUNK;
+        k->quantize_x(qs, d, sums, key + start, chunk, 0);
+        for (int j = 0; j < chunk / TENSOR_QK; j++)
+            scales[(size_t)(start / TENSOR_QK + j) * (size_t)stride + (size_t)r] =
+                tensor_fp32_to_fp16(d[j]); /* exact: d is fp16-rounded */
+        /* four dimensions of one key lie together: one 4-byte copy each */
+        for (int i = 0; i < chunk; i += 4)
+            memcpy(quants + key_quant_index(start + i, r, stride), qs + i, 4);
     }
 }
 

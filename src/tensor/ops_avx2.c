@@ -69,32 +69,17 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     return _mm256_andnot_ps(underflow, result);
 }
 
-/* Quants from the Q8_0 block holding element i, as floats: scale times
- * quant, exact (an 11-bit scale times a 7-bit quant). */
-static ALWAYS_INLINE __m256 q8_0_values(const void *row, int i, __m128i quants) {
-    __m256 scale = _mm256_set1_ps(_cvtsh_ss(tensor_q8_0_block(row, i)->d));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quants)), scale);
-}
-
 /* 8 elements of a row from element i (the n < 8 left, zero-filled, for
- * the tail form), as floats: F32 rows; F16 rows converted exactly; Q8_0
- * rows (i a multiple of 8) as scale times quant, exact too. Callers pass a
- * constant type, so each inlined copy has one kind of load. */
+ * the tail form), as floats: F32 rows; F16 rows converted exactly.
+ * Callers pass a constant type, so each inlined copy has one kind of load. */
 static ALWAYS_INLINE __m256 load_row(const void *row, enum tensor_type type, int i) {
     if (type == TENSOR_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
-    if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_loadl_epi64((const __m128i *)tensor_q8_0_quant(row, i)));
     return _mm256_loadu_ps((const float *)row + i);
 }
 
 static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type, int i, int n) {
     if (type == TENSOR_F32) return load_tail((const float *)row + i, n);
-    if (type == TENSOR_Q8_0) {
-        int8_t lanes[16] = {0};
-        memcpy(lanes, tensor_q8_0_quant(row, i), (size_t)n);
-        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)lanes));
-    }
     uint16_t lanes[8] = {0};
     memcpy(lanes, (const uint16_t *)row + i, sizeof(uint16_t) * (size_t)n);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
@@ -184,25 +169,83 @@ void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, en
         dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
 }
 
-static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
-                                   enum tensor_type type, int n_rows, int n) {
-    size_t stride = tensor_row_bytes(type, n);
-    for (int p = 0; p < n_rows; p++)
-        out[p] = dot(q, (const char *)rows + (size_t)p * stride, type, n);
+/* The four quants of each of width (<= 8) keys from key r, dimensions
+ * [i, i + 4), one key a 32-bit lane (zeros past width, so a block's last
+ * keys never read past it), and their scales of block j as floats. */
+static ALWAYS_INLINE __m256i load_key_quants(const int8_t *quants, int i, int r, int stride,
+                                             int width) {
+    const int8_t *from = quants + ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4;
+    if (width == 8) return _mm256_loadu_si256((const __m256i *)from);
+    int8_t lanes[32] = {0};
+    memcpy(lanes, from, 4 * (size_t)width);
+    return _mm256_loadu_si256((const __m256i *)lanes);
+}
+static ALWAYS_INLINE __m256 load_key_scales(const uint16_t *scales, int width) {
+    uint16_t lanes[8] = {0};
+    memcpy(lanes, scales, sizeof(uint16_t) * (size_t)width);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
 }
 
-void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
-                          int n_rows, int n) {
-    if (type == TENSOR_F16)
-        dot_rows(out, q, rows, TENSOR_F16, n_rows, n);
-    else if (type == TENSOR_Q8_0)
-        dot_rows(out, q, rows, TENSOR_Q8_0, n_rows, n);
-    else
-        dot_rows(out, q, rows, TENSOR_F32, n_rows, n);
+/* One key a lane, eight at a time. Four dimensions' products go through
+ * one multiply-add of unsigned by signed bytes: |key| times the query's
+ * quants with the key's sign (each pair's sum stays within 16 bits, as
+ * quants lie in [-127, 127]), then pairs of 16-bit sums into 32 bits;
+ * then the matmul's float step. */
+void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query, const void *keys,
+                               int n_rows, int n, int stride) {
+    const int8_t *quants = keys;
+    const uint16_t *scales = (const void *)(quants + (size_t)n * (size_t)stride);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < n_rows; r += 8) {
+        int width = n_rows - r < 8 ? n_rows - r : 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (int j = 0; j < n / TENSOR_QK; j++) {
+            __m256i dot = _mm256_setzero_si256();
+            for (int g = 0; g < TENSOR_QK / 4; g++) {
+                int i = j * TENSOR_QK + 4 * g;
+                __m256i key4 = load_key_quants(quants, i, r, stride, width);
+                int32_t query4;
+                memcpy(&query4, query->quants + i, sizeof(query4));
+                __m256i signed_query = _mm256_sign_epi8(_mm256_set1_epi32(query4), key4);
+                __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(key4, key4), signed_query);
+                dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, ones));
+            }
+            __m256 scale = _mm256_mul_ps(
+                load_key_scales(scales + (size_t)j * (size_t)stride + (size_t)r, width),
+                _mm256_set1_ps(query->scales[j]));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale));
+        }
+        if (width == 8)
+            _mm256_storeu_ps(out + r, acc);
+        else
+            store_tail(out + r, acc, width);
+    }
 }
 
-/* Every element takes the fused multiply-adds of tensor_axpy_avx2 in the
- * same order, from out's value; they stay in registers, 32 or 8 columns at
+/* Q8_0 values for columns [i, i + 32) (one block) of every row into out: per block of a row, the
+ * weight times the block's scale, then a fused multiply-add per quant. */
+static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, const void *rows,
+                                            size_t stride, int n_rows, int i) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) acc[k] = _mm256_loadu_ps(out + i + 8 * k);
+    for (int p = 0; p < n_rows; p++) {
+        const struct tensor_block_q8_0 *block =
+            tensor_q8_0_block((const char *)rows + (size_t)p * stride, i);
+        __m256 scaled = _mm256_set1_ps(weights[p] * _cvtsh_ss(block->d));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m128i quants = _mm_loadl_epi64((const __m128i *)(block->qs + 8 * k));
+            acc[k] =
+                _mm256_fmadd_ps(scaled, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quants)), acc[k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
+}
+
+/* F32 and F16 rows: every element takes the fused multiply-adds of
+ * tensor_axpy_avx2 in the same order, from out's value; they stay in registers, 32 or 8 columns at
  * a time. */
 static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
                                        enum tensor_type type, int n_rows, int n) {
@@ -235,12 +278,15 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
                               enum tensor_type type, int n_rows, int n) {
-    if (type == TENSOR_F16)
+    if (type == TENSOR_Q8_0) {
+        size_t stride = tensor_row_bytes(TENSOR_Q8_0, n);
+        for (int i = 0; i < n; i += TENSOR_QK)
+            weighted_sum_q8_0(out, weights, rows, stride, n_rows, i);
+    } else if (type == TENSOR_F16) {
         weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
-    else if (type == TENSOR_Q8_0)
-        weighted_sum(out, weights, rows, TENSOR_Q8_0, n_rows, n);
-    else
+    } else {
         weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
+    }
 }
 
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n) {

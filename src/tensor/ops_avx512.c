@@ -4,9 +4,11 @@
  * lane sums and add them with a fixed tree, so a given n always gives the
  * same bits. exp is a vector implementation (range reduction to
  * [-ln2/2, ln2/2] and a degree-7 polynomial, within 2 ulp of expf). */
+#include "panel_avx512.h"
 #include "tensor_internal.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -44,7 +46,7 @@ static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
 }
 
 /* The sum of v's lanes by a fixed tree: lane l with l+8, then l+4, l+2,
- * l+1. sum_lanes_16 adds sixteen vectors by the same tree. */
+ * l+1. */
 static ALWAYS_INLINE float sum_lanes(__m512 v) {
     __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -52,45 +54,12 @@ static ALWAYS_INLINE float sum_lanes(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-/* Lane j of the result is sum_lanes(v[j]), bit for bit: the same pairs
- * are added, sixteen vectors at a time, by transposing as it goes. */
-static ALWAYS_INLINE __m512 sum_lanes_16(const __m512 v[16]) {
-    __m512 half[8], quarter[4], eighth[2];
-    /* lanes l and l+8: vector k holds rows 2k, 2k+1, eight sums each */
-    for (int k = 0; k < 8; k++)
-        half[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
-                                _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xee));
-    /* lanes l and l+4: vector k holds rows 4k..4k+3, one per 128-bit part */
-    for (int k = 0; k < 4; k++)
-        quarter[k] = _mm512_add_ps(_mm512_shuffle_f32x4(half[2 * k], half[2 * k + 1], 0x88),
-                                   _mm512_shuffle_f32x4(half[2 * k], half[2 * k + 1], 0xdd));
-    /* lanes l and l+2: part q of vector k holds rows 8k+q and 8k+4+q */
-    for (int k = 0; k < 2; k++)
-        eighth[k] = _mm512_add_ps(_mm512_shuffle_ps(quarter[2 * k], quarter[2 * k + 1], 0x44),
-                                  _mm512_shuffle_ps(quarter[2 * k], quarter[2 * k + 1], 0xee));
-    /* lanes l and l+1: lane 4q+r holds row q+4r */
-    __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(eighth[0], eighth[1], 0x88),
-                                _mm512_shuffle_ps(eighth[0], eighth[1], 0xdd));
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, sums);
-}
-
-/* Quants from the Q8_0 block holding element i, as floats: scale times
- * quant, exact (an 11-bit scale times a 7-bit quant). */
-static ALWAYS_INLINE __m512 q8_0_values(const void *row, int i, __m128i quants) {
-    __m512 scale = _mm512_set1_ps(_cvtsh_ss(tensor_q8_0_block(row, i)->d));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), scale);
-}
-
 /* 16 elements of a row from element i, as floats: F32 rows; F16 rows
- * converted exactly; Q8_0 rows (i a multiple of 16) as scale times quant,
- * exact too. The masked form zeroes the lanes outside mask. Callers pass a
- * constant type, so each inlined copy has one kind of load. */
+ * converted exactly. The masked form zeroes the lanes outside mask.
+ * Callers pass a constant type, so each inlined copy has one kind of load. */
 static ALWAYS_INLINE __m512 load_row(const void *row, enum tensor_type type, int i) {
     if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
-    if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_loadu_si128((const __m128i *)tensor_q8_0_quant(row, i)));
     return _mm512_loadu_ps((const float *)row + i);
 }
 
@@ -98,8 +67,6 @@ static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type ty
                                             __mmask16 mask) {
     if (type == TENSOR_F16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)row + i));
-    if (type == TENSOR_Q8_0)
-        return q8_0_values(row, i, _mm_maskz_loadu_epi8(mask, tensor_q8_0_quant(row, i)));
     return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
 }
 
@@ -192,36 +159,64 @@ void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
         dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
 }
 
-/* Rows go sixteen at a time, so that one transposing tree (sum_lanes_16)
- * finishes sixteen dot products. */
-static ALWAYS_INLINE void dot_rows(float *out, const float *q, const void *rows,
-                                   enum tensor_type type, int n_rows, int n) {
-    size_t stride = tensor_row_bytes(type, n);
-    __m512 sums[16];
-    for (int p = 0; p < n_rows; p += 16) {
-        int count = n_rows - p < 16 ? n_rows - p : 16;
-        for (int j = 0; j < 16; j++)
-            sums[j] = j < count
-                          ? dot_vector(q, (const char *)rows + (size_t)(p + j) * stride, type, n)
-                          : _mm512_setzero_ps();
-        __mmask16 mask = count == 16 ? (__mmask16)0xffff : tail_mask(count);
-        _mm512_mask_storeu_ps(out + p, mask, sum_lanes_16(sums));
+/* One key a lane, sixteen at a time. A block's integer dot is eight
+ * vpdpbusd, each adding four dimensions: the keys' quants made unsigned
+ * (+128, which the query's bias takes back) times four of the query's,
+ * broadcast; then the matmul's float step (panel_add_block). */
+void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
+                                 const void *keys, int n_rows, int n, int stride) {
+    const int8_t *quants = keys;
+    const uint16_t *scales = (const void *)(quants + (size_t)n * (size_t)stride);
+    const __m512i unsigned_offset = _mm512_set1_epi8((char)0x80);
+    for (int r = 0; r < n_rows; r += 16) {
+        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
+        __m512 acc = _mm512_setzero_ps();
+        for (int j = 0; j < n / TENSOR_QK; j++) {
+            __m512i dot = _mm512_set1_epi32(query->bias[j]);
+#pragma GCC unroll 8
+            for (int g = 0; g < TENSOR_QK / 4; g++) {
+                int i = j * TENSOR_QK + 4 * g;
+                __m512i key4 = _mm512_maskz_loadu_epi32(
+                    mask, quants + ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4);
+                int32_t query4;
+                memcpy(&query4, query->quants + i, sizeof(query4));
+                dot = _mm512_dpbusd_epi32(dot, _mm512_xor_si512(key4, unsigned_offset),
+                                          _mm512_set1_epi32(query4));
+            }
+            __m512 d_key = _mm512_cvtph_ps(
+                _mm256_maskz_loadu_epi16(mask, scales + (size_t)j * (size_t)stride + (size_t)r));
+            acc = panel_add_block(acc, dot, d_key, query->scales[j]);
+        }
+        _mm512_mask_storeu_ps(out + r, mask, acc);
     }
 }
 
-void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
-                            int n_rows, int n) {
-    if (type == TENSOR_F16)
-        dot_rows(out, q, rows, TENSOR_F16, n_rows, n);
-    else if (type == TENSOR_Q8_0)
-        dot_rows(out, q, rows, TENSOR_Q8_0, n_rows, n);
-    else
-        dot_rows(out, q, rows, TENSOR_F32, n_rows, n);
+/* Q8_0 values for columns [i, i + 16 * vectors) (vectors 4 or 2: two
+ * blocks or one) of every row into out: per block of a row, the weight
+ * times the block's scale, then a fused multiply-add per quant. */
+static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, const void *rows,
+                                            size_t stride, int n_rows, int i, const int vectors) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
+    for (int p = 0; p < n_rows; p++) {
+        const struct tensor_block_q8_0 *block =
+            tensor_q8_0_block((const char *)rows + (size_t)p * stride, i);
+#pragma GCC unroll 4
+        for (int k = 0; k < vectors; k++) {
+            __m512 scaled = _mm512_set1_ps(weights[p] * _cvtsh_ss(block[k / 2].d));
+            __m128i quants = _mm_loadu_si128((const __m128i *)(block[k / 2].qs + 16 * (k % 2)));
+            acc[k] =
+                _mm512_fmadd_ps(scaled, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), acc[k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
 }
 
-/* Every element takes the fused multiply-adds of tensor_axpy_avx512 in the
- * same order, from out's value; they stay in registers, 64 or 16 columns at
- * a time. */
+/* F32 and F16 rows: every element takes the fused multiply-adds of
+ * tensor_axpy_avx512 in the same order, from out's value; they stay in
+ * registers, 64 or 16 columns at a time. */
 static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
                                        enum tensor_type type, int n_rows, int n) {
     size_t stride = tensor_row_bytes(type, n);
@@ -253,12 +248,16 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n) {
-    if (type == TENSOR_F16)
+    if (type == TENSOR_Q8_0) {
+        size_t stride = tensor_row_bytes(TENSOR_Q8_0, n);
+        int i = 0;
+        for (; i + 64 <= n; i += 64) weighted_sum_q8_0(out, weights, rows, stride, n_rows, i, 4);
+        if (i < n) weighted_sum_q8_0(out, weights, rows, stride, n_rows, i, 2);
+    } else if (type == TENSOR_F16) {
         weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
-    else if (type == TENSOR_Q8_0)
-        weighted_sum(out, weights, rows, TENSOR_Q8_0, n_rows, n);
-    else
+    } else {
         weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
+    }
 }
 
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {

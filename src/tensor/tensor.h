@@ -267,14 +267,6 @@ float tensor_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]. */
 void tensor_axpy(float *y, float a, const float *x, int n);
 
-/* out[p] = tensor_dot(q, row p, n) for p < n_rows, the same bits, without
- * a call per row (attention scores over a block of cached keys). rows holds
- * n_rows contiguous rows of n elements of type TENSOR_F32, TENSOR_F16 or
- * TENSOR_Q8_0 (n a multiple of 32: each row is n / 32 blocks); an element
- * counts as its exact float value (for Q8_0, scale times quant). */
-void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_type type,
-                     int n_rows, int n);
-
 /* out[r] = q . column r for r < n_rows (<= stride), over a block stored
  * dimension by dimension: element i of column r is columns[i * stride + r],
  * of type TENSOR_F32 or TENSOR_F16, for i < n (attention scores over a
@@ -285,10 +277,48 @@ void tensor_dot_rows(float *out, const float *q, const void *rows, enum tensor_t
 void tensor_dot_columns(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride);
 
-/* out[i] += weights[p] * row p[i] for p < n_rows in order, rows as in
- * tensor_dot_rows: the same bits as one tensor_axpy(out, weights[p], row p,
- * n) call per row, with the sums kept in registers (attention's weighted
- * values, a block of cached values at a time). */
+/* A block of stride keys of n elements (n a multiple of 32) quantized to
+ * Q8_0, laid out for integer dot products with one key a vector lane (a
+ * key/value cache's Q8_0 keys): first the quants, four dimensions at a
+ * time (dimension i of key r at byte ((i / 4) * stride + r) * 4 + i % 4),
+ * then the block scales as halves (block j of key r at half
+ * (n * stride) / 2 + j * stride + r). It takes
+ * stride * tensor_row_bytes(TENSOR_Q8_0, n) bytes, as stride rows would. */
+size_t tensor_q8_0_keys_bytes(int n, int stride);
+
+/* Quantizes key (n floats) as tensor_quantize_q8_0 does into key r of such
+ * a block. */
+void tensor_store_q8_0_key(void *keys, int r, const float *key, int n, int stride);
+
+/* A query quantized for tensor_dot_q8_0_keys: n quants and n / 32 scales,
+ * tensor_quantize_q8_0's values, and each block's quant sum times -128 (the
+ * starting value of the AVX-512 kernel's unsigned products). */
+struct tensor_q8_0_query {
+    int8_t *quants; /* (n) */
+    float *scales;  /* (n / 32) block scales, fp16 values */
+    int32_t *bias;  /* (n / 32) -128 * sum of the block's quants */
+};
+
+/* Quantizes q (n floats, a multiple of 32) into query. */
+void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q, int n);
+
+/* out[r] = query . key r for r < n_rows (<= stride) over a block of Q8_0
+ * keys, the quantized matmul's sequence: for each 32-block j in order, the
+ * exact integer dot s_j of the quants, then acc = acc + (float)s_j *
+ * (d_key * d_query), from 0. It is what llama.cpp computes over a Q8_0
+ * cache (whose queries it quantizes to Q8_0), and every instruction set
+ * gives the same bits. */
+void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, const void *keys,
+                          int n_rows, int n, int stride);
+
+/* out[i] += weights[p] * row p[i] for p < n_rows in order, n_rows
+ * contiguous rows of n elements of type TENSOR_F32, TENSOR_F16 or
+ * TENSOR_Q8_0 (n a multiple of 32), with the sums kept in registers
+ * (attention's weighted values, a block of cached values at a time). F32
+ * and F16: the same bits as one tensor_axpy(out, weights[p], row p, n) per
+ * row. Q8_0: per block of a row, weights[p] times its scale is rounded once,
+ * then each quant adds (weight * scale) * quant, fused in the vector
+ * instruction sets. */
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
 

@@ -49,6 +49,14 @@ static inline size_t tensor_xq_number(int batch, int blocks, int b, int j) {
     return (size_t)first * (size_t)blocks + (size_t)j * (size_t)rows + (size_t)(b - first);
 }
 
+/* Adds one quantized block's integer dot product to acc in the order
+ * every kernel uses (the reduction order above). */
+static inline float tensor_add_block(float acc, int32_t dot, float d_w, float d_x) {
+    float scale = d_w * d_x;
+    float term = (float)dot * scale;
+    return acc + term;
+}
+
 /* The block of a Q8_0 row holding element i, and element i's quant. */
 static inline const struct tensor_block_q8_0 *tensor_q8_0_block(const void *row, int i) {
     return (const struct tensor_block_q8_0 *)row + i / TENSOR_QK;
@@ -111,8 +119,8 @@ struct tensor_kernels {
     void (*axpy)(float *y, float a, const float *x, int n);
     void (*dot_columns)(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride);
-    void (*dot_rows)(float *out, const float *q, const void *rows, enum tensor_type type,
-                     int n_rows, int n);
+    void (*dot_q8_0_keys)(float *out, const struct tensor_q8_0_query *query, const void *keys,
+                          int n_rows, int n, int stride);
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
     void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
@@ -194,8 +202,8 @@ float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
 void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
-void tensor_dot_rows_scalar(float *out, const float *q, const void *rows, enum tensor_type type,
-                            int n_rows, int n);
+void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *query,
+                                 const void *keys, int n_rows, int n, int stride);
 void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_scalar(uint16_t *out, const float *x, int n);
@@ -221,8 +229,8 @@ float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
 void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
                              int n_rows, int n, int stride);
-void tensor_dot_rows_avx2(float *out, const float *q, const void *rows, enum tensor_type type,
-                          int n_rows, int n);
+void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query, const void *keys,
+                               int n_rows, int n, int stride);
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
                               enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n);
@@ -258,8 +266,8 @@ float tensor_dot_avx512(const float *a, const float *b, int n);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
-void tensor_dot_rows_avx512(float *out, const float *q, const void *rows, enum tensor_type type,
-                            int n_rows, int n);
+void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
+                                 const void *keys, int n_rows, int n, int stride);
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n);
