@@ -1,7 +1,7 @@
 /* test_sampler.c -- greedy, seeded sampling, and each filter of the sampler
  * on hand-made logits whose right answers are known; and the sampler's
- * partial and radix sorts against the whole chain run with a comparison
- * sort, token for token. */
+ * partial and radix sorts and its unranked draw against the whole chain run
+ * with a comparison sort, token for token. */
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -146,9 +146,33 @@ static void reference_softmax(struct sampler_candidate *c, int n, float temperat
     for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
+/* The draw without top-k and top-p from c (n, ranked): min-p on the
+ * logits, then the weights and their sum in id order, and a walk in id
+ * order to where the weights passed exceed the draw times the sum. */
+static int reference_unranked(const struct sampler_params *p, uint64_t *rng,
+                              const struct sampler_candidate *c, int n) {
+    static float weights[BIG_VOCAB];
+    float floor = p->min_p > 0.0f ? c[0].logit + logf(p->min_p) : -INFINITY;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) weights[i] = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (c[i].logit >= floor)
+            weights[c[i].id] = expf((c[i].logit - c[0].logit) / p->temperature);
+    for (int id = 0; id < n; id++) sum += weights[id];
+    double target = reference_uniform(rng) * sum, passed = 0.0;
+    int last = 0;
+    for (int id = 0; id < n; id++)
+        if (weights[id] > 0.0f) {
+            last = id;
+            if (target < (passed += weights[id])) return id;
+        }
+    return last;
+}
+
 /* llama.cpp's chain as engine.h describes it: penalty, a full sort, top-k,
- * top-p, min-p, temperature, a walk from the top; rng is the sampler's
- * state before the draw. */
+ * top-p, min-p, temperature, a walk from the top (or, with neither top-k
+ * nor top-p, reference_unranked); rng is the sampler's state before the
+ * draw. */
 static int reference_sample(const struct sampler_params *p, uint64_t *rng, const float *logits,
                             const int *history, int n_history, struct sampler_candidate *c) {
     int n = BIG_VOCAB;
@@ -162,6 +186,8 @@ static int reference_sample(const struct sampler_params *p, uint64_t *rng, const
     }
     qsort(c, (size_t)n, sizeof(*c), reference_order);
     if (p->temperature <= 0.0f) return c[0].id;
+    if ((p->top_k <= 0 || p->top_k >= n) && p->top_p >= 1.0f)
+        return reference_unranked(p, rng, c, n);
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     reference_softmax(c, n, 1.0f);
     float mass = 0.0f;
@@ -193,8 +219,8 @@ static void tied_logits(float *out, unsigned seed) {
 static void test_against_full_sort(void) {
     static float big[BIG_VOCAB];
     static struct sampler_candidate work[BIG_VOCAB];
-    struct sampler_params sets[9];
-    for (int i = 0; i < 9; i++) sets[i] = plain(1.0f, 0);
+    struct sampler_params sets[11];
+    for (int i = 0; i < 11; i++) sets[i] = plain(1.0f, 0);
     sets[1].temperature = 0.7f, sets[1].top_k = 40;
     sets[2].temperature = 1.3f, sets[2].top_p = 0.9f;
     sets[3].temperature = 0.8f, sets[3].top_k = 40, sets[3].top_p = 0.95f, sets[3].min_p = 0.05f;
@@ -203,9 +229,11 @@ static void test_against_full_sort(void) {
     sets[6].temperature = 0.0f;
     sets[7].temperature = 0.0f, sets[7].repeat_penalty = 1.3f;
     sets[8].top_k = 3, sets[8].repeat_penalty = 0.8f, sets[8].repeat_last_n = 8;
+    sets[9].temperature = 0.9f, sets[9].min_p = 0.05f;           /* unranked, with min-p */
+    sets[10].temperature = 1.2f, sets[10].repeat_penalty = 1.3f; /* unranked, penalized */
     int history[16], mismatches = 0, draws = 0;
     for (int k = 0; k < 16; k++) history[k] = (k * 389) % BIG_VOCAB;
-    for (int set = 0; set < 9; set++)
+    for (int set = 0; set < 11; set++)
         for (unsigned seed = 1; seed <= 40; seed++) {
             struct sampler s;
             struct sampler_params p = sets[set];
