@@ -147,18 +147,18 @@ static void reference_softmax(struct sampler_candidate *c, int n, float temperat
 }
 
 /* The draw without top-k and top-p from c (n, ranked): min-p on the
- * logits, then the weights and their sum in id order, and a walk in id
- * order to where the weights passed exceed the draw times the sum. */
+ * logits, then the weights (tensor_exp_weights) and their sum in eight
+ * running sums over id mod 8, and a walk in id order to where the weights
+ * passed exceed the draw times the sum. */
 static int reference_unranked(const struct sampler_params *p, uint64_t *rng,
                               const struct sampler_candidate *c, int n) {
-    static float weights[BIG_VOCAB];
+    static float logits[BIG_VOCAB], weights[BIG_VOCAB];
+    for (int i = 0; i < n; i++) logits[c[i].id] = c[i].logit;
     float floor = p->min_p > 0.0f ? c[0].logit + logf(p->min_p) : -INFINITY;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) weights[i] = 0.0f;
-    for (int i = 0; i < n; i++)
-        if (c[i].logit >= floor)
-            weights[c[i].id] = expf((c[i].logit - c[0].logit) / p->temperature);
-    for (int id = 0; id < n; id++) sum += weights[id];
+    tensor_exp_weights(weights, logits, n, c[0].logit, p->temperature, floor);
+    double sums[8] = {0}, sum = 0.0;
+    for (int id = 0; id < n; id++) sums[id < n / 8 * 8 ? id % 8 : 0] += weights[id];
+    for (int k = 0; k < 8; k++) sum += sums[k];
     double target = reference_uniform(rng) * sum, passed = 0.0;
     int last = 0;
     for (int id = 0; id < n; id++)

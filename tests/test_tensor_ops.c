@@ -4,7 +4,10 @@
  * reductions), for lengths that exercise every vector tail; determinism of
  * dot for a given n; and rotary embedding (NORM and NEOX, partial rotary)
  * against rotations computed here in double, every instruction set's turn
- * bit for bit as the scalar one. */
+ * bit for bit as the scalar one; the softmax weights of tensor_exp_weights
+ * on every instruction set bit for bit as the scalar ones (exponents from
+ * the underflow to the overflow, with infinities and NaN), within 4 ulp of
+ * expf, 0 below the floor, and the shift and divisor applied. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -191,8 +194,74 @@ static void test_rope_isas(void) {
     CHECK(tensor_isa_select(tensor_isa_best()) == 0);
 }
 
+/* Distance in units in the last place between two finite floats of one sign. */
+static long ulps(float a, float b) {
+    int32_t x, y;
+    memcpy(&x, &a, sizeof(x));
+    memcpy(&y, &b, sizeof(y));
+    return labs((long)x - (long)y);
+}
+
+/* x: exponents over [-90, 90] in steps of 2^-7 and random ones, then the
+ * corners; the weights with shift 0, divisor 1 and no floor against expf,
+ * every instruction set against the scalar bits, and a floor, shift and
+ * divisor against their definition. */
+static void test_exp_weights(void) {
+    enum { STEPS = 180 * 128, N = STEPS + 400 + 8 };
+    static float x[N], want[N], want_scaled[N], got[N];
+    for (int i = 0; i < STEPS; i++) x[i] = -90.0f + (float)i / 128.0f;
+    for (int i = STEPS; i < STEPS + 400; i++) x[i] = random_float(100.0f);
+    const float corners[8] = {
+        -__builtin_inff(), __builtin_inff(), __builtin_nanf(""), -0.0f, 88.0f, 88.001f,
+        -87.33f,           -87.34f};
+    memcpy(x + STEPS + 400, corners, sizeof(corners));
+    CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
+    tensor_exp_weights(want, x, N, 0.0f, 1.0f, -__builtin_inff());
+    long worst = 0;
+    int bad_range = 0;
+    for (int i = 0; i < N; i++) {
+        if (x[i] != x[i]) continue;
+        float e = expf(x[i]);
+        if (x[i] > 88.0f || x[i] < -87.33f)
+            bad_range += want[i] != (x[i] > 88.0f ? __builtin_inff() : 0.0f);
+        else if (e >= 0x1p-126f && ulps(want[i], e) > worst)
+            worst = ulps(want[i], e);
+    }
+    CHECK_MSG(worst <= 4, "exp_weights: %ld ulp from expf", worst);
+    CHECK_MSG(bad_range == 0, "exp_weights: %d values outside the range not 0 or +inf", bad_range);
+    for (int isa = TENSOR_ISA_SCALAR + 1; isa <= (int)tensor_isa_best(); isa++) {
+        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+        for (int n = 1; n <= 17; n++) { /* every vector tail, and nothing written past it */
+            got[n] = 12345.0f;
+            tensor_exp_weights(got, x + N - n, n, 0.0f, 1.0f, -__builtin_inff());
+            CHECK_MSG(test_same_bits(got, want + N - n, (size_t)n) && got[n] == 12345.0f,
+                      "%s: exp_weights of %d elements", tensor_isa_name((enum tensor_isa)isa), n);
+        }
+        tensor_exp_weights(got, x, N, 0.0f, 1.0f, -__builtin_inff());
+        CHECK_MSG(test_same_bits(got, want, N), "%s: exp_weights differs from the scalar bits",
+                  tensor_isa_name((enum tensor_isa)isa));
+        tensor_exp_weights(got, x, N, 1.5f, 0.7f, -3.0f);
+        CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
+        tensor_exp_weights(want_scaled, x, N, 1.5f, 0.7f, -3.0f);
+        CHECK_MSG(test_same_bits(got, want_scaled, N),
+                  "%s: exp_weights (shift 1.5, divisor 0.7, floor -3) differs from the scalar bits",
+                  tensor_isa_name((enum tensor_isa)isa));
+    }
+    /* a floor drops what lies below it; shift and divisor apply before e^ */
+    for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++) {
+        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+        float logits[6] = {3.0f, 1.0f, -2.0f, 2.5f, 0.0f, 0.5f}, w[6];
+        tensor_exp_weights(w, logits, 6, 3.0f, 2.0f, 0.5f);
+        CHECK(w[0] == 1.0f && w[2] == 0.0f && w[4] == 0.0f);
+        CHECK(fabsf(w[5] - expf(-1.25f)) < 1e-6f); /* at the floor: kept */
+        CHECK(fabsf(w[1] - expf(-1.0f)) < 1e-6f && fabsf(w[3] - expf(-0.25f)) < 1e-6f);
+    }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+}
+
 int main(void) {
     test_rope_isas();
+    test_exp_weights();
     for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++) {
         CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
         const char *name = tensor_isa_name((enum tensor_isa)isa);

@@ -27,10 +27,13 @@ static int port;
 static int keep_alives;  /* ": keep-alive" comments seen by the last stream */
 static char *last_error; /* the error event of the last stream, if any (malloc'd) */
 
-/* One streamed completion's concatenated text, or NULL if it failed. */
+/* One streamed completion's concatenated text, or NULL if it failed: 120
+ * tokens whatever they are (ignore_eos), so the stream is still running
+ * when a fault is injected. */
 static char *stream_once(void) {
     const char *body = "{\"model\":\"kjv2m-q8_0\",\"prompt\":\"And the LORD spake\","
-                       "\"max_tokens\":120,\"temperature\":0.8,\"seed\":11,\"stream\":true}";
+                       "\"max_tokens\":120,\"ignore_eos\":true,\"temperature\":0.8,\"seed\":11,"
+                       "\"stream\":true}";
     struct test_http h = test_http_request(port, "POST", "/v1/completions", NULL, body, DEADLINE);
     size_t n = 0;
     char *text = calloc(1, h.body ? h.length + 1 : 1);
@@ -93,10 +96,25 @@ static int wait_running(void) {
     return 0;
 }
 
+/* Slows the runner's next 200 steps (a sleep of up to 2 ms before each
+ * collective of rank 1, about 1.5 s for a stream) so that the stream
+ * started next is still running when the test acts on it: at full speed it
+ * takes 6-10 ms, which a loaded machine can let pass unseen. The tokens do
+ * not depend on the pace. */
+static void pace_next_stream(void) {
+    struct test_http h = test_http_request(
+        port, "POST", "/debug/fault", NULL,
+        "{\"model\":\"kjv2m-q8_0\",\"kind\":\"delay\",\"rank\":1,\"delay_ms\":2,\"steps\":200}",
+        10);
+    CHECK_MSG(h.status == 200, "pace: status %d: %s", h.status, h.body);
+    test_http_free(&h);
+}
+
 /* Injects fault while a stream runs; the stream must give reference. */
 static void run_with_fault(const char *fault, const char *reference) {
     pthread_t thread;
     char *text = NULL, body[256];
+    pace_next_stream();
     pthread_create(&thread, NULL, stream_thread, &text);
     CHECK_MSG(wait_running(), "%s: the stream never ran", fault);
     snprintf(body, sizeof(body), "{\"model\":\"kjv2m-q8_0\",%s}", fault);
@@ -142,6 +160,7 @@ static void test_give_up(void) {
                           "{\"model\":\"kjv2m-q8_0\",\"kind\":\"refuse\",\"count\":6}", 10);
     CHECK(h.status == 200);
     test_http_free(&h);
+    pace_next_stream();
     pthread_create(&thread, NULL, stream_thread, &text);
     CHECK(wait_running());
     h = test_http_request(port, "POST", "/debug/fault", NULL,

@@ -7,8 +7,9 @@
  * needs a ranking: as llama.cpp's chain does then, min-p keeps the logits
  * within log(min-p) of the highest, and the draw walks the tokens in id
  * order (draw_unranked). The random stream is a seeded xorshift64*, and
- * exponentials are the C library's expf, so the same seed and the same
- * logits give the same tokens on every machine.
+ * the draw's exponentials (tensor_exp_weights) and sums have fixed bits,
+ * so the same seed and the same logits give the same tokens on every
+ * machine.
  *
  * The runner samples every sequence of a step between two steps (on the
  * threads of the leader's pool), and no rank computes while it does, so
@@ -85,16 +86,6 @@ void sampler_skip(struct sampler *sampler, int n) {
     /* greedy sampling draws nothing; otherwise each sample draws once */
     if (sampler->params.temperature <= 0.0f) return;
     for (int i = 0; i < n; i++) next_uniform(sampler);
-}
-
-/* log p(id) under softmax(logits). */
-static float log_probability(const float *logits, int n, int id) {
-    float max = logits[0];
-    for (int i = 1; i < n; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = exp((double)(logits[0] - max));
-    for (int i = 1; i < n; i++) sum += exp((double)(logits[i] - max));
-    return (float)((double)(logits[id] - max) - log(sum));
 }
 
 /* Whether the repetition penalty changes any logit. */
@@ -275,22 +266,33 @@ static int needs_ranking(const struct sampler_params *p, int n) {
     return (p->top_k > 0 && p->top_k < n) || p->top_p < 1.0f;
 }
 
+#define SUM_CHAINS 8 /* running sums of the weights: the adds are not one chain */
+
+/* The sum of w (n), in SUM_CHAINS running sums over i mod SUM_CHAINS
+ * added in order: a fixed sequence, the same on every machine. */
+static double sum_weights(const float *w, int n) {
+    double sums[SUM_CHAINS] = {0.0};
+    int i = 0;
+    for (; i + SUM_CHAINS <= n; i += SUM_CHAINS)
+        for (int k = 0; k < SUM_CHAINS; k++) sums[k] += w[i + k];
+    for (; i < n; i++) sums[0] += w[i];
+    double sum = 0.0;
+    for (int k = 0; k < SUM_CHAINS; k++) sum += sums[k];
+    return sum;
+}
+
 /* The token drawn without a ranking from logits (n, penalized), which it
  * overwrites with each token's weight: min-p drops the logits below the
  * highest plus log(min-p) (llama.cpp's min-p on unsorted candidates), the
- * others weigh e^((logit - highest) / temperature), summed in id order, and
- * the draw walks the tokens in id order to where the weights passed make
- * more than the uniform draw times their sum. */
+ * others weigh e^((logit - highest) / temperature) (tensor_exp_weights),
+ * and the draw walks the tokens in id order to where the weights passed
+ * make more than the uniform draw times their sum. */
 static int draw_unranked(struct sampler *sampler, float *logits, int n) {
     const struct sampler_params *p = &sampler->params;
     float highest = logits[first_highest(logits, n)];
     float floor = p->min_p > 0.0f ? highest + logf(p->min_p) : -INFINITY;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        logits[i] = logits[i] >= floor ? expf((logits[i] - highest) / p->temperature) : 0.0f;
-        sum += logits[i];
-    }
-    double target = next_uniform(sampler) * sum, passed = 0.0;
+    tensor_exp_weights(logits, logits, n, highest, p->temperature, floor);
+    double target = next_uniform(sampler) * sum_weights(logits, n), passed = 0.0;
     int last = 0;
     for (int i = 0; i < n; i++) {
         if (logits[i] == 0.0f) continue;
@@ -328,6 +330,13 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
     return c[kept - 1].id;
 }
 
+/* log p(id) under softmax(logits) (n), with weights (n) as work space. */
+static float log_probability(const float *logits, int n, int id, float *weights) {
+    float highest = logits[first_highest(logits, n)];
+    tensor_exp_weights(weights, logits, n, highest, 1.0f, -INFINITY);
+    return (float)((double)(logits[id] - highest) - log(sum_weights(weights, n)));
+}
+
 int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
                    const int *history, int n_history, float *logprob) {
     const struct sampler_params *p = &sampler->params;
@@ -336,6 +345,6 @@ int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, con
     int chosen = p->temperature <= 0.0f && !penalty_applies(p, n_history)
                      ? first_highest(logits, n)
                      : choose_candidate(sampler, scratch, logits, history, n_history);
-    if (logprob) *logprob = log_probability(logits, n, chosen);
+    if (logprob) *logprob = log_probability(logits, n, chosen, scratch->logits);
     return chosen;
 }

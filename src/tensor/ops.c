@@ -42,6 +42,37 @@ void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n)
     }
 }
 
+/* e^x by the steps of the vector kernels' exp_ps (ops_avx2.c,
+ * ops_avx512.c), each a correctly rounded IEEE operation, so the bits are
+ * theirs: fminf and fmaxf pass a NaN on as minps and maxps do (the bound),
+ * nearbyintf rounds to nearest even as they do, and fmaf fuses as they do. */
+static float exp_steps(float x) {
+    const float high = 88.0f, low = -87.33f;
+    int overflow = x > high, underflow = x < low;
+    x = fmaxf(fminf(x, high), low);
+    float n = nearbyintf(x * 1.44269504f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; /* 2^n: n is in [-126, 127] */
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    if (overflow) return __builtin_inff();
+    return underflow ? 0.0f : p * scale;
+}
+
+void tensor_exp_weights_scalar(float *out, const float *x, int n, float shift, float divisor,
+                               float floor) {
+    for (int i = 0; i < n; i++) out[i] = x[i] >= floor ? exp_steps((x[i] - shift) / divisor) : 0.0f;
+}
+
 float tensor_dot_scalar(const float *a, const float *b, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) sum += a[i] * b[i];
@@ -120,6 +151,11 @@ void tensor_fp16_from_fp32_scalar(uint16_t *out, const float *x, int n) {
 
 void tensor_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
     if (n > 0) tensor_kernels_current()->rmsnorm(out, x, weight, n, eps);
+}
+
+void tensor_exp_weights(float *out, const float *x, int n, float shift, float divisor,
+                        float floor) {
+    if (n > 0) tensor_kernels_current()->exp_weights(out, x, n, shift, divisor, floor);
 }
 
 void tensor_softmax(float *x, int n) {

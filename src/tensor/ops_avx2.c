@@ -41,7 +41,8 @@ static ALWAYS_INLINE float max_lanes(__m256 v) {
     return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
 }
 
-/* exp(x) for 8 floats; 0 below -87.3, +inf above 88. */
+/* exp(x) for 8 floats; 0 below -87.33, +inf above 88. The same steps as
+ * ops_avx512.c's and ops.c's exp_steps: the same bits. */
 static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     const __m256 high = _mm256_set1_ps(88.0f), low = _mm256_set1_ps(-87.33f);
     __m256 overflow = _mm256_cmp_ps(x, high, _CMP_GT_OQ);
@@ -318,6 +319,23 @@ void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n,
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(weight + i),
                                                 _mm256_mul_ps(vs, _mm256_loadu_ps(x + i))));
     for (; i < n; i++) out[i] = weight[i] * (scale * x[i]);
+}
+
+/* The weights of 8 elements (tensor_exp_weights). */
+static ALWAYS_INLINE __m256 weights_of(__m256 x, __m256 shift, __m256 divisor, __m256 floor) {
+    __m256 kept = _mm256_cmp_ps(x, floor, _CMP_GE_OQ);
+    return _mm256_and_ps(kept, exp_ps(_mm256_div_ps(_mm256_sub_ps(x, shift), divisor)));
+}
+
+void tensor_exp_weights_avx2(float *out, const float *x, int n, float shift, float divisor,
+                             float floor) {
+    __m256 vshift = _mm256_set1_ps(shift), vdivisor = _mm256_set1_ps(divisor);
+    __m256 vfloor = _mm256_set1_ps(floor);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, weights_of(_mm256_loadu_ps(x + i), vshift, vdivisor, vfloor));
+    if (i < n)
+        store_tail(out + i, weights_of(load_tail(x + i, n - i), vshift, vdivisor, vfloor), n - i);
 }
 
 void tensor_softmax_avx2(float *x, int n) {

@@ -20,9 +20,10 @@ static ALWAYS_INLINE __mmask16 tail_mask(int n) {
     return (__mmask16)((1u << (n & 15)) - 1u);
 }
 
-/* exp(x) for 16 floats; 0 below -87.3, +inf above 88.7. */
+/* exp(x) for 16 floats; 0 below -87.33, +inf above 88. The same steps as
+ * ops_avx2.c's and ops.c's exp_steps: the same bits. */
 static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
-    const __m512 high = _mm512_set1_ps(88.72f), low = _mm512_set1_ps(-87.33f);
+    const __m512 high = _mm512_set1_ps(88.0f), low = _mm512_set1_ps(-87.33f);
     __mmask16 overflow = _mm512_cmp_ps_mask(x, high, _CMP_GT_OQ);
     __mmask16 underflow = _mm512_cmp_ps_mask(x, low, _CMP_LT_OQ);
     x = _mm512_max_ps(_mm512_min_ps(x, high), low);
@@ -40,7 +41,10 @@ static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512 result = _mm512_scalef_ps(p, n); /* p * 2^n */
+    /* 2^n from its exponent bits: n is in [-126, 127] after the clamp */
+    __m512i bits =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
     result = _mm512_mask_mov_ps(result, overflow, _mm512_set1_ps(__builtin_inff()));
     return _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
 }
@@ -293,6 +297,29 @@ void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int 
         _mm512_mask_storeu_ps(out + i, mask,
                               _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, weight + i),
                                             _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(mask, x + i))));
+}
+
+/* The weights of 16 elements (tensor_exp_weights); lanes outside mask 0. */
+static ALWAYS_INLINE __m512 weights_of(__m512 x, __m512 shift, __m512 divisor, __m512 floor,
+                                       __mmask16 mask) {
+    __mmask16 kept = _mm512_mask_cmp_ps_mask(mask, x, floor, _CMP_GE_OQ);
+    return _mm512_maskz_mov_ps(kept, exp_ps(_mm512_div_ps(_mm512_sub_ps(x, shift), divisor)));
+}
+
+void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, float divisor,
+                               float floor) {
+    __m512 vshift = _mm512_set1_ps(shift), vdivisor = _mm512_set1_ps(divisor);
+    __m512 vfloor = _mm512_set1_ps(floor);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i, weights_of(_mm512_loadu_ps(x + i), vshift, vdivisor, vfloor,
+                                             (__mmask16)0xffff));
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        _mm512_mask_storeu_ps(
+            out + i, mask,
+            weights_of(_mm512_maskz_loadu_ps(mask, x + i), vshift, vdivisor, vfloor, mask));
+    }
 }
 
 void tensor_softmax_avx512(float *x, int n) {

@@ -255,6 +255,15 @@ void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, i
 void tensor_rope_turn(float *x, int n_heads, int head_dim, int pairs, const float *cosines,
                       const float *sines, enum tensor_rope_style style);
 
+/* out[i] = e^((x[i] - shift) / divisor) where x[i] >= floor, else 0, for
+ * i < n: the weights of a softmax at a temperature (the sampler's). The
+ * exponential is the vector kernels' own (range reduction to
+ * [-ln2/2, ln2/2], a degree-7 polynomial, the scale 2^k; 0 below -87.33,
+ * +inf above 88), taken one IEEE operation at a time in the scalar path
+ * too, so every instruction set gives the same bits: a seeded draw picks
+ * the same token on every machine. */
+void tensor_exp_weights(float *out, const float *x, int n, float shift, float divisor, float floor);
+
 /* x = softmax(x) over n elements, in place (max-subtracted). */
 void tensor_softmax(float *x, int n);
 

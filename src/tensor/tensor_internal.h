@@ -110,6 +110,7 @@ struct tensor_kernels {
     tensor_quantize_x_fn quantize_x;
     void (*rmsnorm)(float *out, const float *x, const float *weight, int n, float eps);
     void (*softmax)(float *x, int n);
+    void (*exp_weights)(float *out, const float *x, int n, float shift, float divisor, float floor);
     void (*swiglu)(float *out, const float *gate, const float *up, int n);
     /* Turns the leading pairs of one head that fill whole vectors; returns
      * the first pair left for the scalar tail (tensor_rope_turn_head). */
@@ -191,6 +192,8 @@ void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *
                               int32_t offset);
 void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps);
 void tensor_softmax_scalar(float *x, int n);
+void tensor_exp_weights_scalar(float *out, const float *x, int n, float shift, float divisor,
+                               float floor);
 void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n);
 /* Turns pairs [first_pair, pairs) of one head: the scalar reference, also
  * the vector kernels' tail. */
@@ -222,6 +225,8 @@ void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x,
                             int32_t offset);
 void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
 void tensor_softmax_avx2(float *x, int n);
+void tensor_exp_weights_avx2(float *out, const float *x, int n, float shift, float divisor,
+                             float floor);
 void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
 int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, const float *sines,
                                   enum tensor_rope_style style);
@@ -259,6 +264,8 @@ void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *
                               int32_t offset);
 void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
 void tensor_softmax_avx512(float *x, int n);
+void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, float divisor,
+                               float floor);
 void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines,
                                     const float *sines, enum tensor_rope_style style);
