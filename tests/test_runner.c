@@ -6,6 +6,9 @@
  *     at tp=1), what each gets when it runs alone (DESIGN.md I5), though
  *     together they are sampled on both threads and alone on one;
  *   - seeded sampling at temperature 0.8 is as independent of the batch;
+ *   - a greedy token is the first of its top log-probabilities, with the
+ *     same log-probability, and the top ones are in order and sum to at
+ *     most 1;
  *   - a KV pool too small for all of them forces preemptions (seen in the
  *     trace) and still gives the same tokens;
  *   - with nothing waiting, steps carry decode tokens only; a long prompt is
@@ -152,6 +155,24 @@ static void check_same(const struct result *alone, int n, const char *what) {
     }
 }
 
+/* What the log-probabilities of greedy results must be whatever computes
+ * them: each token the first of its top three, its log-probability that
+ * entry's, the three in descending order, below 0, and their probabilities
+ * summing to at most 1. */
+static void check_greedy_logprobs(int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < results[i].n_tokens; t++) {
+            const struct runner_alternative *top = results[i].top[t];
+            double mass = exp(top[0].logprob) + exp(top[1].logprob) + exp(top[2].logprob);
+            bad += top[0].token != results[i].tokens[t] ||
+                   fabsf(top[0].logprob - results[i].logprobs[t]) > 1e-5f ||
+                   !(top[0].logprob >= top[1].logprob && top[1].logprob >= top[2].logprob) ||
+                   top[0].logprob > 0.0f || mass > 1.0 + 1e-5;
+        }
+    CHECK_MSG(bad == 0, "greedy: %d tokens whose log-probabilities disagree", bad);
+}
+
 /* 16 requests, staggered, different lengths: as alone, greedy and seeded. */
 static void test_batch_invariance(struct engine *engine, int vocab, const char *trace) {
     struct spec specs[16];
@@ -164,6 +185,7 @@ static void test_batch_invariance(struct engine *engine, int vocab, const char *
         struct runner *r = new_runner(engine, 64, 16, trace);
         run_schedule(r, specs, 16, vocab);
         check_same(alone, 16, temperature > 0 ? "seeded" : "greedy");
+        if (temperature == 0.0f) check_greedy_logprobs(16);
         CHECK(engine->kv.n_free == engine->kv.n_blocks);
         runner_free(r);
     }

@@ -345,5 +345,11 @@ void sampler_scratch_free(struct sampler_scratch *scratch);
  * before penalty and temperature. */
 int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
                    const int *history, int n_history, float *logprob);
+/* log of the sum of e^(logit - highest) over logits (n <= scratch's
+ * vocabulary), highest their maximum (into *highest): a token's
+ * log-probability is its logit - highest - this. One pass of
+ * tensor_exp_weights, with scratch as work space. */
+double sampler_log_normalizer(struct sampler_scratch *scratch, const float *logits, int n,
+                              float *highest);
 
 #endif

@@ -55,8 +55,8 @@ int engine_forward_slices(struct engine *engine, const struct engine_batch *batc
  * returns once every unit of job is done, whoever ran it. */
 void engine_slice_attend(struct engine *view, void *job, int n_units);
 /* Floats of one thread's attention work space: its scores ((n_heads,
- * context_length)), then, with a Q8_0 cache, room for the heads' queries
- * quantized. */
+ * context_length)), then room for the heads' queries quantized (which a
+ * Q8_0 cache's scores take). */
 size_t engine_attention_space(const struct model_config *c, int context_length);
 /* Unit u of a layer's attention, job being forward.c's struct
  * attention_job, with scores as work space (engine_attention_space floats

@@ -231,15 +231,13 @@ void runner_describe(const struct runner *runner, struct runner_hello *hello) {
     hello->tensor_parallel = runner->engine->model->shard_count;
 }
 
-/* The most likely n tokens of a logits row with their log-probabilities. */
-static void find_top_logprobs(const float *logits, int vocab, int n,
-                              struct runner_alternative *top) {
-    float max = logits[0];
-    for (int i = 1; i < vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0.0;
-    for (int i = 0; i < vocab; i++) sum += exp((double)(logits[i] - max));
-    float log_sum = (float)log(sum > 1.0 ? sum : 1.0); /* the maximum's term alone is 1 */
+/* The most likely n tokens of a logits row with their log-probabilities,
+ * with scratch as work space. */
+static void find_top_logprobs(struct sampler_scratch *scratch, const float *logits, int vocab,
+                              int n, struct runner_alternative *top) {
+    float max;
+    double normalizer = sampler_log_normalizer(scratch, logits, vocab, &max);
+    float log_sum = (float)(normalizer > 0.0 ? normalizer : 0.0); /* the maximum's term is 1 */
     for (int k = 0; k < n; k++) top[k] = (struct runner_alternative){-1, -INFINITY};
     for (int i = 0; i < vocab; i++) {
         float lp = logits[i] - max - log_sum;
@@ -303,7 +301,8 @@ static void sample_due(void *arg, int i, int thread) {
     s->sampled = sampler_sample(&s->sampler, &runner->scratch[thread], logits, s->tokens,
                                 s->n_tokens, s->request.logprobs ? &s->sampled_logprob : NULL);
     if (s->request.top_logprobs > 0)
-        find_top_logprobs(logits, runner->vocab_size, s->request.top_logprobs, s->sampled_top);
+        find_top_logprobs(&runner->scratch[thread], logits, runner->vocab_size,
+                          s->request.top_logprobs, s->sampled_top);
 }
 
 /* Vocabulary entries a step's sampling must cover before the pool's
