@@ -146,20 +146,30 @@ static void reference_softmax(struct sampler_candidate *c, int n, float temperat
     for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
-/* The draw without top-k and top-p from c (n, ranked): min-p on the
- * logits, then the weights (tensor_exp_weights) and their sum in eight
- * running sums over id mod 8, and a walk in id order to where the weights
- * passed exceed the draw times the sum. */
-static int reference_unranked(const struct sampler_params *p, uint64_t *rng,
-                              const struct sampler_candidate *c, int n) {
-    static float logits[BIG_VOCAB], weights[BIG_VOCAB];
+/* The weights of the ranked candidates c (n) by id (tensor_exp_weights
+ * from the highest logit, c[0]'s, at temperature, 0 below floor) into
+ * weights, and their sum in eight running sums over id mod 8. */
+static double reference_weights(const struct sampler_candidate *c, int n, float temperature,
+                                float floor, float *weights) {
+    static float logits[BIG_VOCAB];
     for (int i = 0; i < n; i++) logits[c[i].id] = c[i].logit;
-    float floor = p->min_p > 0.0f ? c[0].logit + logf(p->min_p) : -INFINITY;
-    tensor_exp_weights(weights, logits, n, c[0].logit, p->temperature, floor);
+    tensor_exp_weights(weights, logits, n, c[0].logit, temperature, floor);
     double sums[8] = {0}, sum = 0.0;
     for (int id = 0; id < n; id++) sums[id < n / 8 * 8 ? id % 8 : 0] += weights[id];
     for (int k = 0; k < 8; k++) sum += sums[k];
-    double target = reference_uniform(rng) * sum, passed = 0.0;
+    return sum;
+}
+
+/* The draw without top-k and top-p from c (n, ranked): min-p on the
+ * logits, then the weights and their sum, and a walk in id order to where
+ * the weights passed exceed the draw times the sum. */
+static int reference_unranked(const struct sampler_params *p, uint64_t *rng,
+                              const struct sampler_candidate *c, int n) {
+    static float weights[BIG_VOCAB];
+    float floor = p->min_p > 0.0f ? c[0].logit + logf(p->min_p) : -INFINITY;
+    double target =
+        reference_uniform(rng) * reference_weights(c, n, p->temperature, floor, weights);
+    double passed = 0.0;
     int last = 0;
     for (int id = 0; id < n; id++)
         if (weights[id] > 0.0f) {
@@ -171,8 +181,9 @@ static int reference_unranked(const struct sampler_params *p, uint64_t *rng,
 
 /* llama.cpp's chain as engine.h describes it: penalty, a full sort, top-k,
  * top-p, min-p, temperature, a walk from the top (or, with neither top-k
- * nor top-p, reference_unranked); rng is the sampler's state before the
- * draw. */
+ * nor top-p, reference_unranked); top-p without top-k takes the
+ * probabilities from every token's weight. rng is the sampler's state
+ * before the draw. */
 static int reference_sample(const struct sampler_params *p, uint64_t *rng, const float *logits,
                             const int *history, int n_history, struct sampler_candidate *c) {
     int n = BIG_VOCAB;
@@ -188,8 +199,14 @@ static int reference_sample(const struct sampler_params *p, uint64_t *rng, const
     if (p->temperature <= 0.0f) return c[0].id;
     if ((p->top_k <= 0 || p->top_k >= n) && p->top_p >= 1.0f)
         return reference_unranked(p, rng, c, n);
-    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-    reference_softmax(c, n, 1.0f);
+    if (p->top_k > 0 && p->top_k < n) {
+        n = p->top_k;
+        reference_softmax(c, n, 1.0f);
+    } else { /* top-p over the whole vocabulary: the weights of every token */
+        static float weights[BIG_VOCAB];
+        double sum = reference_weights(c, n, 1.0f, -INFINITY, weights);
+        for (int i = 0; i < n; i++) c[i].p = (float)(weights[c[i].id] / sum);
+    }
     float mass = 0.0f;
     for (int i = 0; p->top_p < 1.0f && i < n; i++)
         if ((mass += c[i].p) >= p->top_p) n = i + 1;
@@ -219,8 +236,8 @@ static void tied_logits(float *out, unsigned seed) {
 static void test_against_full_sort(void) {
     static float big[BIG_VOCAB];
     static struct sampler_candidate work[BIG_VOCAB];
-    struct sampler_params sets[11];
-    for (int i = 0; i < 11; i++) sets[i] = plain(1.0f, 0);
+    struct sampler_params sets[13];
+    for (int i = 0; i < 13; i++) sets[i] = plain(1.0f, 0);
     sets[1].temperature = 0.7f, sets[1].top_k = 40;
     sets[2].temperature = 1.3f, sets[2].top_p = 0.9f;
     sets[3].temperature = 0.8f, sets[3].top_k = 40, sets[3].top_p = 0.95f, sets[3].min_p = 0.05f;
@@ -231,9 +248,11 @@ static void test_against_full_sort(void) {
     sets[8].top_k = 3, sets[8].repeat_penalty = 0.8f, sets[8].repeat_last_n = 8;
     sets[9].temperature = 0.9f, sets[9].min_p = 0.05f;           /* unranked, with min-p */
     sets[10].temperature = 1.2f, sets[10].repeat_penalty = 1.3f; /* unranked, penalized */
+    sets[11].top_p = 0.5f, sets[11].min_p = 0.02f;               /* a nucleus, min-p in it */
+    sets[12].temperature = 0.6f, sets[12].top_p = 0.999f;        /* nearly every token */
     int history[16], mismatches = 0, draws = 0;
     for (int k = 0; k < 16; k++) history[k] = (k * 389) % BIG_VOCAB;
-    for (int set = 0; set < 11; set++)
+    for (int set = 0; set < 13; set++)
         for (unsigned seed = 1; seed <= 40; seed++) {
             struct sampler s;
             struct sampler_params p = sets[set];

@@ -325,6 +325,7 @@ struct sampler {
 struct sampler_scratch {
     int vocab_size;                       /* the largest vocabulary it serves */
     float *logits;                        /* (vocab_size) the logits penalized, then weights */
+    float *weights;                       /* (vocab_size) their weights, for a top-p ranking */
     struct sampler_candidate *candidates; /* (vocab_size) tokens being ranked */
     struct sampler_candidate *spare;      /* (vocab_size) them ranked by a full sort */
     uint64_t *order, *order_spare;        /* (vocab_size) each: a full sort's (key, id) words */

@@ -15,10 +15,12 @@
  * threads of the leader's pool), and no rank computes while it does, so
  * the cost per token is paid once per sequence per step. A comparison sort
  * of the whole vocabulary took 4 ms for 32000 tokens (22 ms for 152064);
- * instead, top-k picks its k tokens with a heap and sorts only those, a
- * full ranking (top-p alone) is a radix sort, and greedy sampling and the
- * unranked draw read the logits without making candidates. Each gives the
- * order the comparison sort gave (logit descending, ties by id). */
+ * instead, top-k picks its k tokens with a heap and sorts only those,
+ * top-p alone ranks with a radix sort only the tokens that can make its
+ * nucleus (rank_nucleus), and greedy sampling and the unranked draw read
+ * the logits without making candidates. Each gives the order the
+ * comparison sort gave (logit descending, ties by id). Top-p alone takes
+ * its probabilities from every token's weight (tensor_exp_weights). */
 #include "engine.h"
 
 #include <assert.h>
@@ -48,12 +50,13 @@ void sampler_init(struct sampler *sampler, const struct sampler_params *params, 
 int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size) {
     scratch->vocab_size = vocab_size;
     scratch->logits = malloc((size_t)vocab_size * sizeof(*scratch->logits));
+    scratch->weights = malloc((size_t)vocab_size * sizeof(*scratch->weights));
     scratch->candidates = malloc((size_t)vocab_size * sizeof(*scratch->candidates));
     scratch->spare = malloc((size_t)vocab_size * sizeof(*scratch->spare));
     scratch->order = malloc((size_t)vocab_size * sizeof(*scratch->order));
     scratch->order_spare = malloc((size_t)vocab_size * sizeof(*scratch->order_spare));
-    if (scratch->logits && scratch->candidates && scratch->spare && scratch->order &&
-        scratch->order_spare)
+    if (scratch->logits && scratch->weights && scratch->candidates && scratch->spare &&
+        scratch->order && scratch->order_spare)
         return 0;
     sampler_scratch_free(scratch);
     return -1;
@@ -61,11 +64,13 @@ int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size) {
 
 void sampler_scratch_free(struct sampler_scratch *scratch) {
     free(scratch->logits);
+    free(scratch->weights);
     free(scratch->candidates);
     free(scratch->spare);
     free(scratch->order);
     free(scratch->order_spare);
     scratch->logits = NULL;
+    scratch->weights = NULL;
     scratch->candidates = NULL;
     scratch->spare = NULL;
     scratch->order = NULL;
@@ -236,12 +241,11 @@ static float probability(const struct sampler_candidate *c, int i, double sum) {
     return (float)(c[i].p / sum);
 }
 
-/* Applies top-k, top-p and min-p to the sorted candidates; returns how many
- * remain (at least one). */
-static int filter_candidates(const struct sampler_params *p, struct sampler_candidate *c, int n) {
-    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-    if (p->top_p >= 1.0f && p->min_p <= 0.0f) return n;
-    double sum = exponentiate(c, n, 1.0f);
+/* Applies top-p and min-p to the ranked candidates c (n), whose p hold
+ * their weights at temperature 1 and of which sum is the total; returns how
+ * many remain (at least one). */
+static int filter_candidates(const struct sampler_params *p, struct sampler_candidate *c, int n,
+                             double sum) {
     if (p->top_p < 1.0f) {
         float mass = 0.0f;
         for (int i = 0; i < n; i++) {
@@ -303,6 +307,59 @@ static int draw_unranked(struct sampler *sampler, float *logits, int n) {
     return last;
 }
 
+#define EXPONENTS      256          /* biased binary exponents of a float */
+#define NUCLEUS_MARGIN (1.0 / 32.0) /* of the sum: far more than float sums stray */
+#define HISTOGRAMS     4            /* interleaved, so the adds are not one chain */
+
+static int exponent_of(float w) {
+    uint32_t bits;
+    memcpy(&bits, &w, sizeof(bits));
+    return (int)(bits >> 23 & 0xff);
+}
+
+/* The candidates that can make the top-p nucleus, ranked (*n_ranked of
+ * them, in scratch), each p its weight e^(logit - highest)
+ * (tensor_exp_weights), and the sum of every token's weight (*sum): the
+ * nucleus is a prefix of the whole ranking, so only the tokens whose
+ * weights have the highest binary exponents, enough to make top-p plus a
+ * margin of the sum, are ranked. The filter's float sums stray from the
+ * exact ones by far less than the margin (at most 2^-24 a token), so the
+ * nucleus never reaches past them, and the tokens are those of a ranking
+ * of the whole vocabulary. */
+static struct sampler_candidate *rank_nucleus(struct sampler_scratch *scratch, const float *logits,
+                                              int n, float top_p, int *n_ranked, double *sum) {
+    float *w = scratch->weights;
+    float highest = logits[first_highest(logits, n)];
+    tensor_exp_weights(w, logits, n, highest, 1.0f, -INFINITY);
+    *sum = sum_weights(w, n);
+    double mass[HISTOGRAMS][EXPONENTS] = {{0.0}};
+    for (int i = 0; i < n; i++) mass[i % HISTOGRAMS][exponent_of(w[i])] += w[i];
+    double need = ((double)top_p + NUCLEUS_MARGIN) * *sum, passed = 0.0;
+    int lowest = EXPONENTS;
+    while (lowest > 0 && passed < need) {
+        lowest--;
+        for (int h = 0; h < HISTOGRAMS; h++) passed += mass[h][lowest];
+    }
+    struct sampler_candidate *c = scratch->candidates;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (exponent_of(w[i]) >= lowest) c[m++] = (struct sampler_candidate){i, logits[i], w[i]};
+    *n_ranked = m;
+    return sort_all(scratch, m);
+}
+
+/* The token drawn from the first n ranked candidates at the temperature,
+ * walked from the most likely down. */
+static int draw_ranked(struct sampler *sampler, struct sampler_candidate *c, int n) {
+    double sum = exponentiate(c, n, sampler->params.temperature);
+    float r = next_uniform(sampler), mass = 0.0f;
+    for (int i = 0; i < n; i++) {
+        mass += probability(c, i, sum);
+        if (r < mass) return c[i].id;
+    }
+    return c[n - 1].id;
+}
+
 /* The token drawn: with a penalty or at a temperature, where the logits
  * alone do not decide. */
 static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scratch,
@@ -315,19 +372,17 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
     if (p->temperature <= 0.0f) return first_highest(penalized, n);
     if (!needs_ranking(p, n)) return draw_unranked(sampler, penalized, n);
     struct sampler_candidate *c = scratch->candidates;
-    for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, penalized[i], 0.0f};
-    if (p->top_k > 0 && p->top_k < n)
+    double sum = 0.0;
+    int ranked = n;
+    if (p->top_k > 0 && p->top_k < n) {
+        for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, penalized[i], 0.0f};
         sort_first(c, n, p->top_k);
-    else
-        c = sort_all(scratch, n);
-    int kept = filter_candidates(p, c, n);
-    double sum = exponentiate(c, kept, p->temperature);
-    float r = next_uniform(sampler), mass = 0.0f;
-    for (int i = 0; i < kept; i++) {
-        mass += probability(c, i, sum);
-        if (r < mass) return c[i].id;
+        ranked = p->top_k;
+        if (p->top_p < 1.0f || p->min_p > 0.0f) sum = exponentiate(c, ranked, 1.0f);
+    } else {
+        c = rank_nucleus(scratch, penalized, n, p->top_p, &ranked, &sum);
     }
-    return c[kept - 1].id;
+    return draw_ranked(sampler, c, filter_candidates(p, c, ranked, sum));
 }
 
 double sampler_log_normalizer(struct sampler_scratch *scratch, const float *logits, int n,
