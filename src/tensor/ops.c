@@ -236,21 +236,19 @@ void tensor_quantize_row_q8_0(struct tensor_block_q8_0 *out, const float *x, int
 }
 
 void tensor_store_q8_0_key(void *keys, int r, const float *key, int n, int stride) {
-    const struct tensor_kernels *k = tensor_kernels_current();
-    int8_t *quants = keys, qs[QUANTIZE_CHUNK];
+    int8_t *quants = keys;
     uint16_t *scales = (void *)((char *)keys + key_scales_offset(n, stride));
-    float d[QUANTIZE_CHUNK / TENSOR_QK];
-    int32_t sums[QUANTIZE_CHUNK / TENSOR_QK];
+    struct tensor_block_q8_0 blocks[QUANTIZE_CHUNK / TENSOR_QK] = {{0}};
     for (int start = 0; start + TENSOR_QK <= n; start += QUANTIZE_CHUNK) {
-        int chunk =
-            n - start < QUANTIZE_CHUNK ? (n - start) / TENSOR_QK * TENSOR_QK : QUANTIZE_CHUNK;
-        k->quantize_x(qs, d, sums, key + start, chunk, 0);
-        for (int j = 0; j < chunk / TENSOR_QK; j++)
-            scales[(size_t)(start / TENSOR_QK + j) * (size_t)stride + (size_t)r] =
-                tensor_fp32_to_fp16(d[j]); /* exact: d is fp16-rounded */
-        /* four dimensions of one key lie together: one 4-byte copy each */
-        for (int i = 0; i < chunk; i += 4)
-            memcpy(quants + key_quant_index(start + i, r, stride), qs + i, 4);
+        int count = (n - start < QUANTIZE_CHUNK ? n - start : QUANTIZE_CHUNK) / TENSOR_QK;
+        tensor_quantize_row_q8_0(blocks, key + start, count * TENSOR_QK);
+        for (int j = 0; j < count; j++) {
+            int first = start + j * TENSOR_QK;
+            scales[(size_t)(first / TENSOR_QK) * (size_t)stride + (size_t)r] = blocks[j].d;
+            /* four dimensions of one key lie together: one 4-byte copy each */
+            for (int i = 0; i < TENSOR_QK; i += 4)
+                memcpy(quants + key_quant_index(first + i, r, stride), blocks[j].qs + i, 4);
+        }
     }
 }
 
