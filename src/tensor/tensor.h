@@ -314,15 +314,14 @@ void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q
 /* out[r] = query . key r for r < n_rows (<= stride) over a block of Q8_0
  * keys, the quantized matmul's sequence: for each 32-block j in order, the
  * exact integer dot s_j of the quants, then acc = acc + (float)s_j *
- * (d_key * d_query), from 0. It is what llama.cpp computes over a Q8_0
- * cache (whose queries it quantizes to Q8_0), and every instruction set
- * gives the same bits. */
+ * (d_key * d_query), from 0, so every instruction set gives the same bits.
+ * llama.cpp quantizes its queries to Q8_0 over a Q8_0 cache too. */
 void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, const void *keys,
                           int n_rows, int n, int stride);
 
 /* out[i] += weights[p] * row p[i] for p < n_rows in order, n_rows
  * contiguous rows of n elements of type TENSOR_F32, TENSOR_F16 or
- * TENSOR_Q8_0 (n a multiple of 32), with the sums kept in registers
+ * TENSOR_Q8_0 (then n a multiple of 32), with the sums kept in registers
  * (attention's weighted values, a block of cached values at a time). F32
  * and F16: the same bits as one tensor_axpy(out, weights[p], row p, n) per
  * row. Q8_0: per block of a row, weights[p] times its scale is rounded once,
