@@ -141,14 +141,33 @@ static void sift_down(struct sampler_candidate *heap, int n, int i) {
     }
 }
 
-/* The k candidates of c (n) that go first into c[0 .. k), sorted: a heap
- * of the k best so far, whose root (the worst of them) each later
- * candidate has to beat. c[k ..] is left as scratch. */
-static void sort_first(struct sampler_candidate *c, int n, int k) {
+#define SCAN_LANES 16 /* logits compared with the heap's root at once */
+
+/* The k tokens of logits (n) that go first in by_logit_descending's order,
+ * sorted into c[0 .. k): a heap of the k best so far, whose root (the worst
+ * of them) each later token has to beat. A later token comes after every
+ * earlier one of its logit (a higher id), so only a logit above the root's
+ * beats it; SCAN_LANES logits are compared at once and passed over
+ * together when none is above (a loop the compiler makes vector
+ * compares). */
+static void select_first(struct sampler_candidate *c, const float *logits, int n, int k) {
+    for (int i = 0; i < k; i++) c[i] = (struct sampler_candidate){i, logits[i], 0.0f};
     for (int i = k / 2 - 1; i >= 0; i--) sift_down(c, k, i);
-    for (int i = k; i < n; i++)
-        if (goes_before(&c[i], &c[0])) {
-            c[0] = c[i];
+    int i = k;
+    for (; i + SCAN_LANES <= n; i += SCAN_LANES) {
+        float root = c[0].logit;
+        int above = 0;
+        for (int j = 0; j < SCAN_LANES; j++) above |= logits[i + j] > root;
+        if (!above) continue;
+        for (int j = i; j < i + SCAN_LANES; j++)
+            if (logits[j] > c[0].logit) {
+                c[0] = (struct sampler_candidate){j, logits[j], 0.0f};
+                sift_down(c, k, 0);
+            }
+    }
+    for (; i < n; i++)
+        if (logits[i] > c[0].logit) {
+            c[0] = (struct sampler_candidate){i, logits[i], 0.0f};
             sift_down(c, k, 0);
         }
     qsort(c, (size_t)k, sizeof(*c), by_logit_descending);
@@ -375,8 +394,7 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
     double sum = 0.0;
     int ranked = n;
     if (p->top_k > 0 && p->top_k < n) {
-        for (int i = 0; i < n; i++) c[i] = (struct sampler_candidate){i, penalized[i], 0.0f};
-        sort_first(c, n, p->top_k);
+        select_first(c, penalized, n, p->top_k);
         ranked = p->top_k;
         if (p->top_p < 1.0f || p->min_p > 0.0f) sum = exponentiate(c, ranked, 1.0f);
     } else {
