@@ -304,22 +304,22 @@ static double sum_weights(const float *w, int n) {
     return sum;
 }
 
-/* The token drawn without a ranking from logits (n, penalized), which it
- * overwrites with each token's weight: min-p drops the logits below the
- * highest plus log(min-p) (llama.cpp's min-p on unsorted candidates), the
- * others weigh e^((logit - highest) / temperature) (tensor_exp_weights),
- * and the draw walks the tokens in id order to where the weights passed
- * make more than the uniform draw times their sum. */
-static int draw_unranked(struct sampler *sampler, float *logits, int n) {
+/* The token drawn without a ranking from logits (n, penalized), each
+ * token's weight written to weights (n; it may be logits): min-p drops the
+ * logits below the highest plus log(min-p) (llama.cpp's min-p on unsorted
+ * candidates), the others weigh e^((logit - highest) / temperature)
+ * (tensor_exp_weights), and the draw walks the tokens in id order to where
+ * the weights passed make more than the uniform draw times their sum. */
+static int draw_unranked(struct sampler *sampler, const float *logits, float *weights, int n) {
     const struct sampler_params *p = &sampler->params;
     float highest = logits[first_highest(logits, n)];
     float floor = p->min_p > 0.0f ? highest + logf(p->min_p) : -INFINITY;
-    tensor_exp_weights(logits, logits, n, highest, p->temperature, floor);
-    double target = next_uniform(sampler) * sum_weights(logits, n), passed = 0.0;
+    tensor_exp_weights(weights, logits, n, highest, p->temperature, floor);
+    double target = next_uniform(sampler) * sum_weights(weights, n), passed = 0.0;
     int last = 0;
     for (int i = 0; i < n; i++) {
-        if (logits[i] == 0.0f) continue;
-        passed += logits[i];
+        if (weights[i] == 0.0f) continue;
+        passed += weights[i];
         last = i;
         if (target < passed) return i;
     }
@@ -385,11 +385,14 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
                             const float *logits, const int *history, int n_history) {
     const struct sampler_params *p = &sampler->params;
     int n = sampler->vocab_size;
-    float *penalized = scratch->logits;
-    memcpy(penalized, logits, (size_t)n * sizeof(*penalized));
-    if (penalty_applies(p, n_history)) apply_repeat_penalty(sampler, penalized, history, n_history);
+    const float *penalized = logits; /* copied only when a penalty changes it */
+    if (penalty_applies(p, n_history)) {
+        memcpy(scratch->logits, logits, (size_t)n * sizeof(*scratch->logits));
+        apply_repeat_penalty(sampler, scratch->logits, history, n_history);
+        penalized = scratch->logits;
+    }
     if (p->temperature <= 0.0f) return first_highest(penalized, n);
-    if (!needs_ranking(p, n)) return draw_unranked(sampler, penalized, n);
+    if (!needs_ranking(p, n)) return draw_unranked(sampler, penalized, scratch->logits, n);
     struct sampler_candidate *c = scratch->candidates;
     double sum = 0.0;
     int ranked = n;
