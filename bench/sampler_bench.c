@@ -35,6 +35,9 @@ static const struct setting settings[] = {
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
+/* The last log-probability asked for, stored so that it is computed. */
+static volatile float sampled_logprob;
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -76,10 +79,14 @@ static double time_setting(const struct setting *s, const float *logits, int n) 
     if (sampler_scratch_init(&scratch, n)) return -1;
     sampler_init(&sampler, &p, n);
     double times[SAMPLES];
-    float logprob;
     for (int i = 0; i < SAMPLES; i++) {
         double t0 = now();
-        sampler_sample(&sampler, &scratch, logits, NULL, 0, s->logprob ? &logprob : NULL);
+        int token = sampler_sample(&sampler, &scratch, logits, NULL, 0);
+        if (s->logprob) {
+            float highest;
+            double normalizer = sampler_log_normalizer(&scratch, logits, n, &highest);
+            sampled_logprob = sampler_log_probability(logits[token], highest, normalizer);
+        }
         times[i] = now() - t0;
     }
     sampler_scratch_free(&scratch);

@@ -31,7 +31,7 @@ static struct sampler_params plain(float temperature, uint64_t seed) {
 static int sample_once(struct sampler_params p, const int *history, int n_history) {
     struct sampler s;
     sampler_init(&s, &p, VOCAB);
-    int id = sampler_sample(&s, &scratch, logits, history, n_history, NULL);
+    int id = sampler_sample(&s, &scratch, logits, history, n_history);
     return id;
 }
 
@@ -40,15 +40,17 @@ static void draw(struct sampler_params p, int n, int *counts) {
     struct sampler s;
     memset(counts, 0, VOCAB * sizeof(int));
     sampler_init(&s, &p, VOCAB);
-    for (int i = 0; i < n; i++) counts[sampler_sample(&s, &scratch, logits, NULL, 0, NULL)]++;
+    for (int i = 0; i < n; i++) counts[sampler_sample(&s, &scratch, logits, NULL, 0)]++;
 }
 
 static void test_greedy_and_logprob(void) {
     struct sampler s;
     struct sampler_params p = plain(0.0f, 1);
-    float logprob;
+    float highest;
     sampler_init(&s, &p, VOCAB);
-    CHECK(sampler_sample(&s, &scratch, logits, NULL, 0, &logprob) == 1);
+    CHECK(sampler_sample(&s, &scratch, logits, NULL, 0) == 1);
+    double normalizer = sampler_log_normalizer(&scratch, logits, VOCAB, &highest);
+    float logprob = sampler_log_probability(logits[1], highest, normalizer);
     double sum = 0;
     for (int i = 0; i < VOCAB; i++) sum += exp(logits[i]);
     CHECK_MSG(fabsf(logprob - (float)(3.0 - log(sum))) < 1e-5f, "logprob %g", logprob);
@@ -63,9 +65,9 @@ static void test_seeded_repeatable(void) {
     sampler_init(&s2, &p, VOCAB);
     sampler_init(&s3, &q, VOCAB);
     for (int i = 0; i < 64; i++) {
-        a[i] = sampler_sample(&s1, &scratch, logits, NULL, 0, NULL);
-        b[i] = sampler_sample(&s2, &scratch, logits, NULL, 0, NULL);
-        differs += sampler_sample(&s3, &scratch, logits, NULL, 0, NULL) != a[i];
+        a[i] = sampler_sample(&s1, &scratch, logits, NULL, 0);
+        b[i] = sampler_sample(&s2, &scratch, logits, NULL, 0);
+        differs += sampler_sample(&s3, &scratch, logits, NULL, 0) != a[i];
     }
     CHECK(memcmp(a, b, sizeof(a)) == 0);
     CHECK(differs > 0);
@@ -262,7 +264,7 @@ static void test_against_full_sort(void) {
             for (int d = 0; d < 4; d++, draws++) {
                 uint64_t rng = s.rng;
                 int want = reference_sample(&p, &rng, big, history, 16, work);
-                int got = sampler_sample(&s, &scratch, big, history, 16, NULL);
+                int got = sampler_sample(&s, &scratch, big, history, 16);
                 if (got != want && mismatches++ < 5)
                     CHECK_MSG(0, "set %d seed %u draw %d: token %d, the full sort gives %d", set,
                               seed, d, got, want);

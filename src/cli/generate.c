@@ -130,7 +130,7 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
     int after_bos = n_prompt == 1 && tokens[0] == tokenizer_bos(m->tokenizer);
     tokenizer_stream_init(&stream, m->tokenizer, after_bos);
     while (n < limit) {
-        int next = sampler_sample(&sampler, &scratch, engine->logits, tokens, n, NULL);
+        int next = sampler_sample(&sampler, &scratch, engine->logits, tokens, n);
         tokens[n++] = next;
         if (next == eos) break;
         size_t n_text = tokenizer_stream_push(&stream, next, text, sizeof(text));

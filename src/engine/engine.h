@@ -341,16 +341,20 @@ int sampler_scratch_init(struct sampler_scratch *scratch, int vocab_size);
 void sampler_scratch_free(struct sampler_scratch *scratch);
 /* Picks the next token from logits (vocab_size), with scratch (of at least
  * vocab_size) as work space. history holds the sequence's tokens so far
- * (for the repetition penalty). *logprob (if not NULL) receives the
- * log-probability of the chosen token under the model's own distribution,
- * before penalty and temperature. */
+ * (for the repetition penalty). */
 int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
-                   const int *history, int n_history, float *logprob);
+                   const int *history, int n_history);
 /* log of the sum of e^(logit - highest) over logits (n <= scratch's
- * vocabulary), highest their maximum (into *highest): a token's
- * log-probability is its logit - highest - this. One pass of
- * tensor_exp_weights, with scratch as work space. */
+ * vocabulary), highest their maximum (into *highest): one pass of
+ * tensor_exp_weights, with scratch as work space. One pass serves the
+ * log-probability of every token of the row (sampler_log_probability). */
 double sampler_log_normalizer(struct sampler_scratch *scratch, const float *logits, int n,
                               float *highest);
+/* The log-probability of a token of logit under the model's own
+ * distribution (before penalty and temperature), from its row's highest
+ * logit and sampler_log_normalizer. */
+static inline float sampler_log_probability(float logit, float highest, double normalizer) {
+    return (float)((double)(logit - highest) - normalizer);
+}
 
 #endif

@@ -304,6 +304,17 @@ static double sum_weights(const float *w, int n) {
     return sum;
 }
 
+/* weights[i] = e^((logits[i] - highest) / temperature) for the n logits,
+ * 0 for those below the highest plus log_min_p (-INFINITY: none; weights
+ * may be logits); returns their sum (sum_weights), highest into *highest. */
+static double weigh(const float *logits, float *weights, int n, float temperature, float log_min_p,
+                    float *highest) {
+    *highest = logits[first_highest(logits, n)];
+    float floor = log_min_p > -INFINITY ? *highest + log_min_p : -INFINITY;
+    tensor_exp_weights(weights, logits, n, *highest, temperature, floor);
+    return sum_weights(weights, n);
+}
+
 /* The token drawn without a ranking from logits (n, penalized), each
  * token's weight written to weights (n; it may be logits): min-p drops the
  * logits below the highest plus log(min-p) (llama.cpp's min-p on unsorted
@@ -312,10 +323,10 @@ static double sum_weights(const float *w, int n) {
  * the weights passed make more than the uniform draw times their sum. */
 static int draw_unranked(struct sampler *sampler, const float *logits, float *weights, int n) {
     const struct sampler_params *p = &sampler->params;
-    float highest = logits[first_highest(logits, n)];
-    float floor = p->min_p > 0.0f ? highest + logf(p->min_p) : -INFINITY;
-    tensor_exp_weights(weights, logits, n, highest, p->temperature, floor);
-    double target = next_uniform(sampler) * sum_weights(weights, n), passed = 0.0;
+    float highest;
+    float log_min_p = p->min_p > 0.0f ? logf(p->min_p) : -INFINITY;
+    double sum = weigh(logits, weights, n, p->temperature, log_min_p, &highest);
+    double target = next_uniform(sampler) * sum, passed = 0.0;
     int last = 0;
     for (int i = 0; i < n; i++) {
         if (weights[i] == 0.0f) continue;
@@ -347,10 +358,8 @@ static int exponent_of(float w) {
  * of the whole vocabulary. */
 static struct sampler_candidate *rank_nucleus(struct sampler_scratch *scratch, const float *logits,
                                               int n, float top_p, int *n_ranked, double *sum) {
-    float *w = scratch->weights;
-    float highest = logits[first_highest(logits, n)];
-    tensor_exp_weights(w, logits, n, highest, 1.0f, -INFINITY);
-    *sum = sum_weights(w, n);
+    float *w = scratch->weights, highest;
+    *sum = weigh(logits, w, n, 1.0f, -INFINITY, &highest);
     double mass[HISTOGRAMS][EXPONENTS] = {{0.0}};
     for (int i = 0; i < n; i++) mass[i % HISTOGRAMS][exponent_of(w[i])] += w[i];
     double need = ((double)top_p + NUCLEUS_MARGIN) * *sum, passed = 0.0;
@@ -379,12 +388,11 @@ static int draw_ranked(struct sampler *sampler, struct sampler_candidate *c, int
     return c[n - 1].id;
 }
 
-/* The token drawn: with a penalty or at a temperature, where the logits
- * alone do not decide. */
-static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scratch,
-                            const float *logits, const int *history, int n_history) {
+int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
+                   const int *history, int n_history) {
     const struct sampler_params *p = &sampler->params;
     int n = sampler->vocab_size;
+    assert(scratch->vocab_size >= n);
     const float *penalized = logits; /* copied only when a penalty changes it */
     if (penalty_applies(p, n_history)) {
         memcpy(scratch->logits, logits, (size_t)n * sizeof(*scratch->logits));
@@ -395,7 +403,7 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
     if (!needs_ranking(p, n)) return draw_unranked(sampler, penalized, scratch->logits, n);
     struct sampler_candidate *c = scratch->candidates;
     double sum = 0.0;
-    int ranked = n;
+    int ranked;
     if (p->top_k > 0 && p->top_k < n) {
         select_first(c, penalized, n, p->top_k);
         ranked = p->top_k;
@@ -408,23 +416,5 @@ static int choose_candidate(struct sampler *sampler, struct sampler_scratch *scr
 
 double sampler_log_normalizer(struct sampler_scratch *scratch, const float *logits, int n,
                               float *highest) {
-    *highest = logits[first_highest(logits, n)];
-    tensor_exp_weights(scratch->logits, logits, n, *highest, 1.0f, -INFINITY);
-    return log(sum_weights(scratch->logits, n));
-}
-
-int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, const float *logits,
-                   const int *history, int n_history, float *logprob) {
-    const struct sampler_params *p = &sampler->params;
-    int n = sampler->vocab_size;
-    assert(scratch->vocab_size >= n);
-    int chosen = p->temperature <= 0.0f && !penalty_applies(p, n_history)
-                     ? first_highest(logits, n)
-                     : choose_candidate(sampler, scratch, logits, history, n_history);
-    if (logprob) {
-        float highest;
-        double normalizer = sampler_log_normalizer(scratch, logits, n, &highest);
-        *logprob = (float)((double)(logits[chosen] - highest) - normalizer);
-    }
-    return chosen;
+    return log(weigh(logits, scratch->logits, n, 1.0f, -INFINITY, highest));
 }

@@ -232,15 +232,12 @@ void runner_describe(const struct runner *runner, struct runner_hello *hello) {
 }
 
 /* The most likely n tokens of a logits row with their log-probabilities,
- * with scratch as work space. */
-static void find_top_logprobs(struct sampler_scratch *scratch, const float *logits, int vocab,
+ * from the row's highest logit and sampler_log_normalizer. */
+static void find_top_logprobs(const float *logits, int vocab, float highest, double normalizer,
                               int n, struct runner_alternative *top) {
-    float max;
-    double normalizer = sampler_log_normalizer(scratch, logits, vocab, &max);
-    float log_sum = (float)(normalizer > 0.0 ? normalizer : 0.0); /* the maximum's term is 1 */
     for (int k = 0; k < n; k++) top[k] = (struct runner_alternative){-1, -INFINITY};
     for (int i = 0; i < vocab; i++) {
-        float lp = logits[i] - max - log_sum;
+        float lp = sampler_log_probability(logits[i], highest, normalizer);
         if (lp <= top[n - 1].logprob) continue;
         int k = n - 1; /* insertion keeps the list sorted, ties by lower id */
         while (k > 0 && top[k - 1].logprob < lp) {
@@ -292,17 +289,22 @@ static enum runner_finish_reason take_sampled(struct runner *runner, struct runn
 }
 
 /* Samples due sequence i on thread `thread` of the leader's pool, and
- * finds its most likely tokens if the request asks. A log-probability
- * costs a pass of exp over the vocabulary: only when the request asks. */
+ * finds its token's log-probability and its most likely tokens if the
+ * request asks: one pass of exp over the vocabulary serves both, and is
+ * made only then. */
 static void sample_due(void *arg, int i, int thread) {
     struct runner *runner = arg;
     struct runner_sequence *s = runner->due[i];
+    struct sampler_scratch *scratch = &runner->scratch[thread];
     const float *logits = runner->engine->logits + (size_t)i * runner->vocab_size;
-    s->sampled = sampler_sample(&s->sampler, &runner->scratch[thread], logits, s->tokens,
-                                s->n_tokens, s->request.logprobs ? &s->sampled_logprob : NULL);
+    s->sampled = sampler_sample(&s->sampler, scratch, logits, s->tokens, s->n_tokens);
+    if (!s->request.logprobs && s->request.top_logprobs == 0) return;
+    float highest;
+    double normalizer = sampler_log_normalizer(scratch, logits, runner->vocab_size, &highest);
+    s->sampled_logprob = sampler_log_probability(logits[s->sampled], highest, normalizer);
     if (s->request.top_logprobs > 0)
-        find_top_logprobs(&runner->scratch[thread], logits, runner->vocab_size,
-                          s->request.top_logprobs, s->sampled_top);
+        find_top_logprobs(logits, runner->vocab_size, highest, normalizer, s->request.top_logprobs,
+                          s->sampled_top);
 }
 
 /* Vocabulary entries a step's sampling must cover before the pool's

@@ -86,23 +86,6 @@ static ALWAYS_INLINE __m256 load_row_tail(const void *row, enum tensor_type type
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)lanes));
 }
 
-/* tensor_dot's sequence, inlined where many rows are taken in a row. */
-static ALWAYS_INLINE float dot(const float *a, const void *b, enum tensor_type type, int n) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    int i = 0;
-    for (; i + 32 <= n; i += 32)
-#pragma GCC unroll 4 /* keeps the four sums in registers */
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), load_row(b, type, i + 8 * k),
-                                     acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_row(b, type, i), acc[0]);
-    if (i < n)
-        acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_row_tail(b, type, i, n - i), acc[1]);
-    return sum_lanes(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-}
-
 void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
@@ -114,8 +97,21 @@ void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
                    n - i);
 }
 
+/* Four running sums, 32 elements a round, then 8, then the zero-filled
+ * tail, added as (0+1) + (2+3), then the lane tree. */
 float tensor_dot_avx2(const float *a, const float *b, int n) {
-    return dot(a, b, TENSOR_F32, n);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4 /* keeps the four sums in registers */
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
+                                     acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    if (i < n) acc[1] = _mm256_fmadd_ps(load_tail(a + i, n - i), load_tail(b + i, n - i), acc[1]);
+    return sum_lanes(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 /* Eight columns of a dimension-major block from offset at, as floats; the
@@ -171,8 +167,9 @@ void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, en
 }
 
 /* The four quants of each of width (<= 8) keys from key r, dimensions
- * [i, i + 4), one key a 32-bit lane (zeros past width, so a block's last
- * keys never read past it), and their scales of block j as floats. */
+ * [i, i + 4), one key a 32-bit lane, and (load_key_scales) the width
+ * scales at scales as floats; zeros past width, so a block's last keys
+ * never read past it. */
 static ALWAYS_INLINE __m256i load_key_quants(const int8_t *quants, int i, int r, int stride,
                                              int width) {
     const int8_t *from = quants + ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4;

@@ -74,28 +74,6 @@ static ALWAYS_INLINE __m512 load_row_masked(const void *row, enum tensor_type ty
     return _mm512_maskz_loadu_ps(mask, (const float *)row + i);
 }
 
-/* The vector whose lane sum is tensor_dot(a, b, n): four running sums, 64
- * elements a round, then 16, then the masked tail, added as (0+1) + (2+3). */
-static ALWAYS_INLINE __m512 dot_vector(const float *a, const void *b, enum tensor_type type,
-                                       int n) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    int i = 0;
-    for (; i + 64 <= n; i += 64)
-#pragma GCC unroll 4 /* keeps the four sums in registers */
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), load_row(b, type, i + 16 * k),
-                                     acc[k]);
-    for (; i + 16 <= n; i += 16)
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_row(b, type, i), acc[0]);
-    if (i < n) {
-        __mmask16 mask = tail_mask(n);
-        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i),
-                                 load_row_masked(b, type, i, mask), acc[1]);
-    }
-    return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-}
-
 void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
     __m512 va = _mm512_set1_ps(a);
     int i = 0;
@@ -110,8 +88,25 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
     }
 }
 
+/* Four running sums, 64 elements a round, then 16, then the masked tail,
+ * added as (0+1) + (2+3), then the lane tree. */
 float tensor_dot_avx512(const float *a, const float *b, int n) {
-    return sum_lanes(dot_vector(a, b, TENSOR_F32, n));
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int i = 0;
+    for (; i + 64 <= n; i += 64)
+#pragma GCC unroll 4 /* keeps the four sums in registers */
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
+                                     _mm512_loadu_ps(b + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16)
+        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc[0]);
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i),
+                                 _mm512_maskz_loadu_ps(mask, b + i), acc[1]);
+    }
+    return sum_lanes(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
 /* Sixteen columns of a dimension-major block from offset at, as floats
