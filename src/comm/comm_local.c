@@ -50,8 +50,8 @@ struct local_group {
     _Atomic int handles;      /* handles not yet freed */
     _Atomic uint32_t wake;    /* futex word, bumped on every change */
     _Atomic int sleepers;     /* ranks asleep (or about to) on wake */
-    _Atomic int broken;       /* 0, or the error of the first rank that failed */
-    _Atomic int broken_rank;  /* that rank */
+    _Atomic uint32_t broken;  /* 0, or the first failure: -error << 16 | its rank (one
+                               * word, so a reader never sees the error without the rank) */
     struct local_slot *slots; /* size slots, cache-line aligned */
 };
 
@@ -80,9 +80,9 @@ static void group_notify(struct local_group *group) {
 }
 
 static void group_break(struct local_group *group, int error, int rank) {
-    int expected = 0;
-    if (atomic_compare_exchange_strong(&group->broken, &expected, error))
-        atomic_store(&group->broken_rank, rank);
+    uint32_t expected = 0;
+    atomic_compare_exchange_strong(&group->broken, &expected,
+                                   (uint32_t)-error << 16 | (uint32_t)rank);
     group_notify(group);
 }
 
@@ -156,10 +156,15 @@ static int check_peer(const struct comm_local *local, const struct comm_call *ca
 }
 
 /* Looks at every peer once: returns 1 when all have arrived (and agree),
- * 0 while some have not, or an error. */
+ * 0 while some have not, or an error. The group's failure is read first:
+ * what the failing rank saw before it broke the group is then in view, so
+ * a collective every rank entered completes even if a later one broke the
+ * group, and a rank that disagrees with the failing rank or its peer
+ * reports that mismatch, the same whichever rank got there first. */
 static int scan_peers(const struct comm_local *local, const struct comm_call *call, char *err,
                       size_t errlen) {
     const struct local_group *group = local->group;
+    uint32_t broken = atomic_load(&group->broken);
     int all = 1;
     for (int peer = 0; peer < group->size; peer++) {
         if (peer == local->head.rank) continue;
@@ -178,17 +183,16 @@ static int scan_peers(const struct comm_local *local, const struct comm_call *ca
                              (unsigned)call->tag.index);
     }
     if (all) return 1;
-    int broken = atomic_load(&group->broken);
-    if (broken)
-        return comm_fail(err, errlen, broken, local->head.rank,
-                         "%s (step %llu, index %u) abandoned: rank %d failed in the group (%s)",
-                         comm_kind_name(call->kind), (unsigned long long)call->tag.step,
-                         (unsigned)call->tag.index, atomic_load(&group->broken_rank),
-                         broken == COMM_ERR_TAG        ? "collective mismatch"
-                         : broken == COMM_ERR_DEADLINE ? "deadline passed"
-                         : broken == COMM_ERR_PEER     ? "a peer left"
-                                                       : "system error");
-    return 0;
+    if (!broken) return 0;
+    int error = -(int)(broken >> 16);
+    return comm_fail(err, errlen, error, local->head.rank,
+                     "%s (step %llu, index %u) abandoned: rank %u failed in the group (%s)",
+                     comm_kind_name(call->kind), (unsigned long long)call->tag.step,
+                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff),
+                     error == COMM_ERR_TAG        ? "collective mismatch"
+                     : error == COMM_ERR_DEADLINE ? "deadline passed"
+                     : error == COMM_ERR_PEER     ? "a peer left"
+                                                  : "system error");
 }
 
 /* The deadline message: the tag, the deadline and every rank not arrived
