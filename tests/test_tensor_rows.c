@@ -137,7 +137,7 @@ static void check_q8_0_keys(int n, int stride, const char *isa) {
     int8_t quants[MAX_N];
     int32_t bias[MAX_N / 32];
     struct tensor_q8_0_query query = {quants, scales, bias};
-    size_t bytes = tensor_q8_0_keys_bytes(n, stride), mapped;
+    size_t bytes = (size_t)stride * tensor_row_bytes(TENSOR_Q8_0, n), mapped;
     void *keys = guarded(bytes, &mapped);
     CHECK(keys != NULL);
     if (!keys) return;

@@ -191,10 +191,6 @@ void tensor_dot_columns(float *out, const float *q, const void *columns, enum te
     if (n_rows > 0) tensor_kernels_current()->dot_columns(out, q, columns, type, n_rows, n, stride);
 }
 
-size_t tensor_q8_0_keys_bytes(int n, int stride) {
-    return (size_t)stride * tensor_row_bytes(TENSOR_Q8_0, n);
-}
-
 void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q, int n) {
     if (n > 0)
         tensor_kernels_current()->quantize_x(query->quants, query->scales, query->bias, q, n, 128);

@@ -220,8 +220,9 @@ void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query
     }
 }
 
-/* Q8_0 values for columns [i, i + 32) (one block) of every row into out: per block of a row, the
- * weight times the block's scale, then a fused multiply-add per quant. */
+/* Q8_0 values for columns [i, i + 32) (one block) of every row into out:
+ * per block of a row, the weight times the block's scale, then a fused
+ * multiply-add per quant. */
 static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, const void *rows,
                                             size_t stride, int n_rows, int i) {
     __m256 acc[4];
@@ -243,8 +244,8 @@ static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, co
 }
 
 /* F32 and F16 rows: every element takes the fused multiply-adds of
- * tensor_axpy_avx2 in the same order, from out's value; they stay in registers, 32 or 8 columns at
- * a time. */
+ * tensor_axpy_avx2 in the same order, from out's value; they stay in
+ * registers, 32 or 8 columns at a time. */
 static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
                                        enum tensor_type type, int n_rows, int n) {
     size_t stride = tensor_row_bytes(type, n);

@@ -294,10 +294,9 @@ void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int 
                                             _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(mask, x + i))));
 }
 
-/* The weights of 16 elements (tensor_exp_weights); lanes outside mask 0. */
-static ALWAYS_INLINE __m512 weights_of(__m512 x, __m512 shift, __m512 divisor, __m512 floor,
-                                       __mmask16 mask) {
-    __mmask16 kept = _mm512_mask_cmp_ps_mask(mask, x, floor, _CMP_GE_OQ);
+/* The weights of 16 elements (tensor_exp_weights). */
+static ALWAYS_INLINE __m512 weights_of(__m512 x, __m512 shift, __m512 divisor, __m512 floor) {
+    __mmask16 kept = _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ);
     return _mm512_maskz_mov_ps(kept, exp_ps(_mm512_div_ps(_mm512_sub_ps(x, shift), divisor)));
 }
 
@@ -307,13 +306,12 @@ void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, f
     __m512 vfloor = _mm512_set1_ps(floor);
     int i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, weights_of(_mm512_loadu_ps(x + i), vshift, vdivisor, vfloor,
-                                             (__mmask16)0xffff));
+        _mm512_storeu_ps(out + i, weights_of(_mm512_loadu_ps(x + i), vshift, vdivisor, vfloor));
     if (i < n) {
         __mmask16 mask = tail_mask(n);
         _mm512_mask_storeu_ps(
             out + i, mask,
-            weights_of(_mm512_maskz_loadu_ps(mask, x + i), vshift, vdivisor, vfloor, mask));
+            weights_of(_mm512_maskz_loadu_ps(mask, x + i), vshift, vdivisor, vfloor));
     }
 }
 

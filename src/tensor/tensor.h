@@ -293,7 +293,6 @@ void tensor_dot_columns(float *out, const float *q, const void *columns, enum te
  * then the block scales as halves (block j of key r at half
  * (n * stride) / 2 + j * stride + r). It takes
  * stride * tensor_row_bytes(TENSOR_Q8_0, n) bytes, as stride rows would. */
-size_t tensor_q8_0_keys_bytes(int n, int stride);
 
 /* Quantizes key (n floats) as tensor_quantize_q8_0 does into key r of such
  * a block. */
