@@ -259,7 +259,7 @@ done:
 /* Maps the status file every rank of the instance writes its record into
  * (ranks of other processes open the same file); NULL if there is none. */
 static struct comm_status_record *map_status(const char *path) {
-    size_t bytes = RUNNER_RANKS_MAX * sizeof(struct comm_status_record);
+    size_t bytes = runner_status_bytes();
     if (!path) return NULL;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     void *p = MAP_FAILED;
@@ -314,7 +314,7 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
         fprintf(stderr, "lockstep runner: %s\n", err);
         rc = 1;
     }
-    if (group.status) munmap(group.status, RUNNER_RANKS_MAX * sizeof(struct comm_status_record));
+    if (group.status) munmap(group.status, runner_status_bytes());
     return rc;
 }
 

@@ -52,6 +52,11 @@ static void serve_usage(FILE *out) {
             "  --watchdog S            a runner with work and no completed step for the\n"
             "                          larger of S and 20 median steps is stuck: killed,\n"
             "                          restarted, its requests resumed (default 5)\n"
+            "  --connection-timeout S  close a connection idle for S s (default 30; a\n"
+            "                          stream waiting for tokens is not idle)\n"
+            "  --max-client-connections N  connections at once from one address (default 512)\n"
+            "  --cors-origin ORIGIN    answer CORS preflights and add CORS headers for\n"
+            "                          ORIGIN (repeat; * for any)\n"
             "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n");
 }
 
@@ -102,6 +107,17 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
         return 0;
     }
     if (!strcmp(a, "--enable-faults")) return (p->enable_faults = 1) - 1;
+    if (!strcmp(a, "--connection-timeout"))
+        return cli_int_value(cmd, argc, argv, i, 1, 86400, &p->connection_timeout_seconds);
+    if (!strcmp(a, "--max-client-connections"))
+        return cli_int_value(cmd, argc, argv, i, 1, 1 << 16, &p->max_client_connections);
+    if (!strcmp(a, "--cors-origin")) {
+        if (p->n_cors_origins == GATEWAY_CORS_ORIGINS_MAX) {
+            fprintf(stderr, "lockstep serve: at most %d --cors-origin\n", GATEWAY_CORS_ORIGINS_MAX);
+            return -1;
+        }
+        return cli_string_value(cmd, argc, argv, i, &p->cors_origins[p->n_cors_origins++]);
+    }
     if (!strcmp(a, "--watchdog")) {
         float seconds;
         if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
@@ -142,6 +158,8 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
                                  .max_concurrent = 256,
                                  .keep_alive_seconds = 15,
                                  .watchdog_seconds = 5,
+                                 .connection_timeout_seconds = 30,
+                                 .max_client_connections = 512,
                                  .mpirun_path = "mpirun"};
     o->defaults = (struct gateway_model){.tp = 1, .threads = 2};
     struct gateway_model *current = &o->defaults;
@@ -165,6 +183,12 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
     }
     if (p->n_models == 0) {
         fprintf(stderr, "lockstep serve: no model given (-m FILE)\n");
+        return -1;
+    }
+    /* an empty key would turn authentication off without a word */
+    if (p->api_key && !*p->api_key) {
+        fprintf(stderr, "lockstep serve: the API key (--api-key or LOCKSTEP_API_KEY) is empty; "
+                        "give a key, or unset it to serve without one\n");
         return -1;
     }
     for (int m = 0; m < p->n_models; m++) o->models[m].runner_args = o->runner_args;

@@ -3,12 +3,65 @@
  * quiet streams until asked to stop. */
 #include "gateway_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* 1 if name is one of ours, "lockstep-PID" or an older "lockstep-PID-N.sock"
+ * or ".status", whose gateway (PID) no longer runs: a killed gateway's. */
+static int left_over(const char *name) {
+    char *end;
+    if (strncmp(name, "lockstep-", 9) != 0) return 0;
+    long pid = strtol(name + 9, &end, 10);
+    if (end == name + 9 || pid <= 0 || pid > INT32_MAX) return 0;
+    if (*end == '-') {
+        strtol(end + 1, &end, 10);
+        if (strcmp(end, ".sock") != 0 && strcmp(end, ".status") != 0) return 0;
+    } else if (*end != '\0') {
+        return 0;
+    }
+    return pid == getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* Removes a runtime directory and the files in it. */
+static void remove_runtime_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char file[320];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+            unlink(file);
+        }
+    if (d) closedir(d);
+    rmdir(path);
+}
+
+/* Makes /tmp/lockstep-PID for the runners' sockets and status files, after
+ * removing what killed gateways left in /tmp. */
+static int make_runtime_dir(struct gateway *g, char *err, size_t errlen) {
+    DIR *d = opendir("/tmp");
+    struct dirent *e;
+    char path[320];
+    while (d && (e = readdir(d)))
+        if (left_over(e->d_name)) {
+            snprintf(path, sizeof(path), "/tmp/%s", e->d_name);
+            if (unlink(path) != 0) remove_runtime_dir(path);
+        }
+    if (d) closedir(d);
+    snprintf(g->runtime_dir, sizeof(g->runtime_dir), "/tmp/lockstep-%d", (int)getpid());
+    if (mkdir(g->runtime_dir, 0700) == 0) return 0;
+    snprintf(err, errlen, "cannot make %s: %s", g->runtime_dir, strerror(errno));
+    g->runtime_dir[0] = '\0';
+    return -1;
+}
 
 int gateway_create(struct gateway **out, const struct gateway_params *params, char *err,
                    size_t errlen) {
@@ -25,6 +78,10 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     g->instances = calloc((size_t)params->n_models, sizeof(*g->instances));
     if (!g->instances || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
         snprintf(err, errlen, "cannot set up the gateway");
+        gateway_free(g);
+        return -1;
+    }
+    if (make_runtime_dir(g, err, errlen)) {
         gateway_free(g);
         return -1;
     }
@@ -86,6 +143,7 @@ void gateway_free(struct gateway *g) {
     gateway_http_stop(g);
     for (int i = 0; i < g->n_instances; i++) gateway_instance_free(&g->instances[i]);
     free(g->instances);
+    if (g->runtime_dir[0]) remove_runtime_dir(g->runtime_dir);
     metrics_registry_free(&g->metrics.registry);
     for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
     pthread_mutex_destroy(&g->reports_lock);

@@ -33,17 +33,24 @@ struct gateway_model {
     const char *const *runner_args; /* more `lockstep runner` options (NULL-terminated), or NULL */
 };
 
+#define GATEWAY_CORS_ORIGINS_MAX 16
+
 struct gateway_params {
-    const char *host;          /* address to listen on (127.0.0.1) */
-    int port;                  /* 0: any free port */
-    const char *api_key;       /* NULL: no authentication */
-    size_t max_body_bytes;     /* larger bodies get 413 */
-    int max_prompt_tokens;     /* longer prompts get 400 */
-    int max_tokens_limit;      /* larger max_tokens get 400 */
-    int max_concurrent;        /* requests at once; more get 429 */
-    double keep_alive_seconds; /* idle streams get an SSE comment this often */
-    double watchdog_seconds;   /* a runner with work and no step for max(this, 20 x its
-                                  median step time) is stuck: killed and replaced */
+    const char *host;               /* address to listen on (127.0.0.1) */
+    int port;                       /* 0: any free port */
+    const char *api_key;            /* NULL: no authentication (never empty) */
+    size_t max_body_bytes;          /* larger bodies get 413 */
+    int max_prompt_tokens;          /* longer prompts get 400 */
+    int max_tokens_limit;           /* larger max_tokens get 400 */
+    int max_concurrent;             /* requests at once; more get 429 */
+    double keep_alive_seconds;      /* idle streams get an SSE comment this often */
+    double watchdog_seconds;        /* a runner with work and no step for max(this, 20 x its
+                                       median step time) is stuck: killed and replaced */
+    int connection_timeout_seconds; /* a connection idle this long is closed */
+    int max_client_connections;     /* connections at once from one client address */
+    int n_cors_origins;
+    const char *cors_origins[GATEWAY_CORS_ORIGINS_MAX]; /* (n_cors_origins) allowed browser
+                                                           origins; "*" for any */
     int enable_faults;         /* 1: POST /debug/fault and runners that accept faults (tests) */
     const char *lockstep_path; /* the lockstep binary runners are started with */
     const char *mpirun_path;   /* mpirun, for the mpi launcher */

@@ -56,10 +56,38 @@ struct gateway_request {
     struct MHD_Connection *connection; /* its HTTP connection */
     int suspended;                     /* 1: the connection waits for output */
     uint64_t first_token_us, last_token_us, last_output_us;
-    uint64_t unsent_since_us; /* streaming: when the oldest unsent token arrived (0: none) */
+    uint64_t unsent_since_us;   /* streaming: when the oldest unsent token arrived (0: none) */
+    uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
 };
 
-/* A model instance: its vocabulary and the runner that serves it. */
+/* Where an instance's supervisor is (DESIGN.md I4, I7). Every transition
+ * goes through instance_set_state (instance.c), which refuses any other:
+ *   STARTING -> READY      the runner said HELLO
+ *   STARTING -> STOPPING   it exited, missed its start deadline, or the gateway stops
+ *   READY    -> STOPPING   its connection broke, it was found stuck, or the gateway stops
+ *   STOPPING -> STARTING   its process group is reaped and the backoff is over
+ *   STOPPING -> FAILED     the GATEWAY_START_ATTEMPTS-th start in a row failed
+ *   FAILED   -> READY      a later start said HELLO (it is still retried)
+ *   FAILED   -> STOPPING   that start failed too, or the gateway stops
+ *   any      -> DRAINING   the gateway stops: no new request is taken
+ * Requests wait in the table while STARTING, READY or STOPPING; in FAILED
+ * and DRAINING new ones are refused with 503. */
+enum instance_state {
+    INSTANCE_STARTING = 0, /* a runner was started; no HELLO yet */
+    INSTANCE_READY,        /* a runner said HELLO: requests flow */
+    INSTANCE_STOPPING,     /* the runner is being killed and reaped, then a backoff */
+    INSTANCE_FAILED,       /* too many failed starts in a row: requests get 503 */
+    INSTANCE_DRAINING,     /* the gateway stops: nothing new is taken */
+};
+
+/* A model instance: its vocabulary and the runner that serves it.
+ *
+ * Lock order (the only nestings in the gateway): instance->lock, then a
+ * request's lock, then the metrics registry's lock or the gateway's
+ * reports_lock. No thread holds any of them across a call that can block:
+ * the runner's socket is non-blocking, what goes to the runner is appended
+ * to the outbox and written by the supervisor thread when the socket takes
+ * it, and the HTTP thread never waits for a runner (DESIGN.md I7). */
 struct gateway_instance {
     struct gateway *gateway;
     struct gateway_model model; /* as configured (strings borrowed) */
@@ -70,13 +98,17 @@ struct gateway_instance {
     char bos_text[64], eos_text[64]; /* for chat templates */
     int context_length;
     char socket_path[108]; /* where its runner listens */
-    pthread_t thread;      /* supervisor: starts, reads, restarts */
+    pthread_t thread;      /* supervisor: starts, reads, writes, restarts */
     int thread_started;
+    int wake[2]; /* pipe: work for the supervisor (new requests, cancels) */
 
     pthread_mutex_t lock; /* guards everything below */
-    int fd;               /* connection to the runner, -1 while none */
-    pid_t pid;            /* runner process (its group's leader), 0 if none */
-    int ready;            /* 1: the runner said HELLO */
+    enum instance_state state;
+    int fd;                      /* connection to the runner (non-blocking), -1 while none */
+    pid_t pid;                   /* runner process (its group's leader), 0 if none */
+    uint64_t generation;         /* runners started so far: which one a queued ADD went to */
+    struct runner_buffer outbox; /* frames for the runner not yet written to its socket */
+    uint64_t outbox_stalled_us;  /* when the outbox last had bytes and wrote none (0: empty) */
     struct runner_hello hello;
     int restarts;                      /* runners started after the first */
     int failures;                      /* consecutive failed starts */
@@ -85,19 +117,18 @@ struct gateway_instance {
     int n_requests, capacity;
     struct runner_heartbeat last_heartbeat;
     /* the watchdog (watchdog.c) */
-    char status_path[108]; /* the file the runner's ranks mirror their state into */
-    struct comm_status_record *rank_status; /* (RUNNER_RANKS_MAX) that file, mapped */
-    uint64_t progress_us;                   /* last sign of progress (a heartbeat, HELLO, or work
-                                               arriving at an idle runner) */
-    double step_seconds[64];                /* recent step durations (ring) */
-    int n_step_seconds;                     /* entries filled (<= 64) */
-    int next_step_second;                   /* ring position */
-    uint64_t down_since_us;                 /* the runner died or was found stuck (0: up) */
+    char status_path[108];   /* the file the runner's ranks mirror their state into */
+    void *rank_status;       /* that file, mapped (runner_status_bytes() bytes), or NULL */
+    uint64_t progress_us;    /* last sign of progress (a heartbeat, HELLO, or work
+                                arriving at an idle runner) */
+    double step_seconds[64]; /* recent step durations (ring) */
+    int n_step_seconds;      /* entries filled (<= 64) */
+    int next_step_second;    /* ring position */
+    uint64_t down_since_us;  /* the runner died or was found stuck (0: up) */
     int stuck_detections;
-    int refuse_starts;     /* fault injection: starts still to refuse */
-    int unavailable;       /* 1: failed to start GATEWAY_START_ATTEMPTS times */
-    int steps_since_ready; /* steps the current runner completed */
-    int last_exit;         /* the last runner's wait status */
+    unsigned refuse_starts; /* fault injection: starts still to refuse */
+    int steps_since_ready;  /* steps the current runner completed */
+    int last_exit;          /* the last runner's wait status */
 };
 
 /* The metric families of GET /metrics (observe.c). */
@@ -129,9 +160,12 @@ struct gateway {
     pthread_mutex_t reports_lock; /* guards the stuck reports */
     char *stuck_reports[16];      /* JSON of the latest stuck reports (ring) */
     int n_stuck_reports;          /* reports made so far */
+    char runtime_dir[64];         /* /tmp/lockstep-PID: the runners' sockets and status files */
 };
 
-#define GATEWAY_START_ATTEMPTS 5 /* failed starts in a row before requests fail */
+#define GATEWAY_START_ATTEMPTS     5   /* failed starts in a row before requests fail */
+#define GATEWAY_CONNECTION_TIMEOUT 30  /* seconds, when the parameters give none */
+#define GATEWAY_CLIENT_CONNECTIONS 512 /* per client address, when the parameters give none */
 
 /* request.c */
 struct gateway_request *gateway_request_create(struct gateway *gateway,
@@ -160,8 +194,14 @@ void gateway_instance_stop(struct gateway_instance *instance);
 void gateway_instance_free(struct gateway_instance *instance);
 /* Registers the request and sends it to the runner (now, or when one is up). */
 void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
-/* Cancels a request (client gone, stop string matched). */
+/* The request is over on the gateway's side (client gone, stop string
+ * matched): it leaves the table now, and the runner that has it is told to
+ * drop it. */
 void gateway_instance_cancel(struct gateway_instance *instance, struct gateway_request *request);
+/* No new requests: they get 503 (the gateway stops). */
+void gateway_instance_drain(struct gateway_instance *instance);
+/* Wakes the supervisor to write the outbox (never blocks). */
+void gateway_instance_wake(struct gateway_instance *instance);
 /* Calls fn on every registered request (keep-alives). */
 void gateway_instance_each(struct gateway_instance *instance,
                            void (*fn)(struct gateway_request *, uint64_t), uint64_t arg);

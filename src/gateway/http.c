@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 enum route {
@@ -39,7 +41,27 @@ struct http_call {
     int status;                      /* status sent (for the metrics) */
     int counted;                     /* 1: counts against max_concurrent */
     struct gateway_request *request; /* completions: the request it serves */
+    const char *origin;              /* the request's Origin when CORS allows it, or NULL */
 };
+
+/* The allowed origin a browser's request came from, or NULL. */
+static const char *cors_origin(const struct gateway *g, struct MHD_Connection *c) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    for (int i = 0; origin && i < g->params.n_cors_origins; i++)
+        if (!strcmp(g->params.cors_origins[i], "*") || !strcmp(g->params.cors_origins[i], origin))
+            return origin;
+    return NULL;
+}
+
+/* Headers every answer carries: CORS for an allowed origin, and when to
+ * try again after a 429 or 503 (both are passing states). */
+static void add_common_headers(const struct http_call *call, struct MHD_Response *r, int status) {
+    if (call->origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", call->origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    if (status == 429 || status == 503) MHD_add_response_header(r, "Retry-After", "1");
+}
 
 static enum MHD_Result send_text(struct MHD_Connection *c, struct http_call *call, int status,
                                  const char *type, char *text) {
@@ -49,6 +71,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, struct http_call *cal
     free(text);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    add_common_headers(call, r, status);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     call->status = status;
@@ -74,17 +97,47 @@ static enum route find_route(const struct gateway *g, const char *method, const 
 }
 
 /* 1 if the request carries the API key (always, when none is set). The
- * comparison takes the same time wherever the first difference is. */
+ * scheme's name is case-insensitive (RFC 9110); the comparison of the key
+ * takes the same time wherever the first difference is. */
 static int authorized(const struct gateway *g, struct MHD_Connection *c) {
     const char *key = g->params.api_key;
-    if (!key || !*key) return 1;
+    if (!key) return 1;
     const char *header = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!header || strncmp(header, "Bearer ", 7) != 0) return 0;
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return 0;
     const char *given = header + 7;
+    while (*given == ' ') given++;
     size_t n = strlen(key), m = strlen(given);
     unsigned difference = (unsigned)(n ^ m);
     for (size_t i = 0; i < n; i++) difference |= (unsigned)(key[i] ^ given[i < m ? i : 0]);
     return difference == 0;
+}
+
+/* Counts the Content-Length headers and whether any two differ. */
+struct length_headers {
+    int count;
+    const char *first;
+    int differ;
+};
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    struct length_headers *h = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
+    if (h->count++ == 0)
+        h->first = value;
+    else if (!value || !h->first || strcmp(value, h->first) != 0)
+        h->differ = 1;
+    return MHD_YES;
+}
+
+/* 1 if the request has two Content-Length headers that disagree: which
+ * one frames the body is ambiguous (a request-smuggling vector, RFC 9112
+ * 6.3), so it is refused. */
+static int conflicting_lengths(struct MHD_Connection *c) {
+    struct length_headers h = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &h);
+    return h.differ;
 }
 
 static struct gateway_instance *find_instance(struct gateway *g, const char *name) {
@@ -103,13 +156,14 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
         struct gateway_instance *in = &g->instances[i];
         cJSON *m = cJSON_CreateObject();
         pthread_mutex_lock(&in->lock);
-        all_ready &= in->ready;
+        int ready = in->state == INSTANCE_READY;
+        all_ready &= ready;
         cJSON_AddStringToObject(m, "model", in->name);
-        cJSON_AddBoolToObject(m, "ready", in->ready);
+        cJSON_AddBoolToObject(m, "ready", ready);
         cJSON_AddNumberToObject(m, "restarts", in->restarts);
         cJSON_AddNumberToObject(m, "runner_pid", (double)in->pid);
         cJSON_AddNumberToObject(m, "stuck_detections", in->stuck_detections);
-        cJSON_AddStringToObject(m, "status", in->ready ? "ready" : in->status);
+        cJSON_AddStringToObject(m, "status", ready ? "ready" : in->status);
         pthread_mutex_unlock(&in->lock);
         cJSON_AddItemToArray(models, m);
     }
@@ -170,6 +224,7 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, struct http_call *
     if (!response) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    add_common_headers(call, response, 200);
     enum MHD_Result rc = MHD_queue_response(c, 200, response);
     MHD_destroy_response(response);
     call->status = 200;
@@ -195,19 +250,44 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
                      openai_completion_json(&r->response, &result));
 }
 
-/* A whole answer if the request is done; else the connection waits
- * (suspended) until the request wakes it and the handler is called again. */
-static enum MHD_Result answer_when_done(struct MHD_Connection *c, struct http_call *call) {
+/* A whole answer once the request is done; a stream once it has its first
+ * bytes (a token, or a keep-alive comment), so that a request refused before
+ * it started (model unavailable, over capacity, bad request) gets its own
+ * HTTP status, not a 200 with an error inside. Until then the connection
+ * waits (suspended) until the request wakes it and the handler is called
+ * again. */
+static enum MHD_Result answer_when_ready(struct MHD_Connection *c, struct http_call *call) {
+    struct gateway_request *r = call->request;
     enum MHD_Result rc = MHD_YES;
-    pthread_mutex_lock(&call->request->lock);
-    if (call->request->done) {
+    pthread_mutex_lock(&r->lock);
+    int streaming = r->body.stream && !r->failed;
+    if (streaming && (r->out.length > 0 || r->done)) {
+        pthread_mutex_unlock(&r->lock); /* read_stream takes it */
+        return start_stream(c, call);
+    }
+    if (r->done) {
         rc = send_whole(c, call);
     } else {
-        call->request->suspended = 1;
+        r->suspended = 1;
         MHD_suspend_connection(c);
     }
-    pthread_mutex_unlock(&call->request->lock);
+    pthread_mutex_unlock(&r->lock);
     return rc;
+}
+
+/* The instance the request names; without a name, the only one served. */
+static struct gateway_instance *choose_instance(struct gateway *g, const char *name,
+                                                struct openai_error *e) {
+    struct gateway_instance *in = name ? find_instance(g, name) : NULL;
+    if (!name && g->n_instances == 1) return &g->instances[0];
+    if (!name)
+        openai_error_set(e, 400, "invalid_request_error", "model", NULL,
+                         "model is required: %d models are served (GET /v1/models)",
+                         g->n_instances);
+    else if (!in)
+        openai_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
+                         "the model '%s' does not exist", name);
+    return in;
 }
 
 /* Parses, checks limits, creates and submits the request. */
@@ -224,10 +304,8 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     if (openai_parse_request(call->body.data ? (const char *)call->body.data : "",
                              call->body.length, kind, &body, &e))
         return send_error(c, call, &e);
-    struct gateway_instance *in = find_instance(g, body.model);
+    struct gateway_instance *in = choose_instance(g, body.model, &e);
     if (!in) {
-        openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
-                         "the model '%s' does not exist", body.model);
         openai_request_free(&body);
         return send_error(c, call, &e);
     }
@@ -244,8 +322,7 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     call->request->connection = c;
     gateway_observe_tokens(in, call->request->n_prompt, 0);
     gateway_instance_submit(in, call->request);
-    if (call->request->body.stream) return start_stream(c, call);
-    return answer_when_done(c, call);
+    return answer_when_ready(c, call);
 }
 
 /* POST /debug/fault {"model", "kind", "rank", "delay_ms", "steps", "count"}. */
@@ -284,18 +361,40 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
 
 /* ---------- the handler ---------- */
 
+/* OPTIONS from an allowed origin: the CORS preflight's answer. */
+static enum MHD_Result answer_preflight(struct MHD_Connection *c, struct http_call *call) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_common_headers(call, r, 204);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    enum MHD_Result rc = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    call->status = 204;
+    return rc;
+}
+
 static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, const char *url,
                                   const char *method, struct http_call *call) {
     struct openai_error e;
+    call->origin = cors_origin(g, c);
     call->route = find_route(g, method, url);
-    if (call->route == ROUTE_NONE) {
-        openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
-                         method, url);
+    if (conflicting_lengths(c)) {
+        openai_error_set(&e, 400, "invalid_request_error", NULL, NULL,
+                         "the request has two Content-Length headers that disagree");
         return send_error(c, call, &e);
     }
+    if (!strcmp(method, "OPTIONS") && call->origin) return answer_preflight(c, call);
+    /* with a key set, nothing but /health tells a stranger what exists */
     if (call->route != ROUTE_HEALTH && !authorized(g, c)) {
         openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                          "a valid API key is required: Authorization: Bearer KEY");
+        return send_error(c, call, &e);
+    }
+    if (call->route == ROUTE_NONE) {
+        openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
+                         method, url);
         return send_error(c, call, &e);
     }
     if (call->route == ROUTE_HEALTH) return answer_health(g, c, call);
@@ -334,7 +433,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
     if (!call->request) return start_completion(g, c, call);
-    return answer_when_done(c, call); /* resumed: the answer may be ready */
+    return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }
 
 /* The request is over for MHD (answered, or the client went away). */
@@ -365,6 +464,18 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
     *state = NULL;
 }
 
+/* Connections at once: what the descriptor limit leaves after the
+ * gateway's own files and runner sockets, so that accepting one more never
+ * fails for want of a descriptor. */
+static unsigned connection_limit(void) {
+    struct rlimit limit;
+    rlim_t n = 4096;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+        limit.rlim_cur < n + 64)
+        n = limit.rlim_cur > 128 ? limit.rlim_cur - 64 : limit.rlim_cur / 2;
+    return (unsigned)n;
+}
+
 int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
     struct sockaddr_in address = {.sin_family = AF_INET,
                                   .sin_port = htons((uint16_t)g->params.port)};
@@ -374,11 +485,19 @@ int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
         snprintf(err, errlen, "--host %s is not an IPv4 address", g->params.host);
         return -1;
     }
+    int timeout = g->params.connection_timeout_seconds > 0 ? g->params.connection_timeout_seconds
+                                                           : GATEWAY_CONNECTION_TIMEOUT;
+    int per_client = g->params.max_client_connections > 0 ? g->params.max_client_connections
+                                                          : GATEWAY_CLIENT_CONNECTIONS;
+    /* poll, not epoll: libmicrohttpd 0.9.75's epoll loop misses a client's
+     * close that arrives with its last bytes, and such connections stayed
+     * in CLOSE_WAIT until the timeout (430 of 500 half-sent requests) */
     g->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         handle, g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, g, MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
-        MHD_OPTION_END);
+        completed, g, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)timeout, MHD_OPTION_END);
     if (!g->daemon) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use?)", g->params.host, g->params.port);
         return -1;

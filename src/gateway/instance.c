@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -79,42 +80,87 @@ int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
     in->gateway = gateway;
     in->model = *model;
     in->fd = -1;
+    in->wake[0] = in->wake[1] = -1;
     pthread_mutex_init(&in->lock, NULL);
     if (model->name)
         snprintf(in->name, sizeof(in->name), "%s", model->name);
     else
         default_name(in->name, sizeof(in->name), model->path);
-    snprintf(in->socket_path, sizeof(in->socket_path), "/tmp/lockstep-%d-%d.sock", (int)getpid(),
-             index);
-    snprintf(in->status_path, sizeof(in->status_path), "/tmp/lockstep-%d-%d.status", (int)getpid(),
-             index);
+    snprintf(in->socket_path, sizeof(in->socket_path), "%s/%d.sock", gateway->runtime_dir, index);
+    snprintf(in->status_path, sizeof(in->status_path), "%s/%d.status", gateway->runtime_dir, index);
     snprintf(in->status, sizeof(in->status), "starting the runner");
+    if (pipe2(in->wake, O_NONBLOCK | O_CLOEXEC)) {
+        snprintf(err, errlen, "cannot make the supervisor's pipe for %s", in->name);
+        return -1;
+    }
     return load_vocabulary(in, err, errlen);
 }
 
-/* ---------- talking to the runner ---------- */
+/* ---------- the state machine ---------- */
 
-/* Sends a whole buffer; -1 if the connection broke. */
-static int send_all(int fd, const struct runner_buffer *b) {
-    size_t sent = 0;
-    while (sent < b->length) {
-        ssize_t n = send(fd, b->data + sent, b->length - sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        sent += (size_t)n;
+static const char *state_name(enum instance_state state) {
+    static const char *const names[] = {"starting", "ready", "stopping", "failed", "draining"};
+    return names[state];
+}
+
+/* Whether the supervisor may go from one state to the other (the table in
+ * gateway_internal.h). */
+static int transition_allowed(enum instance_state from, enum instance_state to) {
+    switch (to) {
+    case INSTANCE_STARTING:
+        return from == INSTANCE_STOPPING;
+    case INSTANCE_READY:
+        return from == INSTANCE_STARTING || from == INSTANCE_FAILED;
+    case INSTANCE_STOPPING:
+        return from != INSTANCE_STOPPING;
+    case INSTANCE_FAILED:
+        return from == INSTANCE_STOPPING;
+    case INSTANCE_DRAINING:
+        return 1;
     }
     return 0;
 }
 
-/* The ADD frame of a request: its prompt plus what it generated so far
- * (lock held). */
-static void send_add(struct gateway_instance *in, struct gateway_request *r) {
-    char err[200];
-    struct runner_buffer b = {0};
+/* Moves the instance to state (lock held); a transition the table does not
+ * have is a bug, reported and refused. DRAINING is final. */
+static void set_state(struct gateway_instance *in, enum instance_state to) {
+    if (in->state == INSTANCE_DRAINING && to != INSTANCE_DRAINING) return;
+    if (!transition_allowed(in->state, to)) {
+        fprintf(stderr, "lockstep serve: model %s: no transition from %s to %s\n", in->name,
+                state_name(in->state), state_name(to));
+        return;
+    }
+    in->state = to;
+}
+
+/* ---------- the outbox: everything the gateway sends a runner ---------- */
+
+#define OUTBOX_MAX (8u << 20) /* bytes queued for one runner; past this ADDs wait */
+
+/* Never blocks: a full pipe already wakes the supervisor. */
+void gateway_instance_wake(struct gateway_instance *in) {
+    char byte = 1;
+    ssize_t rc = write(in->wake[1], &byte, 1);
+    (void)rc;
+}
+
+/* Removes request i from the table and drops the table's reference (lock held). */
+static void forget(struct gateway_instance *in, int i) {
+    struct gateway_request *r = in->requests[i];
+    in->requests[i] = in->requests[--in->n_requests];
+    gateway_request_release(r);
+}
+
+/* Appends the ADD frame of a request, its prompt plus what it generated so
+ * far, to the outbox (lock held); -1 with err if it cannot be encoded. */
+static int queue_add(struct gateway_instance *in, struct gateway_request *r, char *err,
+                     size_t errlen) {
     pthread_mutex_lock(&r->lock);
-    int n = r->n_prompt + r->n_generated;
+    int n = r->n_prompt + r->n_generated, rc = -1;
     int *prompt = malloc((size_t)n * sizeof(int));
-    if (prompt && !r->done) {
+    if (!prompt) {
+        snprintf(err, errlen, "out of memory for the runner's copy of the prompt");
+    } else {
         memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
         memcpy(prompt + r->n_prompt, r->generated, (size_t)r->n_generated * sizeof(int));
         struct runner_request q = {.id = r->id,
@@ -126,21 +172,60 @@ static void send_add(struct gateway_instance *in, struct gateway_request *r) {
                                    .resumed = r->n_generated,
                                    .n_prompt = n,
                                    .prompt = prompt};
-        if (runner_encode_add(&b, &q, err, sizeof(err)) == 0 && in->fd >= 0 &&
-            send_all(in->fd, &b)) {
-            shutdown(in->fd, SHUT_RDWR); /* the supervisor sees it and restarts */
-        }
+        rc = runner_encode_add(&in->outbox, &q, err, errlen);
     }
     pthread_mutex_unlock(&r->lock);
     free(prompt);
-    runner_buffer_free(&b);
+    return rc;
+}
+
+/* Queues the ADD of every request the current runner has not been given,
+ * while the outbox has room (lock held). A request that cannot be encoded
+ * fails with a 500 instead of waiting for ever. */
+static void queue_requests(struct gateway_instance *in) {
+    char err[256], why[320];
+    for (int i = 0; i < in->n_requests && in->outbox.length < OUTBOX_MAX;) {
+        struct gateway_request *r = in->requests[i];
+        if (r->queued_generation == in->generation) {
+            i++;
+            continue;
+        }
+        if (queue_add(in, r, err, sizeof(err)) == 0) {
+            r->queued_generation = in->generation;
+            i++;
+            continue;
+        }
+        snprintf(why, sizeof(why), "the request could not be sent to the runner: %s", err);
+        gateway_request_fail(r, 500, why);
+        forget(in, i);
+    }
+}
+
+/* Writes what the socket takes of the outbox (lock held; the socket is
+ * non-blocking, so this never waits); -1 if the connection broke. */
+static int flush_outbox(struct gateway_instance *in) {
+    size_t before = in->outbox.length;
+    while (in->outbox.length > 0) {
+        ssize_t n = send(in->fd, in->outbox.data, in->outbox.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) return -1;
+        runner_buffer_consume(&in->outbox, (size_t)n);
+    }
+    uint64_t now = runner_now_us();
+    if (in->outbox.length == 0)
+        in->outbox_stalled_us = 0;
+    else if (in->outbox.length < before || in->outbox_stalled_us == 0)
+        in->outbox_stalled_us = now;
+    return 0;
 }
 
 void gateway_instance_submit(struct gateway_instance *in, struct gateway_request *r) {
     char why[512];
     pthread_mutex_lock(&in->lock);
-    if (in->unavailable) {
-        snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
+    if (in->state == INSTANCE_FAILED || in->state == INSTANCE_DRAINING) {
+        snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name,
+                 in->state == INSTANCE_DRAINING ? "the gateway is shutting down" : in->status);
         pthread_mutex_unlock(&in->lock);
         gateway_request_fail(r, 503, why);
         return;
@@ -161,29 +246,23 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
     }
     atomic_fetch_add(&r->references, 1);
     in->requests[in->n_requests++] = r;
-    if (in->fd >= 0 && in->ready) send_add(in, r);
     pthread_mutex_unlock(&in->lock);
-}
-
-/* Removes request i from the table and drops the table's reference (lock held). */
-static void forget(struct gateway_instance *in, int i) {
-    struct gateway_request *r = in->requests[i];
-    in->requests[i] = in->requests[--in->n_requests];
-    gateway_request_release(r);
+    gateway_instance_wake(in);
 }
 
 void gateway_instance_cancel(struct gateway_instance *in, struct gateway_request *r) {
     char err[200];
-    struct runner_buffer b = {0};
     pthread_mutex_lock(&in->lock);
-    if (in->fd >= 0 && in->ready && runner_encode_cancel(&b, r->id, err, sizeof(err)) == 0 &&
-        send_all(in->fd, &b))
-        shutdown(in->fd, SHUT_RDWR);
-    if (in->fd < 0) /* no runner holds it: nothing will finish it */
-        for (int i = 0; i < in->n_requests; i++)
-            if (in->requests[i] == r) forget(in, i);
+    for (int i = 0; i < in->n_requests; i++) {
+        if (in->requests[i] != r) continue;
+        /* the runner that has it drops it; a later one never gets it */
+        if (in->state == INSTANCE_READY && r->queued_generation == in->generation)
+            runner_encode_cancel(&in->outbox, r->id, err, sizeof(err));
+        forget(in, i);
+        break;
+    }
     pthread_mutex_unlock(&in->lock);
-    runner_buffer_free(&b);
+    gateway_instance_wake(in);
 }
 
 void gateway_instance_each(struct gateway_instance *in,
@@ -230,6 +309,8 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
         pthread_mutex_lock(&in->lock);
         in->last_heartbeat = heartbeat;
         gateway_watchdog_note(in, &heartbeat);
+        /* a runner that completed a step is a good start, whatever came before */
+        if (heartbeat.n_tokens > 0) in->failures = 0;
         pthread_mutex_unlock(&in->lock);
         gateway_observe_heartbeat(in, &heartbeat);
     }
@@ -284,9 +365,14 @@ static pid_t spawn_runner(struct gateway_instance *in) {
     for (int i = 0; m->runner_args && m->runner_args[i] && n < 62; i++)
         argv[n++] = m->runner_args[i];
     argv[n] = NULL;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+        /* a runner never outlives its gateway: SIGTERM when the gateway
+         * dies (mpirun passes it on to its ranks), and none was missed
+         * between the fork and here */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
         if (refuse) setenv("LOCKSTEP_FAULT_REFUSE_START", "1", 1);
         dup2(STDERR_FILENO, STDOUT_FILENO); /* its "ready" line goes to the log */
         execvp(argv[0], (char *const *)argv);
@@ -296,16 +382,17 @@ static pid_t spawn_runner(struct gateway_instance *in) {
     return pid;
 }
 
-/* Connects to the runner's socket once it listens; -1 if the runner exited
- * or the deadline passed. */
+/* Connects to the runner's socket once it listens (non-blocking); -1 if
+ * the runner exited (-2: reaped here, its status kept), the deadline
+ * passed or the gateway stops. */
 static int connect_runner(struct gateway_instance *in, pid_t pid) {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     memcpy(a.sun_path, in->socket_path, strlen(in->socket_path) + 1);
     uint64_t start = runner_now_us();
     while (!atomic_load(&in->gateway->stopping) &&
            (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
-        if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2; /* reaped: keep why */
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
         if (fd >= 0) close(fd);
         struct timespec nap = {0, 20000000};
@@ -314,68 +401,100 @@ static int connect_runner(struct gateway_instance *in, pid_t pid) {
     return -1;
 }
 
-/* The runner said HELLO (lock held): it is up; resubmit what it must do. */
+/* The runner said HELLO (lock held): it is up; what it must do is queued
+ * again from the start (the requests' ADDs name the older generation). */
 static void runner_ready(struct gateway_instance *in) {
     uint64_t now = runner_now_us();
-    in->ready = 1;
-    in->failures = 0;
-    in->unavailable = 0;
+    set_state(in, INSTANCE_READY);
     in->status[0] = '\0';
     in->progress_us = now;
     in->steps_since_ready = 0;
     if (in->down_since_us) gateway_observe_recovery(in, (double)(now - in->down_since_us) * 1e-6);
     in->down_since_us = 0;
-    for (int i = 0; i < in->n_requests; i++) send_add(in, in->requests[i]);
+    queue_requests(in);
 }
 
-/* 1 if the watchdog finds the runner stuck (the report is made). */
+/* 1 if the watchdog finds the runner stuck (the report is made; lock held). */
 static int check_watchdog(struct gateway_instance *in) {
     uint64_t now = runner_now_us();
-    pthread_mutex_lock(&in->lock);
     int stuck = gateway_watchdog_expired(in, now);
     if (stuck) {
         gateway_watchdog_report(in, now);
         gateway_observe_stuck(in, (double)(now - in->progress_us) * 1e-6);
         in->down_since_us = now;
     }
-    pthread_mutex_unlock(&in->lock);
     return stuck;
 }
 
-/* Reads frames until the connection ends, the runner is stuck (returns 1)
- * or the gateway stops. */
-static int read_frames(struct gateway_instance *in, int fd) {
-    struct runner_buffer received = {0};
+/* Handles every whole frame in received; -1 if one is malformed. */
+static int handle_frames(struct gateway_instance *in, struct runner_buffer *received) {
     char err[200];
-    int stuck = 0;
-    while (!atomic_load(&in->gateway->stopping) && !(stuck = check_watchdog(in))) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0) continue;
-        uint8_t chunk[65536];
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n <= 0 || runner_buffer_append(&received, chunk, (size_t)n)) break;
-        struct runner_frame f;
-        size_t used = 0;
-        int rc;
-        while ((rc = runner_frame_next(received.data + used, received.length - used,
-                                       RUNNER_FRAME_MAX, &f, err, sizeof(err))) == 1) {
-            used += f.frame_length;
-            if (f.type == RUNNER_MSG_HELLO &&
-                !runner_decode_hello(&f, &in->hello, err, sizeof(err))) {
-                pthread_mutex_lock(&in->lock);
-                runner_ready(in);
-                pthread_mutex_unlock(&in->lock);
-                fprintf(stderr, "lockstep serve: model %s ready (runner pid %d)\n", in->name,
-                        (int)in->pid);
-            } else {
-                dispatch(in, &f);
-            }
+    struct runner_frame f;
+    size_t used = 0;
+    int rc;
+    while ((rc = runner_frame_next(received->data + used, received->length - used, RUNNER_FRAME_MAX,
+                                   &f, err, sizeof(err))) == 1) {
+        used += f.frame_length;
+        if (f.type != RUNNER_MSG_HELLO) {
+            dispatch(in, &f);
+            continue;
         }
-        if (rc < 0) {
-            fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, err);
+        struct runner_hello hello;
+        if (runner_decode_hello(&f, &hello, err, sizeof(err))) {
+            rc = -1;
             break;
         }
-        runner_buffer_consume(&received, used);
+        pthread_mutex_lock(&in->lock);
+        in->hello = hello;
+        runner_ready(in);
+        pthread_mutex_unlock(&in->lock);
+        fprintf(stderr, "lockstep serve: model %s ready (runner pid %d)\n", in->name, (int)in->pid);
+    }
+    runner_buffer_consume(received, used);
+    if (rc == 0) return 0;
+    fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, err);
+    return -1;
+}
+
+/* Reads what the runner sent (non-blocking); -1 when the connection ended
+ * or carried a malformed frame. */
+static int receive(struct gateway_instance *in, int fd, struct runner_buffer *received) {
+    uint8_t chunk[65536];
+    for (;;) {
+        ssize_t n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n <= 0 || runner_buffer_append(received, chunk, (size_t)n)) return -1;
+        if (handle_frames(in, received)) return -1;
+    }
+}
+
+/* Takes the bytes of the wake pipe (they only say "look"). */
+static void drain_wake(struct gateway_instance *in) {
+    char bytes[256];
+    while (read(in->wake[0], bytes, sizeof(bytes)) > 0) continue;
+}
+
+/* Serves the runner on fd: reads frames, queues and writes requests and
+ * cancels, and watches for a stuck runner, until the connection ends
+ * (returns 0), the runner is stuck (1) or the gateway stops. Only this
+ * thread touches fd. */
+static int serve_runner(struct gateway_instance *in, int fd) {
+    struct runner_buffer received = {0};
+    int stuck = 0, broken = 0;
+    while (!atomic_load(&in->gateway->stopping)) {
+        pthread_mutex_lock(&in->lock);
+        if (in->state == INSTANCE_READY) queue_requests(in);
+        broken = flush_outbox(in) != 0;
+        int writing = in->outbox.length > 0;
+        stuck = !broken && check_watchdog(in);
+        pthread_mutex_unlock(&in->lock);
+        if (broken || stuck) break;
+        struct pollfd p[2] = {{fd, (short)(POLLIN | (writing ? POLLOUT : 0)), 0},
+                              {in->wake[0], POLLIN, 0}};
+        if (poll(p, 2, 50) <= 0) continue;
+        if (p[1].revents) drain_wake(in);
+        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && receive(in, fd, &received)) break;
     }
     runner_buffer_free(&received);
     return stuck;
@@ -409,12 +528,10 @@ static int stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
 static void give_up_requests(struct gateway_instance *in) {
     char why[512];
     snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
-    in->unavailable = 1;
-    while (in->n_requests > 0) {
-        struct gateway_request *r = in->requests[in->n_requests - 1];
-        in->n_requests--;
-        gateway_request_fail(r, 503, why);
-        gateway_request_release(r);
+    set_state(in, INSTANCE_FAILED);
+    for (int i = in->n_requests - 1; i >= 0; i--) {
+        gateway_request_fail(in->requests[i], 503, why);
+        forget(in, i);
     }
 }
 
@@ -428,50 +545,75 @@ static void describe_exit(char *out, size_t size, int status) {
         snprintf(out, size, "wait status %d", status);
 }
 
+/* Starts a runner and waits until it listens (STARTING, or FAILED while
+ * starts keep failing); returns its connection, or -1. */
+static int start_runner(struct gateway_instance *in, pid_t *pid) {
+    pthread_mutex_lock(&in->lock);
+    if (in->state == INSTANCE_STOPPING)
+        set_state(in, in->failures >= GATEWAY_START_ATTEMPTS ? INSTANCE_FAILED : INSTANCE_STARTING);
+    in->generation++;
+    *pid = spawn_runner(in);
+    in->pid = *pid;
+    pthread_mutex_unlock(&in->lock);
+    return *pid > 0 ? connect_runner(in, *pid) : -1;
+}
+
+/* The runner is gone or stuck: the instance stops it (lock held). Its
+ * queued frames are dropped: its successor gets every request anew. */
+static int runner_lost(struct gateway_instance *in, int stuck) {
+    /* a runner that ends before it completes a step (say on the request it
+     * was given back) counts as a failed start, so a crash loop backs off
+     * and ends in an error, not in a restart a second forever */
+    int was_ready =
+        in->state == INSTANCE_READY && (in->steps_since_ready > 0 || in->n_requests == 0);
+    set_state(in, INSTANCE_STOPPING);
+    in->fd = -1;
+    runner_buffer_consume(&in->outbox, in->outbox.length);
+    in->outbox_stalled_us = 0;
+    snprintf(in->status, sizeof(in->status), "runner %s; restarting",
+             stuck ? "stuck and killed" : "gone");
+    if (!in->down_since_us) in->down_since_us = runner_now_us();
+    return was_ready;
+}
+
+/* After the runner was reaped: counts the failure, gives up the requests
+ * after too many, and returns the backoff before the next start (lock held). */
+static double plan_restart(struct gateway_instance *in, int stuck, int was_ready, int status) {
+    char how[64];
+    describe_exit(how, sizeof(how), status);
+    in->pid = 0;
+    in->failures = was_ready ? 0 : in->failures + 1;
+    in->restarts++;
+    snprintf(in->status, sizeof(in->status), "runner %s (%s); restarting (attempt %d)",
+             stuck       ? "stuck and killed"
+             : was_ready ? "ended"
+                         : "failed before its first step",
+             how, in->failures + 1);
+    if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
+    double backoff = was_ready ? 0.05 : 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
+    return backoff < BACKOFF_MAX_SECONDS ? backoff : BACKOFF_MAX_SECONDS;
+}
+
 static void *supervise(void *arg) {
     struct gateway_instance *in = arg;
     while (!atomic_load(&in->gateway->stopping)) {
-        pthread_mutex_lock(&in->lock);
-        pid_t pid = spawn_runner(in);
-        in->pid = pid;
-        pthread_mutex_unlock(&in->lock);
-        int fd = pid > 0 ? connect_runner(in, pid) : -1;
+        pid_t pid;
+        int fd = start_runner(in, &pid);
         pthread_mutex_lock(&in->lock);
         in->fd = fd;
         pthread_mutex_unlock(&in->lock);
-        int stuck = fd >= 0 && read_frames(in, fd);
+        int stuck = fd >= 0 && serve_runner(in, fd);
         pthread_mutex_lock(&in->lock);
-        /* a runner that dies before it completes a step (say on the request
-         * it was given back) counts as a failed start: a crash loop backs
-         * off and ends in an error, not in a restart a second forever */
-        int was_ready = in->ready && (in->steps_since_ready > 0 || in->n_requests == 0);
-        in->fd = -1;
-        in->ready = 0;
-        snprintf(in->status, sizeof(in->status), "runner %s; restarting",
-                 stuck ? "stuck and killed" : "gone");
-        if (fd >= 0) close(fd);
-        if (!in->down_since_us) in->down_since_us = runner_now_us();
+        int was_ready = runner_lost(in, stuck);
         pthread_mutex_unlock(&in->lock);
+        if (fd >= 0) close(fd);
         int status = pid > 0 ? stop_runner(in, pid, atomic_load(&in->gateway->stopping)) : 0;
         if (atomic_load(&in->gateway->stopping)) break;
-        char how[64];
-        describe_exit(how, sizeof(how), status);
         pthread_mutex_lock(&in->lock);
-        in->pid = 0;
-        in->failures = was_ready ? 0 : in->failures + 1;
-        in->restarts++;
-        snprintf(in->status, sizeof(in->status), "runner %s (%s); restarting (attempt %d)",
-                 stuck       ? "stuck and killed"
-                 : was_ready ? "ended"
-                             : "failed before its first step",
-                 how, in->failures + 1);
-        if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
-        double backoff =
-            was_ready ? 0.05 : 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
+        double backoff = plan_restart(in, stuck, was_ready, status);
         pthread_mutex_unlock(&in->lock);
         fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, in->status);
         gateway_observe_restart(in);
-        if (backoff > BACKOFF_MAX_SECONDS) backoff = BACKOFF_MAX_SECONDS;
         for (double waited = 0; waited < backoff && !atomic_load(&in->gateway->stopping);
              waited += 0.02) {
             struct timespec nap = {0, 20000000};
@@ -490,7 +632,15 @@ int gateway_instance_start(struct gateway_instance *in, char *err, size_t errlen
     return 0;
 }
 
+void gateway_instance_drain(struct gateway_instance *in) {
+    pthread_mutex_lock(&in->lock);
+    set_state(in, INSTANCE_DRAINING);
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+}
+
 void gateway_instance_stop(struct gateway_instance *in) {
+    gateway_instance_drain(in);
     if (in->thread_started) pthread_join(in->thread, NULL);
     in->thread_started = 0;
     pthread_mutex_lock(&in->lock);
@@ -503,8 +653,12 @@ void gateway_instance_stop(struct gateway_instance *in) {
 
 void gateway_instance_free(struct gateway_instance *in) {
     free(in->requests);
+    runner_buffer_free(&in->outbox);
     gateway_watchdog_free(in);
     unlink(in->status_path);
+    unlink(in->socket_path);
+    for (int i = 0; i < 2; i++)
+        if (in->wake[i] >= 0) close(in->wake[i]);
     tokenizer_free(in->tokenizer);
     model_free(in->file);
     pthread_mutex_destroy(&in->lock);

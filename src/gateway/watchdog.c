@@ -6,9 +6,11 @@
  * is stuck: a rank that died, stopped, or blocks in a collective. Before the
  * supervisor kills its process group, the report reads what every rank was
  * doing from the status file the ranks mirror their collective state into
- * (comm_attach_status): the step and tag it waits in and for how long, or
+ * (runner_status_read): the step and tag it waits in and for how long, or
  * how long ago it last completed one. No debugger is needed, and a stopped
- * process cannot hide: its record simply stops changing. */
+ * process cannot hide: its record simply stops changing. A runner that does
+ * not take what the gateway writes to it (its outbox) within the deadline
+ * is stuck the same way. */
 #include "gateway_internal.h"
 
 #include <cjson/cJSON.h>
@@ -23,22 +25,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STATUS_BYTES (RUNNER_RANKS_MAX * sizeof(struct comm_status_record))
-
 int gateway_watchdog_prepare(struct gateway_instance *in) {
     gateway_watchdog_free(in);
     unlink(in->status_path);
     int fd = open(in->status_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     void *p = MAP_FAILED;
-    if (fd >= 0 && ftruncate(fd, (off_t)STATUS_BYTES) == 0)
-        p = mmap(NULL, STATUS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0 && ftruncate(fd, (off_t)runner_status_bytes()) == 0)
+        p = mmap(NULL, runner_status_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     in->rank_status = p == MAP_FAILED ? NULL : p;
     return in->rank_status ? 0 : -1;
 }
 
 void gateway_watchdog_free(struct gateway_instance *in) {
-    if (in->rank_status) munmap(in->rank_status, STATUS_BYTES);
+    if (in->rank_status) munmap(in->rank_status, runner_status_bytes());
     in->rank_status = NULL;
 }
 
@@ -67,71 +67,57 @@ double gateway_watchdog_deadline(const struct gateway_instance *in) {
 }
 
 int gateway_watchdog_expired(const struct gateway_instance *in, uint64_t now_us) {
-    if (!in->ready || in->n_requests == 0 || now_us < in->progress_us) return 0;
-    return (double)(now_us - in->progress_us) * 1e-6 > gateway_watchdog_deadline(in);
+    if (in->state != INSTANCE_READY) return 0;
+    double deadline = gateway_watchdog_deadline(in);
+    if (in->outbox_stalled_us && now_us > in->outbox_stalled_us &&
+        (double)(now_us - in->outbox_stalled_us) * 1e-6 > deadline)
+        return 1;
+    if (in->n_requests == 0 || now_us < in->progress_us) return 0;
+    return (double)(now_us - in->progress_us) * 1e-6 > deadline;
 }
 
 pid_t gateway_rank_pid(const struct gateway_instance *in, int rank) {
-    pid_t pid = 0;
+    struct runner_rank_status status = {0};
     if (in->rank_status && rank >= 0 && rank < RUNNER_RANKS_MAX)
-        pid = (pid_t)atomic_load(&in->rank_status[rank].pid);
-    return pid > 0 ? pid : (rank == 0 ? in->pid : 0);
-}
-
-/* What a collective index of a step is (ENGINE_TAG_* in engine.h). */
-static void describe_index(char *out, size_t size, uint32_t index, int n_layers) {
-    if (index == ENGINE_TAG_PLAN_HEADER)
-        snprintf(out, size, "plan header");
-    else if (index == ENGINE_TAG_PLAN_BODY)
-        snprintf(out, size, "plan body");
-    else if (index < ENGINE_TAG_LAYER(n_layers, 0))
-        snprintf(out, size, "layer %u %s", (index - 2) / 2,
-                 (index - 2) % 2 ? "feed-forward output" : "attention output");
-    else
-        snprintf(out, size, "logits gather");
+        runner_status_read(in->rank_status, rank, in->file->config.n_layers, &status);
+    return status.pid > 0 ? (pid_t)status.pid : (rank == 0 ? in->pid : 0);
 }
 
 /* One rank's line of the report, and its JSON object. */
-static cJSON *report_rank(const struct gateway_instance *in, int rank, uint64_t now_ns, char *line,
-                          size_t size) {
-    const struct comm_status_record *r = &in->rank_status[rank];
+static cJSON *report_rank(const struct gateway_instance *in, int rank, char *line, size_t size) {
+    struct runner_rank_status r;
+    runner_status_read(in->rank_status, rank, in->file->config.n_layers, &r);
     cJSON *o = cJSON_CreateObject();
-    char what[64];
-    int pid = atomic_load(&r->pid);
-    uint32_t waiting = atomic_load(&r->waiting), index = atomic_load(&r->index);
-    unsigned long long step = atomic_load(&r->step);
-    uint64_t since = atomic_load(waiting ? &r->since_ns : &r->done_ns);
-    double seconds = since && now_ns > since ? (double)(now_ns - since) * 1e-9 : 0;
-    describe_index(what, sizeof(what), index, in->file->config.n_layers);
+    unsigned long long step = r.step;
     cJSON_AddNumberToObject(o, "rank", rank);
-    cJSON_AddNumberToObject(o, "pid", pid);
-    if (pid == 0) {
+    cJSON_AddNumberToObject(o, "pid", r.pid);
+    if (r.pid == 0) {
         cJSON_AddStringToObject(o, "state", "no status");
         snprintf(line, size, "rank %d: no status (it never reached a collective)", rank);
         return o;
     }
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
+    if (kill(r.pid, 0) != 0 && errno == ESRCH) {
         cJSON_AddStringToObject(o, "state", "gone");
         snprintf(line, size,
                  "rank %d (pid %d): its process is gone (last seen in step %llu, "
                  "collective %u, %s)",
-                 rank, pid, step, index, what);
+                 rank, r.pid, step, r.index, r.collective);
         return o;
     }
-    cJSON_AddStringToObject(o, "state", waiting ? "waiting" : "computing");
+    cJSON_AddStringToObject(o, "state", r.waiting ? "waiting" : "computing");
     cJSON_AddNumberToObject(o, "step", (double)step);
-    cJSON_AddNumberToObject(o, "index", index);
-    cJSON_AddStringToObject(o, "collective", what);
-    cJSON_AddNumberToObject(o, "seconds", seconds);
-    if (waiting)
+    cJSON_AddNumberToObject(o, "index", r.index);
+    cJSON_AddStringToObject(o, "collective", r.collective);
+    cJSON_AddNumberToObject(o, "seconds", r.seconds);
+    if (r.waiting)
         snprintf(line, size,
-                 "rank %d (pid %d): waiting in step %llu, collective %u (%s) for %.2f s", rank, pid,
-                 step, index, what, seconds);
+                 "rank %d (pid %d): waiting in step %llu, collective %u (%s) for %.2f s", rank,
+                 r.pid, step, r.index, r.collective, r.seconds);
     else
         snprintf(line, size,
                  "rank %d (pid %d): outside any collective for %.2f s, since its last "
                  "one (step %llu, collective %u, %s) completed: computing, stopped or stalled",
-                 rank, pid, seconds, step, index, what);
+                 rank, r.pid, r.seconds, step, r.index, r.collective);
     return o;
 }
 
@@ -146,10 +132,7 @@ static void keep_report(struct gateway *g, char *json) {
 }
 
 void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
-    struct timespec ts;
     char text[4096], line[256];
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     double quiet = (double)(now_us - in->progress_us) * 1e-6;
     int n = snprintf(text, sizeof(text),
                      "model %s: runner (pid %d) stuck: no step completed for %.2f s with %d "
@@ -167,7 +150,7 @@ void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
     for (int rank = 0;
          in->model.tp > 1 && in->rank_status && rank < in->model.tp && rank < RUNNER_RANKS_MAX;
          rank++) {
-        cJSON_AddItemToArray(ranks, report_rank(in, rank, now_ns, line, sizeof(line)));
+        cJSON_AddItemToArray(ranks, report_rank(in, rank, line, sizeof(line)));
         if (n >= 0 && (size_t)n < sizeof(text))
             n += snprintf(text + n, sizeof(text) - (size_t)n, "\n  %s", line);
     }
@@ -202,16 +185,13 @@ char *gateway_stuck_json(struct gateway *g) {
     return out;
 }
 
-/* Sends a FAULT frame to the runner (lock held); -1 if there is none. */
+/* Queues a FAULT frame for the runner (lock held); -1 if it has none ready. */
 static int send_fault(struct gateway_instance *in, const struct runner_fault *fault) {
     char err[200];
-    struct runner_buffer b = {0};
-    int rc = -1;
-    if (in->fd >= 0 && in->ready && runner_encode_fault(&b, fault, err, sizeof(err)) == 0) {
-        rc = send(in->fd, b.data, b.length, MSG_NOSIGNAL) == (ssize_t)b.length ? 0 : -1;
-    }
-    runner_buffer_free(&b);
-    return rc;
+    if (in->state != INSTANCE_READY || runner_encode_fault(&in->outbox, fault, err, sizeof(err)))
+        return -1;
+    gateway_instance_wake(in);
+    return 0;
 }
 
 /* Applies a fault to the runner (lock held): 0, or the HTTP status of the
@@ -224,7 +204,7 @@ static int apply_fault(struct gateway_instance *in, const char *kind, int rank, 
                  in->model.tp - 1);
         return 400;
     }
-    if (!in->ready) {
+    if (in->state != INSTANCE_READY) {
         snprintf(why, size, "model %s has no ready runner now", in->name);
         return 409;
     }
@@ -257,9 +237,11 @@ int gateway_instance_fault(struct gateway_instance *in, const char *kind, int ra
     char why[200];
     int rc = 0;
     pthread_mutex_lock(&in->lock);
-    if (!strcmp(kind, "refuse"))
-        in->refuse_starts += count > 0 ? count : 1;
-    else
+    if (!strcmp(kind, "refuse")) {
+        /* bounded, so that no count can wrap around */
+        unsigned more = count > 0 ? (unsigned)count : 1u;
+        in->refuse_starts = more > 1000u - in->refuse_starts ? 1000u : in->refuse_starts + more;
+    } else
         rc = apply_fault(in, kind, rank, delay_ms, steps, why, sizeof(why));
     pthread_mutex_unlock(&in->lock);
     if (rc) openai_error_set(error, rc, "invalid_request_error", NULL, NULL, "%s", why);

@@ -164,6 +164,26 @@ struct runner_fault {
 
 #define RUNNER_RANKS_MAX 64 /* ranks a status file has records for */
 
+/* ======================= the rank status file (status.c) ======================= */
+
+/* What one rank was doing, as its record in the status file says
+ * (`lockstep runner --status FILE`: every rank mirrors its collective
+ * state there, so a supervisor can tell where a stuck runner waits
+ * without its cooperation). */
+struct runner_rank_status {
+    int pid;             /* the rank's process; 0: it never reached a collective */
+    int waiting;         /* 1: inside a collective */
+    uint64_t step;       /* the step of the collective waited in, or of the last one */
+    uint32_t index;      /* its index within the step */
+    double seconds;      /* how long it has waited, or since the last one completed */
+    char collective[48]; /* what the index is: "plan header", "layer 3 attention output", ... */
+};
+
+/* Size of a status file (RUNNER_RANKS_MAX records). */
+size_t runner_status_bytes(void);
+/* Reads rank's record from a mapped status file of a model of n_layers. */
+void runner_status_read(const void *status, int rank, int n_layers, struct runner_rank_status *out);
+
 /* A growable byte buffer frames are appended to. */
 struct runner_buffer {
     uint8_t *data;
