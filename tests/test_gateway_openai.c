@@ -1,8 +1,10 @@
 /* test_gateway_openai.c -- the gateway's OpenAI JSON layer.
  *
  * Requests: every field parsed with its type and default, JSON null read as
- * absent, each prompt form; every refusal checked for its status, type,
- * param and exact message. Responses: every body parsed back with cJSON and
+ * absent, each prompt form, the omitted model, the fields accepted and
+ * ignored, the values of unimplemented fields that ask for nothing; every
+ * refusal (unrecognized and unimplemented fields among them) checked for
+ * its status, type, param and exact message. Responses: every body parsed back with cJSON and
  * checked field by field, including texts with quotes, newlines, control
  * characters, non-ASCII UTF-8 and bytes that are not UTF-8. */
 #include "gateway/openai.h"
@@ -37,9 +39,7 @@ static void test_chat_every_field(void) {
         "\"max_tokens\":50,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,"
         "\"top_k\":40,\"min_p\":0.05,\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
         "\"presence_penalty\":0.5,\"frequency_penalty\":-1.5,\"repetition_penalty\":1.1,"
-        "\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":5,\"n\":1,\"user\":\"u1\","
-        "\"tools\":[],"
-        "\"echo\":true,\"prompt\":7}";
+        "\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":5,\"n\":1,\"user\":\"u1\"}";
     struct openai_request r;
     struct openai_error e;
     CHECK(parse(body, OPENAI_CHAT, &r, &e) == 0);
@@ -97,18 +97,19 @@ static void test_chat_defaults_and_nulls(void) {
         "\"temperature\":null,\"top_p\":null,\"top_k\":null,\"min_p\":null,\"seed\":null,"
         "\"stop\":null,\"presence_penalty\":null,\"frequency_penalty\":null,"
         "\"repetition_penalty\":null,\"ignore_eos\":null,\"logprobs\":null,\"top_logprobs\":null,"
-        "\"n\":null,"
-        "\"user\":null}";
+        "\"n\":null,\"user\":null,\"tools\":null,\"tool_choice\":null,\"functions\":null,"
+        "\"function_call\":null,\"response_format\":null,\"logit_bias\":null,\"modalities\":null,"
+        "\"audio\":null,\"prediction\":null,\"web_search_options\":null,"
+        "\"reasoning_effort\":null,\"verbosity\":null,\"no_such_field\":null}";
     CHECK(parse(nulls, OPENAI_CHAT, &r, &e) == 0);
     check_defaults(&r);
     openai_request_free(&r);
 
-    /* include_usage without stream is kept; the response side ignores it. */
     CHECK(parse("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-                "\"stream\":false,\"stream_options\":{\"include_usage\":true},\"top_k\":-1,"
+                "\"stream\":false,\"stream_options\":null,\"top_k\":-1,"
                 "\"seed\":18446744073709551615,\"stop\":[],\"logprobs\":false,\"max_tokens\":3}",
                 OPENAI_CHAT, &r, &e) == 0);
-    CHECK(r.stream == 0 && r.include_usage == 1);
+    CHECK(r.stream == 0 && r.include_usage == 0);
     CHECK(r.top_k == 0);
     CHECK(r.has_seed == 1 && r.seed == UINT64_MAX);
     CHECK(r.n_stops == 0 && r.logprobs == 0 && r.max_tokens == 3);
@@ -119,15 +120,21 @@ static void test_completion_prompts(void) {
     struct openai_request r;
     struct openai_error e;
     CHECK(parse("{\"model\":\"m\",\"prompt\":\"In the beginning\",\"logprobs\":3,\"stop\":\"\\n\","
-                "\"echo\":false,\"max_completion_tokens\":\"ignored\",\"top_logprobs\":\"x\","
-                "\"seed\":42,\"messages\":5}",
+                "\"echo\":false,\"seed\":42,\"stream\":true,"
+                "\"stream_options\":{\"include_usage\":true},\"max_tokens\":9,\"temperature\":0.25,"
+                "\"top_p\":0.5,\"top_k\":3,\"min_p\":0.125,\"presence_penalty\":1,"
+                "\"frequency_penalty\":-1,\"repetition_penalty\":1.5,\"ignore_eos\":true,\"n\":1,"
+                "\"user\":\"u\"}",
                 OPENAI_COMPLETION, &r, &e) == 0);
     CHECK(r.kind == OPENAI_COMPLETION);
     CHECK(same_string(r.prompt, "In the beginning") && r.prompt_tokens == NULL);
     CHECK(r.n_messages == 0 && r.messages == NULL);
     CHECK(r.logprobs == 1 && r.top_logprobs == 3);
     CHECK(r.n_stops == 1 && same_string(r.stops[0], "\n"));
-    CHECK(r.max_tokens == -1);
+    CHECK(r.stream == 1 && r.include_usage == 1 && r.max_tokens == 9);
+    CHECK(r.temperature == 0.25f && r.top_p == 0.5f && r.top_k == 3 && r.min_p == 0.125f);
+    CHECK(r.presence_penalty == 1.0f && r.frequency_penalty == -1.0f);
+    CHECK(r.repetition_penalty == 1.5f && r.ignore_eos == 1);
     CHECK(r.has_seed == 1 && r.seed == 42);
     openai_request_free(&r);
 
@@ -188,8 +195,8 @@ static const struct refusal refusals[] = {
      "(byte 3)"},
     {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}",
      "", "the request body is not valid JSON: error at line 1, column 52 (byte 51)"},
-    {OPENAI_CHAT, "{\"messages\":[]}", "model", "model is required"},
-    {OPENAI_CHAT, "{\"model\":null}", "model", "model is required"},
+    {OPENAI_CHAT, "{\"messages\":[]}", "messages", "messages must not be empty"},
+    {OPENAI_CHAT, "{\"model\":null}", "messages", "messages is required"},
     {OPENAI_CHAT, "{\"model\":5}", "model", "model must be a string"},
     {OPENAI_CHAT, "{\"model\":\"\"}", "model", "model must not be empty"},
     {OPENAI_CHAT, "{\"model\":\"m\"}", "messages", "messages is required"},
@@ -305,8 +312,149 @@ static const struct refusal refusals[] = {
      "logprobs must be between 0 and 20, got 21"},
     {OPENAI_COMPLETION, CMPL_HEAD "\"echo\":true}", "echo", "echo=true is not supported"},
     {OPENAI_COMPLETION, CMPL_HEAD "\"echo\":\"no\"}", "echo", "echo must be a boolean"},
-    {OPENAI_COMPLETION, CMPL_HEAD "\"n\":3}", "n", "only n=1 is supported, got n=3"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"n\":3}", "n",
+     "only n=1 is supported, got n=3"}, /* stream_options only goes with a stream. */
+    {OPENAI_CHAT, CHAT_HEAD "\"stream_options\":{\"include_usage\":true}}", "stream_options",
+     "stream_options requires stream to be true"},
+    {OPENAI_CHAT, CHAT_HEAD "\"stream\":false,\"stream_options\":{}}", "stream_options",
+     "stream_options requires stream to be true"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"stream_options\":{\"include_usage\":false}}", "stream_options",
+     "stream_options requires stream to be true"},
+    /* Fields lockstep does not implement, with values that ask for something. */
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+     "tools", "tools is not supported: lockstep does not call tools (omit it, or send [])"},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":{}}", "tools",
+     "tools is not supported: lockstep does not call tools (omit it, or send [])"},
+    {OPENAI_CHAT, CHAT_HEAD "\"tool_choice\":\"required\"}", "tool_choice",
+     "tool_choice is not supported: lockstep does not call tools (only \"none\" and \"auto\" are "
+     "accepted)"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
+     "tool_choice",
+     "tool_choice is not supported: lockstep does not call tools (only \"none\" and \"auto\" are "
+     "accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"functions\":[{\"name\":\"f\",\"parameters\":{}}]}", "functions",
+     "functions is not supported: lockstep does not call functions (omit it, or send [])"},
+    {OPENAI_CHAT, CHAT_HEAD "\"function_call\":{\"name\":\"f\"}}", "function_call",
+     "function_call is not supported: lockstep does not call functions (only \"none\" and "
+     "\"auto\" are accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":{\"type\":\"json_object\"}}", "response_format",
+     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
+     "accepted)"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}}",
+     "response_format",
+     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
+     "accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":\"text\"}", "response_format",
+     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
+     "accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"logit_bias\":{\"50256\":-100}}", "logit_bias",
+     "logit_bias is not supported (only an empty object {} is accepted)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"logit_bias\":{\"7\":0}}", "logit_bias",
+     "logit_bias is not supported (only an empty object {} is accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"modalities\":[\"text\",\"audio\"]}", "modalities",
+     "modalities is not supported: answers are text (only [\"text\"] is accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio",
+     "audio is not supported: answers are text"},
+    {OPENAI_CHAT, CHAT_HEAD "\"prediction\":{\"type\":\"content\",\"content\":\"x\"}}",
+     "prediction", "prediction is not supported (no predicted outputs)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"web_search_options\":{}}", "web_search_options",
+     "web_search_options is not supported: lockstep does not search the web"},
+    {OPENAI_CHAT, CHAT_HEAD "\"reasoning_effort\":\"low\"}", "reasoning_effort",
+     "reasoning_effort is not supported: lockstep does not steer reasoning"},
+    {OPENAI_CHAT, CHAT_HEAD "\"verbosity\":\"low\"}", "verbosity",
+     "verbosity is not supported: lockstep does not steer verbosity"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"best_of\":2}", "best_of",
+     "best_of is not supported (only best_of=1 is accepted)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"best_of\":\"1\"}", "best_of",
+     "best_of is not supported (only best_of=1 is accepted)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"suffix\":\"}\"}", "suffix",
+     "suffix is not supported: text is only appended, never inserted (only \"\" is accepted)"},
+    /* Refused before any field is read: the cause is named, not its effect. */
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}],\"tools\":[{}]}",
+     "tools", "tools is not supported: lockstep does not call tools (omit it, or send [])"},
+    /* Fields the endpoint does not have, as OpenAI answers them. */
+    {OPENAI_CHAT, CHAT_HEAD "\"foo\":1}", "foo", "Unrecognized request argument supplied: foo"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"temprature\":0}", "temprature",
+     "Unrecognized request argument supplied: temprature"},
+    {OPENAI_CHAT, CHAT_HEAD "\"a\\\"b\\n\":[]}", "a\"b\n",
+     "Unrecognized request argument supplied: a\\\"b\\u000a"},
+    {OPENAI_CHAT, CHAT_HEAD "\"echo\":false}", "echo",
+     "Unrecognized request argument supplied: echo (it is a field of /v1/completions)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"prompt\":\"x\"}", "prompt",
+     "Unrecognized request argument supplied: prompt (it is a field of /v1/completions)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"best_of\":1}", "best_of",
+     "Unrecognized request argument supplied: best_of (it is a field of /v1/completions)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"max_completion_tokens\":5}", "max_completion_tokens",
+     "Unrecognized request argument supplied: max_completion_tokens (it is a field of "
+     "/v1/chat/completions)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"top_logprobs\":2}", "top_logprobs",
+     "Unrecognized request argument supplied: top_logprobs (it is a field of "
+     "/v1/chat/completions)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"messages\":[]}", "messages",
+     "Unrecognized request argument supplied: messages (it is a field of /v1/chat/completions)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"tools\":[]}", "tools",
+     "Unrecognized request argument supplied: tools (it is a field of /v1/chat/completions)"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"metadata\":{}}", "metadata",
+     "Unrecognized request argument supplied: metadata (it is a field of /v1/chat/completions)"},
+    /* A field given twice: the readers would honour only the first. */
+    {OPENAI_CHAT, CHAT_HEAD "\"temperature\":0,\"temperature\":2}", "temperature",
+     "temperature is given more than once"},
+    {OPENAI_CHAT, CHAT_HEAD "\"model\":\"other\"}", "model", "model is given more than once"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"user\":null,\"user\":\"u\"}", "user",
+     "user is given more than once"},
 };
+
+/* model may be omitted (or null): the HTTP layer chooses the model. */
+static void test_omitted_model(void) {
+    struct openai_request r;
+    struct openai_error e;
+    CHECK(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", OPENAI_CHAT, &r, &e) ==
+          0);
+    CHECK(r.model == NULL && r.n_messages == 1);
+    check_defaults(&r);
+    openai_request_free(&r);
+
+    CHECK(parse("{\"model\":null,\"prompt\":\"x\",\"stream\":true}", OPENAI_COMPLETION, &r, &e) ==
+          0);
+    CHECK(r.model == NULL && same_string(r.prompt, "x") && r.stream == 1);
+    openai_request_free(&r);
+}
+
+/* Unimplemented fields whose value asks for nothing, and the fields that
+ * are accepted and ignored, leave every default as it is. */
+static void test_fields_that_change_nothing(void) {
+    static const struct {
+        enum openai_kind kind;
+        const char *body;
+    } accepted[] = {
+        {OPENAI_CHAT,
+         CHAT_HEAD "\"tools\":[],\"tool_choice\":\"none\",\"functions\":[],"
+                   "\"function_call\":\"none\",\"response_format\":{\"type\":\"text\"},"
+                   "\"logit_bias\":{},\"modalities\":[\"text\"]}"},
+        {OPENAI_CHAT, CHAT_HEAD "\"tool_choice\":\"auto\",\"function_call\":\"auto\"}"},
+        {OPENAI_CHAT,
+         CHAT_HEAD "\"user\":\"u\",\"safety_identifier\":\"s\","
+                   "\"metadata\":{\"k\":\"v\"},\"store\":true,\"service_tier\":\"auto\","
+                   "\"prompt_cache_key\":\"c\",\"parallel_tool_calls\":false}"},
+        {OPENAI_COMPLETION, CMPL_HEAD "\"best_of\":1,\"suffix\":\"\",\"logit_bias\":{},"
+                                      "\"user\":\"u\"}"},
+        {OPENAI_COMPLETION, CMPL_HEAD "\"best_of\":null,\"suffix\":null,\"tools\":null,"
+                                      "\"unknown\":null}"},
+    };
+    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+        struct openai_request r;
+        struct openai_error e;
+        int rc = parse(accepted[i].body, accepted[i].kind, &r, &e);
+        CHECK_MSG(rc == 0, "case %zu refused: %s (param %s)", i, e.message, e.param);
+        if (rc != 0) continue;
+        CHECK(same_string(r.model, "m"));
+        check_defaults(&r);
+        openai_request_free(&r);
+    }
+}
 
 static void test_refusals(void) {
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
@@ -759,6 +907,8 @@ int main(void) {
     test_chat_every_field();
     test_chat_defaults_and_nulls();
     test_completion_prompts();
+    test_omitted_model();
+    test_fields_that_change_nothing();
     test_refusals();
     test_error_json();
     test_chat_completion();

@@ -1,12 +1,13 @@
 /* openai.h -- the gateway's OpenAI JSON layer (internal to src/gateway).
  *
  * Parses the bodies of POST /v1/chat/completions and POST /v1/completions
- * into a struct openai_request, validating every field the gateway uses,
- * and builds every response body the official OpenAI clients read:
- * chat.completion, chat.completion.chunk, text_completion (whole and
- * streamed), the usage-only chunk, GET /v1/models and the error object.
- * The HTTP server, SSE framing and routing live in the rest of the module;
- * this layer only turns JSON into structs and structs into JSON.
+ * into a struct openai_request, validating every field the gateway uses
+ * and refusing every field it does not honour, and builds every response
+ * body the official OpenAI clients read: chat.completion,
+ * chat.completion.chunk, text_completion (whole and streamed), the
+ * usage-only chunk, GET /v1/models and the error object. The HTTP server,
+ * SSE framing and routing live in the rest of the module; this layer only
+ * turns JSON into structs and structs into JSON.
  *
  * Every builder returns a NUL-terminated, malloc'ed JSON text (free it with
  * free()) or NULL when memory runs out. Builders never emit invalid UTF-8:
@@ -58,11 +59,12 @@ struct openai_message {
 };
 
 /* A parsed request body. Fields the endpoint does not have keep their
- * defaults (for example messages for a completion). Unknown fields, and
- * "user", are ignored. */
+ * defaults (for example messages for a completion). */
 struct openai_request {
     enum openai_kind kind; /* the endpoint it was parsed for */
-    char *model;           /* requested model name, non-empty */
+    char *model;           /* requested model name, non-empty; NULL when the body has none
+                              (then the only model served answers, and with several
+                              served the request is a 400) */
 
     /* chat only */
     int n_messages;                  /* >= 1 */
@@ -74,7 +76,8 @@ struct openai_request {
     int *prompt_tokens;  /* (n_prompt_tokens) token ids >= 0, or NULL */
 
     int stream;                    /* 1: answer with server-sent chunks */
-    int include_usage;             /* stream_options.include_usage: 1 adds a usage-only chunk */
+    int include_usage;             /* stream_options.include_usage: 1 adds a usage-only chunk
+                                      (stream_options is refused unless stream is true) */
     int max_tokens;                /* max_completion_tokens, else max_tokens: >= 1; -1 when absent
                                       (generate until end-of-sequence or the context is full) */
     float temperature;             /* 0..2, default 1 (as OpenAI); 0 is greedy */
@@ -98,7 +101,20 @@ struct openai_request {
  * request for the kind endpoint. 0 on success: out owns its strings, free
  * with openai_request_free. -1 with error filled (status 400, type
  * "invalid_request_error", param naming the field; 500 "server_error" when
- * memory runs out) and out left empty (freeing it is harmless). */
+ * memory runs out) and out left empty (freeing it is harmless).
+ *
+ * No field is silently ignored (the table request_fields in
+ * openai_request.c lists them all). A JSON null is read as absent. A field
+ * the endpoint does not have is refused as OpenAI refuses it:
+ * "Unrecognized request argument supplied: X". Accepted and ignored, since
+ * they cannot change the answer: user, and for chat safety_identifier,
+ * metadata, store, service_tier, prompt_cache_key, parallel_tool_calls.
+ * Refused unless their value asks for nothing (the value accepted in
+ * parentheses): tools and functions ([]), tool_choice and function_call
+ * ("none" or "auto"), response_format ({"type":"text"}), modalities
+ * (["text"]), logit_bias ({}), and for completions best_of (1) and suffix
+ * (""); always refused: audio, prediction, web_search_options,
+ * reasoning_effort, verbosity. A field given twice is refused. */
 int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
                          struct openai_request *out, struct openai_error *error);
 

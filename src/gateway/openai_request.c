@@ -5,8 +5,11 @@
  * in the OpenAI shape whose param names the field ("messages[2].role"), so a
  * bad request is refused without touching the runner (DESIGN.md I6). JSON
  * null counts as absent everywhere, because clients send "max_tokens": null
- * to mean "not set". Fields this file does not read are ignored, as OpenAI
- * ignores "user". */
+ * to mean "not set". Before any field is read, every top-level field is
+ * looked up in request_fields: a client must never get a 200 that quietly
+ * ignored something it asked for, so a field the endpoint does not have is
+ * refused as OpenAI refuses it, and one lockstep does not implement is
+ * refused unless its value asks for nothing. */
 #include "gateway/openai.h"
 
 #include <cjson/cJSON.h>
@@ -14,6 +17,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +191,178 @@ static cJSON *parse_body(const char *body, size_t len, struct openai_error *e) {
     invalid(e, NULL, "the request body %s: error at line %d, column %d (byte %zu)", problem, line,
             column, offset);
     return NULL;
+}
+
+/* ------------------------------ the fields ------------------------------ */
+
+/* What the parser does with a top-level field. */
+enum field_use {
+    FIELD_READ,   /* read and honoured by a parse_* function below */
+    FIELD_IGNORE, /* accepted and ignored: it cannot change the answer */
+    FIELD_REFUSE, /* not implemented: refused unless nothing(value) */
+};
+
+/* One top-level field of a request body. */
+struct request_field {
+    const char *name;
+    int kinds; /* the endpoints that have it: a mask of enum openai_kind */
+    enum field_use use;
+    int (*nothing)(const cJSON *value); /* FIELD_REFUSE: 1 if value asks for nothing */
+    const char *refusal;                /* FIELD_REFUSE: the error message after the name */
+};
+
+static int is_string_value(const cJSON *value, const char *want) {
+    return cJSON_IsString(value) && strcmp(value->valuestring, want) == 0;
+}
+
+static int is_empty_array(const cJSON *value) {
+    return cJSON_IsArray(value) && value->child == NULL;
+}
+
+static int is_empty_object(const cJSON *value) {
+    return cJSON_IsObject(value) && value->child == NULL;
+}
+
+static int is_empty_string(const cJSON *value) {
+    return is_string_value(value, "");
+}
+
+static int is_one(const cJSON *value) {
+    return cJSON_IsNumber(value) && value->valuedouble == 1;
+}
+
+/* "none", or "auto" with no tools to choose from (tools are refused). */
+static int is_no_call(const cJSON *value) {
+    return is_string_value(value, "none") || is_string_value(value, "auto");
+}
+
+/* {"type":"text"}: plain text, which every answer is. */
+static int is_text_format(const cJSON *value) {
+    return cJSON_IsObject(value) && cJSON_GetArraySize(value) == 1 &&
+           is_string_value(cJSON_GetObjectItemCaseSensitive(value, "type"), "text");
+}
+
+/* ["text"]: the one output modality there is. */
+static int is_text_modality(const cJSON *value) {
+    return cJSON_IsArray(value) && cJSON_GetArraySize(value) == 1 &&
+           is_string_value(value->child, "text");
+}
+
+static int never(const cJSON *value) {
+    (void)value;
+    return 0;
+}
+
+#define CHAT OPENAI_CHAT
+#define CMPL OPENAI_COMPLETION
+#define BOTH (OPENAI_CHAT | OPENAI_COMPLETION)
+
+/* Every field either endpoint accepts. A field missing here is refused as
+ * unrecognized, so a new parse_* function must add its field. The ignored
+ * ones are OpenAI's fields that only label, store, bill or route a request,
+ * or tune tools that cannot be given; the refused ones are OpenAI's fields
+ * that would change the answer. */
+static const struct request_field request_fields[] = {
+    {"model", BOTH, FIELD_READ, NULL, NULL},
+    {"messages", CHAT, FIELD_READ, NULL, NULL},
+    {"prompt", CMPL, FIELD_READ, NULL, NULL},
+    {"stream", BOTH, FIELD_READ, NULL, NULL},
+    {"stream_options", BOTH, FIELD_READ, NULL, NULL},
+    {"max_tokens", BOTH, FIELD_READ, NULL, NULL},
+    {"max_completion_tokens", CHAT, FIELD_READ, NULL, NULL},
+    {"temperature", BOTH, FIELD_READ, NULL, NULL},
+    {"top_p", BOTH, FIELD_READ, NULL, NULL},
+    {"top_k", BOTH, FIELD_READ, NULL, NULL},
+    {"min_p", BOTH, FIELD_READ, NULL, NULL},
+    {"presence_penalty", BOTH, FIELD_READ, NULL, NULL},
+    {"frequency_penalty", BOTH, FIELD_READ, NULL, NULL},
+    {"repetition_penalty", BOTH, FIELD_READ, NULL, NULL},
+    {"ignore_eos", BOTH, FIELD_READ, NULL, NULL},
+    {"seed", BOTH, FIELD_READ, NULL, NULL},
+    {"stop", BOTH, FIELD_READ, NULL, NULL},
+    {"logprobs", BOTH, FIELD_READ, NULL, NULL},
+    {"top_logprobs", CHAT, FIELD_READ, NULL, NULL},
+    {"n", BOTH, FIELD_READ, NULL, NULL},
+    {"echo", CMPL, FIELD_READ, NULL, NULL},
+
+    {"user", BOTH, FIELD_IGNORE, NULL, NULL},
+    {"safety_identifier", CHAT, FIELD_IGNORE, NULL, NULL},
+    {"metadata", CHAT, FIELD_IGNORE, NULL, NULL},
+    {"store", CHAT, FIELD_IGNORE, NULL, NULL},
+    {"service_tier", CHAT, FIELD_IGNORE, NULL, NULL},
+    {"prompt_cache_key", CHAT, FIELD_IGNORE, NULL, NULL},
+    {"parallel_tool_calls", CHAT, FIELD_IGNORE, NULL, NULL}, /* there are no tools to call */
+
+    {"tools", CHAT, FIELD_REFUSE, is_empty_array,
+     "is not supported: lockstep does not call tools (omit it, or send [])"},
+    {"tool_choice", CHAT, FIELD_REFUSE, is_no_call,
+     "is not supported: lockstep does not call tools (only \"none\" and \"auto\" are accepted)"},
+    {"functions", CHAT, FIELD_REFUSE, is_empty_array,
+     "is not supported: lockstep does not call functions (omit it, or send [])"},
+    {"function_call", CHAT, FIELD_REFUSE, is_no_call,
+     "is not supported: lockstep does not call functions (only \"none\" and \"auto\" are "
+     "accepted)"},
+    {"response_format", CHAT, FIELD_REFUSE, is_text_format,
+     "is not supported: answers are free text (only {\"type\":\"text\"} is accepted)"},
+    {"logit_bias", BOTH, FIELD_REFUSE, is_empty_object,
+     "is not supported (only an empty object {} is accepted)"},
+    {"best_of", CMPL, FIELD_REFUSE, is_one, "is not supported (only best_of=1 is accepted)"},
+    {"suffix", CMPL, FIELD_REFUSE, is_empty_string,
+     "is not supported: text is only appended, never inserted (only \"\" is accepted)"},
+    {"modalities", CHAT, FIELD_REFUSE, is_text_modality,
+     "is not supported: answers are text (only [\"text\"] is accepted)"},
+    {"audio", CHAT, FIELD_REFUSE, never, "is not supported: answers are text"},
+    {"prediction", CHAT, FIELD_REFUSE, never, "is not supported (no predicted outputs)"},
+    {"web_search_options", CHAT, FIELD_REFUSE, never,
+     "is not supported: lockstep does not search the web"},
+    {"reasoning_effort", CHAT, FIELD_REFUSE, never,
+     "is not supported: lockstep does not steer reasoning"},
+    {"verbosity", CHAT, FIELD_REFUSE, never, "is not supported: lockstep does not steer verbosity"},
+};
+
+#define N_REQUEST_FIELDS ((int)(sizeof(request_fields) / sizeof(request_fields[0])))
+_Static_assert(N_REQUEST_FIELDS <= 64, "check_fields marks the fields seen in 64 bits");
+
+/* The row of name among the fields of the kind endpoint, or NULL. */
+static const struct request_field *find_field(const char *name, int kind) {
+    for (int i = 0; i < N_REQUEST_FIELDS; i++)
+        if ((request_fields[i].kinds & kind) && strcmp(request_fields[i].name, name) == 0)
+            return &request_fields[i];
+    return NULL;
+}
+
+/* OpenAI's refusal of a field it does not know, and where the field belongs
+ * when it belongs to the other endpoint. */
+static int unrecognized(const char *name, enum openai_kind kind, struct openai_error *e) {
+    int other = kind == OPENAI_CHAT ? OPENAI_COMPLETION : OPENAI_CHAT;
+    char got[96];
+    printable(name, got, sizeof(got));
+    if (find_field(name, other) != NULL)
+        return invalid(e, name, "Unrecognized request argument supplied: %s (it is a field of %s)",
+                       got, other == OPENAI_CHAT ? "/v1/chat/completions" : "/v1/completions");
+    return invalid(e, name, "Unrecognized request argument supplied: %s", got);
+}
+
+/* Every top-level field must belong to the endpoint, appear once (the
+ * readers below would see only the first), and, if lockstep does not
+ * implement it, ask for nothing. A null value is absent, so an unknown
+ * field set to null passes. */
+static int check_fields(const cJSON *root, enum openai_kind kind, struct openai_error *e) {
+    uint64_t seen = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        const struct request_field *f = find_field(item->string, (int)kind);
+        if (f == NULL) {
+            if (cJSON_IsNull(item)) continue;
+            return unrecognized(item->string, kind, e);
+        }
+        uint64_t bit = (uint64_t)1 << (f - request_fields);
+        if (seen & bit) return invalid(e, f->name, "%s is given more than once", f->name);
+        seen |= bit;
+        if (f->use == FIELD_REFUSE && !cJSON_IsNull(item) && !f->nothing(item))
+            return invalid(e, f->name, "%s %s", f->name, f->refusal);
+    }
+    return 0;
 }
 
 /* ------------------------------- messages ------------------------------- */
@@ -444,13 +620,18 @@ static int parse_stream(const cJSON *root, struct openai_request *out, struct op
     if (options == NULL) return 0;
     if (!cJSON_IsObject(options))
         return invalid(e, "stream_options", "stream_options must be an object");
-    return check_bool(field(options, "include_usage"), "stream_options.include_usage",
-                      &out->include_usage, e);
+    if (check_bool(field(options, "include_usage"), "stream_options.include_usage",
+                   &out->include_usage, e) != 0)
+        return -1;
+    /* As OpenAI: options for a stream that will not be sent are a mistake. */
+    if (!out->stream)
+        return invalid(e, "stream_options", "stream_options requires stream to be true");
+    return 0;
 }
 
+/* An omitted model stays NULL: the HTTP layer chooses (the only model served). */
 static int parse_model(const cJSON *root, struct openai_request *out, struct openai_error *e) {
     const cJSON *model = field(root, "model");
-    if (model == NULL) return invalid(e, "model", "model is required");
     if (cJSON_IsString(model) && model->valuestring[0] == '\0')
         return invalid(e, "model", "model must not be empty");
     return check_string(model, "model", &out->model, e);
@@ -477,7 +658,7 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
     cJSON *root = parse_body(body, len, error);
     if (root == NULL) return -1;
     int failed =
-        parse_model(root, out, error) ||
+        check_fields(root, kind, error) || parse_model(root, out, error) ||
         (kind == OPENAI_CHAT ? parse_messages(root, out, error) : parse_prompt(root, out, error)) ||
         parse_stream(root, out, error) || parse_max_tokens(root, out, error) ||
         parse_sampling(root, out, error) || parse_stop(root, out, error) ||

@@ -2,7 +2,11 @@
  * (src/gateway/openai_*.c). The input is parsed as a body for both
  * endpoints. A refusal must be a 400 with a one-line message, and its error
  * body must parse back. An accepted request must hold what openai.h
- * promises (every range, every string present), and every body built from
+ * promises (every range, every string present, model non-empty or NULL
+ * when omitted), its body must hold only fields the endpoint accepts, once
+ * each, with the values that ask for nothing where lockstep does not
+ * implement the field (a list kept here apart from the parser's own), and
+ * every body built from
  * it -- the whole response, the first, a middle and the last chunk, the
  * usage chunk -- must parse back with cJSON, be valid UTF-8 with no raw
  * control byte, and carry a text that was valid UTF-8 unchanged. Token
@@ -65,12 +69,83 @@ static void check_refusal(const struct openai_error *e) {
     cJSON_Delete(root);
 }
 
+/* The top-level fields an accepted body may hold (not null), as " name "
+ * lists kept here apart from the parser's own table: for both endpoints,
+ * then for chat and for completions alone. */
+static const char both_fields[] =
+    " model stream stream_options max_tokens temperature top_p top_k min_p presence_penalty "
+    "frequency_penalty repetition_penalty ignore_eos seed stop logprobs n user logit_bias ";
+static const char chat_fields[] =
+    " messages max_completion_tokens top_logprobs safety_identifier metadata store service_tier "
+    "prompt_cache_key parallel_tool_calls tools functions tool_choice function_call "
+    "response_format modalities ";
+static const char completion_fields[] = " prompt echo best_of suffix ";
+
+/* Fields lockstep does not implement, each with a JSON value that asks for
+ * nothing: the only values an accepted body may give them. Others, such as
+ * audio, are never accepted and are in no list above. */
+static const char *const nothing[] = {"tools",           "[]",
+                                      "functions",       "[]",
+                                      "tool_choice",     "\"none\"",
+                                      "tool_choice",     "\"auto\"",
+                                      "function_call",   "\"none\"",
+                                      "function_call",   "\"auto\"",
+                                      "response_format", "{\"type\":\"text\"}",
+                                      "modalities",      "[\"text\"]",
+                                      "logit_bias",      "{}",
+                                      "best_of",         "1",
+                                      "suffix",          "\"\""};
+
+/* 1 if " name " is in list. */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || strchr(name, ' ') != NULL) return 0;
+    for (const char *p = strstr(list, name); p != NULL; p = strstr(p + 1, name))
+        if (p[-1] == ' ' && p[n] == ' ') return 1;
+    return 0;
+}
+
+/* 1 if name is not in nothing[], or value is one of its values there. */
+static int asks_for_nothing(const char *name, const cJSON *value) {
+    int limited = 0;
+    for (size_t i = 0; i < sizeof(nothing) / sizeof(nothing[0]); i += 2) {
+        if (strcmp(nothing[i], name) != 0) continue;
+        limited = 1;
+        cJSON *want = cJSON_Parse(nothing[i + 1]);
+        int same = cJSON_Compare(want, value, 1);
+        cJSON_Delete(want);
+        if (same) return 1;
+    }
+    return !limited;
+}
+
+/* An accepted body: each field known to the endpoint, given once, and
+ * asking for nothing where lockstep does not implement it; unknown fields
+ * only as null. */
+static void check_fields(const uint8_t *data, size_t size, enum openai_kind kind) {
+    cJSON *root = cJSON_ParseWithLength((const char *)data, size);
+    if (!cJSON_IsObject(root)) abort();
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        const char *name = item->string;
+        if (!listed(both_fields, name) &&
+            !listed(kind == OPENAI_CHAT ? chat_fields : completion_fields, name)) {
+            if (!cJSON_IsNull(item)) abort();
+            continue;
+        }
+        for (const cJSON *later = item->next; later != NULL; later = later->next)
+            if (strcmp(later->string, name) == 0) abort();
+        if (!cJSON_IsNull(item) && !asks_for_nothing(name, item)) abort();
+    }
+    cJSON_Delete(root);
+}
+
 static int in(double value, double lo, double hi) {
     return value >= lo && value <= hi;
 }
 
 static void check_request(const struct openai_request *r, enum openai_kind kind) {
-    if (r->kind != kind || r->model == NULL || r->model[0] == '\0') abort();
+    if (r->kind != kind || (r->model != NULL && r->model[0] == '\0')) abort();
     if (kind == OPENAI_CHAT) {
         if (r->n_messages < 1 || r->prompt != NULL || r->prompt_tokens != NULL) abort();
         for (int i = 0; i < r->n_messages; i++)
@@ -91,6 +166,7 @@ static void check_request(const struct openai_request *r, enum openai_kind kind)
         !in(r->top_logprobs, 0, OPENAI_TOP_LOGPROBS_MAX) || !in(r->stream, 0, 1) ||
         !in(r->include_usage, 0, 1) || !in(r->has_seed, 0, 1))
         abort();
+    if (r->include_usage && !r->stream) abort(); /* stream_options needs a stream */
 }
 
 /* A logprob from one input byte, including the values JSON cannot hold. */
@@ -139,8 +215,11 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     struct openai_token tokens[FUZZ_TOKENS];
     int n_tokens = cut_tokens(data, size, r->top_logprobs, tokens);
     const char *text = sample_text(r);
+    /* Without a model in the body the HTTP layer answers with the one it serves. */
+    const char *model = r->model != NULL ? r->model : "served";
     struct openai_response response;
     openai_response_init(&response, r, r->kind == OPENAI_CHAT ? "chatcmpl-f0" : "cmpl-f0", 1);
+    response.model = model;
     response.include_usage = r->include_usage;
 
     struct openai_result result = {text,          strlen(text), OPENAI_FINISH_STOP,
@@ -151,7 +230,7 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
         check_text(cJSON_GetObjectItemCaseSensitive(choice, "message"), "content", text);
     else
         check_text(choice, "text", text);
-    check_text(root, "model", r->model);
+    check_text(root, "model", model);
     cJSON_Delete(root);
 
     struct openai_delta deltas[3] = {
@@ -162,7 +241,7 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     for (int i = 0; i < 3; i++) cJSON_Delete(check_body(openai_chunk_json(&response, &deltas[i])));
     struct openai_usage usage = {1, n_tokens};
     cJSON_Delete(check_body(openai_usage_chunk_json(&response, &usage)));
-    const char *ids[2] = {r->model, text};
+    const char *ids[2] = {model, text};
     cJSON_Delete(check_body(openai_models_json(ids, 2, 1)));
 }
 
@@ -178,6 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             continue;
         }
         check_request(&request, kinds[k]);
+        check_fields(data, size, kinds[k]);
         build_responses(&request, data, size);
         openai_request_free(&request);
     }
