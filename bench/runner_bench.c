@@ -56,11 +56,11 @@ static void on_heartbeat(void *c, const struct runner_heartbeat *h) {
 static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
 
 /* What every request samples with (SAMPLING), less its seed. */
-static struct sampler_params sampling;
+static struct runner_sampling sampling;
 
 /* Sets sampling from a SAMPLING argument; -1 if it names none. */
 static int set_sampling(const char *name) {
-    sampler_params_default(&sampling);
+    runner_sampling_default(&sampling);
     if (!strcmp(name, "greedy")) {
         sampling.temperature = 0;
     } else if (!strcmp(name, "openai")) {

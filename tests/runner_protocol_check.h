@@ -125,7 +125,8 @@ static inline void sample_add_init(struct sample_add *s) {
     s->stops[1] = (struct runner_stop){1, s->stop_period};
     struct runner_request *r = &s->request;
     r->id = 0xFEDCBA9876543210ull;
-    r->sampling = (struct sampler_params){0.7f, 40, 0.9f, 0.05f, 1.1f, 64, 0x0123456789ABCDEFull};
+    r->sampling = (struct runner_sampling){
+        0.7f, 40, 0.9f, 0.05f, 1.1f, 64, 0x0123456789ABCDEFull, 0.5f, -0.25f};
     r->max_tokens = 256;
     r->logprobs = 1;
     r->top_logprobs = 5;

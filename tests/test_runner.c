@@ -72,7 +72,7 @@ struct spec {
 
 static void make_request(struct runner_request *q, uint64_t id, const struct spec *s, int vocab) {
     memset(q, 0, sizeof(*q));
-    sampler_params_default(&q->sampling);
+    runner_sampling_default(&q->sampling);
     q->sampling.temperature = s->temperature;
     q->sampling.seed = 1000 + id;
     q->id = id;

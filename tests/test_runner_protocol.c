@@ -169,7 +169,7 @@ static void test_exact_bytes(void) {
     token.logprob = -0.5f;
     token.top[0] = (struct runner_alternative){5, -1.0f};
     static const uint8_t token_frame[] = {
-        0x1C, 0x00, 0x00, 0x00, 0x01, 0x04, 0x00, 0x00, /* 28-byte payload, version 1, TOKEN */
+        0x1C, 0x00, 0x00, 0x00, 0x02, 0x04, 0x00, 0x00, /* 28-byte payload, version 2, TOKEN */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
         0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
         0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
@@ -179,7 +179,7 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x06, 0x00, 0x00, 0x00, 0x01, 0x07, 0x00,
+    static const uint8_t error_frame[] = {0x06, 0x00, 0x00, 0x00, 0x02, 0x07, 0x00,
                                           0x00, 0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
     CHECK(runner_encode_error(&buffer, "hi", err, sizeof(err)) == 0);
@@ -258,8 +258,8 @@ static void test_header_errors(void) {
         uint8_t value;
         const char *expected;
     } cases[] = {
-        {4, 2, "header: version 2, expected 1"},
-        {4, 0, "header: version 0, expected 1"},
+        {4, 1, "header: version 1, expected 2"},
+        {4, 0, "header: version 0, expected 2"},
         {5, 0, "header: type 0 is not a known message (1..8)"},
         {5, 9, "header: type 9 is not a known message (1..8)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
@@ -413,8 +413,8 @@ static void test_frame_limit(void) {
     struct runner_buffer buffer = {0};
     struct sample_add s;
     sample_add_init(&s);
-    /* 64 fixed bytes without stops, then 4 per prompt token. */
-    int n_fit = (int)((RUNNER_FRAME_MAX - 64) / 4);
+    /* 72 fixed bytes without stops, then 4 per prompt token. */
+    int n_fit = (int)((RUNNER_FRAME_MAX - 72) / 4);
     int *prompt = calloc((size_t)n_fit + 1, sizeof(int));
     s.request.prompt = prompt;
     s.request.n_stops = 0;

@@ -23,32 +23,33 @@ static void set_add_field(struct sample_add *s, size_t offset, uint32_t bits) {
                             [5] = &r->sampling.min_p,
                             [6] = &r->sampling.repeat_penalty,
                             [7] = &r->sampling.repeat_last_n,
-                            [10] = &r->max_tokens,
-                            [12] = &r->top_logprobs,
-                            [13] = &r->resumed,
-                            [14] = &r->n_stops,
-                            [15] = &s->stops[0].n_tokens,
-                            [17] = &s->stop_newlines[1],
-                            [19] = &s->stop_period[0],
-                            [20] = &r->n_prompt,
-                            [25] = &s->prompt[4]};
+                            [10] = &r->sampling.presence_penalty,
+                            [11] = &r->sampling.frequency_penalty,
+                            [12] = &r->max_tokens,
+                            [14] = &r->top_logprobs,
+                            [15] = &r->resumed,
+                            [16] = &r->n_stops,
+                            [17] = &s->stops[0].n_tokens,
+                            [19] = &s->stop_newlines[1],
+                            [21] = &s->stop_period[0],
+                            [22] = &r->n_prompt,
+                            [27] = &s->prompt[4]};
     set_field(fields, sizeof(fields) / sizeof(fields[0]), offset, bits);
 }
 
 static void test_add_rules(void) {
     /* Payload offsets of the sample request: id 0, temperature 8, top_k 12,
      * top_p 16, min_p 20, repeat_penalty 24, repeat_last_n 28, seed 32,
-     * max_tokens 40, flags 44, top_logprobs 48, resumed 52, n_stops 56,
-     * stops[0] 60 (count) 64 68, stops[1] 72 (count) 76, n_prompt 80,
-     * prompt 84..100. */
+     * presence_penalty 40, frequency_penalty 44, max_tokens 48, flags 52,
+     * top_logprobs 56, resumed 60, n_stops 64, stops[0] 68 (count) 72 76,
+     * stops[1] 80 (count) 84, n_prompt 88, prompt 92..108. */
     static const struct bad_field cases[] = {
         {8, 0xBF800000u, 1, "ADD: temperature -1 must be finite and >= 0"},
         {8, 0x7FC00000u, 1, "ADD: temperature nan must be finite and >= 0"},
         {8, 0x7F800000u, 1, "ADD: temperature inf must be finite and >= 0"},
         {12, 0xFFFFFFFFu, 1, "ADD: top_k -1 must be >= 0"},
-        {16, 0x00000000u, 1, "ADD: top_p 0 out of range (0, 1]"},
-        {16, 0x3FC00000u, 1, "ADD: top_p 1.5 out of range (0, 1]"},
-        {16, 0x7FC00000u, 1, "ADD: top_p nan out of range (0, 1]"},
+        {16, 0x3FC00000u, 1, "ADD: top_p 1.5 out of range [0, 1]"},
+        {16, 0x7FC00000u, 1, "ADD: top_p nan out of range [0, 1]"},
         {20, 0xBDCCCCCDu, 1, "ADD: min_p -0.1 out of range [0, 1]"},
         {20, 0x3F8CCCCDu, 1, "ADD: min_p 1.1 out of range [0, 1]"},
         {20, 0x7F800000u, 1, "ADD: min_p inf out of range [0, 1]"},
@@ -56,31 +57,34 @@ static void test_add_rules(void) {
         {24, 0xBF800000u, 1, "ADD: repeat_penalty -1 must be finite and > 0"},
         {24, 0x7F800000u, 1, "ADD: repeat_penalty inf must be finite and > 0"},
         {28, 0xFFFFFFFFu, 1, "ADD: repeat_last_n -1 must be >= 0"},
-        {40, 0x00000000u, 1, "ADD: max_tokens 0 must be >= 1"},
-        {40, 0x80000000u, 1, "ADD: max_tokens -2147483648 must be >= 1"},
-        {44, 0x00000004u, 0, "ADD: flags 0x4 has unknown bits 0x4"},
-        {44, 0x80000003u, 0, "ADD: flags 0x80000003 has unknown bits 0x80000000"},
-        {48, 0xFFFFFFFFu, 1, "ADD: top_logprobs -1 out of range [0, 20]"},
-        {48, 21, 1, "ADD: top_logprobs 21 out of range [0, 20]"},
-        {52, 0xFFFFFFFFu, 1, "ADD: resumed -1 out of range [0, 4]"},
-        {52, 5, 1, "ADD: resumed 5 out of range [0, 4]"},
-        {56, 17, 1, "ADD: n_stops 17 out of range [0, 16]"},
-        {56, 0xFFFFFFFFu, 0, "ADD: n_stops 4294967295 out of range [0, 16]"},
-        {60, 0, 1, "ADD: stops[0].n_tokens 0 out of range [1, 64]"},
-        {60, 65, 1, "ADD: stops[0].n_tokens 65 out of range [1, 64]"},
-        {68, 0xFFFFFFFFu, 1, "ADD: stops[0].tokens[1] -1 must be >= 0"},
-        {76, 0x80000000u, 1, "ADD: stops[1].tokens[0] -2147483648 must be >= 0"},
-        {80, 0, 1, "ADD: n_prompt 0 must be >= 1"},
-        {80, 6, 0, "ADD: n_prompt 6 needs 24 bytes, 20 left"},
-        {80, 0x40000000u, 0, "ADD: n_prompt 1073741824 needs 4294967296 bytes, 20 left"},
-        {80, 0x80000000u, 0, "ADD: n_prompt 2147483648 out of range [1, 2147483647]"},
-        {100, 0xFFFFFFFFu, 1, "ADD: prompt[4] -1 must be >= 0"},
+        {40, 0x40400000u, 1, "ADD: presence_penalty 3 out of range [-2, 2]"},
+        {44, 0xC0400000u, 1, "ADD: frequency_penalty -3 out of range [-2, 2]"},
+        {44, 0x7FC00000u, 1, "ADD: frequency_penalty nan out of range [-2, 2]"},
+        {48, 0x00000000u, 1, "ADD: max_tokens 0 must be >= 1"},
+        {48, 0x80000000u, 1, "ADD: max_tokens -2147483648 must be >= 1"},
+        {52, 0x00000004u, 0, "ADD: flags 0x4 has unknown bits 0x4"},
+        {52, 0x80000003u, 0, "ADD: flags 0x80000003 has unknown bits 0x80000000"},
+        {56, 0xFFFFFFFFu, 1, "ADD: top_logprobs -1 out of range [0, 20]"},
+        {56, 21, 1, "ADD: top_logprobs 21 out of range [0, 20]"},
+        {60, 0xFFFFFFFFu, 1, "ADD: resumed -1 out of range [0, 4]"},
+        {60, 5, 1, "ADD: resumed 5 out of range [0, 4]"},
+        {64, 17, 1, "ADD: n_stops 17 out of range [0, 16]"},
+        {64, 0xFFFFFFFFu, 0, "ADD: n_stops 4294967295 out of range [0, 16]"},
+        {68, 0, 1, "ADD: stops[0].n_tokens 0 out of range [1, 64]"},
+        {68, 65, 1, "ADD: stops[0].n_tokens 65 out of range [1, 64]"},
+        {76, 0xFFFFFFFFu, 1, "ADD: stops[0].tokens[1] -1 must be >= 0"},
+        {84, 0x80000000u, 1, "ADD: stops[1].tokens[0] -2147483648 must be >= 0"},
+        {88, 0, 1, "ADD: n_prompt 0 must be >= 1"},
+        {88, 6, 0, "ADD: n_prompt 6 needs 24 bytes, 20 left"},
+        {88, 0x40000000u, 0, "ADD: n_prompt 1073741824 needs 4294967296 bytes, 20 left"},
+        {88, 0x80000000u, 0, "ADD: n_prompt 2147483648 out of range [1, 2147483647]"},
+        {108, 0xFFFFFFFFu, 1, "ADD: prompt[4] -1 must be >= 0"},
     };
     struct runner_buffer buffer = {0};
     struct sample_add s;
     sample_add_init(&s);
     CHECK(runner_encode_add(&buffer, &s.request, err, sizeof(err)) == 0);
-    CHECK(buffer.length == RUNNER_FRAME_HEADER + 104);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + 112);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
         if (!cases[i].encoder) continue;
@@ -95,7 +99,7 @@ static void test_add_rules(void) {
     /* A refused request leaves nothing allocated and the output zeroed. */
     struct runner_request request;
     memset(&request, 0xAB, sizeof(request));
-    CHECK(decode_patched(&buffer, 100, 0xFFFFFFFFu) == -1);
+    CHECK(decode_patched(&buffer, 108, 0xFFFFFFFFu) == -1);
     struct runner_frame frame = only_frame(&buffer);
     uint8_t *copy = malloc(buffer.length);
     memcpy(copy, buffer.data, buffer.length);

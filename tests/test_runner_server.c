@@ -203,7 +203,7 @@ static void test_malformed_frames(void) {
     struct runner_buffer good = {0};
     struct runner_request q = {.id = 77, .max_tokens = 120, .n_prompt = 3};
     int prompt[3] = {5, 6, 7}, tokens;
-    sampler_params_default(&q.sampling);
+    runner_sampling_default(&q.sampling);
     q.sampling.temperature = 0;
     q.prompt = prompt;
     q.ignore_eos = 1;

@@ -119,6 +119,24 @@ static void test_repeat_penalty(void) {
     CHECK(sample_once(p, history, 3) == 1);
 }
 
+/* OpenAI's additive penalties: logit 3.0 of id 1 (seen twice) against 2.9
+ * of id 5 (unseen). */
+static void test_presence_frequency(void) {
+    struct sampler_params p = plain(0.0f, 1);
+    int history[] = {1, 1, 4};
+    p.presence_penalty = 0.05f; /* 2.95 > 2.9: id 1 still wins */
+    CHECK(sample_once(p, history, 3) == 1);
+    p.presence_penalty = 0.2f; /* 2.8 < 2.9: id 5 */
+    CHECK(sample_once(p, history, 3) == 5);
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.04f; /* 3.0 - 2 x 0.04 = 2.92 > 2.9: id 1 */
+    CHECK(sample_once(p, history, 3) == 1);
+    p.frequency_penalty = 0.06f; /* 3.0 - 2 x 0.06 = 2.88 < 2.9: counted twice, id 5 */
+    CHECK(sample_once(p, history, 3) == 5);
+    p.frequency_penalty = -1.0f; /* a negative penalty favours what was seen */
+    CHECK(sample_once(p, history, 3) == 1);
+}
+
 /* ---- the chain with a comparison sort of the whole vocabulary ---- */
 
 #define BIG_VOCAB 3000
@@ -283,6 +301,7 @@ int main(void) {
     test_distribution();
     test_filters();
     test_repeat_penalty();
+    test_presence_frequency();
     test_against_full_sort();
     sampler_scratch_free(&scratch);
     return test_status("test_sampler");

@@ -83,7 +83,7 @@ static int parse_client_option(const char *a, int argc, char **argv, int *i,
                                struct client_options *o) {
     const char *cmd = "client", *text;
     struct runner_request *q = &o->request;
-    struct sampler_params *s = &q->sampling;
+    struct runner_sampling *s = &q->sampling;
     int seed;
     float timeout;
     if (!strcmp(a, "--socket")) return cli_string_value(cmd, argc, argv, i, &o->socket_path);
@@ -129,7 +129,7 @@ static int parse_client_option(const char *a, int argc, char **argv, int *i,
 
 static int parse_client_options(int argc, char **argv, struct client_options *o) {
     memset(o, 0, sizeof(*o));
-    sampler_params_default(&o->request.sampling);
+    runner_sampling_default(&o->request.sampling);
     o->request.sampling.temperature = 0.0f;
     o->request.max_tokens = 16;
     o->timeout = 60.0;
@@ -166,7 +166,7 @@ static int parse_request_line(const char *line, struct client_request *r, char *
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     const cJSON *item;
     memset(r, 0, sizeof(*r));
-    sampler_params_default(&r->request.sampling);
+    runner_sampling_default(&r->request.sampling);
     r->request.sampling.temperature = 0.0f;
     r->request.max_tokens = 16;
     r->cancel_after = -1;

@@ -296,14 +296,16 @@ int engine_exit_code(const struct engine *engine);
 /* ======================= sampling ======================= */
 
 struct sampler_params {
-    float temperature;    /* <= 0: greedy (argmax) */
-    int top_k;            /* keep the k most likely; <= 0: off */
-    float top_p;          /* keep the smallest set with mass >= top_p; >= 1: off */
-    float min_p;          /* drop tokens below min_p * p(max); <= 0: off */
-    float repeat_penalty; /* divide positive / multiply negative logits of recent
-                             tokens; 1: off */
-    int repeat_last_n;    /* how many recent tokens the penalty sees */
-    uint64_t seed;        /* same seed, same tokens */
+    float temperature;       /* <= 0: greedy (argmax) */
+    int top_k;               /* keep the k most likely; <= 0: off */
+    float top_p;             /* keep the smallest set with mass >= top_p; >= 1: off */
+    float min_p;             /* drop tokens below min_p * p(max); <= 0: off */
+    float repeat_penalty;    /* divide positive / multiply negative logits of recent
+                                tokens; 1: off */
+    int repeat_last_n;       /* how many recent tokens the penalties see */
+    uint64_t seed;           /* same seed, same tokens */
+    float presence_penalty;  /* subtracted from the logit of every recent token; 0: off */
+    float frequency_penalty; /* times its count among the recent tokens, subtracted; 0: off */
 };
 
 /* A token and its probability, for sampling and logprobs. */

@@ -35,6 +35,8 @@ void sampler_params_default(struct sampler_params *params) {
     params->top_p = 0.95f;
     params->min_p = 0.05f;
     params->repeat_penalty = 1.0f;
+    params->presence_penalty = 0.0f;
+    params->frequency_penalty = 0.0f;
     params->repeat_last_n = 64;
     params->seed = 0x5eed;
 }
@@ -93,25 +95,32 @@ void sampler_skip(struct sampler *sampler, int n) {
     for (int i = 0; i < n; i++) next_uniform(sampler);
 }
 
-/* Whether the repetition penalty changes any logit. */
+/* Whether a penalty changes any logit. */
 static int penalty_applies(const struct sampler_params *p, int n_history) {
-    return p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
+    int any =
+        p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+    return any && p->repeat_last_n > 0 && n_history > 0;
 }
 
 /* Penalizes each distinct token of the last repeat_last_n of history once
- * in logits (indexed by token id). */
-static void apply_repeat_penalty(const struct sampler *sampler, float *logits, const int *history,
-                                 int n_history) {
-    float penalty = sampler->params.repeat_penalty;
-    int start = n_history - sampler->params.repeat_last_n;
+ * in logits (indexed by token id): divided (a positive logit) or multiplied
+ * by the repetition penalty, then less the presence penalty and the
+ * frequency penalty times the token's count in that window (OpenAI's
+ * additive penalties, over llama.cpp's window). */
+static void apply_penalties(const struct sampler *sampler, float *logits, const int *history,
+                            int n_history) {
+    const struct sampler_params *p = &sampler->params;
+    int start = n_history - p->repeat_last_n;
     if (start < 0) start = 0;
     for (int i = start; i < n_history; i++) {
-        int id = history[i];
-        int seen = 0;
+        int id = history[i], seen = 0, count = 1;
         if (id < 0 || id >= sampler->vocab_size) continue;
         for (int j = start; j < i && !seen; j++) seen = history[j] == id;
         if (seen) continue;
-        logits[id] = logits[id] > 0 ? logits[id] / penalty : logits[id] * penalty;
+        for (int j = i + 1; j < n_history; j++) count += history[j] == id;
+        float logit = logits[id];
+        logit = logit > 0 ? logit / p->repeat_penalty : logit * p->repeat_penalty;
+        logits[id] = logit - p->presence_penalty - p->frequency_penalty * (float)count;
     }
 }
 
@@ -396,7 +405,7 @@ int sampler_sample(struct sampler *sampler, struct sampler_scratch *scratch, con
     const float *penalized = logits; /* copied only when a penalty changes it */
     if (penalty_applies(p, n_history)) {
         memcpy(scratch->logits, logits, (size_t)n * sizeof(*scratch->logits));
-        apply_repeat_penalty(sampler, scratch->logits, history, n_history);
+        apply_penalties(sampler, scratch->logits, history, n_history);
         penalized = scratch->logits;
     }
     if (p->temperature <= 0.0f) return first_highest(penalized, n);

@@ -32,9 +32,9 @@ struct gateway_request {
     char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
     int *prompt;                       /* (n_prompt) the prompt's tokens */
     int n_prompt;
-    int max_tokens;                 /* tokens to generate at most */
-    struct sampler_params sampling; /* with the seed fixed at arrival */
-    uint64_t arrival_us;            /* when it was accepted */
+    int max_tokens;                  /* tokens to generate at most */
+    struct runner_sampling sampling; /* with the seed fixed at arrival */
+    uint64_t arrival_us;             /* when it was accepted */
 
     pthread_mutex_t lock;
     int *generated; /* (max_tokens) tokens received so far */

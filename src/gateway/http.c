@@ -42,6 +42,7 @@ struct http_call {
     int counted;                     /* 1: counts against max_concurrent */
     struct gateway_request *request; /* completions: the request it serves */
     const char *origin;              /* the request's Origin when CORS allows it, or NULL */
+    int post;                        /* 1: a POST (answered early when refused) */
 };
 
 /* The allowed origin a browser's request came from, or NULL. */
@@ -417,7 +418,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         call = calloc(1, sizeof(*call));
         if (!call) return MHD_NO;
         *state = call;
-        return first_call(g, c, url, method, call);
+        /* a POST may be refused before its body is read (the connection
+         * closes then); anything else is answered once the request is
+         * whole, which keeps the connection open for the next one */
+        call->post = !strcmp(method, "POST");
+        return call->post ? first_call(g, c, url, method, call) : MHD_YES;
     }
     if (call->status) { /* answered already (an error before the body): drop the body */
         *upload_data_size = 0;
@@ -431,6 +436,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (!call->post) return first_call(g, c, url, method, call);
     if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
     if (!call->request) return start_completion(g, c, call);
     return answer_when_ready(c, call); /* resumed: the answer may be ready */

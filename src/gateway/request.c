@@ -115,23 +115,28 @@ static int check_limits(struct gateway_request *r, struct openai_error *error) {
     return 0;
 }
 
-/* OpenAI's sampling fields as the engine's sampler takes them. */
-static void set_sampling(struct gateway_request *r) {
+/* OpenAI's sampling fields as the runner protocol carries them, checked by
+ * the protocol's own rule (runner_check_sampling), so that nothing the
+ * gateway accepts is refused on the way to the runner. */
+static int set_sampling(struct gateway_request *r, struct openai_error *error) {
     const struct openai_request *b = &r->body;
-    struct sampler_params *s = &r->sampling;
-    sampler_params_default(s);
+    struct runner_sampling *s = &r->sampling;
+    char field[32], why[160];
+    runner_sampling_default(s);
     s->temperature = b->temperature;
     s->top_p = b->top_p;
     s->top_k = b->top_k;
     s->min_p = b->min_p;
     s->repeat_penalty = b->repetition_penalty;
-    /* presence and frequency penalties are approximated by llama.cpp's
-     * repetition penalty: each penalized token's logit is scaled once */
-    float extra =
-        b->presence_penalty > b->frequency_penalty ? b->presence_penalty : b->frequency_penalty;
-    if (s->repeat_penalty == 1.0f && extra > 0) s->repeat_penalty = 1.0f + extra;
+    s->presence_penalty = b->presence_penalty;
+    s->frequency_penalty = b->frequency_penalty;
     /* without a seed, one is drawn now: a resumed request must keep it */
     s->seed = b->has_seed ? b->seed : (r->arrival_us * 0x9E3779B97F4A7C15ull) ^ r->id;
+    if (runner_check_sampling(s, field, sizeof(field), why, sizeof(why)) == 0) return 0;
+    openai_error_set(error, 400, "invalid_request_error",
+                     strcmp(field, "repeat_penalty") ? field : "repetition_penalty", NULL, "%s",
+                     why);
+    return -1;
 }
 
 struct gateway_request *gateway_request_create(struct gateway *gateway,
@@ -160,8 +165,8 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     r->response.model = instance->name;
     int failed = r->body.kind == OPENAI_CHAT ? chat_prompt(r, error) : completion_prompt(r, error);
     if (!failed) failed = check_limits(r, error);
+    if (!failed) failed = set_sampling(r, error);
     if (!failed) {
-        set_sampling(r);
         r->generated = malloc((size_t)r->max_tokens * sizeof(int));
         r->token_reports = calloc((size_t)r->max_tokens, sizeof(*r->token_reports));
         if (!r->generated || !r->token_reports) {

@@ -9,7 +9,7 @@
  * frame it would reject. Decoders first check the structure: each count
  * against its maximum and against the bytes left before anything is
  * allocated, and that the payload is consumed exactly. Every message names
- * the frame and the field: "runner protocol: ADD: top_p 1.5 out of range (0, 1]". */
+ * the frame and the field: "runner protocol: ADD: top_p 1.5 out of range [0, 1]". */
 #include "runner/runner.h"
 
 #include <inttypes.h>
@@ -155,21 +155,10 @@ static int protocol_check_hello(const struct protocol_report *report,
 }
 
 static int protocol_check_sampling(const struct protocol_report *report,
-                                   const struct sampler_params *sampling) {
-    if (!(isfinite(sampling->temperature) && sampling->temperature >= 0.0f))
-        return protocol_fail(report, "temperature %g must be finite and >= 0",
-                             (double)sampling->temperature);
-    if (!(sampling->top_p > 0.0f && sampling->top_p <= 1.0f))
-        return protocol_fail(report, "top_p %g out of range (0, 1]", (double)sampling->top_p);
-    if (!(sampling->min_p >= 0.0f && sampling->min_p <= 1.0f))
-        return protocol_fail(report, "min_p %g out of range [0, 1]", (double)sampling->min_p);
-    if (!(isfinite(sampling->repeat_penalty) && sampling->repeat_penalty > 0.0f))
-        return protocol_fail(report, "repeat_penalty %g must be finite and > 0",
-                             (double)sampling->repeat_penalty);
-    return protocol_check_at_least(report, "top_k", sampling->top_k, 0) ||
-                   protocol_check_at_least(report, "repeat_last_n", sampling->repeat_last_n, 0)
-               ? -1
-               : 0;
+                                   const struct runner_sampling *sampling) {
+    char field[32], why[160];
+    if (runner_check_sampling(sampling, field, sizeof(field), why, sizeof(why)) == 0) return 0;
+    return protocol_fail(report, "%s", why);
 }
 
 static int protocol_check_request(const struct protocol_report *report,
@@ -347,7 +336,7 @@ int runner_encode_add(struct runner_buffer *out, const struct runner_request *re
                       size_t errlen) {
     const struct protocol_report report = {"ADD", err, errlen};
     if (protocol_check_request(&report, request)) return -1;
-    const struct sampler_params *sampling = &request->sampling;
+    const struct runner_sampling *sampling = &request->sampling;
     uint32_t flags = (request->logprobs ? PROTOCOL_FLAG_LOGPROBS : 0) |
                      (request->ignore_eos ? PROTOCOL_FLAG_IGNORE_EOS : 0);
     struct protocol_writer writer;
@@ -360,6 +349,8 @@ int runner_encode_add(struct runner_buffer *out, const struct runner_request *re
     writer_put_f32(&writer, sampling->repeat_penalty);
     writer_put_i32(&writer, sampling->repeat_last_n);
     writer_put_u64(&writer, sampling->seed);
+    writer_put_f32(&writer, sampling->presence_penalty);
+    writer_put_f32(&writer, sampling->frequency_penalty);
     writer_put_i32(&writer, request->max_tokens);
     writer_put_u32(&writer, flags);
     writer_put_i32(&writer, request->top_logprobs);
@@ -673,7 +664,7 @@ int runner_decode_add(const struct runner_frame *frame, struct runner_request *r
     struct protocol_reader reader;
     struct runner_request decoded;
     memset(&decoded, 0, sizeof(decoded));
-    struct sampler_params *sampling = &decoded.sampling;
+    struct runner_sampling *sampling = &decoded.sampling;
     uint32_t flags;
     if (reader_begin(&reader, frame, RUNNER_MSG_ADD, err, errlen) ||
         reader_u64(&reader, "id", &decoded.id) ||
@@ -684,6 +675,8 @@ int runner_decode_add(const struct runner_frame *frame, struct runner_request *r
         reader_f32(&reader, "repeat_penalty", &sampling->repeat_penalty) ||
         reader_i32(&reader, "repeat_last_n", &sampling->repeat_last_n) ||
         reader_u64(&reader, "seed", &sampling->seed) ||
+        reader_f32(&reader, "presence_penalty", &sampling->presence_penalty) ||
+        reader_f32(&reader, "frequency_penalty", &sampling->frequency_penalty) ||
         reader_i32(&reader, "max_tokens", &decoded.max_tokens) ||
         reader_u32(&reader, "flags", &flags))
         goto fail;

@@ -157,6 +157,19 @@ static const char *check_request(const struct runner *runner, uint32_t client,
     return NULL;
 }
 
+/* The engine's sampler takes what ADD carries, field for field. */
+static struct sampler_params sampler_params_of(const struct runner_sampling *s) {
+    return (struct sampler_params){.temperature = s->temperature,
+                                   .top_k = s->top_k,
+                                   .top_p = s->top_p,
+                                   .min_p = s->min_p,
+                                   .repeat_penalty = s->repeat_penalty,
+                                   .repeat_last_n = s->repeat_last_n,
+                                   .seed = s->seed,
+                                   .presence_penalty = s->presence_penalty,
+                                   .frequency_penalty = s->frequency_penalty};
+}
+
 int runner_submit(struct runner *runner, uint32_t client, struct runner_request *request,
                   uint64_t arrival_us) {
     char why[160];
@@ -169,7 +182,8 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     if (s->capacity > runner->context_length) s->capacity = runner->context_length;
     s->tokens = malloc((size_t)s->capacity * sizeof(int));
     if (!s->tokens) goto refused;
-    sampler_init(&s->sampler, &request->sampling, runner->vocab_size);
+    struct sampler_params sampling = sampler_params_of(&request->sampling);
+    sampler_init(&s->sampler, &sampling, runner->vocab_size);
     memcpy(s->tokens, request->prompt, (size_t)request->n_prompt * sizeof(int));
     sampler_skip(&s->sampler, request->resumed);
     s->n_tokens = request->n_prompt;

@@ -80,7 +80,7 @@ static void check_add(const struct runner_frame *frame, struct runner_buffer *ou
     if (runner_encode_add(out, a, err, sizeof(err)) != 0) abort();
     struct runner_frame again = reframe(out, RUNNER_MSG_ADD);
     if (runner_decode_add(&again, &b, err, sizeof(err)) != 0) abort();
-    const struct sampler_params *x = &a->sampling, *y = &b.sampling;
+    const struct runner_sampling *x = &a->sampling, *y = &b.sampling;
     int same = a->id == b.id && same_float(x->temperature, y->temperature) &&
                x->top_k == y->top_k && same_float(x->top_p, y->top_p) &&
                same_float(x->min_p, y->min_p) && same_float(x->repeat_penalty, y->repeat_penalty) &&

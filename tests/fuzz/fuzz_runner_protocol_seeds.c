@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
 
     for (int i = 2; i < RUNNER_STOPS_MAX; i++) stops[i] = (struct runner_stop){2, newline};
     request.n_stops = RUNNER_STOPS_MAX;
-    request.sampling = (struct sampler_params){0.0f, 0, 1.0f, 1.0f, 1e-30f, 0, UINT64_MAX};
+    request.sampling =
+        (struct runner_sampling){0.0f, 0, 1.0f, 1.0f, 1e-30f, 0, UINT64_MAX, -2.0f, 2.0f};
     request.top_logprobs = RUNNER_TOP_LOGPROBS_MAX;
     request.ignore_eos = 1;
     one.length = 0;
