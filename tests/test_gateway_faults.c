@@ -16,6 +16,8 @@
  *     and one client address holds at most --max-client-connections;
  *   - a gateway killed with SIGKILL takes its runner with it, and its
  *     leftover directory is removed by the next gateway;
+ *   - a runner's refusal keeps its category: a full queue is 429, for a
+ *     stream too (not a 200 with an error inside);
  *   - small ones: conflicting Content-Length is 400 JSON, an empty API key
  *     is refused at start, "bearer" in lower case is accepted, an unknown
  *     path answers 401 before 404 when a key is required, 429 and 503
@@ -337,6 +339,28 @@ static void test_client_limit(void) {
     CHECK(test_stop_service(&gateway, 20) == 0);
 }
 
+/* ---------- what a runner refuses ---------- */
+
+/* A runner whose queue takes nothing refuses every request as over
+ * capacity: 429, also for a stream, which never starts with a 200. */
+static void test_refusals(void) {
+    struct test_service gateway;
+    char *options[] = {"--runner-arg", "--max-waiting", "--runner-arg", "0", NULL};
+    int port = start_gateway(&gateway, options, NULL);
+    CHECK(port > 0);
+    const char *bodies[] = {"{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":3}",
+                            "{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":3,\"stream\":true}"};
+    for (int i = 0; i < 2; i++) {
+        struct test_http h =
+            test_http_request(port, "POST", "/v1/completions", NULL, bodies[i], 30);
+        CHECK_MSG(h.status == 429 && h.body && strstr(h.body, "rate_limit_error") &&
+                      strstr(h.body, "queue is full") && strstr(h.headers, "Retry-After"),
+                  "%s: %d %s", bodies[i], h.status, h.body ? h.body : "");
+        test_http_free(&h);
+    }
+    CHECK(test_stop_service(&gateway, 20) == 0);
+}
+
 /* ---------- a killed gateway ---------- */
 
 static int process_gone(int pid) {
@@ -458,6 +482,7 @@ int main(void) {
     test_failed_starts();
     test_client_limit();
     test_keys();
+    test_refusals();
     test_killed_gateway();
     CHECK(test_kill_children() == 0);
     return test_status("test_gateway_faults");

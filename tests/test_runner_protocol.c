@@ -116,10 +116,12 @@ static void test_round_trip_others(void) {
     }
 
     for (int reason = RUNNER_FINISH_EOS; reason <= RUNNER_FINISH_ERROR; reason++) {
-        struct runner_finished finished = {(uint64_t)reason << 40, reason, 17, 3 * reason, ""};
+        struct runner_finished finished = {(uint64_t)reason << 40, reason, 17, 3 * reason, "", 0};
         struct runner_finished finished_out;
-        if (reason == RUNNER_FINISH_ERROR)
+        if (reason == RUNNER_FINISH_ERROR) {
             snprintf(finished.message, sizeof(finished.message), "context full: 4096 positions");
+            finished.category = RUNNER_ERROR_OVER_CAPACITY;
+        }
         buffer.length = 0;
         CHECK(runner_encode_finished(&buffer, &finished, err, sizeof(err)) == 0);
         frame = only_frame(&buffer);
@@ -127,6 +129,7 @@ static void test_round_trip_others(void) {
         CHECK_MSG(runner_decode_finished(&frame, &finished_out, err, sizeof(err)) == 0, "%s", err);
         CHECK(finished_out.id == finished.id && finished_out.reason == finished.reason);
         CHECK(finished_out.n_prompt == 17 && finished_out.n_generated == 3 * reason);
+        CHECK(finished_out.category == finished.category);
         CHECK(strcmp(finished_out.message, finished.message) == 0);
     }
 
@@ -195,7 +198,8 @@ static void encode_every_type(struct runner_buffer *stream) {
     sample_add_init(&s);
     struct runner_hello hello = sample_hello();
     struct runner_token token = sample_token(3);
-    struct runner_finished finished = {9, RUNNER_FINISH_ERROR, 5, 2, "oops"};
+    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,     5, 2,
+                                       "oops", RUNNER_ERROR_BAD_REQUEST};
     struct runner_heartbeat beat = sample_heartbeat();
     CHECK(runner_encode_hello(stream, &hello, err, sizeof(err)) == 0);
     CHECK(runner_encode_add(stream, &s.request, err, sizeof(err)) == 0);
@@ -343,14 +347,14 @@ static struct runner_frame hand_frame(uint8_t *bytes, int type, size_t n) {
 
 /* A FINISHED frame whose message is text; returns the decoded message length. */
 static size_t finished_message_length(const char *text, char *message) {
-    static uint8_t bytes[RUNNER_FRAME_HEADER + 24 + 400];
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 28 + 400];
     size_t n = strlen(text);
     uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
-    memset(payload, 0, 24);
+    memset(payload, 0, 28);
     put_u32(payload + 8, RUNNER_FINISH_ERROR);
-    put_u32(payload + 20, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) payload[24 + i] = (uint8_t)text[i]; /* no terminator */
-    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_FINISHED, 24 + n);
+    put_u32(payload + 24, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) payload[28 + i] = (uint8_t)text[i]; /* no terminator */
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_FINISHED, 28 + n);
     struct runner_finished finished;
     CHECK_MSG(runner_decode_finished(&frame, &finished, err, sizeof(err)) == 0, "%s", err);
     strcpy(message, finished.message);

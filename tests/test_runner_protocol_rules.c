@@ -184,21 +184,24 @@ static void test_finished_rules(void) {
         {8, 0xFFFFFFFFu, 0, "FINISHED: reason 4294967295 out of range [1, 5]"},
         {12, 0xFFFFFFFFu, 1, "FINISHED: n_prompt -1 must be >= 0"},
         {16, 0xFFFFFFFDu, 1, "FINISHED: n_generated -3 must be >= 0"},
-        {20, 5, 0, "FINISHED: payload ends inside message (5 bytes needed, 4 left)"},
-        {20, 0xFFFFFFF0u, 0,
+        {20, 4, 1, "FINISHED: category 4 out of range [0, 3]"},
+        {24, 5, 0, "FINISHED: payload ends inside message (5 bytes needed, 4 left)"},
+        {24, 0xFFFFFFF0u, 0,
          "FINISHED: payload ends inside message (4294967280 bytes needed, 4 left)"},
-        {20, 3, 0, "FINISHED: 1 trailing byte after message, the last field"},
-        {24, 0x00006F6Fu, 0, "FINISHED: message has a NUL byte at offset 2"},
+        {24, 3, 0, "FINISHED: 1 trailing byte after message, the last field"},
+        {28, 0x00006F6Fu, 0, "FINISHED: message has a NUL byte at offset 2"},
     };
     struct runner_buffer buffer = {0};
-    struct runner_finished finished = {9, RUNNER_FINISH_ERROR, 5, 2, "oops"};
+    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,     5, 2,
+                                       "oops", RUNNER_ERROR_BAD_REQUEST};
     CHECK(runner_encode_finished(&buffer, &finished, err, sizeof(err)) == 0);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
         if (!cases[i].encoder) continue;
         struct runner_finished bad = finished;
-        void *const fields[] = {[2] = &bad.reason, [3] = &bad.n_prompt, [4] = &bad.n_generated};
-        set_field(fields, 5, cases[i].offset, cases[i].bits);
+        void *const fields[] = {
+            [2] = &bad.reason, [3] = &bad.n_prompt, [4] = &bad.n_generated, [5] = &bad.category};
+        set_field(fields, 6, cases[i].offset, cases[i].bits);
         size_t before = buffer.length;
         CHECK_FAILS(runner_encode_finished(&buffer, &bad, err, sizeof(err)), cases[i].expected);
         CHECK(buffer.length == before);

@@ -357,8 +357,10 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
     struct openai_error e;
     pthread_mutex_lock(&r->lock);
     if (!r->done) {
-        openai_error_set(&e, status, status >= 500 ? "server_error" : "invalid_request_error", NULL,
-                         NULL, "%s", message);
+        const char *type = status == 429   ? "rate_limit_error"
+                           : status >= 500 ? "server_error"
+                                           : "invalid_request_error";
+        openai_error_set(&e, status, type, NULL, NULL, "%s", message);
         r->error_json = openai_error_json(&e);
         r->failed = status;
         if (r->body.stream) append_event(r, strdup(r->error_json ? r->error_json : "{}"));
@@ -369,8 +371,12 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
 
 void gateway_request_on_finished(struct gateway_request *r, const struct runner_finished *f) {
     char text[64];
+    static const int status_of[] = {[RUNNER_ERROR_INTERNAL] = 500,
+                                    [RUNNER_ERROR_BAD_REQUEST] = 400,
+                                    [RUNNER_ERROR_OVER_CAPACITY] = 429,
+                                    [RUNNER_ERROR_OUT_OF_MEMORY] = 503};
     if (f->reason == RUNNER_FINISH_ERROR) {
-        gateway_request_fail(r, 400, f->message);
+        gateway_request_fail(r, status_of[f->category], f->message);
         return;
     }
     pthread_mutex_lock(&r->lock);

@@ -208,12 +208,17 @@ static int protocol_check_token(const struct protocol_report *report,
 
 static int protocol_check_finished(const struct protocol_report *report,
                                    const struct runner_finished *finished) {
-    return protocol_check_range(report, "reason", (long long)finished->reason, RUNNER_FINISH_EOS,
-                                RUNNER_FINISH_ERROR) ||
-                   protocol_check_at_least(report, "n_prompt", finished->n_prompt, 0) ||
-                   protocol_check_at_least(report, "n_generated", finished->n_generated, 0)
-               ? -1
-               : 0;
+    if (protocol_check_range(report, "reason", (long long)finished->reason, RUNNER_FINISH_EOS,
+                             RUNNER_FINISH_ERROR) ||
+        protocol_check_at_least(report, "n_prompt", finished->n_prompt, 0) ||
+        protocol_check_at_least(report, "n_generated", finished->n_generated, 0) ||
+        protocol_check_range(report, "category", (long long)finished->category,
+                             RUNNER_ERROR_INTERNAL, RUNNER_ERROR_OUT_OF_MEMORY))
+        return -1;
+    if (finished->reason != RUNNER_FINISH_ERROR && finished->category != RUNNER_ERROR_INTERNAL)
+        return protocol_fail(report, "category %d on a finish that is not an error",
+                             (int)finished->category);
+    return 0;
 }
 
 static int protocol_check_heartbeat(const struct protocol_report *report,
@@ -430,6 +435,7 @@ int runner_encode_finished(struct runner_buffer *out, const struct runner_finish
     writer_put_u32(&writer, (uint32_t)finished->reason);
     writer_put_i32(&writer, finished->n_prompt);
     writer_put_i32(&writer, finished->n_generated);
+    writer_put_u32(&writer, (uint32_t)finished->category);
     writer_put_string(&writer, finished->message);
     return writer_end(&writer, &report);
 }
@@ -755,8 +761,8 @@ int runner_decode_finished(const struct runner_frame *frame, struct runner_finis
     struct protocol_reader reader;
     struct runner_finished decoded;
     memset(&decoded, 0, sizeof(decoded));
-    uint32_t reason;
-    /* The reason is range-checked before it becomes an enum. */
+    uint32_t reason, category;
+    /* The reason and the category are range-checked before they become enums. */
     if (reader_begin(&reader, frame, RUNNER_MSG_FINISHED, err, errlen) ||
         reader_u64(&reader, "id", &decoded.id) || reader_u32(&reader, "reason", &reason) ||
         protocol_check_range(&reader.report, "reason", reason, RUNNER_FINISH_EOS,
@@ -765,7 +771,12 @@ int runner_decode_finished(const struct runner_frame *frame, struct runner_finis
     decoded.reason = (enum runner_finish_reason)reason;
     if (reader_i32(&reader, "n_prompt", &decoded.n_prompt) ||
         reader_i32(&reader, "n_generated", &decoded.n_generated) ||
-        reader_string(&reader, "message", decoded.message, sizeof(decoded.message)) ||
+        reader_u32(&reader, "category", &category) ||
+        protocol_check_range(&reader.report, "category", category, RUNNER_ERROR_INTERNAL,
+                             RUNNER_ERROR_OUT_OF_MEMORY))
+        return -1;
+    decoded.category = (enum runner_error_category)category;
+    if (reader_string(&reader, "message", decoded.message, sizeof(decoded.message)) ||
         reader_end(&reader, "message") || protocol_check_finished(&reader.report, &decoded))
         return -1;
     *finished = decoded;

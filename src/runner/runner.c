@@ -105,9 +105,11 @@ void runner_free(struct runner *runner) {
 
 /* Reports the end of a request that never became a sequence. */
 static void refuse(struct runner *runner, uint32_t client, const struct runner_request *request,
-                   const char *message) {
-    struct runner_finished f = {
-        .id = request->id, .reason = RUNNER_FINISH_ERROR, .n_prompt = request->n_prompt};
+                   enum runner_error_category category, const char *message) {
+    struct runner_finished f = {.id = request->id,
+                                .reason = RUNNER_FINISH_ERROR,
+                                .n_prompt = request->n_prompt,
+                                .category = category};
     snprintf(f.message, sizeof(f.message), "%s", message);
     runner->sink.finished(runner->sink.context, client, &f);
 }
@@ -124,10 +126,13 @@ static struct runner_sequence *find(const struct runner *runner, uint32_t client
     return NULL;
 }
 
-/* Why the runner cannot serve request, or NULL. */
+/* Why the runner cannot serve request (and what kind of refusal that is,
+ * into *category), or NULL. */
 static const char *check_request(const struct runner *runner, uint32_t client,
-                                 const struct runner_request *q, char *why, size_t size) {
+                                 const struct runner_request *q, char *why, size_t size,
+                                 enum runner_error_category *category) {
     const struct kv_cache *kv = &runner->engine->kv;
+    *category = RUNNER_ERROR_BAD_REQUEST;
     if (find(runner, client, q->id, NULL)) {
         snprintf(why, size, "request id %llu is already in use", (unsigned long long)q->id);
         return why;
@@ -151,6 +156,7 @@ static const char *check_request(const struct runner *runner, uint32_t client,
         return why;
     }
     if (runner->n_sequences - runner->n_admitted >= runner->params.max_waiting) {
+        *category = RUNNER_ERROR_OVER_CAPACITY;
         snprintf(why, size, "the queue is full (%d requests waiting)", runner->params.max_waiting);
         return why;
     }
@@ -174,7 +180,9 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
                   uint64_t arrival_us) {
     char why[160];
     struct runner_sequence *s = NULL;
-    if (check_request(runner, client, request, why, sizeof(why))) goto refused;
+    enum runner_error_category category;
+    if (check_request(runner, client, request, why, sizeof(why), &category)) goto refused;
+    category = RUNNER_ERROR_OUT_OF_MEMORY;
     snprintf(why, sizeof(why), "out of memory");
     s = calloc(1, sizeof(*s));
     if (!s) goto refused;
@@ -199,7 +207,7 @@ refused:
         free(s->tokens);
         free(s);
     }
-    refuse(runner, client, request, why);
+    refuse(runner, client, request, category, why);
     runner_request_free(request);
     return -1;
 }

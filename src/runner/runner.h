@@ -100,13 +100,23 @@ enum runner_finish_reason {
     RUNNER_FINISH_ERROR = 5,     /* refused or failed: message says why */
 };
 
+/* What kind of failure a FINISHED(error) reports, so that the gateway
+ * answers with the right status: 500, 400, 429 and 503. */
+enum runner_error_category {
+    RUNNER_ERROR_INTERNAL = 0,      /* a fault of the runner (500); also every non-error */
+    RUNNER_ERROR_BAD_REQUEST = 1,   /* the request cannot be served as given (400) */
+    RUNNER_ERROR_OVER_CAPACITY = 2, /* the queue is full now; later it may not be (429) */
+    RUNNER_ERROR_OUT_OF_MEMORY = 3, /* memory ran out serving it (503) */
+};
+
 /* A request that is over; no frame about it follows. */
 struct runner_finished {
     uint64_t id;
     enum runner_finish_reason reason;
-    int n_prompt;      /* prompt tokens */
-    int n_generated;   /* tokens sent */
-    char message[200]; /* ERROR: why; otherwise empty */
+    int n_prompt;                        /* prompt tokens */
+    int n_generated;                     /* tokens sent */
+    char message[200];                   /* ERROR: why; otherwise empty */
+    enum runner_error_category category; /* ERROR: what kind; otherwise INTERNAL (0) */
 };
 
 /* One completed step, sent to every connection. Times are microseconds on
@@ -151,7 +161,8 @@ struct runner_hello {
  *              u32 n_stops, each u32 n + n i32 tokens; u32 n_prompt + i32 tokens
  *   CANCEL     u64 id
  *   TOKEN      u64 id; i32 token; f32 logprob; u32 n_top + n_top (i32, f32)
- *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated; u32 n + n bytes message
+ *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated; u32 category;
+ *              u32 n + n bytes message
  *   HEARTBEAT  u64 step, start_us, end_us; i32 n_tokens, n_decode, n_sequences,
  *              n_running, n_waiting, kv_used, kv_total; f32 comm_ms
  *   ERROR      u32 n + n bytes message (the sender closes the connection after it)

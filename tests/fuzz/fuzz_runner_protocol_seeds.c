@@ -23,7 +23,8 @@ static int write_seed(const char *dir, const char *name, const struct runner_buf
 
 /* A FINISHED frame whose message is text, longer than the decoder's array. */
 static int append_long_finished(struct runner_buffer *out, const char *text) {
-    const struct runner_finished finished = {77, RUNNER_FINISH_ERROR, 12, 0, ""};
+    const struct runner_finished finished = {77, RUNNER_FINISH_ERROR,       12, 0,
+                                             "", RUNNER_ERROR_OVER_CAPACITY};
     char err[256];
     size_t start = out->length, n = strlen(text);
     if (runner_encode_finished(out, &finished, err, sizeof(err)) != 0 ||
@@ -100,8 +101,9 @@ int main(int argc, char **argv) {
     failed |= runner_encode_token(&one, &token, err, sizeof(err));
     failed |= write_seed(dir, "token-top20.bin", &one, one.length);
 
-    const struct runner_finished finished = {0x8000000000000001ull, RUNNER_FINISH_ERROR, 6, 1,
-                                             "context full: 4096 positions"};
+    const struct runner_finished finished = {
+        0x8000000000000001ull,          RUNNER_FINISH_ERROR,       6, 1,
+        "context full: 4096 positions", RUNNER_ERROR_OUT_OF_MEMORY};
     one.length = 0;
     failed |= runner_encode_finished(&one, &finished, err, sizeof(err));
     failed |= write_seed(dir, "finished.bin", &one, one.length);
