@@ -412,6 +412,18 @@ static char *raw_exchange(int port, const char *request) {
 }
 
 static void test_small_ones(int port) {
+    /* a prompt and max_tokens past the context (256) are refused, not cut */
+    struct test_http h =
+        test_http_request(port, "POST", "/v1/completions", NULL,
+                          "{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":255}", 10);
+    CHECK_MSG(h.status == 400 && h.body && strstr(h.body, "context_length_exceeded"),
+              "max_tokens past the context: %d %s", h.status, h.body ? h.body : "");
+    test_http_free(&h);
+    /* /v1/models says how long the context is */
+    h = test_http_request(port, "GET", "/v1/models", NULL, NULL, 10);
+    CHECK_MSG(h.status == 200 && h.body && strstr(h.body, "\"context_length\":256"),
+              "/v1/models: %s", h.body ? h.body : "");
+    test_http_free(&h);
     char *a = raw_exchange(port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                                  "Content-Length: 40\r\nConnection: close\r\n\r\n{\"a\":1}");
     CHECK_MSG(a && !strncmp(a, "HTTP/1.1 400", 12) && strstr(a, "\"error\"") &&

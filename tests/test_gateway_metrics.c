@@ -485,7 +485,7 @@ static void test_gateway_set_parses(void) {
                                            "lockstep_generated_tokens_total",
                                            "lockstep_runner_restarts_total"};
     static const char *const gauges[] = {"lockstep_queue_depth", "lockstep_running_sequences",
-                                         "lockstep_kv_blocks_used", "lockstep_kv_blocks_total"};
+                                         "lockstep_kv_blocks_used", "lockstep_kv_blocks_capacity"};
     static const char *const histograms[] = {"lockstep_time_to_first_token_seconds",
                                              "lockstep_inter_token_latency_seconds",
                                              "lockstep_step_seconds"};

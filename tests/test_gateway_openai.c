@@ -877,14 +877,17 @@ static void test_response_init(void) {
 
 static void test_models(void) {
     const char *ids[] = {"kjv2m", "qwen\"3\""};
-    char *text = openai_models_json(ids, 2, 1732900000);
+    const int contexts[] = {256, 131072};
+    char *text = openai_models_json(ids, contexts, 2, 1732900000);
     cJSON *root = parse_json(text);
     CHECK(is_string(get(root, "object"), "list"));
     const cJSON *data = get(root, "data");
     CHECK(cJSON_IsArray(data) && cJSON_GetArraySize(data) == 2);
     for (int i = 0; i < 2 && i < cJSON_GetArraySize(data); i++) {
         const cJSON *model = cJSON_GetArrayItem(data, i);
-        CHECK(cJSON_GetArraySize(model) == 4);
+        CHECK(cJSON_GetArraySize(model) == 6);
+        CHECK(is_number(get(model, "context_length"), contexts[i]));
+        CHECK(is_number(get(model, "max_model_len"), contexts[i]));
         CHECK(is_string(get(model, "id"), ids[i]));
         CHECK(is_string(get(model, "object"), "model"));
         CHECK(is_number(get(model, "created"), 1732900000));
@@ -893,11 +896,11 @@ static void test_models(void) {
     cJSON_Delete(root);
     free(text);
 
-    text = openai_models_json(NULL, 0, 0);
+    text = openai_models_json(NULL, NULL, 0, 0);
     CHECK(same_string(text, "{\"object\":\"list\",\"data\":[]}"));
     free(text);
 
-    text = openai_model_json("kjv2m", 7);
+    text = openai_model_json("kjv2m", 0, 7);
     CHECK(same_string(
         text, "{\"id\":\"kjv2m\",\"object\":\"model\",\"created\":7,\"owned_by\":\"lockstep\"}"));
     free(text);

@@ -177,15 +177,19 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
 static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c,
                                      struct http_call *call, const char *url) {
     const char *ids[64];
-    int n = g->n_instances < 64 ? g->n_instances : 64;
-    for (int i = 0; i < n; i++) ids[i] = g->instances[i].name;
+    int contexts[64], n = g->n_instances < 64 ? g->n_instances : 64;
+    for (int i = 0; i < n; i++) {
+        ids[i] = g->instances[i].name;
+        contexts[i] = g->instances[i].context_length;
+    }
     if (call->route == ROUTE_MODELS)
         return send_text(c, call, 200, "application/json",
-                         openai_models_json(ids, n, (int64_t)time(NULL)));
+                         openai_models_json(ids, contexts, n, (int64_t)time(NULL)));
     const char *name = url + strlen("/v1/models/");
-    if (find_instance(g, name))
+    const struct gateway_instance *in = find_instance(g, name);
+    if (in)
         return send_text(c, call, 200, "application/json",
-                         openai_model_json(name, (int64_t)time(NULL)));
+                         openai_model_json(name, in->context_length, (int64_t)time(NULL)));
     struct openai_error e;
     openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
                      "the model '%s' does not exist", name);

@@ -48,8 +48,10 @@ int gateway_metrics_init(struct gateway *g) {
                                "model", NULL, err, sizeof(err));
     m->kv_used = metrics_register_gauge(r, "lockstep_kv_blocks_used", "KV cache blocks in use",
                                         "model", NULL, err, sizeof(err));
-    m->kv_total = metrics_register_gauge(r, "lockstep_kv_blocks_total", "KV cache blocks", "model",
-                                         NULL, err, sizeof(err));
+    /* not "_total": that suffix is a counter's (promtool flags a gauge with it) */
+    m->kv_total =
+        metrics_register_gauge(r, "lockstep_kv_blocks_capacity", "KV cache blocks in the pool",
+                               "model", NULL, err, sizeof(err));
     m->step_seconds =
         metrics_register_histogram(r, "lockstep_step_seconds", "duration of a runner step", "model",
                                    NULL, latency_bounds, N_BOUNDS, err, sizeof(err));

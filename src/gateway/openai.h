@@ -204,11 +204,15 @@ char *openai_chunk_json(const struct openai_response *response, const struct ope
 char *openai_usage_chunk_json(const struct openai_response *response,
                               const struct openai_usage *usage);
 
-/* GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by"}]}. */
-char *openai_models_json(const char *const *ids, int n_ids, int64_t created);
+/* GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by",
+ * "context_length","max_model_len"}]}; context_lengths (n_ids, or NULL) are
+ * the models' contexts in tokens, omitted where 0 (max_model_len is vLLM's
+ * name for it). */
+char *openai_models_json(const char *const *ids, const int *context_lengths, int n_ids,
+                         int64_t created);
 
 /* GET /v1/models/{id}: one model object. */
-char *openai_model_json(const char *id, int64_t created);
+char *openai_model_json(const char *id, int context_length, int64_t created);
 
 /* Characters (code points) in length bytes of UTF-8, counted so that sums
  * over pieces split inside a character still add up: the unit of the

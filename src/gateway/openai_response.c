@@ -399,28 +399,35 @@ char *openai_usage_chunk_json(const struct openai_response *response,
 }
 
 /* {"id","object":"model","created","owned_by":"lockstep"}. */
-static cJSON *model_object(const char *id, int64_t created, int *failed) {
+static cJSON *model_object(const char *id, int context_length, int64_t created, int *failed) {
     cJSON *model = cJSON_CreateObject();
     json_add(model, "id", json_string(id), failed);
     json_add(model, "object", cJSON_CreateString("model"), failed);
     json_add(model, "created", cJSON_CreateNumber((double)created), failed);
     json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
+    if (context_length > 0) {
+        json_add(model, "context_length", cJSON_CreateNumber(context_length), failed);
+        json_add(model, "max_model_len", cJSON_CreateNumber(context_length), failed);
+    }
     return model;
 }
 
-char *openai_models_json(const char *const *ids, int n_ids, int64_t created) {
+char *openai_models_json(const char *const *ids, const int *context_lengths, int n_ids,
+                         int64_t created) {
     int failed = 0;
     cJSON *root = cJSON_CreateObject();
     json_add(root, "object", cJSON_CreateString("list"), &failed);
     cJSON *data = json_add(root, "data", cJSON_CreateArray(), &failed);
     for (int i = 0; i < n_ids; i++)
-        json_add(data, NULL, model_object(ids[i], created, &failed), &failed);
+        json_add(data, NULL,
+                 model_object(ids[i], context_lengths ? context_lengths[i] : 0, created, &failed),
+                 &failed);
     return json_print(root, failed);
 }
 
-char *openai_model_json(const char *id, int64_t created) {
+char *openai_model_json(const char *id, int context_length, int64_t created) {
     int failed = 0;
-    return json_print(model_object(id, created, &failed), failed);
+    return json_print(model_object(id, context_length, created, &failed), failed);
 }
 
 char *openai_error_json(const struct openai_error *e) {

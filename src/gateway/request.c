@@ -110,6 +110,16 @@ static int check_limits(struct gateway_request *r, struct openai_error *error) {
                          p->max_tokens_limit);
         return -1;
     }
+    /* as OpenAI: asking for more than the context holds is an error, not
+     * a silent cut; without max_tokens generation runs to the context's end */
+    if (r->body.max_tokens > context - r->n_prompt) {
+        openai_error_set(error, 400, "invalid_request_error", "max_tokens",
+                         "context_length_exceeded",
+                         "the prompt has %d tokens and max_tokens is %d; this model's context "
+                         "holds %d tokens",
+                         r->n_prompt, r->body.max_tokens, context);
+        return -1;
+    }
     r->max_tokens = r->body.max_tokens > 0 ? r->body.max_tokens : p->max_tokens_limit;
     if (r->max_tokens > context - r->n_prompt) r->max_tokens = context - r->n_prompt;
     return 0;

@@ -242,7 +242,8 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     struct openai_usage usage = {1, n_tokens};
     cJSON_Delete(check_body(openai_usage_chunk_json(&response, &usage)));
     const char *ids[2] = {model, text};
-    cJSON_Delete(check_body(openai_models_json(ids, 2, 1)));
+    const int contexts[2] = {n_tokens, 0};
+    cJSON_Delete(check_body(openai_models_json(ids, contexts, 2, 1)));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

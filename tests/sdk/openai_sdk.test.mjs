@@ -305,22 +305,22 @@ describe('errors arrive as the SDK error classes', () => {
   });
 });
 
-// Issue 21 is changing these behaviours now; they are `todo` (run and
-// reported, but not failing) until that lands. Drop the `todo` then.
+// What OpenAI's API refuses, lockstep refuses the same way; one served
+// model needs no name.
 describe('API strictness (issue 21)', () => {
-  test('an unknown request field is a 400 naming it', { todo: 'issue 21: unknown fields become 400' }, async () => {
+  test('an unknown request field is a 400 naming it', async () => {
     await rejectsWith(
       main.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, lockstep_no_such_field: 1 }),
       OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'lockstep_no_such_field'));
   });
 
-  test('model may be omitted when one model is served', { todo: 'issue 21: model becomes optional' }, async () => {
+  test('model may be omitted when one model is served', async () => {
     const r = await main.completions.create({ prompt: PROMPT, max_tokens: 2 });
     assert.equal(r.model, MODEL);
     checkUsage(r.usage, 2);
   });
 
-  test('stream_options without stream is a 400', { todo: 'issue 21: stream_options needs stream' }, async () => {
+  test('stream_options without stream is a 400', async () => {
     await rejectsWith(
       main.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, stream_options: { include_usage: true } }),
       OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'stream_options'));
