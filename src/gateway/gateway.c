@@ -36,7 +36,7 @@ static void remove_runtime_dir(const char *path) {
     struct dirent *e;
     char file[320];
     while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
             snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
             unlink(file);
         }

@@ -144,8 +144,8 @@ static int set_sampling(struct gateway_request *r, struct openai_error *error) {
     s->seed = b->has_seed ? b->seed : (r->arrival_us * 0x9E3779B97F4A7C15ull) ^ r->id;
     if (runner_check_sampling(s, field, sizeof(field), why, sizeof(why)) == 0) return 0;
     openai_error_set(error, 400, "invalid_request_error",
-                     strcmp(field, "repeat_penalty") ? field : "repetition_penalty", NULL, "%s",
-                     why);
+                     strcmp(field, "repeat_penalty") != 0 ? field : "repetition_penalty", NULL,
+                     "%s", why);
     return -1;
 }
 
