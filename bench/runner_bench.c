@@ -24,6 +24,7 @@
  * breakdown's, which are means over every decode-only step of its rounds.
  * The cross-core round trip, printed before and after, tells what state
  * the machine was in (see core_round_trip_ns). */
+#include "engine/engine.h"
 #include "runner/runner.h"
 
 #include <pthread.h>

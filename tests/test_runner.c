@@ -18,6 +18,7 @@
  *   - cancel frees the blocks; stop sequences, max_tokens and refusals
  *     (prompt longer than the context, token outside the vocabulary,
  *     duplicate id) finish with the right reason. */
+#include "engine/engine.h"
 #include "runner/runner.h"
 #include "testutil.h"
 

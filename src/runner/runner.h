@@ -20,7 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
+
+struct engine; /* engine/engine.h: the leader's engine, for runner_create */
 
 /* ======================= requests and events ======================= */
 

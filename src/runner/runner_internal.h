@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "engine/engine.h"
 #include "runner/runner.h"
 
 /* One request inside the runner. Its tokens are the prompt followed by what

@@ -6,6 +6,7 @@
  * the engine below it; a supervisor that maps the file (the gateway's
  * watchdog) reads it only through runner_status_read, so it needs no
  * header of the engine or of comm. */
+#include "engine/engine.h"
 #include "runner/runner.h"
 
 #include <stdatomic.h>

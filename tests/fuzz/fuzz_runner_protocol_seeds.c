@@ -57,15 +57,16 @@ int main(int argc, char **argv) {
     int prompt[6] = {1, 450, 4123, 29871, 13, 0};
     int newline[2] = {13, 13}, period[1] = {29889};
     struct runner_stop stops[RUNNER_STOPS_MAX] = {{2, newline}, {1, period}};
-    struct runner_request request = {.id = 0x8000000000000001ull,
-                                     .sampling = {0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 0x5eed},
-                                     .max_tokens = 128,
-                                     .logprobs = 1,
-                                     .top_logprobs = 3,
-                                     .n_prompt = 6,
-                                     .prompt = prompt,
-                                     .n_stops = 2,
-                                     .stops = stops};
+    struct runner_request request = {
+        .id = 0x8000000000000001ull,
+        .sampling = {0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 0x5eed, 0.5f, 0.25f},
+        .max_tokens = 128,
+        .logprobs = 1,
+        .top_logprobs = 3,
+        .n_prompt = 6,
+        .prompt = prompt,
+        .n_stops = 2,
+        .stops = stops};
     one.length = 0;
     failed |= runner_encode_add(&one, &request, err, sizeof(err));
     failed |= write_seed(dir, "add.bin", &one, one.length);
