@@ -20,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 struct engine; /* engine/engine.h: the leader's engine, for runner_create */
 
 /* ======================= requests and events ======================= */
