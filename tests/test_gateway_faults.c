@@ -6,6 +6,7 @@
  *     tokens arrive; /health answers within 1 s throughout, the watchdog
  *     replaces the runner, and every request completes with the text it
  *     gets undisturbed;
+ *   - logprobs leave out the tokens a stop string removed from the text;
  *   - top_p 0 and 1e-46 are served (the most likely token: the greedy
  *     text), and no runner is restarted over them;
  *   - zombies: a client that leaves while the runner is stopped leaves
@@ -198,6 +199,10 @@ static void test_freeze(int port) {
     run_flood(port, reference, &calm);
     CHECK_MSG(post_fault(port, "stop"), "the stop fault was not taken");
     run_flood(port, flooded, &stopped);
+    fprintf(stderr,
+            "freeze: /health at worst %.3f s; stuck detected after %.2f s, runner replaced "
+            "after %.2f s\n",
+            stopped.worst_health, stopped.detected_after, stopped.replaced_after);
     CHECK_MSG(stopped.worst_health < 1.0, "/health took %.2f s with the runner stopped",
               stopped.worst_health);
     /* detection within the 2 s deadline (plus a poll), a new runner soon after */
@@ -240,6 +245,37 @@ static void test_top_p_zero(int port) {
     free(greedy);
     free(zero);
     free(tiny);
+}
+
+/* ---------- logprobs of a stopped answer ---------- */
+
+/* The tokens of the logprobs of a whole completion, joined, or NULL. */
+static char *logprob_tokens(const char *body) {
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    cJSON *tokens = cJSON_GetObjectItem(cJSON_GetObjectItem(choice, "logprobs"), "tokens"), *t;
+    char *joined = tokens ? calloc(1, 4096) : NULL;
+    cJSON_ArrayForEach(t, tokens) if (cJSON_IsString(t) && joined && strlen(joined) < 3000)
+        strcat(joined, t->valuestring);
+    cJSON_Delete(j);
+    return joined;
+}
+
+/* A stop string removes its tokens from the logprobs as from the text;
+ * the greedy answer to this prompt is " unto them, What is this that". */
+static void test_stopped_logprobs(int port) {
+    struct test_http h = test_http_request(
+        port, "POST", "/v1/completions", NULL,
+        "{" MODEL_REF ",\"prompt\":\"And God said\",\"max_tokens\":8,\"temperature\":0,"
+        "\"logprobs\":0,\"stop\":\"What\"}",
+        30);
+    char *text = completion_text(h.body), *tokens = logprob_tokens(h.body);
+    CHECK_MSG(h.status == 200 && text && tokens && !strcmp(text, " unto them, ") &&
+                  !strncmp(tokens, text, strlen(text)) && !strstr(tokens, "What"),
+              "text '%s', logprobs tokens '%s'", text ? text : "", tokens ? tokens : "");
+    free(text);
+    free(tokens);
+    test_http_free(&h);
 }
 
 /* ---------- zombie requests ---------- */
@@ -486,6 +522,7 @@ int main(void) {
     if (port > 0) {
         test_small_ones(port);
         test_top_p_zero(port);
+        test_stopped_logprobs(port);
         test_half_open(port, gateway.pid);
         test_freeze(port);
         test_zombies(port);

@@ -45,7 +45,12 @@ struct gateway_request {
     size_t n_held, held_capacity;
     struct runner_buffer text;         /* not streaming: the whole answer so far */
     struct runner_buffer out;          /* streaming: SSE bytes not yet sent */
-    int reports_pending;               /* token_reports not yet sent in a chunk */
+    size_t *token_start;               /* (max_tokens) decoded bytes before each token's */
+    size_t decoded;                    /* bytes the decoder gave so far */
+    size_t released;                   /* of them, sent (or cut): held starts there */
+    int n_shown;                       /* tokens the answer shows (a stop string may hide
+                                          the last ones, in logprobs too) */
+    int n_reported;                    /* streaming: tokens whose logprobs were sent */
     long text_chars;                   /* characters sent (completions text_offset) */
     int first_sent;                    /* chat: the role chunk went out */
     enum openai_finish finish;         /* why it ended */

@@ -248,7 +248,7 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
         .length = r->text.length,
         .finish = r->finish,
         .usage = {r->n_prompt, r->n_generated},
-        .n_tokens = r->body.logprobs ? r->n_generated : 0,
+        .n_tokens = r->body.logprobs ? r->n_shown : 0,
         .tokens = r->token_reports,
     };
     return send_text(c, call, 200, "application/json",

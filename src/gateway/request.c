@@ -179,7 +179,8 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     if (!failed) {
         r->generated = malloc((size_t)r->max_tokens * sizeof(int));
         r->token_reports = calloc((size_t)r->max_tokens, sizeof(*r->token_reports));
-        if (!r->generated || !r->token_reports) {
+        r->token_start = malloc((size_t)r->max_tokens * sizeof(*r->token_start));
+        if (!r->generated || !r->token_reports || !r->token_start) {
             openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory");
             failed = 1;
         }
@@ -198,6 +199,7 @@ void gateway_request_release(struct gateway_request *r) {
     free(r->prompt);
     free(r->generated);
     free(r->token_reports);
+    free(r->token_start);
     free(r->held);
     free(r->error_json);
     runner_buffer_free(&r->text);
@@ -233,18 +235,18 @@ static void emit(struct gateway_request *r, const char *text, size_t length,
         runner_buffer_append(&r->text, text, length);
         return;
     }
-    int reports = r->body.logprobs ? r->reports_pending : 0;
+    int reports = r->body.logprobs ? r->n_shown - r->n_reported : 0;
     if (length == 0 && reports == 0 && finish == OPENAI_FINISH_NONE && r->first_sent) return;
     struct openai_delta d = {.first = !r->first_sent,
                              .text = text,
                              .length = length,
                              .finish = finish,
                              .n_tokens = reports,
-                             .tokens = r->token_reports + (r->n_generated - reports),
+                             .tokens = r->token_reports + r->n_reported,
                              .text_offset = r->text_chars};
     append_event(r, openai_chunk_json(&r->response, &d));
     r->first_sent = 1;
-    r->reports_pending = 0;
+    r->n_reported = r->n_shown;
     r->text_chars += openai_text_chars(text, length);
 }
 
@@ -279,6 +281,10 @@ static int release_held(struct gateway_request *r, int final) {
         }
     }
     if (!stopped && !final) cut = r->n_held - stop_prefix_tail(r);
+    /* the tokens whose text the stop string removed whole are not shown,
+     * in logprobs either: those that begin at or after the cut */
+    while (stopped && r->n_shown > 0 && r->token_start[r->n_shown - 1] >= r->released + cut)
+        r->n_shown--;
     emit(r, r->held, cut, OPENAI_FINISH_NONE);
     if (stopped) {
         r->n_held = 0;
@@ -286,6 +292,7 @@ static int release_held(struct gateway_request *r, int final) {
     }
     memmove(r->held, r->held + cut, r->n_held - cut);
     r->n_held -= cut;
+    r->released += cut;
     return 0;
 }
 
@@ -332,7 +339,6 @@ static void report_token(struct gateway_request *r, const struct runner_token *t
         if (!report->top[i].text) report->top[i] = (struct openai_alternative){"", 0, 0};
     }
     if (!report->text) report->text = "";
-    r->reports_pending++;
 }
 
 void gateway_request_on_token(struct gateway_request *r, const struct runner_token *t) {
@@ -352,9 +358,12 @@ void gateway_request_on_token(struct gateway_request *r, const struct runner_tok
         gateway_observe_latency(r->instance, (double)(now - r->arrival_us) * 1e-6, -1);
     r->last_token_us = now;
     if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
+    r->token_start[r->n_generated] = r->decoded;
     r->generated[r->n_generated++] = t->token;
+    r->n_shown = r->n_generated;
     report_token(r, t);
     size_t n = tokenizer_stream_push(&r->decoder, t->token, text, sizeof(text));
+    r->decoded += n;
     if (hold(r, text, n) == 0) stopped = release_held(r, 0);
     if (stopped) finish_output(r, OPENAI_FINISH_STOP);
     gateway_request_wake(r);
