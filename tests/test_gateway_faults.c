@@ -19,7 +19,8 @@
  *     leftover directory is removed by the next gateway;
  *   - a runner's refusal keeps its category: a full queue is 429, for a
  *     stream too (not a 200 with an error inside);
- *   - small ones: conflicting Content-Length is 400 JSON, an empty API key
+ *   - small ones: what libmicrohttpd answered in HTML (431, 414, 505, a
+ *     chunked body) is OpenAI JSON; conflicting Content-Length is 400 JSON, an empty API key
  *     is refused at start, "bearer" in lower case is accepted, an unknown
  *     path answers 401 before 404 when a key is required, 429 and 503
  *     carry Retry-After, GET keeps the connection alive. */
@@ -447,7 +448,35 @@ static char *raw_exchange(int port, const char *request) {
     return f.answer;
 }
 
+/* What libmicrohttpd would answer in HTML is answered in OpenAI's shape. */
+static void test_library_errors(int port) {
+    static char big_header[20000], long_uri[10000];
+    snprintf(big_header, sizeof(big_header),
+             "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: %0*d\r\n\r\n", 18000, 0);
+    snprintf(long_uri, sizeof(long_uri), "GET /%0*d HTTP/1.1\r\nHost: x\r\n\r\n", 9000, 0);
+    const struct {
+        const char *request, *status;
+    } cases[] = {
+        {big_header, "HTTP/1.1 431"},
+        {long_uri, "HTTP/1.1 414"},
+        {"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505"},
+        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "ZZ\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 411"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *a = raw_exchange(port, cases[i].request);
+        const char *body = a ? strstr(a, "\r\n\r\n") : NULL;
+        CHECK_MSG(a && !strncmp(a, cases[i].status, 12) && body &&
+                      !strncmp(body + 4, "{\"error\":{", 10) &&
+                      strstr(a, "Content-Type: application/json"),
+                  "expected %s in JSON, got: %.200s", cases[i].status, a ? a : "(none)");
+        free(a);
+    }
+}
+
 static void test_small_ones(int port) {
+    test_library_errors(port);
     /* a prompt and max_tokens past the context (256) are refused, not cut */
     struct test_http h =
         test_http_request(port, "POST", "/v1/completions", NULL,

@@ -63,7 +63,7 @@ static void test_round_trip_add(void) {
         stops[i] = (struct runner_stop){RUNNER_STOP_TOKENS_MAX, stop_tokens[i]};
     }
     int prompt[1] = {0};
-    struct runner_request edge = {.sampling = {0.0f, 0, 1.0f, 1.0f, 1e-30f, 0, 0},
+    struct runner_request edge = {.sampling = {0.0f, 0, 1.0f, 1.0f, 1e-30f, 0, 0, -2.0f, 2.0f},
                                   .max_tokens = 2147483647,
                                   .top_logprobs = RUNNER_TOP_LOGPROBS_MAX,
                                   .n_prompt = 1,

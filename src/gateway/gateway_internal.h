@@ -18,6 +18,8 @@
 struct MHD_Connection;
 struct MHD_Daemon;
 struct gateway_instance;
+struct gateway_screen;
+struct sockaddr;
 
 /* One client request. The HTTP side and the instance each hold a
  * reference; the last release frees it. Everything below `lock` is guarded
@@ -162,10 +164,11 @@ struct gateway {
     atomic_int active; /* requests being served */
     atomic_ullong next_id;
     struct gateway_metrics metrics;
-    pthread_mutex_t reports_lock; /* guards the stuck reports */
-    char *stuck_reports[16];      /* JSON of the latest stuck reports (ring) */
-    int n_stuck_reports;          /* reports made so far */
-    char runtime_dir[64];         /* /tmp/lockstep-PID: the runners' sockets and status files */
+    pthread_mutex_t reports_lock;  /* guards the stuck reports */
+    char *stuck_reports[16];       /* JSON of the latest stuck reports (ring) */
+    int n_stuck_reports;           /* reports made so far */
+    char runtime_dir[64];          /* /tmp/lockstep-PID: the runners' sockets and status files */
+    struct gateway_screen *screen; /* screen.c: accepts and screens connections */
 };
 
 #define GATEWAY_START_ATTEMPTS     5   /* failed starts in a row before requests fail */
@@ -234,6 +237,18 @@ int gateway_instance_fault(struct gateway_instance *instance, const char *kind, 
 /* http.c */
 int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);
 void gateway_http_stop(struct gateway *gateway);
+
+/* screen.c: accepts on listen_fd (which it then owns), holds each client
+ * address to per_client connections, and hands the connections whose first
+ * request head is sound to the daemon. */
+int gateway_screen_start(struct gateway *gateway, int listen_fd, int per_client, char *err,
+                         size_t errlen);
+/* Stops accepting and closes what is still being screened. */
+void gateway_screen_stop(struct gateway *gateway);
+/* The daemon closed a connection from address (its count drops). */
+void gateway_screen_closed(struct gateway *gateway, const struct sockaddr *address);
+/* After the daemon stopped: frees the screen. */
+void gateway_screen_free(struct gateway *gateway);
 
 /* observe.c: the gateway's metrics */
 int gateway_metrics_init(struct gateway *gateway);

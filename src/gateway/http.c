@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 enum route {
     ROUTE_NONE,
@@ -474,6 +476,16 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
     *state = NULL;
 }
 
+/* The daemon closed a connection: its address holds one fewer. */
+static void connection_closed(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code) {
+    (void)socket_context;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    gateway_screen_closed(cls, info ? info->client_addr : NULL);
+}
+
 /* Connections at once: what the descriptor limit leaves after the
  * gateway's own files and runner sockets, so that accepting one more never
  * fails for want of a descriptor. */
@@ -486,7 +498,8 @@ static unsigned connection_limit(void) {
     return (unsigned)n;
 }
 
-int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
+/* The listening socket on host:port (port 0: any free one); -1 with err. */
+static int listen_on(const struct gateway *g, int *port, char *err, size_t errlen) {
     struct sockaddr_in address = {.sin_family = AF_INET,
                                   .sin_port = htons((uint16_t)g->params.port)};
     const char *host = g->params.host;
@@ -495,29 +508,53 @@ int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
         snprintf(err, errlen, "--host %s is not an IPv4 address", g->params.host);
         return -1;
     }
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    socklen_t length = sizeof(address);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        bind(fd, (struct sockaddr *)&address, sizeof(address)) || listen(fd, 1024) ||
+        getsockname(fd, (struct sockaddr *)&address, &length)) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", g->params.host, g->params.port,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    *port = ntohs(address.sin_port);
+    return fd;
+}
+
+int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
     int timeout = g->params.connection_timeout_seconds > 0 ? g->params.connection_timeout_seconds
                                                            : GATEWAY_CONNECTION_TIMEOUT;
     int per_client = g->params.max_client_connections > 0 ? g->params.max_client_connections
                                                           : GATEWAY_CLIENT_CONNECTIONS;
+    int fd = listen_on(g, &g->port, err, errlen);
+    if (fd < 0) return -1;
     /* poll, not epoll: libmicrohttpd 0.9.75's epoll loop misses a client's
      * close that arrives with its last bytes, and such connections stayed
-     * in CLOSE_WAIT until the timeout (430 of 500 half-sent requests) */
-    g->daemon = MHD_start_daemon(
-        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        handle, g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, g, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)timeout, MHD_OPTION_END);
+     * in CLOSE_WAIT until the timeout (430 of 500 half-sent requests); the
+     * connections come from the screen (screen.c), not a socket of its own */
+    g->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG,
+                                 0, NULL, NULL, handle, g, MHD_OPTION_NOTIFY_COMPLETED, completed,
+                                 g, MHD_OPTION_NOTIFY_CONNECTION, connection_closed, g,
+                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout, MHD_OPTION_END);
     if (!g->daemon) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use?)", g->params.host, g->params.port);
+        snprintf(err, errlen, "cannot start the HTTP server");
+        close(fd);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(g->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    g->port = info ? info->port : g->params.port;
+    if (gateway_screen_start(g, fd, per_client, err, errlen)) {
+        close(fd);
+        return -1;
+    }
     return 0;
 }
 
 void gateway_http_stop(struct gateway *g) {
+    gateway_screen_stop(g); /* nothing new reaches the daemon from here */
     if (g->daemon) MHD_stop_daemon(g->daemon);
+    gateway_screen_free(g);
     g->daemon = NULL;
 }
