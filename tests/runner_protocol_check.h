@@ -71,7 +71,7 @@ static inline int decode_any(const struct runner_frame *frame) {
     case RUNNER_MSG_HEARTBEAT:
         return runner_decode_heartbeat(frame, &any.heartbeat, err, sizeof(err));
     case RUNNER_MSG_ERROR:
-        return runner_decode_error(frame, any.message, sizeof(any.message), err, sizeof(err));
+        return runner_decode_error(frame, NULL, any.message, sizeof(any.message), err, sizeof(err));
     case RUNNER_MSG_FAULT:
         return runner_decode_fault(frame, &any.fault, err, sizeof(err));
     }

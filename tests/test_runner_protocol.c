@@ -147,10 +147,13 @@ static void test_round_trip_others(void) {
 
     char message[64];
     buffer.length = 0;
-    CHECK(runner_encode_error(&buffer, "model file kjv2m.gguf: bad tensor", err, sizeof(err)) == 0);
+    CHECK(runner_encode_error(&buffer, RUNNER_ERROR_INTERNAL, "model file kjv2m.gguf: bad tensor",
+                              err, sizeof(err)) == 0);
     frame = only_frame(&buffer);
     CHECK(frame.type == RUNNER_MSG_ERROR);
-    CHECK(runner_decode_error(&frame, message, sizeof(message), err, sizeof(err)) == 0);
+    enum runner_error_category category;
+    CHECK(runner_decode_error(&frame, &category, message, sizeof(message), err, sizeof(err)) == 0);
+    CHECK(category == RUNNER_ERROR_INTERNAL);
     CHECK(strcmp(message, "model file kjv2m.gguf: bad tensor") == 0);
     runner_buffer_free(&buffer);
 }
@@ -182,10 +185,11 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x06, 0x00, 0x00, 0x00, 0x02, 0x07, 0x00,
-                                          0x00, 0x02, 0x00, 0x00, 0x00, 'h',  'i'};
+    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x02, 0x07,
+                                          0x00, 0x00, 0x02, 0x00, 0x00, 0x00, /* over capacity */
+                                          0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
-    CHECK(runner_encode_error(&buffer, "hi", err, sizeof(err)) == 0);
+    CHECK(runner_encode_error(&buffer, RUNNER_ERROR_OVER_CAPACITY, "hi", err, sizeof(err)) == 0);
     check_bytes(&buffer, error_frame, sizeof(error_frame));
     runner_buffer_free(&buffer);
 }
@@ -207,7 +211,7 @@ static void encode_every_type(struct runner_buffer *stream) {
     CHECK(runner_encode_token(stream, &token, err, sizeof(err)) == 0);
     CHECK(runner_encode_finished(stream, &finished, err, sizeof(err)) == 0);
     CHECK(runner_encode_heartbeat(stream, &beat, err, sizeof(err)) == 0);
-    CHECK(runner_encode_error(stream, "bye", err, sizeof(err)) == 0);
+    CHECK(runner_encode_error(stream, RUNNER_ERROR_INTERNAL, "bye", err, sizeof(err)) == 0);
 }
 
 static void test_stream(void) {
@@ -399,16 +403,20 @@ static void test_strings(void) {
     /* ERROR: cut to the caller's buffer; NUL bytes refused; no buffer at all is fine. */
     struct runner_buffer buffer = {0};
     char small[4];
-    CHECK(runner_encode_error(&buffer, "hello", err, sizeof(err)) == 0);
+    CHECK(runner_encode_error(&buffer, RUNNER_ERROR_INTERNAL, "hello", err, sizeof(err)) == 0);
     frame = only_frame(&buffer);
-    CHECK(runner_decode_error(&frame, small, sizeof(small), err, sizeof(err)) == 0);
+    CHECK(runner_decode_error(&frame, NULL, small, sizeof(small), err, sizeof(err)) == 0);
     CHECK(strcmp(small, "hel") == 0);
-    CHECK(runner_decode_error(&frame, NULL, 0, err, sizeof(err)) == 0);
-    CHECK_FAILS(decode_patched(&buffer, 4, 0x006C6568u),
+    CHECK(runner_decode_error(&frame, NULL, NULL, 0, err, sizeof(err)) == 0);
+    CHECK_FAILS(decode_patched(&buffer, 8, 0x006C6568u),
                 "ERROR: message has a NUL byte at offset 3");
-    CHECK_FAILS(decode_patched(&buffer, 0, 4),
+    CHECK_FAILS(decode_patched(&buffer, 4, 4),
                 "ERROR: 1 trailing byte after message, the last field");
-    CHECK_FAILS(runner_encode_error(&buffer, NULL, err, sizeof(err)), "ERROR: message is NULL");
+    CHECK_FAILS(decode_patched(&buffer, 0, 4), "ERROR: category 4 out of range [0, 3]");
+    CHECK_FAILS(runner_encode_error(&buffer, (enum runner_error_category)7, "x", err, sizeof(err)),
+                "ERROR: category 7 out of range [0, 3]");
+    CHECK_FAILS(runner_encode_error(&buffer, RUNNER_ERROR_INTERNAL, NULL, err, sizeof(err)),
+                "ERROR: message is NULL");
     runner_buffer_free(&buffer);
 }
 
@@ -437,14 +445,14 @@ static void test_frame_limit(void) {
     free(prompt);
 
     char *message = malloc(RUNNER_FRAME_MAX);
-    memset(message, 'e', RUNNER_FRAME_MAX - 3);
-    message[RUNNER_FRAME_MAX - 3] = '\0';
+    memset(message, 'e', RUNNER_FRAME_MAX - 7);
+    message[RUNNER_FRAME_MAX - 7] = '\0'; /* category, length and text: one byte too many */
     size_t before = buffer.length;
-    CHECK_FAILS(runner_encode_error(&buffer, message, err, sizeof(err)),
+    CHECK_FAILS(runner_encode_error(&buffer, RUNNER_ERROR_INTERNAL, message, err, sizeof(err)),
                 "ERROR: payload of 4194305 bytes exceeds the frame limit of 4194304 bytes");
     CHECK(buffer.length == before);
-    message[RUNNER_FRAME_MAX - 4] = '\0';
-    CHECK(runner_encode_error(&buffer, message, err, sizeof(err)) == 0);
+    message[RUNNER_FRAME_MAX - 8] = '\0';
+    CHECK(runner_encode_error(&buffer, RUNNER_ERROR_INTERNAL, message, err, sizeof(err)) == 0);
     CHECK(buffer.length == before + RUNNER_FRAME_HEADER + RUNNER_FRAME_MAX);
     free(message);
     runner_buffer_free(&buffer);

@@ -163,7 +163,7 @@ static int read_until_end(int fd, char *error, size_t size, int *n_tokens) {
             if (f.type == RUNNER_MSG_TOKEN) (*n_tokens)++;
             if (f.type == RUNNER_MSG_FINISHED) result = *n_tokens;
             if (f.type == RUNNER_MSG_ERROR) {
-                runner_decode_error(&f, error, size, err, sizeof(err));
+                runner_decode_error(&f, NULL, error, size, err, sizeof(err));
                 result = -1;
             }
         }

@@ -273,7 +273,7 @@ static int on_frame(struct client_run *run, const struct runner_frame *f) {
                    (unsigned long long)h.step, h.n_tokens, h.n_decode, h.n_running, h.n_waiting,
                    h.kv_blocks_used, h.kv_blocks_total);
     } else if (f->type == RUNNER_MSG_ERROR &&
-               runner_decode_error(f, message, sizeof(message), err, sizeof(err)) == 0) {
+               runner_decode_error(f, NULL, message, sizeof(message), err, sizeof(err)) == 0) {
         fprintf(stderr, "lockstep client: the runner says: %s\n", message);
         return -1;
     }

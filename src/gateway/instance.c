@@ -288,7 +288,8 @@ static struct gateway_request *find_request(struct gateway_instance *in, uint64_
 }
 
 static void dispatch(struct gateway_instance *in, const struct runner_frame *f) {
-    char err[200];
+    char err[200], message[256];
+    enum runner_error_category category;
     struct runner_token token;
     struct runner_finished finished;
     struct runner_heartbeat heartbeat;
@@ -304,6 +305,14 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
             gateway_request_on_finished(r, &finished);
             gateway_request_release(r);
         }
+    } else if (f->type == RUNNER_MSG_ERROR &&
+               !runner_decode_error(f, &category, message, sizeof(message), err, sizeof(err))) {
+        /* the runner refused the connection itself (it closes it next):
+         * what the gateway sent was malformed (a bug here), or it is full */
+        static const char *const kinds[] = {"internal", "bad request", "over capacity",
+                                            "out of memory"};
+        fprintf(stderr, "lockstep serve: model %s: the runner refused the connection (%s): %s\n",
+                in->name, kinds[category], message);
     } else if (f->type == RUNNER_MSG_HEARTBEAT &&
                !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
         pthread_mutex_lock(&in->lock);

@@ -460,11 +460,16 @@ int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heart
     return writer_end(&writer, &report);
 }
 
-int runner_encode_error(struct runner_buffer *out, const char *message, char *err, size_t errlen) {
+int runner_encode_error(struct runner_buffer *out, enum runner_error_category category,
+                        const char *message, char *err, size_t errlen) {
     const struct protocol_report report = {"ERROR", err, errlen};
     if (message == NULL) return protocol_fail(&report, "message is NULL");
+    if (protocol_check_range(&report, "category", (long long)category, RUNNER_ERROR_INTERNAL,
+                             RUNNER_ERROR_OUT_OF_MEMORY))
+        return -1;
     struct protocol_writer writer;
     writer_begin(&writer, out, RUNNER_MSG_ERROR);
+    writer_put_u32(&writer, (uint32_t)category);
     writer_put_string(&writer, message);
     return writer_end(&writer, &report);
 }
@@ -806,15 +811,20 @@ int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_hear
     return 0;
 }
 
-int runner_decode_error(const struct runner_frame *frame, char *message, size_t message_size,
-                        char *err, size_t errlen) {
+int runner_decode_error(const struct runner_frame *frame, enum runner_error_category *category,
+                        char *message, size_t message_size, char *err, size_t errlen) {
     struct protocol_reader reader;
+    uint32_t kind;
     if (reader_begin(&reader, frame, RUNNER_MSG_ERROR, err, errlen) ||
+        reader_u32(&reader, "category", &kind) ||
+        protocol_check_range(&reader.report, "category", kind, RUNNER_ERROR_INTERNAL,
+                             RUNNER_ERROR_OUT_OF_MEMORY) ||
         reader_string(&reader, "message", message, message_size) ||
         reader_end(&reader, "message")) {
         if (message_size > 0) message[0] = '\0'; /* no half-checked text */
         return -1;
     }
+    if (category) *category = (enum runner_error_category)kind;
     return 0;
 }
 

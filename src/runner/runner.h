@@ -165,7 +165,8 @@ struct runner_hello {
  *              u32 n + n bytes message
  *   HEARTBEAT  u64 step, start_us, end_us; i32 n_tokens, n_decode, n_sequences,
  *              n_running, n_waiting, kv_used, kv_total; f32 comm_ms
- *   ERROR      u32 n + n bytes message (the sender closes the connection after it)
+ *   ERROR      u32 category; u32 n + n bytes message (the sender closes the connection
+ *              after it)
  *   FAULT      u32 kind; i32 rank, delay_ms, steps (tests and benchmarks only: a
  *              runner started without --allow-faults refuses it)
  * A payload must be consumed exactly: trailing bytes are an error. */
@@ -246,7 +247,8 @@ int runner_encode_finished(struct runner_buffer *out, const struct runner_finish
                            char *err, size_t errlen);
 int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heartbeat *heartbeat,
                             char *err, size_t errlen);
-int runner_encode_error(struct runner_buffer *out, const char *message, char *err, size_t errlen);
+int runner_encode_error(struct runner_buffer *out, enum runner_error_category category,
+                        const char *message, char *err, size_t errlen);
 int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fault, char *err,
                         size_t errlen);
 
@@ -280,8 +282,8 @@ int runner_decode_finished(const struct runner_frame *frame, struct runner_finis
                            char *err, size_t errlen);
 int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_heartbeat *heartbeat,
                             char *err, size_t errlen);
-int runner_decode_error(const struct runner_frame *frame, char *message, size_t message_size,
-                        char *err, size_t errlen);
+int runner_decode_error(const struct runner_frame *frame, enum runner_error_category *category,
+                        char *message, size_t message_size, char *err, size_t errlen);
 int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *fault, char *err,
                         size_t errlen);
 

@@ -164,7 +164,7 @@ static int push_command(struct runner_server *server, struct server_command *com
 /* Sends ERROR and closes the connection once it is written. */
 static void refuse_connection(struct server_connection *c, const char *message) {
     char err[160];
-    runner_encode_error(&c->out, message, err, sizeof(err));
+    runner_encode_error(&c->out, RUNNER_ERROR_BAD_REQUEST, message, err, sizeof(err));
     c->closing = 1;
     c->in.length = 0;
 }
@@ -238,7 +238,8 @@ static void accept_connection(struct runner_server *server) {
     if (fd < 0) return;
     struct server_connection c = {.fd = fd, .client = server->next_client++};
     if (server->n_connections == server->params.max_connections) {
-        runner_encode_error(&c.out, "runner: too many connections", err, sizeof(err));
+        runner_encode_error(&c.out, RUNNER_ERROR_OVER_CAPACITY, "runner: too many connections", err,
+                            sizeof(err));
         ssize_t rc = send(fd, c.out.data, c.out.length, MSG_NOSIGNAL);
         (void)rc; /* best effort: the connection is closed either way */
         runner_buffer_free(&c.out);

@@ -160,9 +160,9 @@ static void check_error(const struct runner_frame *frame, struct runner_buffer *
                         const char *a) {
     char b[FUZZ_MESSAGE_SIZE], err[512];
     out->length = 0;
-    if (runner_encode_error(out, a, err, sizeof(err)) != 0) abort();
+    if (runner_encode_error(out, RUNNER_ERROR_INTERNAL, a, err, sizeof(err)) != 0) abort();
     struct runner_frame again = reframe(out, RUNNER_MSG_ERROR);
-    if (runner_decode_error(&again, b, sizeof(b), err, sizeof(err)) != 0 || strcmp(a, b) != 0)
+    if (runner_decode_error(&again, NULL, b, sizeof(b), err, sizeof(err)) != 0 || strcmp(a, b) != 0)
         abort();
     check_bytes(frame, out, 1);
 }
@@ -225,7 +225,8 @@ static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *ou
     }
     case RUNNER_MSG_ERROR: {
         char message[FUZZ_MESSAGE_SIZE];
-        if ((rc = runner_decode_error(frame, message, sizeof(message), err, sizeof(err))) == 0)
+        if ((rc = runner_decode_error(frame, NULL, message, sizeof(message), err, sizeof(err))) ==
+            0)
             check_error(frame, out, message);
         break;
     }

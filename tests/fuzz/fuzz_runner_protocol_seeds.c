@@ -125,12 +125,12 @@ int main(int argc, char **argv) {
     failed |= runner_buffer_append(&stream, one.data, one.length);
 
     one.length = 0;
-    failed |= runner_encode_error(&one, "unknown model", err, sizeof(err));
+    failed |= runner_encode_error(&one, RUNNER_ERROR_INTERNAL, "unknown model", err, sizeof(err));
     failed |= write_seed(dir, "error.bin", &one, one.length);
     failed |= runner_buffer_append(&stream, one.data, one.length);
 
     one.length = 0;
-    failed |= runner_encode_error(&one, text, err, sizeof(err));
+    failed |= runner_encode_error(&one, RUNNER_ERROR_INTERNAL, text, err, sizeof(err));
     failed |= write_seed(dir, "error-long.bin", &one, one.length);
 
     struct runner_fault fault = {RUNNER_FAULT_DELAY, 1, 250, 40};
