@@ -157,12 +157,14 @@ static void check_cancel(const struct runner_frame *frame, struct runner_buffer 
 }
 
 static void check_error(const struct runner_frame *frame, struct runner_buffer *out,
-                        const char *a) {
+                        enum runner_error_category category, const char *a) {
     char b[FUZZ_MESSAGE_SIZE], err[512];
+    enum runner_error_category again_category;
     out->length = 0;
-    if (runner_encode_error(out, RUNNER_ERROR_INTERNAL, a, err, sizeof(err)) != 0) abort();
+    if (runner_encode_error(out, category, a, err, sizeof(err)) != 0) abort();
     struct runner_frame again = reframe(out, RUNNER_MSG_ERROR);
-    if (runner_decode_error(&again, NULL, b, sizeof(b), err, sizeof(err)) != 0 || strcmp(a, b) != 0)
+    if (runner_decode_error(&again, &again_category, b, sizeof(b), err, sizeof(err)) != 0 ||
+        strcmp(a, b) != 0 || again_category != category)
         abort();
     check_bytes(frame, out, 1);
 }
@@ -225,9 +227,10 @@ static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *ou
     }
     case RUNNER_MSG_ERROR: {
         char message[FUZZ_MESSAGE_SIZE];
-        if ((rc = runner_decode_error(frame, NULL, message, sizeof(message), err, sizeof(err))) ==
-            0)
-            check_error(frame, out, message);
+        enum runner_error_category category;
+        if ((rc = runner_decode_error(frame, &category, message, sizeof(message), err,
+                                      sizeof(err))) == 0)
+            check_error(frame, out, category, message);
         break;
     }
     case RUNNER_MSG_FAULT: {
