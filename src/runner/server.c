@@ -481,9 +481,12 @@ static int wait_for_work(struct runner_server *server, struct server_command **t
             *taken_capacity = n;
         }
     }
-    if (n > 0) memcpy(*taken, server->inbox, (size_t)n * sizeof(**taken));
-    memmove(server->inbox, server->inbox + n,
-            (size_t)(server->inbox_count - n) * sizeof(*server->inbox));
+    /* an inbox nothing ever entered is NULL: no pointer arithmetic on it */
+    if (n > 0) {
+        memcpy(*taken, server->inbox, (size_t)n * sizeof(**taken));
+        memmove(server->inbox, server->inbox + n,
+                (size_t)(server->inbox_count - n) * sizeof(*server->inbox));
+    }
     server->inbox_count -= n;
     *start_us = runner_now_us();
     pthread_mutex_unlock(&server->inbox_lock);
