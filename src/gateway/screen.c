@@ -39,6 +39,8 @@ struct screen_pending {
     struct sockaddr_storage address;
     socklen_t address_length;
     uint64_t since_us; /* when it was accepted */
+    size_t seen;       /* bytes of an unfinished head peeked so far (0: none yet) */
+    short revents;     /* what the last poll said of it */
 };
 
 /* Connections one client address holds, screened or served. */
@@ -123,94 +125,153 @@ static void refuse(int fd, int status, const char *reason, const char *message) 
     close(fd);
 }
 
-/* The value of header name in head (length bytes), or NULL; *length gets
- * the value's length. Header names are case-insensitive. */
-static const char *find_header(const char *head, size_t size, const char *name, size_t *length) {
-    size_t n = strlen(name);
-    for (const char *line = memchr(head, '\n', size); line && line + 1 < head + size;) {
-        line++;
-        const char *end = memchr(line, '\n', (size_t)(head + size - line));
-        if (!end) return NULL;
-        if ((size_t)(end - line) > n && line[n] == ':' && !strncasecmp(line, name, n)) {
-            const char *value = line + n + 1;
-            while (value < end && (*value == ' ' || *value == '\t')) value++;
-            *length = (size_t)(end - value);
-            return value;
-        }
-        line = end;
-    }
-    return NULL;
+/* A token character (RFC 9110 5.6.2): methods and header names. */
+static int token_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-/* What is wrong with a whole request head, as a status (0: nothing the
- * screen answers for), with its reason phrase and message. */
-static int judge_head(const char *head, size_t size, const char **reason, const char **message) {
-    const char *line_end = memchr(head, '\n', size);
-    if (!line_end) return 0;
-    const char *target = memchr(head, ' ', (size_t)(line_end - head));
-    const char *version = target ? memchr(target + 1, ' ', (size_t)(line_end - target - 1)) : NULL;
-    size_t value_length;
-    if (!target || !version) return 0; /* not HTTP at all: the library closes it */
-    if ((size_t)(version - target - 1) > SCREEN_URI_MAX) {
-        *reason = "URI Too Long";
-        *message = "the request target is longer than 8192 bytes";
-        return 414;
+/* A verdict on a request head: a status (0: let the daemon have it), its
+ * reason phrase and a message for the client. */
+struct screen_verdict {
+    int status;
+    const char *reason, *message;
+};
+
+static int verdict(struct screen_verdict *v, int status, const char *reason, const char *message) {
+    *v = (struct screen_verdict){status, reason, message};
+    return status;
+}
+
+/* The request line: METHOD SP TARGET SP HTTP/1.x. */
+static int judge_request_line(const char *line, size_t length, struct screen_verdict *v) {
+    size_t i = 0;
+    while (i < length && token_char(line[i])) i++;
+    if (i == 0 || i == length || line[i] != ' ')
+        return verdict(v, 400, "Bad Request", "the request line is not METHOD TARGET HTTP/1.1");
+    size_t target = ++i;
+    while (i < length && line[i] > ' ' && line[i] != 0x7F) i++;
+    if (i - target > SCREEN_URI_MAX)
+        return verdict(v, 414, "URI Too Long", "the request target is longer than 8192 bytes");
+    if (i == target || i == length || line[i] != ' ')
+        return verdict(v, 400, "Bad Request", "the request line is not METHOD TARGET HTTP/1.1");
+    const char *version = line + i + 1;
+    size_t version_length = length - i - 1;
+    if (version_length != 8 || strncmp(version, "HTTP/1.", 7) != 0 ||
+        (version[7] != '0' && version[7] != '1'))
+        return verdict(v, 505, "HTTP Version Not Supported",
+                       "only HTTP/1.0 and HTTP/1.1 are served");
+    return 0;
+}
+
+/* One header line "Name: value": a token, a colon, a value of visible
+ * characters, spaces and tabs; Content-Length's value is digits, and every
+ * Content-Length of the request says the same (*length keeps it, -1: none
+ * yet). */
+static int judge_header(const char *line, size_t length, size_t max_body, long long *body,
+                        struct screen_verdict *v) {
+    size_t name = 0;
+    while (name < length && token_char(line[name])) name++;
+    if (name == 0 || name == length || line[name] != ':')
+        return verdict(v, 400, "Bad Request", "a header line is not 'Name: value'");
+    for (size_t i = name + 1; i < length; i++)
+        if (((unsigned char)line[i] < ' ' && line[i] != '\t') || line[i] == 0x7F)
+            return verdict(v, 400, "Bad Request", "a header value has a control character");
+    if (name == 17 && !strncasecmp(line, "Transfer-Encoding", 17))
+        return verdict(v, 411, "Length Required",
+                       "send the request body with a Content-Length, not a Transfer-Encoding");
+    if (name != 14 || strncasecmp(line, "Content-Length", 14) != 0) return 0;
+    size_t i = name + 1, end = length;
+    while (i < end && (line[i] == ' ' || line[i] == '\t')) i++;
+    while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) end--;
+    long long value = 0;
+    if (i == end || end - i > 18)
+        return verdict(v, 400, "Bad Request", "Content-Length is not a number of bytes");
+    for (; i < end; i++) {
+        if (line[i] < '0' || line[i] > '9')
+            return verdict(v, 400, "Bad Request", "Content-Length is not a number of bytes");
+        value = value * 10 + (line[i] - '0');
     }
-    size_t version_length = (size_t)(line_end - version - 1);
-    if (version_length > 0 && version[version_length] == '\r') version_length--;
-    if (version_length != 8 ||
-        (strncmp(version + 1, "HTTP/1.1", 8) != 0 && strncmp(version + 1, "HTTP/1.0", 8) != 0)) {
-        *reason = "HTTP Version Not Supported";
-        *message = "only HTTP/1.0 and HTTP/1.1 are served";
-        return 505;
-    }
-    if (find_header(head, size, "Transfer-Encoding", &value_length)) {
-        *reason = "Length Required";
-        *message = "send the request body with a Content-Length, not a Transfer-Encoding";
-        return 411;
+    if (*body >= 0 && *body != value)
+        return verdict(v, 400, "Bad Request",
+                       "the request has two Content-Length headers that disagree");
+    *body = value;
+    if ((unsigned long long)value > max_body)
+        return verdict(v, 413, "Content Too Large", "the body is larger than the server takes");
+    return 0;
+}
+
+/* What is wrong with a whole request head (size bytes, its blank line
+ * included), if anything the screen answers for. */
+static int judge_head(const char *head, size_t size, size_t max_body, struct screen_verdict *v) {
+    long long body = -1;
+    int first = 1;
+    for (const char *line = head; line < head + size;) {
+        const char *newline = memchr(line, '\n', (size_t)(head + size - line));
+        size_t length = (size_t)(newline - line);
+        if (length > 0 && line[length - 1] == '\r') length--;
+        if (length == 0) break; /* the blank line: the head is over */
+        int status = first ? judge_request_line(line, length, v)
+                     : (line[0] == ' ' || line[0] == '\t')
+                         ? verdict(v, 400, "Bad Request", "folded header lines are obsolete")
+                         : judge_header(line, length, max_body, &body, v);
+        if (status) return status;
+        first = 0;
+        line = newline + 1;
     }
     return 0;
 }
 
+/* The connection timeout has passed since p was accepted. */
+static int timed_out(const struct gateway_screen *s, const struct screen_pending *p,
+                     uint64_t now_us) {
+    double timeout = s->gateway->params.connection_timeout_seconds > 0
+                         ? s->gateway->params.connection_timeout_seconds
+                         : GATEWAY_CONNECTION_TIMEOUT;
+    return (double)(now_us - p->since_us) * 1e-6 >= timeout;
+}
+
 /* Looks at what pending connection p has sent: 1 when it is done with
- * (handed to the daemon, refused or closed), 0 to wait for more. */
+ * (handed to the daemon, refused or closed), 0 to wait for more. The bytes
+ * are peeked, never taken: the daemon reads them again. */
 static int screen_one(struct gateway_screen *s, struct screen_pending *p, uint64_t now_us) {
     char *head = s->head;
-    const char *reason = NULL, *message = NULL;
+    struct screen_verdict v = {0, NULL, NULL};
     ssize_t n = recv(p->fd, head, sizeof(s->head), MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        double timeout = s->gateway->params.connection_timeout_seconds > 0
-                             ? s->gateway->params.connection_timeout_seconds
-                             : GATEWAY_CONNECTION_TIMEOUT;
-        if ((double)(now_us - p->since_us) * 1e-6 < timeout) return 0;
-        drop(s, p); /* its request never came */
-        return 1;
-    }
-    if (n <= 0) {
+    int waiting = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    if (waiting && !timed_out(s, p, now_us)) return 0;
+    if (n <= 0) { /* its request never came, or it left */
         drop(s, p);
         return 1;
     }
-    const char *end = memmem(head, (size_t)n, "\r\n\r\n", 4);
-    size_t terminator = 4;
+    /* empty lines before the request line are skipped, as the library
+     * skips them (RFC 9112 2.2) */
+    size_t skip = 0;
+    while (skip < (size_t)n && (head[skip] == '\r' || head[skip] == '\n')) skip++;
+    head += skip;
+    n -= (ssize_t)skip;
+    const char *end = memmem(head, (size_t)n, "\n\r\n", 3);
+    const char *bare = memmem(head, (size_t)n, "\n\n", 2);
+    if (!end || (bare && bare < end)) end = bare;
     if (!end) {
-        end = memmem(head, (size_t)n, "\n\n", 2);
-        terminator = 2;
-    }
-    const char *line_end = memchr(head, '\n', (size_t)n);
-    int status = 0;
-    if (!line_end && n > SCREEN_URI_MAX) {
-        status = 414, reason = "URI Too Long";
-        message = "the request target is longer than 8192 bytes";
-    } else if (!end && n > SCREEN_HEAD_MAX) {
-        status = 431, reason = "Request Header Fields Too Large";
-        message = "the request's line and headers are longer than 16384 bytes";
-    } else if (!end) {
-        return 0; /* more is coming */
+        if (!memchr(head, '\n', (size_t)n) && n > SCREEN_URI_MAX)
+            verdict(&v, 414, "URI Too Long", "the request target is longer than 8192 bytes");
+        else if (n > SCREEN_HEAD_MAX)
+            verdict(&v, 431, "Request Header Fields Too Large",
+                    "the request's line and headers are longer than 16384 bytes");
+        else if ((p->revents & (POLLRDHUP | POLLHUP | POLLERR)) || timed_out(s, p, now_us)) {
+            drop(s, p); /* it stopped before its head was whole */
+            return 1;
+        } else {
+            p->seen = (size_t)n + skip; /* more may come: looked at again next round */
+            return 0;
+        }
     } else {
-        status = judge_head(head, (size_t)(end - head) + terminator, &reason, &message);
+        size_t size = (size_t)(end - head) + (end == bare ? 2 : 3);
+        judge_head(head, size, s->gateway->params.max_body_bytes, &v);
     }
-    if (status) {
-        refuse(p->fd, status, reason, message);
+    if (v.status) {
+        refuse(p->fd, v.status, v.reason, v.message);
         count_address(s, address_of(&p->address), -1);
         return 1;
     }
@@ -231,6 +292,8 @@ static void accept_new(struct gateway_screen *s, uint64_t now_us) {
                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (p->fd < 0) return;
         p->since_us = now_us;
+        p->seen = 0;
+        p->revents = 0;
         if (count_address(s, address_of(&p->address), 1) >= s->per_client) {
             drop(s, p); /* one client may not hold every connection */
             continue;
@@ -243,13 +306,21 @@ static void *screen_main(void *arg) {
     struct gateway_screen *s = arg;
     struct pollfd *fds = s->fds;
     while (!atomic_load(&s->gateway->stopping)) {
+        int unfinished = 0;
         fds[0] = (struct pollfd){s->n_pending < SCREEN_PENDING_MAX ? s->listen_fd : -1, POLLIN, 0};
-        for (int i = 0; i < s->n_pending; i++)
-            fds[i + 1] = (struct pollfd){s->pending[i].fd, POLLIN, 0};
-        poll(fds, (nfds_t)s->n_pending + 1, 100);
+        /* a connection whose head is half there stays readable: it is
+         * watched for its close only, and peeked again every round */
+        for (int i = 0; i < s->n_pending; i++) {
+            short events = s->pending[i].seen ? POLLRDHUP : (POLLIN | POLLRDHUP);
+            unfinished += s->pending[i].seen > 0;
+            fds[i + 1] = (struct pollfd){s->pending[i].fd, events, 0};
+        }
+        poll(fds, (nfds_t)s->n_pending + 1, unfinished ? 20 : 100);
         uint64_t now = runner_now_us();
-        for (int i = s->n_pending - 1; i >= 0; i--)
+        for (int i = s->n_pending - 1; i >= 0; i--) {
+            s->pending[i].revents = fds[i + 1].revents;
             if (screen_one(s, &s->pending[i], now)) s->pending[i] = s->pending[--s->n_pending];
+        }
         if (fds[0].revents & POLLIN) accept_new(s, now);
     }
     for (int i = 0; i < s->n_pending; i++) drop(s, &s->pending[i]);
