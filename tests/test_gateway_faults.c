@@ -339,12 +339,15 @@ static int connect_to(int port) {
 }
 
 static void test_half_open(int port, int pid) {
-    static const char partial[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                  "Content-Length: 100\r\n\r\n{\"mo";
+    /* half of them stop in the body, half in the head */
+    static const char *const partial[] = {"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                          "Content-Length: 100\r\n\r\n{\"mo",
+                                          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nCont"};
     int before = open_files(pid);
     for (int i = 0; i < N_HALF; i++) {
         int fd = connect_to(port);
-        if (fd >= 0 && send(fd, partial, sizeof(partial) - 1, MSG_NOSIGNAL) < 0) CHECK(0);
+        const char *bytes = partial[i % 2];
+        if (fd >= 0 && send(fd, bytes, strlen(bytes), MSG_NOSIGNAL) < 0) CHECK(0);
         if (fd >= 0) close(fd);
     }
     int now = 0;
