@@ -181,9 +181,10 @@ static int judge_header(const char *line, size_t length, size_t max_body, long l
         return verdict(v, 411, "Length Required",
                        "send the request body with a Content-Length, not a Transfer-Encoding");
     if (name != 14 || strncasecmp(line, "Content-Length", 14) != 0) return 0;
+    /* spaces after the digits are refused: libmicrohttpd refuses them too,
+     * with two response heads */
     size_t i = name + 1, end = length;
     while (i < end && (line[i] == ' ' || line[i] == '\t')) i++;
-    while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) end--;
     long long value = 0;
     if (i == end || end - i > 18)
         return verdict(v, 400, "Bad Request", "Content-Length is not a number of bytes");
