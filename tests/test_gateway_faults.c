@@ -514,7 +514,8 @@ static void test_keys(void) {
     CHECK_MSG(job.status != 0 && job.err && strstr(job.err, "empty"),
               "--api-key \"\": status %d, %s", job.status, job.err ? job.err : "");
     test_job_free(&job);
-    char *options[] = {"--api-key", "s3cret", "--max-concurrent", "1", NULL};
+    char *options[] = {"--api-key",    "s3cret", "--max-concurrent", "1",
+                       "--keep-alive", "0.3",    "--enable-faults",  NULL};
     int port = start_gateway(&gateway, options, NULL);
     struct test_http h =
         test_http_request(port, "GET", "/v1/models", "Authorization: bearer s3cret\r\n", NULL, 10);
@@ -528,6 +529,12 @@ static void test_keys(void) {
     h = test_http_request(port, "GET", "/no/such/path", key, NULL, 10);
     CHECK_MSG(h.status == 404, "unknown path with the key: %d", h.status);
     test_http_free(&h);
+    /* the runner is stopped, so the one request allowed stays in flight;
+     * its first bytes (a keep-alive comment) say it was counted */
+    struct test_http stop = test_http_request(port, "POST", "/debug/fault", key,
+                                              "{" MODEL_REF ",\"kind\":\"stop\"}", 10);
+    CHECK(stop.status == 200);
+    test_http_free(&stop);
     int fd = test_http_send(port, "POST", "/v1/completions", key,
                             "{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":200,\"stream\":true,"
                             "\"ignore_eos\":true}");
