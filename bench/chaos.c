@@ -19,10 +19,17 @@
  * the phase's whole wall time, drain included. After phase 2 the tool waits
  * for every fault to recover and runs each item once more on each instance.
  *
+ * Three faults of phase 2 send requests or connections of their own
+ * (chaos_faults.c): stop+flood (a stopped runner under a flood of
+ * long-prompt requests, checked against the floods that ran without
+ * faults at the end of phase 1), stop-cancel (streams that leave at their
+ * stop string) and half-open (connections closed mid-request).
+ *
  * Output: one table per phase (per instance and in all), the faults by
- * kind, and the failures as they happen on stderr. Exit status 1 on any
- * failed, wrong, late or unverifiable request or unrecovered fault, 2 on
- * bad options. */
+ * kind with what their own checks measured and the requests they sent,
+ * and the failures as they happen on stderr. Exit status 1 on any failed,
+ * wrong, late or unverifiable request, unrecovered fault or failed check
+ * of a fault, 2 on bad options. */
 #include "chaos.h"
 
 #include <cjson/cJSON.h>
@@ -85,12 +92,38 @@ static int items_create(struct chaos_run *run) {
     return 0;
 }
 
-static void items_free(struct chaos_run *run) {
-    for (int i = 0; run->items && i < run->options->n_items; i++) {
-        free(run->items[i].prompt);
-        for (int m = 0; m < CHAOS_MODELS; m++) free(run->items[i].reference[m]);
+/* The flood items: prompts of options->flood_prompt token ids each, drawn
+ * from 3..500 (bench/chaos's random models have 512 tokens; the first few
+ * are special), distinct, so that no prefix cache shortens the flood. */
+static int flood_items_create(struct chaos_run *run) {
+    const struct chaos_options *o = run->options;
+    uint64_t rng = o->seed ^ 0x666c6f6f64ULL; /* their own stream */
+    run->flood_items = calloc((size_t)(o->flood > 0 ? o->flood : 1), sizeof(*run->flood_items));
+    if (!run->flood_items) return -1;
+    for (int i = 0; i < o->flood; i++) {
+        struct chaos_item *item = &run->flood_items[i];
+        size_t used = 0, size = (size_t)o->flood_prompt * 4 + 1; /* ids have 1..3 digits */
+        item->max_tokens = 8;
+        item->prompt = malloc(size);
+        if (!item->prompt) return -1;
+        for (int t = 0; t < o->flood_prompt; t++)
+            used += (size_t)snprintf(item->prompt + used, size - used, "%s%d", t ? "," : "",
+                                     loadgen_random_range(&rng, 3, 500));
     }
-    free(run->items);
+    return 0;
+}
+
+static void item_list_free(struct chaos_item *items, int n) {
+    for (int i = 0; items && i < n; i++) {
+        free(items[i].prompt);
+        for (int m = 0; m < CHAOS_MODELS; m++) free(items[i].reference[m]);
+    }
+    free(items);
+}
+
+static void items_free(struct chaos_run *run) {
+    item_list_free(run->items, run->options->n_items);
+    item_list_free(run->flood_items, run->options->flood);
 }
 
 /* Where two outputs first differ, for the failure line. */
@@ -101,32 +134,26 @@ static void describe_difference(const char *expected, const char *got, char *out
              expected + at, got + at);
 }
 
-enum chaos_verdict { CHAOS_EQUAL, CHAOS_RECORDED, CHAOS_DIFFERENT, CHAOS_UNVERIFIED };
-
-/* Compares a completed output with its item's reference on that instance,
- * or records it as the reference (only fault-free phase 1 may). */
-static enum chaos_verdict check_output(struct chaos_run *run, int model, int i,
-                                       const struct loadgen_result *r, int may_record, char *why,
-                                       size_t whylen) {
-    struct chaos_item *item = &run->items[i];
+enum chaos_verdict chaos_check_output(struct chaos_run *run, struct chaos_item *item, int model,
+                                      const char *text, const char *finish, int tokens,
+                                      int may_record, char *why, size_t whylen) {
     enum chaos_verdict verdict = CHAOS_EQUAL;
     pthread_mutex_lock(&run->lock);
     if (!item->reference[model] && may_record) {
-        item->reference[model] = strdup(r->text);
-        snprintf(item->finish[model], sizeof(item->finish[model]), "%s", r->finish_reason);
-        item->completion_tokens[model] = r->completion_tokens;
+        item->reference[model] = strdup(text);
+        snprintf(item->finish[model], sizeof(item->finish[model]), "%s", finish);
+        item->completion_tokens[model] = tokens;
         verdict = item->reference[model] ? CHAOS_RECORDED : CHAOS_UNVERIFIED;
     } else if (!item->reference[model]) {
-        snprintf(why, whylen, "no reference output: phase 1 never completed this item");
+        snprintf(why, whylen, "no reference output: no fault-free run completed this item");
         verdict = CHAOS_UNVERIFIED;
-    } else if (strcmp(item->reference[model], r->text) != 0) {
-        describe_difference(item->reference[model], r->text, why, whylen);
+    } else if (strcmp(item->reference[model], text) != 0) {
+        describe_difference(item->reference[model], text, why, whylen);
         verdict = CHAOS_DIFFERENT;
-    } else if (strcmp(item->finish[model], r->finish_reason) != 0 ||
-               item->completion_tokens[model] != r->completion_tokens) {
+    } else if (strcmp(item->finish[model], finish) != 0 ||
+               item->completion_tokens[model] != tokens) {
         snprintf(why, whylen, "same text but finish_reason %s and %d tokens, expected %s and %d",
-                 r->finish_reason, r->completion_tokens, item->finish[model],
-                 item->completion_tokens[model]);
+                 finish, tokens, item->finish[model], item->completion_tokens[model]);
         verdict = CHAOS_DIFFERENT;
     }
     pthread_mutex_unlock(&run->lock);
@@ -135,21 +162,26 @@ static enum chaos_verdict check_output(struct chaos_run *run, int model, int i,
 
 /* ------------------------------------------------------------- requests */
 
-/* Logs a failure (the first CHAOS_LOG_FAILURE of the run in full). */
-static void log_failure(struct chaos_run *run, int model, int item, const char *what,
-                        const struct loadgen_result *r, const char *why) {
+void chaos_log_failure(struct chaos_run *run, const char *what, const char *request, double sent,
+                       int tokens, const char *why) {
     pthread_mutex_lock(&run->lock);
     int show = run->failures_logged++ < CHAOS_LOG_FAILURE;
     if (show)
-        fprintf(stderr,
-                "[%7.1f s] %s: %s item %d (seed %llu, max_tokens %d), sent at %.1f s, %d tokens "
-                "came: %s\n",
-                chaos_elapsed(run), what, run->options->names[model], item,
-                (unsigned long long)run->items[item].seed, run->items[item].max_tokens,
-                r->sent - run->start, r->chunks, why);
+        fprintf(stderr, "[%7.1f s] %s: %s, sent at %.1f s, %d tokens came: %s\n",
+                chaos_elapsed(run), what, request, sent - run->start, tokens, why);
     if (run->failures_logged == CHAOS_LOG_FAILURE + 1)
         fprintf(stderr, "(further failures are counted, not shown)\n");
     pthread_mutex_unlock(&run->lock);
+}
+
+/* Logs a client's failed request. */
+static void log_failure(struct chaos_run *run, int model, int i, const char *what,
+                        const struct loadgen_result *r, const char *why) {
+    char request[160];
+    snprintf(request, sizeof(request), "%s item %d (seed %llu, max_tokens %d)",
+             run->options->names[model], i, (unsigned long long)run->items[i].seed,
+             run->items[i].max_tokens);
+    chaos_log_failure(run, what, request, r->sent, r->chunks, why);
 }
 
 /* Runs item i on the instance and adds its outcome to the tally. */
@@ -178,7 +210,9 @@ static int run_item(struct chaos_run *run, int model, int i, struct chaos_tally 
         t->completed++;
         t->prompt_tokens += r.prompt_tokens > 0 ? r.prompt_tokens : 0;
         t->generated_tokens += r.completion_tokens >= 0 ? r.completion_tokens : r.chunks;
-        enum chaos_verdict v = check_output(run, model, i, &r, run->phase == 0, why, sizeof(why));
+        enum chaos_verdict v =
+            chaos_check_output(run, &run->items[i], model, r.text, r.finish_reason,
+                               r.completion_tokens, run->phase == 0, why, sizeof(why));
         if (v == CHAOS_DIFFERENT) t->wrong++;
         if (v == CHAOS_UNVERIFIED) t->unverified++;
         if (v == CHAOS_DIFFERENT || v == CHAOS_UNVERIFIED)
@@ -303,6 +337,16 @@ static void fill_references(struct chaos_run *run, struct chaos_phase *phase) {
         }
     }
     if (filled) chaos_log(run, "ran %d items alone that phase 1 had not reached", filled);
+}
+
+/* The flood items' references: all at once on both instances, no fault
+ * (the flood of a stop+flood fault is checked against them). */
+static void flood_references(struct chaos_run *run) {
+    const struct chaos_options *o = run->options;
+    chaos_log(run, "flood references: %d requests of %d prompt tokens on each instance at once",
+              o->flood, o->flood_prompt);
+    if (chaos_flood(run, -1, 1, run->flood_references, &run->flood_reference_health))
+        chaos_log(run, "flood references: not every request could start");
 }
 
 /* Every item once more on each instance, after the faults recovered. */
@@ -456,7 +500,16 @@ static void usage(FILE *out) {
                  "  --max-tokens N      largest max_tokens of an item (default 96)\n"
                  "  --delay-ms N        delay faults sleep up to N ms per collective (default 20)\n"
                  "  --deadline S        seconds a request may take (default 120)\n"
-                 "  --recovery-limit S  seconds a fault may take to recover (default 60)\n");
+                 "  --recovery-limit S  seconds a fault may take to recover (default 60)\n"
+                 "  --flood N           requests a stop+flood fault sends (default 64)\n"
+                 "  --flood-prompt N    prompt tokens of each (default 240)\n"
+                 "  --cancels N         streams a stop-cancel fault leaves (default 8)\n"
+                 "  --half-open N       connections a half-open fault leaves (default 200)\n"
+                 "  --gateway-pid P     the gateway's pid: half-open counts its open files\n"
+                 "  --watchdog S        the gateway's --watchdog (default 3): stop-cancel watches\n"
+                 "                      S + 2 s (at least 3 s) for a runner restart\n"
+                 "  --gateway-limits    print the --max-concurrent and --max-client-connections\n"
+                 "                      the gateway needs for these options, and exit\n");
 }
 
 /* The integer options: name, where, bounds. */
@@ -478,6 +531,11 @@ static int parse_option(const char *name, const char *value, struct chaos_option
         {"--max-words", &o->max_words, 3, 100000},
         {"--max-tokens", &o->max_tokens, 8, 100000},
         {"--delay-ms", &o->delay_ms, 1, 100000},
+        {"--flood", &o->flood, 1, CHAOS_FLOOD_MAX},
+        {"--flood-prompt", &o->flood_prompt, 1, 100000},
+        {"--cancels", &o->cancels, 1, CHAOS_CANCELS_MAX},
+        {"--half-open", &o->half_open, 1, CHAOS_HALF_MAX},
+        {"--gateway-pid", &o->gateway_pid, 1, 1 << 30},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(name, ints[i].name) != 0) continue;
@@ -490,6 +548,7 @@ static int parse_option(const char *name, const char *value, struct chaos_option
                       : !strcmp(name, "--fault-every")    ? &o->fault_every
                       : !strcmp(name, "--deadline")       ? &o->deadline
                       : !strcmp(name, "--recovery-limit") ? &o->recovery_limit
+                      : !strcmp(name, "--watchdog")       ? &o->watchdog
                                                           : NULL;
     if (seconds) return loadgen_number_option("chaos", name, value, 0.1, 1e6, 0, seconds);
     if (!strcmp(name, "--seed")) {
@@ -516,11 +575,20 @@ static int parse_options(int argc, char **argv, struct chaos_options *o) {
                                 .n_items = 12,
                                 .max_words = 60,
                                 .max_tokens = 96,
-                                .delay_ms = 20};
+                                .delay_ms = 20,
+                                .flood = 64,
+                                .flood_prompt = 240,
+                                .cancels = 8,
+                                .half_open = 200,
+                                .watchdog = 3};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
         if (!strcmp(argv[i], "--no-faults")) {
             o->faults = 0;
+            continue;
+        }
+        if (!strcmp(argv[i], "--gateway-limits")) {
+            o->limits = 1;
             continue;
         }
         if (i + 1 == argc) {
@@ -530,11 +598,30 @@ static int parse_options(int argc, char **argv, struct chaos_options *o) {
         if (parse_option(argv[i], argv[i + 1], o)) return -1;
         i++;
     }
-    if (o->port == 0) {
+    if (o->port == 0 && !o->limits) {
         fprintf(stderr, "chaos: --port is required\n");
         return -1;
     }
     return 0;
+}
+
+static int larger(int a, int b) {
+    return a > b ? a : b;
+}
+
+/* The gateway's --max-concurrent and --max-client-connections for a run,
+ * each only where its default (256, 512) is too small. At once there are
+ * the clients' streams and one fault's worker (the flood, the stop-cancel
+ * streams or the half-open connections, which the gateway may still hold
+ * a moment after they closed), or the fault-free floods on both instances;
+ * 16 more for the monitor's, the injector's and the workers' GET /health. */
+static void print_limits(const struct chaos_options *o) {
+    int clients = o->clients[0] + o->clients[1];
+    int requests = larger(clients + larger(o->flood, o->cancels), 2 * o->flood) + 16;
+    int connections = larger(requests, clients + o->half_open + 16);
+    if (requests > 256) printf("--max-concurrent %d ", requests);
+    if (connections > 512) printf("--max-client-connections %d", connections);
+    printf("\n");
 }
 
 /* What the tables show but no request suffered: restarts without faults,
@@ -544,16 +631,17 @@ static int parse_options(int argc, char **argv, struct chaos_options *o) {
 static void print_anomalies(const struct chaos_run *run, const struct chaos_phase *phases) {
     int stopping = 0;
     for (int i = 0; i < run->n_faults; i++)
-        stopping += run->faults[i].status == 200 &&
-                    (!strcmp(run->faults[i].kind, "stop") || !strcmp(run->faults[i].kind, "stall"));
+        stopping += run->faults[i].status == 200 && (!strcmp(run->faults[i].kind, "stop") ||
+                                                     !strcmp(run->faults[i].kind, "stall") ||
+                                                     !strcmp(run->faults[i].kind, "stop+flood"));
     double restarts = counter_delta(run, &phases[0], "lockstep_runner_restarts_total", -1);
     double stuck = counter_delta(run, &phases[1], "lockstep_stuck_detections_total", -1);
     if (restarts > 0)
         printf("\nnote: %.0f runner restart%s in phase 1, which injects no fault\n", restarts,
                restarts == 1 ? "" : "s");
     if (run->options->faults && stuck > stopping)
-        printf("\nnote: %.0f stuck detections in phase 2 but %d stop/stall faults: another fault "
-               "or a slow step tripped the watchdog\n",
+        printf("\nnote: %.0f stuck detections in phase 2 but %d stop/stall/stop+flood faults: "
+               "another fault or a slow step tripped the watchdog\n",
                stuck, stopping);
 }
 
@@ -591,7 +679,7 @@ static int chaos_main(struct chaos_run *run) {
         {.title = o->faults ? "phase 2: faults" : "phase 2: no faults (--no-faults)",
          .checks_what = "at the end, once each"}};
     pthread_t monitor;
-    if (wait_ready(run, 300) || items_create(run)) return 1;
+    if (wait_ready(run, 300) || items_create(run) || flood_items_create(run)) return 1;
     if (pthread_create(&monitor, NULL, chaos_monitor_main, run)) return 1;
     char faults[64] = "no faults";
     if (o->faults)
@@ -600,10 +688,15 @@ static int chaos_main(struct chaos_run *run) {
            "%d items (temperature 0.8), %g s per phase, %s, request deadline %g s\n",
            o->port, o->names[0], o->clients[0], o->tp[0], o->names[1], o->clients[1], o->tp[1],
            o->n_items, o->duration, faults, o->deadline);
+    if (o->faults)
+        printf("chaos: stop+flood sends %d requests of %d prompt tokens, stop-cancel %d streams, "
+               "half-open %d connections (gateway pid %d, watchdog %g s)\n",
+               o->flood, o->flood_prompt, o->cancels, o->half_open, o->gateway_pid, o->watchdog);
     fflush(stdout);
 
     long bad = run_phase(run, &phases[0], 0) ? 1 : 0;
     fill_references(run, &phases[0]);
+    if (o->faults) flood_references(run);
     phases[0].metrics_after = read_metrics(run);
     run->phase = 1;
     bad += run_phase(run, &phases[1], o->faults) ? 1 : 0;
@@ -627,7 +720,11 @@ static int chaos_main(struct chaos_run *run) {
     printf("\nrestarts, stuck: from /metrics; detection and recovery: the gateway's histograms "
            "(median interpolated in the buckets, max = the upper bound of the highest non-empty "
            "bucket); TTFT, ITL, tok/s and longest gap: client-side.\n");
-    int not_recovered = o->faults ? chaos_print_faults(run) : 0;
+    struct chaos_fault_summary faults_summary = {0};
+    if (o->faults) chaos_print_faults(run, &faults_summary);
+    completed += faults_summary.completed;
+    bad += faults_summary.bad;
+    int not_recovered = faults_summary.not_recovered, checks = faults_summary.checks_failed;
     if (o->faults) print_stuck_reports(run);
     print_anomalies(run, phases);
     for (int p = 0; p < 2; p++) {
@@ -638,11 +735,11 @@ static int chaos_main(struct chaos_run *run) {
         free(phases[p].metrics_before);
         free(phases[p].metrics_after);
     }
+    int pass = bad == 0 && not_recovered == 0 && checks == 0;
     printf("\nchaos: %s: %ld requests completed, %ld failed, wrong, late or unverified; "
-           "%d faults posted, %d not recovered\n",
-           bad == 0 && not_recovered == 0 ? "PASS" : "FAIL", completed, bad, run->n_faults,
-           not_recovered);
-    return bad == 0 && not_recovered == 0 ? 0 : 1;
+           "%d faults posted, %d not recovered, %d failed their own checks\n",
+           pass ? "PASS" : "FAIL", completed, bad, run->n_faults, not_recovered, checks);
+    return pass ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -651,6 +748,10 @@ int main(int argc, char **argv) {
     if (parsed) {
         usage(parsed > 0 ? stdout : stderr);
         return parsed > 0 ? 0 : 2;
+    }
+    if (o.limits) {
+        print_limits(&o);
+        return 0;
     }
     struct chaos_run *run = calloc(1, sizeof(*run));
     if (!run) return 1;

@@ -27,7 +27,8 @@
 #define LOADGEN_BUFFER   16384     /* bytes received from the socket at once */
 #define LOADGEN_LINE_MAX (1 << 20) /* longest SSE line accepted */
 
-enum { READ_OK = 0, READ_FAILED = -1, READ_LATE = -2 };
+/* READ_STOPPED: the sink had what it wanted; the exchange ends there */
+enum { READ_OK = 0, READ_STOPPED = 1, READ_FAILED = -1, READ_LATE = -2 };
 
 double loadgen_now(void) {
     struct timespec t;
@@ -218,7 +219,8 @@ static int connection_open(struct http_connection *c, int port, char *err, size_
 
 /* ------------------------------------------------------------ exchange */
 
-/* Where body bytes go; returns 0, or -1 to give up. */
+/* Where body bytes go; returns 0, 1 to stop reading (READ_STOPPED), or -1
+ * to give up. */
 typedef int (*http_sink)(void *context, const char *bytes, size_t n);
 
 /* Reads the status line and headers: the status, whether the body is
@@ -261,12 +263,14 @@ static int read_bytes(struct http_connection *c, long long limit, http_sink sink
         }
         size_t n = c->end - c->start;
         if (limit > 0 && (long long)n > limit) n = (size_t)limit;
-        if (sink(context, c->data + c->start, n)) {
+        int taken = sink(context, c->data + c->start, n);
+        if (taken < 0) {
             snprintf(err, errlen, "out of memory for a response");
             return READ_FAILED;
         }
         c->start += n;
         if (limit > 0) limit -= (long long)n;
+        if (taken > 0) return READ_STOPPED;
     }
     return READ_OK;
 }
@@ -298,7 +302,7 @@ static int read_chunked(struct http_connection *c, http_sink sink, void *context
 }
 
 /* One request on a new connection; *status is set before the body goes to
- * sink. READ_OK, READ_FAILED or READ_LATE (err says why). */
+ * sink. READ_OK, READ_STOPPED, READ_FAILED or READ_LATE (err says why). */
 static int http_exchange(int port, const char *method, const char *path, const char *body,
                          double deadline, int *status, http_sink sink, void *context, char *err,
                          size_t errlen) {
@@ -362,9 +366,10 @@ struct stream_reader {
     int status; /* HTTP status, set before the body arrives */
     char *line; /* (line_capacity) the SSE line being received */
     size_t n_line, line_capacity;
-    double last_event; /* when the request was sent or the last token came */
-    int done;          /* 1: data: [DONE] came */
-    int error_event;   /* 1: an event carried an error */
+    double last_event;   /* when the request was sent or the last token came */
+    int done;            /* 1: data: [DONE] came */
+    int leave_at_finish; /* 1: stop reading once a finish_reason came */
+    int error_event;     /* 1: an event carried an error */
 };
 
 static int result_append_text(struct loadgen_result *r, const char *text, size_t n) {
@@ -396,7 +401,8 @@ static int stream_token(struct stream_reader *s, double now) {
     return 0;
 }
 
-/* One chunk's choices[0]: its text, and finish_reason (null: a token). */
+/* One chunk's choices[0]: its text, and finish_reason (null: a token);
+ * 1 when the reader leaves at the finish. */
 static int stream_choice(struct stream_reader *s, const cJSON *choice, double now) {
     struct loadgen_result *r = s->result;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(choice, "text");
@@ -405,12 +411,13 @@ static int stream_choice(struct stream_reader *s, const cJSON *choice, double no
         return -1;
     if (cJSON_IsString(finish)) {
         snprintf(r->finish_reason, sizeof(r->finish_reason), "%s", finish->valuestring);
-        return 0;
+        return s->leave_at_finish;
     }
     return stream_token(s, now);
 }
 
-/* Handles the payload of one "data:" line. */
+/* Handles the payload of one "data:" line: 0, 1 when the reader leaves at
+ * the finish, -1 when memory runs out. */
 static int stream_event(struct stream_reader *s, const char *payload, double now) {
     struct loadgen_result *r = s->result;
     if (!strcmp(payload, "[DONE]")) {
@@ -475,7 +482,8 @@ static int stream_sink(void *context, const char *bytes, size_t n) {
         if (length > 0 && s->line[length - 1] == '\r') length--;
         if (length < 5 || memcmp(s->line, "data:", 5) != 0) continue;
         s->line[length] = '\0';
-        if (stream_event(s, s->line + (length > 5 && s->line[5] == ' ' ? 6 : 5), now)) return -1;
+        int rc = stream_event(s, s->line + (length > 5 && s->line[5] == ' ' ? 6 : 5), now);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -489,7 +497,8 @@ static char *completion_body(const struct loadgen_request *request) {
         cJSON_AddNumberToObject(root, "max_tokens", request->max_tokens) &&
         cJSON_AddNumberToObject(root, "temperature", request->temperature) &&
         cJSON_AddNumberToObject(root, "seed", (double)request->seed) &&
-        cJSON_AddTrueToObject(root, "stream") && cJSON_AddTrueToObject(options, "include_usage")) {
+        cJSON_AddTrueToObject(root, "stream") && cJSON_AddTrueToObject(options, "include_usage") &&
+        (!request->stop || cJSON_AddStringToObject(root, "stop", request->stop))) {
         cJSON_AddItemToObject(root, "stream_options", options);
         options = NULL;
         text = cJSON_PrintUnformatted(root);
@@ -508,7 +517,7 @@ int loadgen_complete(int port, const struct loadgen_request *request, double dea
         free(body);
         return -1;
     }
-    struct stream_reader s = {.result = out};
+    struct stream_reader s = {.result = out, .leave_at_finish = request->leave_at_finish};
     out->sent = s.last_event = loadgen_now();
     int rc = http_exchange(port, "POST", "/v1/completions", body, deadline, &s.status, stream_sink,
                            &s, err, sizeof(err));
@@ -516,12 +525,14 @@ int loadgen_complete(int port, const struct loadgen_request *request, double dea
     free(body);
     free(s.line);
     if (out->done - s.last_event > out->longest_gap) out->longest_gap = out->done - s.last_event;
+    int left = rc == READ_STOPPED; /* at the finish, as asked */
+    if (left) rc = READ_OK;
     if (rc == READ_LATE) {
         out->outcome = LOADGEN_LATE;
         snprintf(out->error, sizeof(out->error),
                  "no data: [DONE] within the deadline (%.1f s after the request; %d tokens came)",
                  out->done - out->sent, out->chunks);
-    } else if (rc || s.status != 200 || s.error_event || !s.done) {
+    } else if (rc || s.status != 200 || s.error_event || (!s.done && !left)) {
         char detail[LOADGEN_ERROR_MAX];
         snprintf(detail, sizeof(detail), "%s", out->error);
         out->outcome = LOADGEN_FAILED;

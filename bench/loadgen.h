@@ -64,15 +64,18 @@ void loadgen_reply_free(struct loadgen_reply *reply);
 
 /* One /v1/completions request. */
 struct loadgen_request {
-    const char *model;  /* "model" */
-    const char *prompt; /* "prompt" text */
-    uint64_t seed;      /* "seed" */
-    int max_tokens;     /* "max_tokens" */
-    double temperature; /* "temperature" */
+    const char *model;   /* "model" */
+    const char *prompt;  /* "prompt" text */
+    uint64_t seed;       /* "seed" */
+    int max_tokens;      /* "max_tokens" */
+    double temperature;  /* "temperature" */
+    const char *stop;    /* "stop" string (NULL: none) */
+    int leave_at_finish; /* 1: close the connection as soon as the chunk with finish_reason
+                          * came, before data: [DONE] (a client that cancels at the end) */
 };
 
 enum loadgen_outcome {
-    LOADGEN_OK = 0,     /* data: [DONE] arrived after the text */
+    LOADGEN_OK = 0,     /* data: [DONE] (or, leaving at finish, a finish_reason) arrived */
     LOADGEN_FAILED = 1, /* an HTTP error, an error event, a broken stream */
     LOADGEN_LATE = 2,   /* the deadline passed before [DONE] */
 };
