@@ -23,7 +23,8 @@
  *     chunked body) is OpenAI JSON; conflicting Content-Length is 400 JSON, an empty API key
  *     is refused at start, "bearer" in lower case is accepted, an unknown
  *     path answers 401 before 404 when a key is required, 429 and 503
- *     carry Retry-After, GET keeps the connection alive. */
+ *     carry Retry-After, GET keeps the connection alive, --cors-origin
+ *     answers preflights and marks answers for its origin only. */
 #include "testutil.h"
 
 #include <arpa/inet.h>
@@ -514,12 +515,35 @@ static void test_keys(void) {
     CHECK_MSG(job.status != 0 && job.err && strstr(job.err, "empty"),
               "--api-key \"\": status %d, %s", job.status, job.err ? job.err : "");
     test_job_free(&job);
-    char *options[] = {"--api-key",    "s3cret", "--max-concurrent", "1",
-                       "--keep-alive", "0.3",    "--enable-faults",  NULL};
+    char *options[] = {"--api-key",           "s3cret", "--max-concurrent", "1",
+                       "--keep-alive",        "0.3",    "--enable-faults",  "--cors-origin",
+                       "https://app.example", NULL};
     int port = start_gateway(&gateway, options, NULL);
     struct test_http h =
         test_http_request(port, "GET", "/v1/models", "Authorization: bearer s3cret\r\n", NULL, 10);
     CHECK_MSG(h.status == 200, "lower-case bearer: %d", h.status);
+    test_http_free(&h);
+    /* CORS: a preflight needs no key; answers carry the allowed origin only */
+    h = test_http_request(port, "OPTIONS", "/v1/chat/completions",
+                          "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n",
+                          NULL, 10);
+    CHECK_MSG(h.status == 204 && h.headers &&
+                  strstr(h.headers, "Access-Control-Allow-Origin: https://app.example") &&
+                  strstr(h.headers, "Authorization"),
+              "preflight: %d %s", h.status, h.headers ? h.headers : "");
+    test_http_free(&h);
+    h = test_http_request(port, "GET", "/v1/models",
+                          "Origin: https://app.example\r\nAuthorization: Bearer s3cret\r\n", NULL,
+                          10);
+    CHECK_MSG(h.status == 200 && h.headers &&
+                  strstr(h.headers, "Access-Control-Allow-Origin: https://app.example"),
+              "CORS on an answer: %s", h.headers ? h.headers : "");
+    test_http_free(&h);
+    h = test_http_request(port, "GET", "/v1/models",
+                          "Origin: https://evil.example\r\nAuthorization: Bearer s3cret\r\n", NULL,
+                          10);
+    CHECK_MSG(h.status == 200 && h.headers && !strstr(h.headers, "Access-Control-Allow-Origin"),
+              "an origin not allowed got CORS headers: %s", h.headers ? h.headers : "");
     test_http_free(&h);
     h = test_http_request(port, "GET", "/no/such/path", NULL, NULL, 10);
     CHECK_MSG(h.status == 401 && h.body && strstr(h.body, "invalid_api_key"),
