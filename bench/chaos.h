@@ -147,6 +147,25 @@ struct chaos_injector {
     int has_worker;         /* 1: worker is to be joined */
 };
 void *chaos_injector_main(void *arg);
+/* Sleeps seconds (nothing when <= 0). */
+void chaos_sleep(double seconds);
+/* 1 if fault f is of kind. */
+int chaos_is_kind(const struct chaos_fault *f, const char *kind);
+/* Seconds a delay fault may still slow its runner: up to 40 steps of 24
+ * collectives (the 85M model) each delayed up to 20 ms. */
+#define CHAOS_DELAY_QUIET 20.0
+/* 1 if a delay fault hit instance m within the last `seconds` (takes the
+ * lock): its slowed steps may still trip the watchdog. */
+int chaos_recent_delay(struct chaos_run *run, int m, double seconds);
+
+/* chaos_clients.c: the faults that are clients, each on the worker thread
+ * the injector starts with a struct chaos_work. */
+void *chaos_flood_main(void *work);
+void *chaos_cancel_main(void *work);
+void *chaos_half_open_main(void *work);
+/* Ends a fault's work with what it measured (takes the lock). */
+void chaos_finish_work(struct chaos_run *run, int fault, const struct chaos_requests *requests,
+                       int failed, const char *note);
 /* Every flood item at once on instance `model` (-1: on both), greedy,
  * while GET /health is timed every 100 ms: records the references when
  * `record` (a fault-free run), else checks each answer against them.
