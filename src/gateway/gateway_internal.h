@@ -200,7 +200,9 @@ int gateway_instance_start(struct gateway_instance *instance, char *err, size_t 
  * the HTTP side may still call in (cancel) until gateway_instance_free. */
 void gateway_instance_stop(struct gateway_instance *instance);
 void gateway_instance_free(struct gateway_instance *instance);
-/* Registers the request and sends it to the runner (now, or when one is up). */
+/* Registers the request and wakes the supervisor, which queues its ADD for
+ * the runner (now, or when one is up); never waits. A FAILED or DRAINING
+ * instance fails it with 503 at once. */
 void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
 /* The request is over on the gateway's side (client gone, stop string
  * matched): it leaves the table now, and the runner that has it is told to

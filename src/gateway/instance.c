@@ -8,7 +8,12 @@
  * left of the process group, waits with a growing backoff, starts a new
  * runner and resubmits every unfinished request with the tokens it has
  * already generated appended to its prompt, and the number of those tokens
- * so the runner's random stream resumes where it was (DESIGN.md I4). */
+ * so the runner's random stream resumes where it was (DESIGN.md I4).
+ *
+ * The supervisor is also the only thread that writes to the runner: the
+ * socket is non-blocking, frames wait in the instance's outbox, and the
+ * HTTP thread only registers requests and wakes the supervisor through a
+ * pipe, so no thread ever waits for a runner (DESIGN.md I7). */
 #include "gateway_internal.h"
 
 #include <errno.h>
