@@ -286,8 +286,12 @@ static void test_zombies(int port) {
     CHECK(post_fault(port, "stop"));
     int fd = test_http_send(port, "POST", "/v1/completions", NULL,
                             "{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":50,\"stream\":true}");
-    /* the client leaves while the stopped runner holds its request */
-    nap_ms(300);
+    /* the client leaves while the stopped runner holds its request: once
+     * its stream began (a keep-alive comment), the gateway has it */
+    struct pollfd p = {fd, POLLIN, 0};
+    char first[64];
+    CHECK_MSG(fd >= 0 && poll(&p, 1, 5000) == 1 && recv(fd, first, sizeof(first), 0) > 0,
+              "the stream to a stopped runner did not begin");
     close(fd);
     /* a new request needs a runner: the stopped one is replaced for it */
     char *text = complete_text(port, "{" MODEL_REF ",\"prompt\":\"And\",\"max_tokens\":3}");
@@ -579,7 +583,9 @@ int main(void) {
             test_shared_path(model_path, sizeof(model_path), "models/kjv2m-q8_0.gguf")))
         return TEST_SKIP_CODE;
     signal(SIGPIPE, SIG_IGN);
-    char *options[] = {"--watchdog", WATCHDOG, "--enable-faults", "--max-concurrent", "1024", NULL};
+    char *options[] = {"--watchdog",   WATCHDOG, "--enable-faults",
+                       "--keep-alive", "0.2",    "--max-concurrent",
+                       "1024",         NULL};
     int port = start_gateway(&gateway, options, NULL);
     CHECK_MSG(port > 0, "the gateway did not start");
     if (port > 0) {
