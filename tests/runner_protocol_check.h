@@ -152,7 +152,7 @@ static inline struct runner_token sample_token(int n_top) {
 
 static inline struct runner_heartbeat sample_heartbeat(void) {
     struct runner_heartbeat beat = {
-        123456789012ull, 1000000000000ull, 1000000002500ull, 512, 7, 9, 7, 3, 100, 1024, 1.25f};
+        123456789012ull, 1000000000000ull, 1000000002500ull, 512, 7, 9, 7, 3, 100, 1024, 1.25f, 40};
     return beat;
 }
 

@@ -116,7 +116,8 @@ static void test_round_trip_others(void) {
     }
 
     for (int reason = RUNNER_FINISH_EOS; reason <= RUNNER_FINISH_ERROR; reason++) {
-        struct runner_finished finished = {(uint64_t)reason << 40, reason, 17, 3 * reason, "", 0};
+        struct runner_finished finished = {
+            (uint64_t)reason << 40, reason, 17, 3 * reason, "", 0, 16};
         struct runner_finished finished_out;
         if (reason == RUNNER_FINISH_ERROR) {
             snprintf(finished.message, sizeof(finished.message), "context full: 4096 positions");
@@ -129,7 +130,7 @@ static void test_round_trip_others(void) {
         CHECK_MSG(runner_decode_finished(&frame, &finished_out, err, sizeof(err)) == 0, "%s", err);
         CHECK(finished_out.id == finished.id && finished_out.reason == finished.reason);
         CHECK(finished_out.n_prompt == 17 && finished_out.n_generated == 3 * reason);
-        CHECK(finished_out.category == finished.category);
+        CHECK(finished_out.category == finished.category && finished_out.n_cached == 16);
         CHECK(strcmp(finished_out.message, finished.message) == 0);
     }
 
@@ -137,13 +138,14 @@ static void test_round_trip_others(void) {
     buffer.length = 0;
     CHECK(runner_encode_heartbeat(&buffer, &beat, err, sizeof(err)) == 0);
     frame = only_frame(&buffer);
-    CHECK(frame.type == RUNNER_MSG_HEARTBEAT && frame.payload_length == 56);
+    CHECK(frame.type == RUNNER_MSG_HEARTBEAT && frame.payload_length == 60);
     CHECK_MSG(runner_decode_heartbeat(&frame, &beat_out, err, sizeof(err)) == 0, "%s", err);
     CHECK(beat_out.step == 123456789012ull && beat_out.start_us == 1000000000000ull);
     CHECK(beat_out.end_us == 1000000002500ull && beat_out.n_tokens == 512);
     CHECK(beat_out.n_decode == 7 && beat_out.n_sequences == 9 && beat_out.n_running == 7);
     CHECK(beat_out.n_waiting == 3 && beat_out.kv_blocks_used == 100);
     CHECK(beat_out.kv_blocks_total == 1024 && same_float(beat_out.comm_ms, 1.25f));
+    CHECK(beat_out.kv_blocks_cached == 40);
 
     char message[64];
     buffer.length = 0;
@@ -175,7 +177,7 @@ static void test_exact_bytes(void) {
     token.logprob = -0.5f;
     token.top[0] = (struct runner_alternative){5, -1.0f};
     static const uint8_t token_frame[] = {
-        0x1C, 0x00, 0x00, 0x00, 0x02, 0x04, 0x00, 0x00, /* 28-byte payload, version 2, TOKEN */
+        0x1C, 0x00, 0x00, 0x00, 0x03, 0x04, 0x00, 0x00, /* 28-byte payload, version 3, TOKEN */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
         0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
         0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
@@ -185,7 +187,7 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x02, 0x07,
+    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x03, 0x07,
                                           0x00, 0x00, 0x02, 0x00, 0x00, 0x00, /* over capacity */
                                           0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
@@ -202,8 +204,8 @@ static void encode_every_type(struct runner_buffer *stream) {
     sample_add_init(&s);
     struct runner_hello hello = sample_hello();
     struct runner_token token = sample_token(3);
-    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,     5, 2,
-                                       "oops", RUNNER_ERROR_BAD_REQUEST};
+    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,      5, 2,
+                                       "oops", RUNNER_ERROR_BAD_REQUEST, 1};
     struct runner_heartbeat beat = sample_heartbeat();
     CHECK(runner_encode_hello(stream, &hello, err, sizeof(err)) == 0);
     CHECK(runner_encode_add(stream, &s.request, err, sizeof(err)) == 0);
@@ -266,8 +268,8 @@ static void test_header_errors(void) {
         uint8_t value;
         const char *expected;
     } cases[] = {
-        {4, 1, "header: version 1, expected 2"},
-        {4, 0, "header: version 0, expected 2"},
+        {4, 1, "header: version 1, expected 3"},
+        {4, 0, "header: version 0, expected 3"},
         {5, 0, "header: type 0 is not a known message (1..8)"},
         {5, 9, "header: type 9 is not a known message (1..8)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
@@ -351,14 +353,14 @@ static struct runner_frame hand_frame(uint8_t *bytes, int type, size_t n) {
 
 /* A FINISHED frame whose message is text; returns the decoded message length. */
 static size_t finished_message_length(const char *text, char *message) {
-    static uint8_t bytes[RUNNER_FRAME_HEADER + 28 + 400];
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 32 + 400];
     size_t n = strlen(text);
     uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
-    memset(payload, 0, 28);
+    memset(payload, 0, 32);
     put_u32(payload + 8, RUNNER_FINISH_ERROR);
-    put_u32(payload + 24, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) payload[28 + i] = (uint8_t)text[i]; /* no terminator */
-    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_FINISHED, 28 + n);
+    put_u32(payload + 28, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) payload[32 + i] = (uint8_t)text[i]; /* no terminator */
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_FINISHED, 32 + n);
     struct runner_finished finished;
     CHECK_MSG(runner_decode_finished(&frame, &finished, err, sizeof(err)) == 0, "%s", err);
     strcpy(message, finished.message);

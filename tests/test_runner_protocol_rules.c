@@ -177,31 +177,37 @@ static void test_token_rules(void) {
 }
 
 static void test_finished_rules(void) {
-    /* id 0, reason 8, n_prompt 12, n_generated 16, message length 20, message 24. */
+    /* id 0, reason 8, n_prompt 12, n_generated 16, n_cached 20, category 24,
+     * message length 28, message 32. */
     static const struct bad_field cases[] = {
         {8, 0, 1, "FINISHED: reason 0 out of range [1, 5]"},
         {8, 6, 1, "FINISHED: reason 6 out of range [1, 5]"},
         {8, 0xFFFFFFFFu, 0, "FINISHED: reason 4294967295 out of range [1, 5]"},
         {12, 0xFFFFFFFFu, 1, "FINISHED: n_prompt -1 must be >= 0"},
         {16, 0xFFFFFFFDu, 1, "FINISHED: n_generated -3 must be >= 0"},
-        {20, 4, 1, "FINISHED: category 4 out of range [0, 3]"},
-        {24, 5, 0, "FINISHED: payload ends inside message (5 bytes needed, 4 left)"},
-        {24, 0xFFFFFFF0u, 0,
+        {20, 0xFFFFFFFFu, 1, "FINISHED: n_cached -1 out of range [0, 5]"},
+        {20, 6, 1, "FINISHED: n_cached 6 out of range [0, 5]"},
+        {24, 4, 1, "FINISHED: category 4 out of range [0, 3]"},
+        {28, 5, 0, "FINISHED: payload ends inside message (5 bytes needed, 4 left)"},
+        {28, 0xFFFFFFF0u, 0,
          "FINISHED: payload ends inside message (4294967280 bytes needed, 4 left)"},
-        {24, 3, 0, "FINISHED: 1 trailing byte after message, the last field"},
-        {28, 0x00006F6Fu, 0, "FINISHED: message has a NUL byte at offset 2"},
+        {28, 3, 0, "FINISHED: 1 trailing byte after message, the last field"},
+        {32, 0x00006F6Fu, 0, "FINISHED: message has a NUL byte at offset 2"},
     };
     struct runner_buffer buffer = {0};
-    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,     5, 2,
-                                       "oops", RUNNER_ERROR_BAD_REQUEST};
+    struct runner_finished finished = {9,      RUNNER_FINISH_ERROR,      5, 2,
+                                       "oops", RUNNER_ERROR_BAD_REQUEST, 1};
     CHECK(runner_encode_finished(&buffer, &finished, err, sizeof(err)) == 0);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
         if (!cases[i].encoder) continue;
         struct runner_finished bad = finished;
-        void *const fields[] = {
-            [2] = &bad.reason, [3] = &bad.n_prompt, [4] = &bad.n_generated, [5] = &bad.category};
-        set_field(fields, 6, cases[i].offset, cases[i].bits);
+        void *const fields[] = {[2] = &bad.reason,
+                                [3] = &bad.n_prompt,
+                                [4] = &bad.n_generated,
+                                [5] = &bad.n_cached,
+                                [6] = &bad.category};
+        set_field(fields, 7, cases[i].offset, cases[i].bits);
         size_t before = buffer.length;
         CHECK_FAILS(runner_encode_finished(&buffer, &bad, err, sizeof(err)), cases[i].expected);
         CHECK(buffer.length == before);
@@ -215,7 +221,7 @@ static void test_finished_rules(void) {
 static void test_heartbeat_rules(void) {
     /* step 0, start_us 8, end_us 16, n_tokens 24, n_decode 28, n_sequences
      * 32, n_running 36, n_waiting 40, kv_blocks_used 44, kv_blocks_total 48,
-     * comm_ms 52. */
+     * kv_blocks_cached 52, comm_ms 56. */
     static const struct bad_field cases[] = {
         {20, 0, 1, "HEARTBEAT: end_us 3567589828 is before start_us 1000000000000"},
         {24, 0xFFFFFFFFu, 1, "HEARTBEAT: n_tokens -1 must be >= 0"},
@@ -228,8 +234,10 @@ static void test_heartbeat_rules(void) {
         {28, 513, 1, "HEARTBEAT: n_decode 513 exceeds n_tokens 512"},
         {32, 600, 1, "HEARTBEAT: n_sequences 600 exceeds n_tokens 512"},
         {44, 2000, 1, "HEARTBEAT: kv_blocks_used 2000 exceeds kv_blocks_total 1024"},
-        {52, 0x7FC00000u, 1, "HEARTBEAT: comm_ms nan must be finite and >= 0"},
-        {52, 0xBF800000u, 1, "HEARTBEAT: comm_ms -1 must be finite and >= 0"},
+        {52, 0xFFFFFFFFu, 1, "HEARTBEAT: kv_blocks_cached -1 out of range [0, 1024]"},
+        {52, 1025, 1, "HEARTBEAT: kv_blocks_cached 1025 out of range [0, 1024]"},
+        {56, 0x7FC00000u, 1, "HEARTBEAT: comm_ms nan must be finite and >= 0"},
+        {56, 0xBF800000u, 1, "HEARTBEAT: comm_ms -1 must be finite and >= 0"},
     };
     struct runner_buffer buffer = {0};
     struct runner_heartbeat beat = sample_heartbeat();
@@ -238,13 +246,13 @@ static void test_heartbeat_rules(void) {
         CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
         struct runner_heartbeat bad = beat;
         void *const fields[] = {
-            [6] = &bad.n_tokens,         [7] = &bad.n_decode,   [8] = &bad.n_sequences,
-            [9] = &bad.n_running,        [10] = &bad.n_waiting, [11] = &bad.kv_blocks_used,
-            [12] = &bad.kv_blocks_total, [13] = &bad.comm_ms};
+            [6] = &bad.n_tokens,         [7] = &bad.n_decode,          [8] = &bad.n_sequences,
+            [9] = &bad.n_running,        [10] = &bad.n_waiting,        [11] = &bad.kv_blocks_used,
+            [12] = &bad.kv_blocks_total, [13] = &bad.kv_blocks_cached, [14] = &bad.comm_ms};
         if (cases[i].offset == 20)
             bad.end_us &= 0xFFFFFFFFull; /* what zeroing its high half does to the frame */
         else
-            set_field(fields, 14, cases[i].offset, cases[i].bits);
+            set_field(fields, 15, cases[i].offset, cases[i].bits);
         size_t before = buffer.length;
         CHECK_FAILS(runner_encode_heartbeat(&buffer, &bad, err, sizeof(err)), cases[i].expected);
         CHECK(buffer.length == before);

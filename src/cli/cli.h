@@ -22,6 +22,8 @@ int cli_serve(int argc, char **argv);
 int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_float_value(const char *command, int argc, char **argv, int *i, float *out);
 int cli_string_value(const char *command, int argc, char **argv, int *i, const char **out);
+/* on|off: 1 or 0. */
+int cli_switch_value(const char *command, int argc, char **argv, int *i, int *out);
 /* --kv-type f16|f32|q8_0: the key/value cache's element type. */
 int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out);
 #define CLI_KV_TYPE_HELP                                                                           \

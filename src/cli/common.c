@@ -35,6 +35,17 @@ int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum t
     return -1;
 }
 
+int cli_switch_value(const char *command, int argc, char **argv, int *i, int *out) {
+    const char *option = argv[*i], *text;
+    if (cli_string_value(command, argc, argv, i, &text)) return -1;
+    if (!strcmp(text, "on") || !strcmp(text, "off")) {
+        *out = !strcmp(text, "on");
+        return 0;
+    }
+    fprintf(stderr, "lockstep %s: option %s: '%s' is not on or off\n", command, option, text);
+    return -1;
+}
+
 int cli_int_value(const char *command, int argc, char **argv, int *i, int min, int max, int *out) {
     const char *option = argv[*i], *text;
     char *end;

@@ -53,7 +53,9 @@ static void runner_usage(FILE *out) {
         "                          --max-sequences)\n"
         "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
         "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
-        "  --kv-block N            positions per KV block (default 16)\n" CLI_KV_TYPE_HELP
+        "  --kv-block N            positions per KV block (default 16)\n"
+        "  --prefix-cache on|off   reuse the KV blocks of earlier prompts' common\n"
+        "                          beginnings (default on)\n" CLI_KV_TYPE_HELP
         "  --trace FILE            write every step as a JSON line\n"
         "  --trace-steps N         steps kept in memory (default 1024)\n"
         "  --status FILE           each rank mirrors its collective state into FILE\n"
@@ -104,6 +106,7 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
     if (!strcmp(a, "--trace-steps"))
         return cli_int_value(cmd, argc, argv, i, 1, 1 << 20, &l->trace_steps);
     if (!strcmp(a, "--kv-type")) return cli_kv_type_value(cmd, argc, argv, i, &o->kv_type);
+    if (!strcmp(a, "--prefix-cache")) return cli_switch_value(cmd, argc, argv, i, &l->prefix_cache);
     if (!strcmp(a, "--kv-block"))
         return cli_int_value(cmd, argc, argv, i, 1, 4096, &o->kv_block_size);
     if (!strcmp(a, "--kv-fraction")) {
@@ -141,7 +144,8 @@ static int parse_runner_options(int argc, char **argv, struct runner_options *o)
                                .max_sequences = 32,
                                .max_waiting = 256,
                                .step_tokens = 48,
-                               .trace_steps = 1024};
+                               .trace_steps = 1024,
+                               .prefix_cache = 1};
     cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         int matched;
@@ -238,11 +242,12 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     }
     set_running_server(server);
     printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
-           "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB)\n",
+           "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB, prefix cache %s)\n",
            o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
            o->limits.max_sequences, o->limits.step_tokens, tensor_type_name(leader->kv.type),
            leader->kv.n_blocks, leader->kv.block_size,
-           leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0));
+           leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0),
+           o->limits.prefix_cache ? "on" : "off");
     fflush(stdout);
     rc = 0;
     if (runner_server_run(server, err, sizeof(err))) {

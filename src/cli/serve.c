@@ -39,6 +39,8 @@ static void serve_usage(FILE *out) {
             "  --chat-template NAME    llama2, llama3, chatml, mistral, zephyr or plain\n"
             "                          (default: recognised from the model file)\n"
             "  --runner-arg ARG        pass ARG to every `lockstep runner` (repeat)\n"
+            "  --prefix-cache on|off   reuse the KV blocks of prompts' common beginnings\n"
+            "                          (default on; a runner option, for every model)\n"
             "options:\n"
             "  --host ADDR             address to listen on (default 127.0.0.1)\n"
             "  --port N                port (default 8080; 0 picks a free one)\n"
@@ -132,6 +134,17 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
         float seconds;
         if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
         p->keep_alive_seconds = seconds > 0.05f ? seconds : 0.05f;
+        return 0;
+    }
+    if (!strcmp(a, "--prefix-cache")) {
+        int on;
+        if (cli_switch_value(cmd, argc, argv, i, &on)) return -1;
+        if (o->n_runner_args + 2 > SERVE_MAX_RUNNER_ARGS) {
+            fprintf(stderr, "lockstep serve: at most %d --runner-arg\n", SERVE_MAX_RUNNER_ARGS);
+            return -1;
+        }
+        o->runner_args[o->n_runner_args++] = "--prefix-cache";
+        o->runner_args[o->n_runner_args++] = on ? "on" : "off";
         return 0;
     }
     if (!strcmp(a, "--runner-arg")) {

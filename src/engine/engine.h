@@ -20,6 +20,8 @@
 
 /* ======================= paged key/value cache ======================= */
 
+struct kv_prefix_cache;
+
 struct kv_cache {
     enum tensor_type type; /* TENSOR_F16, TENSOR_F32 or TENSOR_Q8_0: keys' and values' type */
     int n_layers;          /* layers of the model */
@@ -34,14 +36,18 @@ struct kv_cache {
     size_t side_bytes;     /* bytes of keys, and of values */
     int *free_list;        /* (n_blocks) stack of free block ids */
     int n_free;            /* entries of free_list in use */
+    int *references;       /* (n_blocks) sequences holding each block */
+    struct kv_prefix_cache *prefix; /* full blocks kept for reuse (prefix.c) */
 };
 
 /* The blocks of one sequence: position p lives in block blocks[p / block_size]
  * at offset p % block_size. */
 struct kv_sequence {
-    int *blocks;  /* (capacity) block ids */
-    int n_blocks; /* blocks held */
-    int capacity; /* allocated entries of blocks */
+    int *blocks;         /* (capacity) block ids */
+    int n_blocks;        /* blocks held */
+    int capacity;        /* allocated entries of blocks */
+    int n_hashed;        /* leading blocks whose hash chain is known (shared or published) */
+    uint64_t chain_hash; /* the chain's hash after those blocks */
 };
 
 /* 1 if a cache can keep elements of type (F16, F32 or Q8_0). */
@@ -58,11 +64,44 @@ size_t kv_cache_bytes(enum tensor_type type, int n_layers, int kv_dim, int block
                       int n_blocks);
 /* Blocks needed to hold n_positions positions. */
 int kv_blocks_for(const struct kv_cache *kv, int n_positions);
-/* Makes seq hold at least n_positions positions; -1 (nothing taken) if the
- * free list runs short. */
+/* Makes seq hold at least n_positions positions, taking free blocks first,
+ * then the least recently used cached blocks no sequence holds; -1
+ * (nothing taken) if even those run short. */
 int kv_sequence_reserve(struct kv_cache *kv, struct kv_sequence *seq, int n_positions);
-/* Returns every block of seq to the free list and empties it. */
+/* Blocks a reserve can take now: free ones and evictable cached ones. */
+int kv_available(const struct kv_cache *kv);
+/* Blocks held by sequences (the rest are free or cached for reuse). */
+int kv_blocks_held(const struct kv_cache *kv);
+/* Gives back every block of seq and empties it: a block no other sequence
+ * holds returns to the free list, or, if it is in the prefix cache, stays
+ * there and becomes evictable (the chain's later blocks first). */
 void kv_sequence_release(struct kv_cache *kv, struct kv_sequence *seq);
+
+/* ======================= prefix cache (prefix.c) ======================= */
+
+/* A full block of computed positions is named by a hash chain over its
+ * tokens and every token before it (seeded with the cache's element type
+ * and shape: the cache serves one model), so two sequences whose first
+ * tokens agree hold the same keys and values in their first blocks, bit
+ * for bit (the engine's chunking invariance). Blocks are reference
+ * counted; a block in the cache that no sequence holds is evicted least
+ * recently used first, when a reserve needs it. Only the leader's
+ * scheduler calls these: the followers run the block lists the plan
+ * carries (DESIGN.md I2). */
+
+/* Makes the empty seq share the longest run of cached blocks that starts
+ * tokens[0..n_tokens), never the block of the last token (its logits must
+ * be computed). Returns the positions it covers: the sequence computes from
+ * there. */
+int kv_sequence_share(struct kv_cache *kv, struct kv_sequence *seq, const int *tokens,
+                      int n_tokens);
+/* Puts seq's full blocks among its first n_computed positions (tokens
+ * being its tokens) into the cache, unless the cache has their chain
+ * already (then the sequence keeps its copy private). */
+void kv_sequence_publish(struct kv_cache *kv, struct kv_sequence *seq, const int *tokens,
+                         int n_computed);
+/* Blocks in the cache (held or evictable). */
+int kv_blocks_cached(const struct kv_cache *kv);
 /* Address of head's keys (or values) in block `index` of seq, positions
  * index * block_size onwards, so attention reads a block of a head as one
  * stream. Values: block_size rows of head_dim elements of kv->type

@@ -18,6 +18,18 @@ struct engine_plan {
     const struct kv_sequence **leader_seqs; /* (max_tokens) leader: distinct sequences */
 };
 
+/* The prefix cache's side of the block pool (prefix.c), for kvcache.c. */
+int kv_prefix_init(struct kv_cache *kv);
+void kv_prefix_free(struct kv_cache *kv);
+/* Cached blocks no sequence holds. */
+int kv_prefix_evictable(const struct kv_cache *kv);
+/* Takes the least recently used evictable block out of the cache and
+ * returns it, or -1 if there is none. */
+int kv_prefix_evict(struct kv_cache *kv);
+/* A block no sequence holds any more: 1 if the cache keeps it (it becomes
+ * the most recently used evictable block), 0 if it is free. */
+int kv_prefix_keep(struct kv_cache *kv, int block);
+
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);
 

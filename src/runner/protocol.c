@@ -212,6 +212,7 @@ static int protocol_check_finished(const struct protocol_report *report,
                              RUNNER_FINISH_ERROR) ||
         protocol_check_at_least(report, "n_prompt", finished->n_prompt, 0) ||
         protocol_check_at_least(report, "n_generated", finished->n_generated, 0) ||
+        protocol_check_range(report, "n_cached", finished->n_cached, 0, finished->n_prompt) ||
         protocol_check_range(report, "category", (long long)finished->category,
                              RUNNER_ERROR_INTERNAL, RUNNER_ERROR_OUT_OF_MEMORY))
         return -1;
@@ -229,7 +230,9 @@ static int protocol_check_heartbeat(const struct protocol_report *report,
         protocol_check_at_least(report, "n_running", beat->n_running, 0) ||
         protocol_check_at_least(report, "n_waiting", beat->n_waiting, 0) ||
         protocol_check_at_least(report, "kv_blocks_used", beat->kv_blocks_used, 0) ||
-        protocol_check_at_least(report, "kv_blocks_total", beat->kv_blocks_total, 0))
+        protocol_check_at_least(report, "kv_blocks_total", beat->kv_blocks_total, 0) ||
+        protocol_check_range(report, "kv_blocks_cached", beat->kv_blocks_cached, 0,
+                             beat->kv_blocks_total))
         return -1;
     if (beat->n_decode > beat->n_tokens)
         return protocol_fail(report, "n_decode %d exceeds n_tokens %d", beat->n_decode,
@@ -435,6 +438,7 @@ int runner_encode_finished(struct runner_buffer *out, const struct runner_finish
     writer_put_u32(&writer, (uint32_t)finished->reason);
     writer_put_i32(&writer, finished->n_prompt);
     writer_put_i32(&writer, finished->n_generated);
+    writer_put_i32(&writer, finished->n_cached);
     writer_put_u32(&writer, (uint32_t)finished->category);
     writer_put_string(&writer, finished->message);
     return writer_end(&writer, &report);
@@ -456,6 +460,7 @@ int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heart
     writer_put_i32(&writer, heartbeat->n_waiting);
     writer_put_i32(&writer, heartbeat->kv_blocks_used);
     writer_put_i32(&writer, heartbeat->kv_blocks_total);
+    writer_put_i32(&writer, heartbeat->kv_blocks_cached);
     writer_put_f32(&writer, heartbeat->comm_ms);
     return writer_end(&writer, &report);
 }
@@ -776,6 +781,7 @@ int runner_decode_finished(const struct runner_frame *frame, struct runner_finis
     decoded.reason = (enum runner_finish_reason)reason;
     if (reader_i32(&reader, "n_prompt", &decoded.n_prompt) ||
         reader_i32(&reader, "n_generated", &decoded.n_generated) ||
+        reader_i32(&reader, "n_cached", &decoded.n_cached) ||
         reader_u32(&reader, "category", &category) ||
         protocol_check_range(&reader.report, "category", category, RUNNER_ERROR_INTERNAL,
                              RUNNER_ERROR_OUT_OF_MEMORY))
@@ -804,6 +810,7 @@ int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_hear
         reader_i32(&reader, "n_waiting", &decoded.n_waiting) ||
         reader_i32(&reader, "kv_blocks_used", &decoded.kv_blocks_used) ||
         reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
+        reader_i32(&reader, "kv_blocks_cached", &decoded.kv_blocks_cached) ||
         reader_f32(&reader, "comm_ms", &decoded.comm_ms) || reader_end(&reader, "comm_ms") ||
         protocol_check_heartbeat(&reader.report, &decoded))
         return -1;

@@ -195,6 +195,7 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     memcpy(s->tokens, request->prompt, (size_t)request->n_prompt * sizeof(int));
     sampler_skip(&s->sampler, request->resumed);
     s->n_tokens = request->n_prompt;
+    s->n_cached = -1;
     s->client = client;
     s->order = runner->next_order++;
     s->request = *request;
@@ -218,7 +219,8 @@ static void finish(struct runner *runner, int i, enum runner_finish_reason reaso
     struct runner_finished f = {.id = s->request.id,
                                 .reason = reason,
                                 .n_prompt = s->request.n_prompt,
-                                .n_generated = s->n_generated};
+                                .n_generated = s->n_generated,
+                                .n_cached = s->n_cached > 0 ? s->n_cached : 0};
     runner_trace_event(runner, "finish", s, runner_now_us(), runner_finish_reason_name(reason));
     runner->sink.finished(runner->sink.context, s->client, &f);
     if (s->admitted) runner->n_admitted--;
@@ -354,6 +356,8 @@ static void finish_step(struct runner *runner) {
     for (int b = 0; b < runner->n_batch_sequences; b++) {
         struct runner_sequence *s = runner->batch_sequences[b];
         s->n_computed += s->step_tokens;
+        if (runner->params.prefix_cache)
+            kv_sequence_publish(&runner->engine->kv, &s->kv, s->tokens, s->n_computed);
         if (s->n_computed < s->n_tokens) continue; /* prompt not complete yet */
         runner->due[n_due++] = s;                  /* due sequence d has the step's logits row d */
     }
@@ -377,9 +381,10 @@ static void send_heartbeat(struct runner *runner, uint64_t start_us, uint64_t en
                                  .n_sequences = runner->n_batch_sequences,
                                  .n_running = runner->n_admitted,
                                  .n_waiting = runner->n_sequences - runner->n_admitted,
-                                 .kv_blocks_used = kv->n_blocks - kv->n_free,
+                                 .kv_blocks_used = kv_blocks_held(kv),
                                  .kv_blocks_total = kv->n_blocks,
-                                 .comm_ms = comm_ms};
+                                 .comm_ms = comm_ms,
+                                 .kv_blocks_cached = kv_blocks_cached(kv)};
     runner->sink.heartbeat(runner->sink.context, &h);
 }
 

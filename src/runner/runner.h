@@ -117,22 +117,24 @@ struct runner_finished {
     int n_generated;                     /* tokens sent */
     char message[200];                   /* ERROR: why; otherwise empty */
     enum runner_error_category category; /* ERROR: what kind; otherwise INTERNAL (0) */
+    int n_cached;                        /* prompt tokens found in the prefix cache */
 };
 
 /* One completed step, sent to every connection. Times are microseconds on
  * CLOCK_MONOTONIC. */
 struct runner_heartbeat {
-    uint64_t step;       /* step index */
-    uint64_t start_us;   /* when the leader began planning it */
-    uint64_t end_us;     /* when it had completed on every rank and was sampled */
-    int n_tokens;        /* tokens in the batch */
-    int n_decode;        /* of which decode tokens */
-    int n_sequences;     /* sequences in the batch */
-    int n_running;       /* sequences holding KV blocks after the step */
-    int n_waiting;       /* requests waiting for admission after the step */
-    int kv_blocks_used;  /* KV blocks in use after the step */
-    int kv_blocks_total; /* KV blocks in the pool */
-    float comm_ms;       /* time in collectives during the step */
+    uint64_t step;        /* step index */
+    uint64_t start_us;    /* when the leader began planning it */
+    uint64_t end_us;      /* when it had completed on every rank and was sampled */
+    int n_tokens;         /* tokens in the batch */
+    int n_decode;         /* of which decode tokens */
+    int n_sequences;      /* sequences in the batch */
+    int n_running;        /* sequences holding KV blocks after the step */
+    int n_waiting;        /* requests waiting for admission after the step */
+    int kv_blocks_used;   /* KV blocks held by sequences after the step */
+    int kv_blocks_total;  /* KV blocks in the pool */
+    float comm_ms;        /* time in collectives during the step */
+    int kv_blocks_cached; /* KV blocks in the prefix cache (held or evictable) */
 };
 
 /* What a runner tells a new connection first. */
@@ -161,16 +163,16 @@ struct runner_hello {
  *              u32 n_stops, each u32 n + n i32 tokens; u32 n_prompt + i32 tokens
  *   CANCEL     u64 id
  *   TOKEN      u64 id; i32 token; f32 logprob; u32 n_top + n_top (i32, f32)
- *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated; u32 category;
+ *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated, n_cached; u32 category;
  *              u32 n + n bytes message
  *   HEARTBEAT  u64 step, start_us, end_us; i32 n_tokens, n_decode, n_sequences,
- *              n_running, n_waiting, kv_used, kv_total; f32 comm_ms
+ *              n_running, n_waiting, kv_used, kv_total, kv_cached; f32 comm_ms
  *   ERROR      u32 category; u32 n + n bytes message (the sender closes the connection
  *              after it)
  *   FAULT      u32 kind; i32 rank, delay_ms, steps (tests and benchmarks only: a
  *              runner started without --allow-faults refuses it)
  * A payload must be consumed exactly: trailing bytes are an error. */
-#define RUNNER_PROTOCOL_VERSION 2
+#define RUNNER_PROTOCOL_VERSION 3
 #define RUNNER_FRAME_HEADER     8
 #define RUNNER_FRAME_MAX        (4u << 20) /* default largest payload */
 
@@ -303,6 +305,7 @@ struct runner_params {
     int trace_steps;         /* steps the trace ring keeps */
     int n_eos;               /* entries of eos */
     int eos[RUNNER_EOS_MAX]; /* tokens that end a sequence (EOS, end-of-turn) */
+    int prefix_cache;        /* 1: reuse cached KV blocks of earlier prompts (engine.h) */
 };
 
 /* Where the runner's reports go; called from runner_submit, runner_cancel

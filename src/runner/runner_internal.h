@@ -22,6 +22,8 @@ struct runner_sequence {
     int n_computed;                /* positions whose keys/values are in the cache */
     int admitted;                  /* 1: holds KV blocks for every token it has */
     int started;                   /* 1: has had prefill tokens since it arrived */
+    int n_cached;                  /* prompt tokens its first admission found cached, or -1
+                                      before it */
     int step_tokens;               /* tokens it has in the step being planned */
     uint64_t order;                /* arrival number: lower came first */
     struct kv_sequence kv;         /* its blocks of the cache */

@@ -12,7 +12,15 @@
  *
  * Every prompt that has not started yet is promised one token of the step's
  * budget before earlier prompts take the rest, so a new request waits at
- * most one step for its first prefill chunk (DESIGN.md I1). */
+ * most one step for its first prefill chunk (DESIGN.md I1).
+ *
+ * With the prefix cache on, an admitted sequence starts from the longest
+ * run of cached blocks its tokens begin with (engine.h, prefix.c), and
+ * publishes each block it completes. A prompt whose next blocks another
+ * admitted sequence is computing right now waits for them instead of
+ * computing them twice: the choices of one request (n > 1) compute their
+ * shared prompt once. Cached blocks no sequence holds count as free
+ * (kv_available), so the cache never keeps a prompt waiting. */
 #include "runner_internal.h"
 
 /* Tokens the sequence still has to feed. */
@@ -76,10 +84,44 @@ static int schedule_decodes(struct runner *runner) {
     return n_tokens;
 }
 
-/* Admits s if a slot is free and the blocks of all its tokens fit. */
+/* Tokens a and b have in common from the start. */
+static int common_prefix(const struct runner_sequence *a, const struct runner_sequence *b) {
+    int n = a->n_tokens < b->n_tokens ? a->n_tokens : b->n_tokens, i = 0;
+    while (i < n && a->tokens[i] == b->tokens[i]) i++;
+    return i;
+}
+
+/* 1 if an admitted sequence is computing a full block that s could share
+ * once it is published: one s would otherwise compute too. */
+static int awaits_shared_block(const struct runner *runner, const struct runner_sequence *s) {
+    int bs = runner->engine->kv.block_size;
+    int shareable = (s->n_tokens - 1) / bs * bs; /* kv_sequence_share's limit */
+    for (int i = 0; i < runner->n_sequences; i++) {
+        const struct runner_sequence *o = runner->sequences[i];
+        if (o == s || !o->admitted || o->n_computed >= shareable) continue;
+        int common = common_prefix(s, o) / bs * bs;
+        if (common > shareable) common = shareable;
+        if (common > o->n_computed) return 1;
+    }
+    return 0;
+}
+
+/* Admits s if a slot is free and the blocks of all its tokens fit, with
+ * those the prefix cache has shared. */
 static int admit(struct runner *runner, struct runner_sequence *s) {
+    struct kv_cache *kv = &runner->engine->kv;
     if (runner->n_admitted >= runner->params.max_sequences) return 0;
-    if (kv_sequence_reserve(&runner->engine->kv, &s->kv, s->n_tokens)) return 0;
+    if (runner->params.prefix_cache) {
+        if (awaits_shared_block(runner, s)) return 0;
+        s->n_computed = kv_sequence_share(kv, &s->kv, s->tokens, s->n_tokens);
+    }
+    if (kv_sequence_reserve(kv, &s->kv, s->n_tokens)) {
+        kv_sequence_release(kv, &s->kv);
+        s->n_computed = 0;
+        return 0;
+    }
+    if (s->n_cached < 0)
+        s->n_cached = s->n_computed < s->request.n_prompt ? s->n_computed : s->request.n_prompt;
     s->admitted = 1;
     runner->n_admitted++;
     return 1;

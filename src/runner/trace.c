@@ -53,7 +53,7 @@ void runner_trace_begin(struct runner *runner, uint64_t start_us, int n_tokens) 
         t->entries[i] = (struct runner_trace_entry){s->client, s->request.id, s->n_computed,
                                                     s->step_tokens, i < runner->n_decode};
     }
-    t->kv_blocks_used = kv->n_blocks - kv->n_free;
+    t->kv_blocks_used = kv_blocks_held(kv);
 }
 
 /* One step as a JSON line. */

@@ -23,8 +23,8 @@ static int write_seed(const char *dir, const char *name, const struct runner_buf
 
 /* A FINISHED frame whose message is text, longer than the decoder's array. */
 static int append_long_finished(struct runner_buffer *out, const char *text) {
-    const struct runner_finished finished = {77, RUNNER_FINISH_ERROR,       12, 0,
-                                             "", RUNNER_ERROR_OVER_CAPACITY};
+    const struct runner_finished finished = {77, RUNNER_FINISH_ERROR,        12, 0,
+                                             "", RUNNER_ERROR_OVER_CAPACITY, 0};
     char err[256];
     size_t start = out->length, n = strlen(text);
     if (runner_encode_finished(out, &finished, err, sizeof(err)) != 0 ||
@@ -103,8 +103,8 @@ int main(int argc, char **argv) {
     failed |= write_seed(dir, "token-top20.bin", &one, one.length);
 
     const struct runner_finished finished = {
-        0x8000000000000001ull,          RUNNER_FINISH_ERROR,       6, 1,
-        "context full: 4096 positions", RUNNER_ERROR_OUT_OF_MEMORY};
+        0x8000000000000001ull,          RUNNER_FINISH_ERROR,        6, 1,
+        "context full: 4096 positions", RUNNER_ERROR_OUT_OF_MEMORY, 0};
     one.length = 0;
     failed |= runner_encode_finished(&one, &finished, err, sizeof(err));
     failed |= write_seed(dir, "finished.bin", &one, one.length);
@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
     failed |= append_long_finished(&one, text);
     failed |= write_seed(dir, "finished-long.bin", &one, one.length);
 
-    const struct runner_heartbeat heartbeat = {41, 1000000, 1002500, 9, 2, 3, 2, 1, 5, 64, 0.75f};
+    const struct runner_heartbeat heartbeat = {41, 1000000, 1002500, 9,  2,     3,
+                                               2,  1,       5,       64, 0.75f, 3};
     one.length = 0;
     failed |= runner_encode_heartbeat(&one, &heartbeat, err, sizeof(err));
     failed |= write_seed(dir, "heartbeat.bin", &one, one.length);
