@@ -17,7 +17,8 @@
  * ones expected. Three requests with one prompt arriving together compute
  * it once. A pool too small for everyone preempts and recomputes through
  * the cache with the same results, and a prompt that needs every block is
- * admitted though cached blocks fill the pool. */
+ * admitted though cached blocks fill the pool.
+ * ctest-labels: concurrency */
 #include "engine/engine.h"
 #include "runner/runner.h"
 #include "testutil.h"
