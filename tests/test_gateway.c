@@ -8,13 +8,14 @@
  *     ending in one finish_reason and "data: [DONE]";
  *   - a stop string that spans tokens ends the text just before it, and no
  *     chunk ever carries it;
- *   - malformed JSON, wrong types, n=2, unknown model and unknown path get
+ *   - malformed JSON, wrong types, n=9, unknown model and unknown path get
  *     the right status and OpenAI error body;
  *   - a client that disconnects mid-stream frees its sequence (running
  *     sequences and KV blocks in /metrics return to 0, status 499 counted);
  *   - /metrics parses as Prometheus text;
  *   - SIGKILL of the runner mid-stream: every open stream completes with
- *     the same text as an undisturbed run, and /health counts the restart;
+ *     the same text as an undisturbed run, and /health counts the restart
+ *     (n > 1 has its own test, test_gateway_choices.c);
  *   - with --api-key, --max-body and --max-concurrent: 401, 413 and 429;
  *     a second -m instance is listed and routed to by its --name.
  * ctest-labels: concurrency */
@@ -277,7 +278,7 @@ static void test_errors(void) {
                  "param", "temperature");
     expect_error("POST", "/v1/chat/completions", NULL,
                  "{\"model\":\"kjv2m-q8_0\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-                 "\"n\":2}",
+                 "\"n\":9}",
                  400, "param", "n");
     expect_error("POST", "/v1/completions", NULL, "{\"model\":\"gpt-9\",\"prompt\":\"a\"}", 404,
                  "code", "model_not_found");

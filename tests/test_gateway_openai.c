@@ -2,9 +2,9 @@
  *
  * Every field parsed with its type and default, JSON null read as absent,
  * each prompt form, the omitted model, the fields accepted and ignored, the
- * values of unimplemented fields that ask for nothing; every refusal
- * (unrecognized and unimplemented fields among them) checked for its
- * status, type, param and exact message. The response bodies are
+ * values of unimplemented fields that ask for nothing, n from 1 to 8; every
+ * refusal (unrecognized and unimplemented fields among them) checked for
+ * its status, type, param and exact message. The response bodies are
  * test_gateway_openai_response.c's. */
 #include "gateway/openai.h"
 #include "testutil.h"
@@ -78,6 +78,7 @@ static void check_defaults(const struct openai_request *r) {
     CHECK(r->presence_penalty == 0.0f && r->frequency_penalty == 0.0f);
     CHECK(r->repetition_penalty == 1.0f && r->ignore_eos == 0);
     CHECK(r->logprobs == 0 && r->top_logprobs == 0);
+    CHECK(r->n == 1);
 }
 
 static void test_chat_defaults_and_nulls(void) {
@@ -289,9 +290,12 @@ static const struct refusal refusals[] = {
      "top_logprobs must be between 0 and 20, got 21"},
     {OPENAI_CHAT, CHAT_HEAD "\"top_logprobs\":2}", "top_logprobs",
      "top_logprobs requires logprobs to be true"},
-    {OPENAI_CHAT, CHAT_HEAD "\"n\":2}", "n", "only n=1 is supported, got n=2"},
-    {OPENAI_CHAT, CHAT_HEAD "\"n\":0}", "n", "only n=1 is supported, got n=0"},
+    {OPENAI_CHAT, CHAT_HEAD "\"n\":9}", "n", "n must be between 1 and 8, got 9"},
+    {OPENAI_CHAT, CHAT_HEAD "\"n\":0}", "n", "n must be between 1 and 8, got 0"},
+    {OPENAI_CHAT, CHAT_HEAD "\"n\":-1}", "n", "n must be between 1 and 8, got -1"},
+    {OPENAI_CHAT, CHAT_HEAD "\"n\":2.5}", "n", "n must be an integer"},
     {OPENAI_CHAT, CHAT_HEAD "\"n\":\"2\"}", "n", "n must be an integer"},
+    {OPENAI_CHAT, CHAT_HEAD "\"n\":[2]}", "n", "n must be an integer"},
     {OPENAI_COMPLETION, "{\"model\":\"m\"}", "prompt", "prompt is required"},
     {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":5}", "prompt",
      "prompt must be a string or an array of token ids"},
@@ -311,8 +315,9 @@ static const struct refusal refusals[] = {
      "logprobs must be between 0 and 20, got 21"},
     {OPENAI_COMPLETION, CMPL_HEAD "\"echo\":true}", "echo", "echo=true is not supported"},
     {OPENAI_COMPLETION, CMPL_HEAD "\"echo\":\"no\"}", "echo", "echo must be a boolean"},
-    {OPENAI_COMPLETION, CMPL_HEAD "\"n\":3}", "n",
-     "only n=1 is supported, got n=3"}, /* stream_options only goes with a stream. */
+    {OPENAI_COMPLETION, CMPL_HEAD "\"n\":1e300}", "n", "n must be between 1 and 8, got 1e+300"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"n\":true}", "n", "n must be an integer"},
+    /* stream_options only goes with a stream. */
     {OPENAI_CHAT, CHAT_HEAD "\"stream_options\":{\"include_usage\":true}}", "stream_options",
      "stream_options requires stream to be true"},
     {OPENAI_CHAT, CHAT_HEAD "\"stream\":false,\"stream_options\":{}}", "stream_options",
@@ -455,6 +460,28 @@ static void test_fields_that_change_nothing(void) {
     }
 }
 
+/* n: every count from 1 to 8 on both endpoints, streamed or not; other
+ * fields keep their defaults. */
+static void test_choices(void) {
+    for (int n = 1; n <= OPENAI_CHOICES_MAX; n++)
+        for (int stream = 0; stream < 2; stream++) {
+            char chat[160], completion[160];
+            struct openai_request r;
+            struct openai_error e;
+            snprintf(chat, sizeof(chat), CHAT_HEAD "\"n\":%d,\"stream\":%s}", n,
+                     stream ? "true" : "false");
+            snprintf(completion, sizeof(completion), CMPL_HEAD "\"n\":%d.0,\"stream\":%s}", n,
+                     stream ? "true" : "false");
+            CHECK_MSG(parse(chat, OPENAI_CHAT, &r, &e) == 0 && r.n == n && r.stream == stream,
+                      "chat n=%d refused: %s", n, e.message);
+            openai_request_free(&r);
+            CHECK_MSG(parse(completion, OPENAI_COMPLETION, &r, &e) == 0 && r.n == n,
+                      "completion n=%d refused: %s", n, e.message);
+            openai_request_free(&r);
+        }
+    CHECK(OPENAI_CHOICES_MAX == 8);
+}
+
 static void test_refusals(void) {
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
         const struct refusal *c = &refusals[i];
@@ -495,6 +522,7 @@ int main(void) {
     test_completion_prompts();
     test_omitted_model();
     test_fields_that_change_nothing();
+    test_choices();
     test_refusals();
     return test_status("test_gateway_openai");
 }

@@ -1,10 +1,9 @@
 /* test_gateway_openai_response.c -- the gateway's OpenAI response bodies.
  *
  * The error object, chat.completion, its chunks, text_completion (whole and
- * streamed), logprobs and /v1/models: every body parsed back with cJSON and
- * checked field by field, including texts with quotes, newlines, control
- * characters, non-ASCII UTF-8 and bytes that are not UTF-8. The request
- * parser is test_gateway_openai.c's. */
+ * streamed), answers of several choices, logprobs and /v1/models: every body parsed back with cJSON
+ * and checked field by field, including texts with quotes, newlines, control characters, non-ASCII
+ * UTF-8 and bytes that are not UTF-8. The request parser is test_gateway_openai.c's. */
 #include "gateway/openai.h"
 #include "testutil.h"
 
@@ -391,6 +390,50 @@ static void test_text_completion(void) {
     free(text);
 }
 
+/* n choices: each its own index, text, finish_reason and logprobs, in
+ * order; usage is the request's; a chunk names its choice. */
+static void test_choices(void) {
+    struct openai_token tokens[3];
+    fill_completion_tokens(tokens);
+    struct openai_result results[3] = {
+        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3}, 3, tokens},
+        {"", 0, OPENAI_FINISH_STOP, {4, 1}, 0, NULL},
+        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2}, 1, tokens},
+    };
+    struct openai_usage usage = {4, 6};
+    for (int chat = 0; chat < 2; chat++) {
+        struct openai_response response = {
+            chat ? OPENAI_CHAT : OPENAI_COMPLETION, "id-3", "kjv2m", 1732900000, 1, 0};
+        char *text = openai_choices_json(&response, results, 3, &usage);
+        cJSON *root = parse_json(text);
+        check_head(root, "id-3", chat ? "chat.completion" : "text_completion");
+        const cJSON *choices = get(root, "choices");
+        CHECK(cJSON_IsArray(choices) && cJSON_GetArraySize(choices) == 3);
+        for (int i = 0; i < 3; i++) {
+            const cJSON *choice = cJSON_GetArrayItem(choices, i);
+            const cJSON *content =
+                chat ? get(get(choice, "message"), "content") : get(choice, "text");
+            const cJSON *logprobs = get(choice, "logprobs");
+            const cJSON *entries = chat ? get(logprobs, "content") : get(logprobs, "tokens");
+            CHECK_MSG(is_number(get(choice, "index"), i), "chat %d: choice %d's index", chat, i);
+            CHECK(is_string(content, i == 0 ? "Hello w\xC3\xB6rld" : i == 1 ? "" : tricky));
+            CHECK(is_string(get(choice, "finish_reason"), i == 0 ? "length" : "stop"));
+            CHECK(cJSON_GetArraySize(entries) == results[i].n_tokens);
+        }
+        check_usage(get(root, "usage"), 4, 6);
+        cJSON_Delete(root);
+        free(text);
+
+        struct openai_delta delta = {1, "x", 1, OPENAI_FINISH_NONE, 0, NULL, 0};
+        text = openai_choice_chunk_json(&response, &delta, 2);
+        root = parse_json(text);
+        CHECK(cJSON_GetArraySize(get(root, "choices")) == 1);
+        CHECK(is_number(get(cJSON_GetArrayItem(get(root, "choices"), 0), "index"), 2));
+        cJSON_Delete(root);
+        free(text);
+    }
+}
+
 static void test_response_init(void) {
     struct openai_request r;
     struct openai_error e;
@@ -445,6 +488,7 @@ int main(void) {
     test_chat_logprobs();
     test_chat_chunks();
     test_text_completion();
+    test_choices();
     test_response_init();
     test_models();
     return test_status("test_gateway_openai_response");

@@ -21,12 +21,49 @@ struct gateway_instance;
 struct gateway_screen;
 struct sockaddr;
 
-/* One client request. The HTTP side and the instance each hold a
- * reference; the last release frees it. Everything below `lock` is guarded
- * by it. */
+struct gateway_request;
+
+/* One choice of a client request (OpenAI's `n`): a runner request of its
+ * own, with the request's prompt and the request's seed plus its index, so
+ * that each choice resumes alone after a runner restart (DESIGN.md I4).
+ * Its fields are guarded by its request's lock, except queued_generation
+ * (the instance lock) and those set at creation (id, index, request,
+ * sampling). */
+struct gateway_choice {
+    uint64_t id;                     /* runner protocol id (unique in the gateway) */
+    int index;                       /* its place in the answer: 0..n-1 */
+    struct gateway_request *request; /* the client request it belongs to */
+    struct runner_sampling sampling; /* the request's, with the seed + index */
+    int *generated;                  /* (max_tokens) tokens received so far */
+    int n_generated;
+    struct openai_token *token_reports; /* (max_tokens) logprobs, if asked for */
+    struct tokenizer_stream decoder;    /* bytes of complete UTF-8 characters */
+    char *held;                         /* decoded text not yet sent: it may start a stop string */
+    size_t n_held, held_capacity;
+    struct runner_buffer text;  /* not streaming: the whole answer so far */
+    size_t *token_start;        /* (max_tokens) decoded bytes before each token's */
+    size_t decoded;             /* bytes the decoder gave so far */
+    size_t released;            /* of them, sent (or cut): held starts there */
+    int n_shown;                /* tokens the answer shows (a stop string may hide
+                                   the last ones, in logprobs too) */
+    int n_reported;             /* streaming: tokens whose logprobs were sent */
+    long text_chars;            /* characters sent (completions text_offset) */
+    int first_sent;             /* chat: the role chunk went out */
+    enum openai_finish finish;  /* why it ended */
+    int done;                   /* 1: it ended (its last chunk went out) */
+    uint64_t last_token_us;     /* when its latest token arrived */
+    uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
+};
+
+/* One client request. The HTTP side and the instance (one reference per
+ * choice in its table) each hold references; the last release frees it.
+ * Everything below `lock`, and its choices, are guarded by it. Its choices
+ * live and die together: the request is over when every choice ended, or
+ * at the first error (the other choices are cancelled then), or when the
+ * client leaves. */
 struct gateway_request {
-    uint64_t id;           /* runner protocol id (unique in the gateway) */
-    atomic_int references; /* holders: HTTP connection, instance table */
+    uint64_t id;           /* its first choice's runner id (choice i has id + i) */
+    atomic_int references; /* holders: HTTP connection, instance table entries */
     struct gateway *gateway;
     struct gateway_instance *instance; /* the model instance serving it */
     struct openai_request body;        /* the parsed request */
@@ -34,37 +71,22 @@ struct gateway_request {
     char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
     int *prompt;                       /* (n_prompt) the prompt's tokens */
     int n_prompt;
-    int max_tokens;                  /* tokens to generate at most */
-    struct runner_sampling sampling; /* with the seed fixed at arrival */
-    uint64_t arrival_us;             /* when it was accepted */
+    int max_tokens;                 /* tokens to generate at most, per choice */
+    uint64_t arrival_us;            /* when it was accepted */
+    struct gateway_choice *choices; /* (n_choices) body.n of them */
+    int n_choices;
 
     pthread_mutex_t lock;
-    int *generated; /* (max_tokens) tokens received so far */
-    int n_generated;
-    struct openai_token *token_reports; /* (max_tokens) logprobs, if asked for */
-    struct tokenizer_stream decoder;    /* bytes of complete UTF-8 characters */
-    char *held;                         /* decoded text not yet sent: it may start a stop string */
-    size_t n_held, held_capacity;
-    struct runner_buffer text;         /* not streaming: the whole answer so far */
-    struct runner_buffer out;          /* streaming: SSE bytes not yet sent */
-    size_t *token_start;               /* (max_tokens) decoded bytes before each token's */
-    size_t decoded;                    /* bytes the decoder gave so far */
-    size_t released;                   /* of them, sent (or cut): held starts there */
-    int n_shown;                       /* tokens the answer shows (a stop string may hide
-                                          the last ones, in logprobs too) */
-    int n_reported;                    /* streaming: tokens whose logprobs were sent */
-    long text_chars;                   /* characters sent (completions text_offset) */
-    int first_sent;                    /* chat: the role chunk went out */
-    enum openai_finish finish;         /* why it ended */
+    int n_ended;                       /* choices that ended */
     int done;                          /* 1: nothing more will be produced */
     int failed;                        /* 1: ended with an error (error_json) */
     char *error_json;                  /* the error body when failed */
     int abandoned;                     /* 1: the client went away */
+    struct runner_buffer out;          /* streaming: SSE bytes not yet sent */
     struct MHD_Connection *connection; /* its HTTP connection */
     int suspended;                     /* 1: the connection waits for output */
-    uint64_t first_token_us, last_token_us, last_output_us;
-    uint64_t unsent_since_us;   /* streaming: when the oldest unsent token arrived (0: none) */
-    uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
+    uint64_t first_token_us, last_output_us;
+    uint64_t unsent_since_us; /* streaming: when the oldest unsent token arrived (0: none) */
 };
 
 /* Where an instance's supervisor is (DESIGN.md I4, I7). Every transition
@@ -117,10 +139,12 @@ struct gateway_instance {
     struct runner_buffer outbox; /* frames for the runner not yet written to its socket */
     uint64_t outbox_stalled_us;  /* when the outbox last had bytes and wrote none (0: empty) */
     struct runner_hello hello;
-    int restarts;                      /* runners started after the first */
-    int failures;                      /* consecutive failed starts */
-    char status[256];                  /* why it is not ready */
-    struct gateway_request **requests; /* (capacity) unfinished requests it holds */
+    int restarts;                     /* runners started after the first */
+    int failures;                     /* consecutive failed starts */
+    char status[256];                 /* why it is not ready */
+    struct gateway_choice **requests; /* (capacity) unfinished runner requests it holds: the
+                                         choices of client requests, each holding a
+                                         reference to its request */
     int n_requests, capacity;
     struct runner_heartbeat last_heartbeat;
     /* the watchdog (watchdog.c) */
@@ -181,12 +205,15 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
                                                struct openai_request *body,
                                                struct openai_error *error);
 void gateway_request_release(struct gateway_request *request);
-/* Called by the instance for each frame about the request. */
-void gateway_request_on_token(struct gateway_request *request, const struct runner_token *token);
-void gateway_request_on_finished(struct gateway_request *request,
+/* Called by the instance for each frame about a choice (no lock held). */
+void gateway_request_on_token(struct gateway_choice *choice, const struct runner_token *token);
+void gateway_request_on_finished(struct gateway_choice *choice,
                                  const struct runner_finished *finished);
-/* Ends it with an error (status, message) if it is not done. */
+/* Ends it with an error (status, message) if it is not done; its choices
+ * still in the instance's table are the caller's to drop. */
 void gateway_request_fail(struct gateway_request *request, int status, const char *message);
+/* Tokens generated over all its choices (lock held). */
+int gateway_request_generated(const struct gateway_request *request);
 /* Adds an SSE comment if the stream has been quiet; wakes its connection. */
 void gateway_request_keep_alive(struct gateway_request *request, uint64_t now_us);
 /* Wakes the HTTP connection if it waits (lock held). */
@@ -200,19 +227,23 @@ int gateway_instance_start(struct gateway_instance *instance, char *err, size_t 
  * the HTTP side may still call in (cancel) until gateway_instance_free. */
 void gateway_instance_stop(struct gateway_instance *instance);
 void gateway_instance_free(struct gateway_instance *instance);
-/* Registers the request and wakes the supervisor, which queues its ADD for
- * the runner (now, or when one is up); never waits. A FAILED or DRAINING
- * instance fails it with 503 at once. */
+/* Registers the request's choices and wakes the supervisor, which queues
+ * their ADDs for the runner (now, or when one is up); never waits. A FAILED
+ * or DRAINING instance fails it with 503 at once. */
 void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
-/* The request is over on the gateway's side (client gone, stop string
- * matched): it leaves the table now, and the runner that has it is told to
- * drop it. */
+/* The request is over on the gateway's side (client gone, an error): its
+ * choices leave the table now, and the runner that has them is told to
+ * drop them. */
 void gateway_instance_cancel(struct gateway_instance *instance, struct gateway_request *request);
+/* The same for one choice (its stop string matched). */
+void gateway_instance_cancel_choice(struct gateway_instance *instance,
+                                    struct gateway_choice *choice);
 /* No new requests: they get 503 (the gateway stops). */
 void gateway_instance_drain(struct gateway_instance *instance);
 /* Wakes the supervisor to write the outbox (never blocks). */
 void gateway_instance_wake(struct gateway_instance *instance);
-/* Calls fn on every registered request (keep-alives). */
+/* Calls fn on the request of every registered choice, so once per choice
+ * (keep-alives: fn must not mind). */
 void gateway_instance_each(struct gateway_instance *instance,
                            void (*fn)(struct gateway_request *, uint64_t), uint64_t arg);
 

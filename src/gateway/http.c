@@ -238,23 +238,29 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, struct http_call *
     return rc;
 }
 
-/* The whole answer of a finished request (lock held). */
+/* The whole answer of a finished request, every choice (lock held). */
 static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *call) {
     struct gateway_request *r = call->request;
+    struct openai_result results[OPENAI_CHOICES_MAX];
     if (r->failed) {
         char *copy = strdup(r->error_json ? r->error_json : "{}");
         return send_text(c, call, r->failed, "application/json", copy);
     }
-    struct openai_result result = {
-        .text = r->text.data ? (const char *)r->text.data : "",
-        .length = r->text.length,
-        .finish = r->finish,
-        .usage = {r->n_prompt, r->n_generated},
-        .n_tokens = r->body.logprobs ? r->n_shown : 0,
-        .tokens = r->token_reports,
-    };
+    for (int i = 0; i < r->n_choices && i < OPENAI_CHOICES_MAX; i++) {
+        const struct gateway_choice *choice = &r->choices[i];
+        results[i] = (struct openai_result){
+            .text = choice->text.data ? (const char *)choice->text.data : "",
+            .length = choice->text.length,
+            .finish = choice->finish,
+            .usage = {r->n_prompt, choice->n_generated},
+            .n_tokens = r->body.logprobs ? choice->n_shown : 0,
+            .tokens = choice->token_reports,
+        };
+    }
+    struct openai_usage usage = {r->n_prompt, gateway_request_generated(r)};
+    int n = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
     return send_text(c, call, 200, "application/json",
-                     openai_completion_json(&r->response, &result));
+                     openai_choices_json(&r->response, results, n, &usage));
 }
 
 /* A whole answer once the request is done; a stream once it has its first
@@ -462,9 +468,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         int abandoned = !r->done || why != MHD_REQUEST_TERMINATED_COMPLETED_OK;
         r->abandoned = abandoned;
         if (!r->done) r->done = 1;
+        int generated = gateway_request_generated(r);
         pthread_mutex_unlock(&r->lock);
+        /* every choice goes with the client */
         if (abandoned) gateway_instance_cancel(r->instance, r);
-        gateway_observe_tokens(r->instance, 0, r->n_generated);
+        gateway_observe_tokens(r->instance, 0, generated);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {

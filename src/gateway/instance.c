@@ -8,7 +8,9 @@
  * left of the process group, waits with a growing backoff, starts a new
  * runner and resubmits every unfinished request with the tokens it has
  * already generated appended to its prompt, and the number of those tokens
- * so the runner's random stream resumes where it was (DESIGN.md I4).
+ * so the runner's random stream resumes where it was (DESIGN.md I4). What
+ * it tracks is runner requests: each choice of a client's request (its `n`)
+ * is one, resumed with its own tokens.
  *
  * The supervisor is also the only thread that writes to the runner: the
  * socket is non-blocking, frames wait in the instance's outbox, and the
@@ -149,32 +151,49 @@ void gateway_instance_wake(struct gateway_instance *in) {
     (void)rc;
 }
 
-/* Removes request i from the table and drops the table's reference (lock held). */
+/* Removes entry i from the table and drops its reference to its request
+ * (lock held). */
 static void forget(struct gateway_instance *in, int i) {
-    struct gateway_request *r = in->requests[i];
+    struct gateway_request *r = in->requests[i]->request;
     in->requests[i] = in->requests[--in->n_requests];
     gateway_request_release(r);
 }
 
-/* Appends the ADD frame of a request, its prompt plus what it generated so
+/* Removes the choices of r from the table, or only `only` if not NULL, and
+ * tells the runner that has them to drop them (lock held). */
+static void drop(struct gateway_instance *in, struct gateway_request *r,
+                 struct gateway_choice *only) {
+    char err[200];
+    for (int i = in->n_requests - 1; i >= 0; i--) {
+        struct gateway_choice *c = in->requests[i];
+        if (c->request != r || (only && c != only)) continue;
+        /* the runner that has it drops it; a later one never gets it */
+        if (in->state == INSTANCE_READY && c->queued_generation == in->generation)
+            runner_encode_cancel(&in->outbox, c->id, err, sizeof(err));
+        forget(in, i);
+    }
+}
+
+/* Appends the ADD frame of a choice, the prompt plus what it generated so
  * far, to the outbox (lock held); -1 with err if it cannot be encoded. */
-static int queue_add(struct gateway_instance *in, struct gateway_request *r, char *err,
+static int queue_add(struct gateway_instance *in, struct gateway_choice *c, char *err,
                      size_t errlen) {
+    struct gateway_request *r = c->request;
     pthread_mutex_lock(&r->lock);
-    int n = r->n_prompt + r->n_generated, rc = -1;
+    int n = r->n_prompt + c->n_generated, rc = -1;
     int *prompt = malloc((size_t)n * sizeof(int));
     if (!prompt) {
         snprintf(err, errlen, "out of memory for the runner's copy of the prompt");
     } else {
         memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
-        memcpy(prompt + r->n_prompt, r->generated, (size_t)r->n_generated * sizeof(int));
-        struct runner_request q = {.id = r->id,
-                                   .sampling = r->sampling,
-                                   .max_tokens = r->max_tokens - r->n_generated,
+        memcpy(prompt + r->n_prompt, c->generated, (size_t)c->n_generated * sizeof(int));
+        struct runner_request q = {.id = c->id,
+                                   .sampling = c->sampling,
+                                   .max_tokens = r->max_tokens - c->n_generated,
                                    .ignore_eos = r->body.ignore_eos,
                                    .logprobs = 1,
                                    .top_logprobs = r->body.top_logprobs,
-                                   .resumed = r->n_generated,
+                                   .resumed = c->n_generated,
                                    .n_prompt = n,
                                    .prompt = prompt};
         rc = runner_encode_add(&in->outbox, &q, err, errlen);
@@ -184,25 +203,27 @@ static int queue_add(struct gateway_instance *in, struct gateway_request *r, cha
     return rc;
 }
 
-/* Queues the ADD of every request the current runner has not been given,
- * while the outbox has room (lock held). A request that cannot be encoded
- * fails with a 500 instead of waiting for ever. */
+/* Queues the ADD of every choice the current runner has not been given,
+ * while the outbox has room (lock held). A choice that cannot be encoded
+ * fails its request with a 500 instead of waiting for ever, and its
+ * request's other choices leave the table with it. */
 static void queue_requests(struct gateway_instance *in) {
     char err[256], why[320];
     for (int i = 0; i < in->n_requests && in->outbox.length < OUTBOX_MAX;) {
-        struct gateway_request *r = in->requests[i];
-        if (r->queued_generation == in->generation) {
+        struct gateway_choice *c = in->requests[i];
+        if (c->queued_generation == in->generation) {
             i++;
             continue;
         }
-        if (queue_add(in, r, err, sizeof(err)) == 0) {
-            r->queued_generation = in->generation;
+        if (queue_add(in, c, err, sizeof(err)) == 0) {
+            c->queued_generation = in->generation;
             i++;
             continue;
         }
         snprintf(why, sizeof(why), "the request could not be sent to the runner: %s", err);
-        gateway_request_fail(r, 500, why);
-        forget(in, i);
+        gateway_request_fail(c->request, 500, why);
+        drop(in, c->request, NULL);
+        i = 0; /* dropping moved entries around; those queued are passed over */
     }
 }
 
@@ -237,10 +258,11 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
     }
     /* an idle runner starts its watchdog clock when work arrives */
     if (in->n_requests == 0) in->progress_us = runner_now_us();
-    if (in->n_requests == in->capacity) {
+    if (in->n_requests + r->n_choices > in->capacity) {
         int capacity = in->capacity ? 2 * in->capacity : 64;
-        struct gateway_request **grown =
-            realloc(in->requests, (size_t)capacity * sizeof(struct gateway_request *));
+        while (capacity < in->n_requests + r->n_choices) capacity *= 2;
+        struct gateway_choice **grown =
+            realloc(in->requests, (size_t)capacity * sizeof(struct gateway_choice *));
         if (!grown) {
             pthread_mutex_unlock(&in->lock);
             gateway_request_fail(r, 500, "out of memory for the request table");
@@ -249,23 +271,25 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
         in->requests = grown;
         in->capacity = capacity;
     }
-    atomic_fetch_add(&r->references, 1);
-    in->requests[in->n_requests++] = r;
+    /* all its choices at once: the runner may share their prompt's blocks */
+    for (int i = 0; i < r->n_choices; i++) {
+        atomic_fetch_add(&r->references, 1);
+        in->requests[in->n_requests++] = &r->choices[i];
+    }
     pthread_mutex_unlock(&in->lock);
     gateway_instance_wake(in);
 }
 
 void gateway_instance_cancel(struct gateway_instance *in, struct gateway_request *r) {
-    char err[200];
     pthread_mutex_lock(&in->lock);
-    for (int i = 0; i < in->n_requests; i++) {
-        if (in->requests[i] != r) continue;
-        /* the runner that has it drops it; a later one never gets it */
-        if (in->state == INSTANCE_READY && r->queued_generation == in->generation)
-            runner_encode_cancel(&in->outbox, r->id, err, sizeof(err));
-        forget(in, i);
-        break;
-    }
+    drop(in, r, NULL);
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+}
+
+void gateway_instance_cancel_choice(struct gateway_instance *in, struct gateway_choice *c) {
+    pthread_mutex_lock(&in->lock);
+    drop(in, c->request, c);
     pthread_mutex_unlock(&in->lock);
     gateway_instance_wake(in);
 }
@@ -273,19 +297,19 @@ void gateway_instance_cancel(struct gateway_instance *in, struct gateway_request
 void gateway_instance_each(struct gateway_instance *in,
                            void (*fn)(struct gateway_request *, uint64_t), uint64_t arg) {
     pthread_mutex_lock(&in->lock);
-    for (int i = 0; i < in->n_requests; i++) fn(in->requests[i], arg);
+    for (int i = 0; i < in->n_requests; i++) fn(in->requests[i]->request, arg);
     pthread_mutex_unlock(&in->lock);
 }
 
-/* The request with this id, with a reference for the caller, or NULL. */
-static struct gateway_request *find_request(struct gateway_instance *in, uint64_t id,
-                                            int forget_it) {
-    struct gateway_request *found = NULL;
+/* The choice with this runner id, with a reference to its request for the
+ * caller, or NULL. */
+static struct gateway_choice *find_choice(struct gateway_instance *in, uint64_t id, int forget_it) {
+    struct gateway_choice *found = NULL;
     pthread_mutex_lock(&in->lock);
     for (int i = 0; i < in->n_requests && !found; i++)
         if (in->requests[i]->id == id) {
             found = in->requests[i];
-            atomic_fetch_add(&found->references, 1);
+            atomic_fetch_add(&found->request->references, 1);
             if (forget_it) forget(in, i);
         }
     pthread_mutex_unlock(&in->lock);
@@ -298,17 +322,17 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
     struct runner_token token;
     struct runner_finished finished;
     struct runner_heartbeat heartbeat;
-    struct gateway_request *r;
+    struct gateway_choice *c;
     if (f->type == RUNNER_MSG_TOKEN && !runner_decode_token(f, &token, err, sizeof(err))) {
-        if ((r = find_request(in, token.id, 0))) {
-            gateway_request_on_token(r, &token);
-            gateway_request_release(r);
+        if ((c = find_choice(in, token.id, 0))) {
+            gateway_request_on_token(c, &token);
+            gateway_request_release(c->request);
         }
     } else if (f->type == RUNNER_MSG_FINISHED &&
                !runner_decode_finished(f, &finished, err, sizeof(err))) {
-        if ((r = find_request(in, finished.id, 1))) {
-            gateway_request_on_finished(r, &finished);
-            gateway_request_release(r);
+        if ((c = find_choice(in, finished.id, 1))) {
+            gateway_request_on_finished(c, &finished);
+            gateway_request_release(c->request);
         }
     } else if (f->type == RUNNER_MSG_ERROR &&
                !runner_decode_error(f, &category, message, sizeof(message), err, sizeof(err))) {
@@ -544,7 +568,7 @@ static void give_up_requests(struct gateway_instance *in) {
     snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
     set_state(in, INSTANCE_FAILED);
     for (int i = in->n_requests - 1; i >= 0; i--) {
-        gateway_request_fail(in->requests[i], 503, why);
+        gateway_request_fail(in->requests[i]->request, 503, why);
         forget(in, i);
     }
 }
@@ -659,7 +683,7 @@ void gateway_instance_stop(struct gateway_instance *in) {
     in->thread_started = 0;
     pthread_mutex_lock(&in->lock);
     for (int i = in->n_requests - 1; i >= 0; i--) {
-        gateway_request_fail(in->requests[i], 503, "the gateway is shutting down");
+        gateway_request_fail(in->requests[i]->request, 503, "the gateway is shutting down");
         forget(in, i);
     }
     pthread_mutex_unlock(&in->lock);

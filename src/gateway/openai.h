@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #define OPENAI_STOPS_MAX        16        /* stop strings a request may give */
+#define OPENAI_CHOICES_MAX      8         /* choices (n) a request may ask for */
 #define OPENAI_TOP_LOGPROBS_MAX 20        /* alternatives per token a request may ask for */
 #define OPENAI_LOGPROB_FLOOR    (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
 
@@ -95,6 +96,7 @@ struct openai_request {
     int logprobs;                  /* 1: report each generated token's log-probability */
     int top_logprobs;              /* 0..OPENAI_TOP_LOGPROBS_MAX alternatives per token (chat:
                                       top_logprobs; completions: the integer logprobs) */
+    int n;                         /* choices to generate: 1..OPENAI_CHOICES_MAX, default 1 */
 };
 
 /* Parses and validates len bytes of body (need not be NUL-terminated) as a
@@ -170,12 +172,13 @@ struct openai_response {
 void openai_response_init(struct openai_response *response, const struct openai_request *request,
                           const char *id, int64_t created);
 
-/* A whole, non-streamed answer. */
+/* A whole, non-streamed answer (one choice of it). */
 struct openai_result {
     const char *text; /* generated text (length bytes) */
     size_t length;
     enum openai_finish finish;
-    struct openai_usage usage;
+    struct openai_usage usage;         /* openai_completion_json's; openai_choices_json
+                                          takes the request's apart */
     int n_tokens;                      /* entries in tokens */
     const struct openai_token *tokens; /* logprobs of the generated tokens, if asked for */
 };
@@ -193,12 +196,26 @@ struct openai_delta {
                          (sum of openai_text_chars over the earlier chunks' text) */
 };
 
-/* chat.completion or text_completion body, as response->kind says. */
+/* chat.completion or text_completion body, as response->kind says: one
+ * choice (index 0) and result->usage. */
 char *openai_completion_json(const struct openai_response *response,
                              const struct openai_result *result);
 
-/* chat.completion.chunk or streamed text_completion body for one delta. */
+/* The same body with n_results choices (n from the request): results[i] is
+ * choice i, and usage is the whole request's (the prompt counted once, the
+ * completion tokens of every choice). */
+char *openai_choices_json(const struct openai_response *response,
+                          const struct openai_result *results, int n_results,
+                          const struct openai_usage *usage);
+
+/* chat.completion.chunk or streamed text_completion body for one delta of
+ * the only choice (index 0). */
 char *openai_chunk_json(const struct openai_response *response, const struct openai_delta *delta);
+
+/* The same for a delta of choice `index` (0..n-1): the chunks of a
+ * request's choices interleave, each naming its own. */
+char *openai_choice_chunk_json(const struct openai_response *response,
+                               const struct openai_delta *delta, int index);
 
 /* The usage-only chunk that ends a stream with include_usage ("choices": []). */
 char *openai_usage_chunk_json(const struct openai_response *response,

@@ -601,14 +601,15 @@ static int parse_max_tokens(const cJSON *root, struct openai_request *out, struc
                      &out->max_tokens, e);
 }
 
-/* n (choices per request) and echo: only what lockstep can answer. */
-static int parse_unsupported(const cJSON *root, struct openai_request *out,
-                             struct openai_error *e) {
-    double n = 1;
-    if (check_integer(field(root, "n"), "n", -HUGE_VAL, HUGE_VAL, &n, e) != 0) return -1;
-    if (n != 1) return invalid(e, "n", "only n=1 is supported, got n=%.15g", n);
-    if (out->kind != OPENAI_COMPLETION) return 0;
+/* n: the choices to generate, each sampled on its own (gateway request.c). */
+static int parse_choices(const cJSON *root, struct openai_request *out, struct openai_error *e) {
+    return check_int(field(root, "n"), "n", 1, OPENAI_CHOICES_MAX, &out->n, e);
+}
+
+/* echo (completions): the prompt is never repeated in the answer. */
+static int parse_echo(const cJSON *root, struct openai_request *out, struct openai_error *e) {
     int echo = 0;
+    if (out->kind != OPENAI_COMPLETION) return 0;
     if (check_bool(field(root, "echo"), "echo", &echo, e) != 0) return -1;
     if (echo) return invalid(e, "echo", "echo=true is not supported");
     return 0;
@@ -644,6 +645,7 @@ static void set_defaults(struct openai_request *out, enum openai_kind kind) {
     out->temperature = 1.0f;
     out->top_p = 1.0f;
     out->repetition_penalty = 1.0f;
+    out->n = 1;
 }
 
 int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
@@ -662,7 +664,8 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
         (kind == OPENAI_CHAT ? parse_messages(root, out, error) : parse_prompt(root, out, error)) ||
         parse_stream(root, out, error) || parse_max_tokens(root, out, error) ||
         parse_sampling(root, out, error) || parse_stop(root, out, error) ||
-        parse_logprobs(root, out, error) || parse_unsupported(root, out, error);
+        parse_logprobs(root, out, error) || parse_choices(root, out, error) ||
+        parse_echo(root, out, error);
     cJSON_Delete(root);
     if (!failed) return 0;
     openai_request_free(out);

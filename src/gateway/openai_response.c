@@ -307,48 +307,56 @@ void openai_response_init(struct openai_response *response, const struct openai_
     response->include_usage = request->stream && request->include_usage;
 }
 
-static char *chat_completion_json(const struct openai_response *response,
-                                  const struct openai_result *result) {
-    int failed = 0;
-    cJSON *root = json_head(response, "chat.completion", &failed);
-    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
-    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
-    json_add(choice, "index", cJSON_CreateNumber(0), &failed);
-    cJSON *message = json_add(choice, "message", cJSON_CreateObject(), &failed);
-    json_add(message, "role", cJSON_CreateString("assistant"), &failed);
-    json_add(message, "content", json_text(result->text, result->length), &failed);
-    json_add(message, "refusal", cJSON_CreateNull(), &failed);
+/* One choice of a chat.completion: its message, logprobs and finish_reason. */
+static cJSON *chat_choice_json(const struct openai_response *response,
+                               const struct openai_result *result, int index, int *failed) {
+    cJSON *choice = cJSON_CreateObject();
+    json_add(choice, "index", cJSON_CreateNumber(index), failed);
+    cJSON *message = json_add(choice, "message", cJSON_CreateObject(), failed);
+    json_add(message, "role", cJSON_CreateString("assistant"), failed);
+    json_add(message, "content", json_text(result->text, result->length), failed);
+    json_add(message, "refusal", cJSON_CreateNull(), failed);
     json_add(choice, "logprobs",
-             response->logprobs ? chat_logprobs_json(result->tokens, result->n_tokens, &failed)
+             response->logprobs ? chat_logprobs_json(result->tokens, result->n_tokens, failed)
                                 : cJSON_CreateNull(),
-             &failed);
-    json_add(choice, "finish_reason", json_finish_reason(result->finish), &failed);
-    json_add(root, "usage", json_usage(&result->usage, &failed), &failed);
-    return json_print(root, failed);
+             failed);
+    json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
+    return choice;
 }
 
-static char *text_completion_json(const struct openai_response *response,
-                                  const struct openai_result *result) {
-    int failed = 0;
-    cJSON *root = json_head(response, "text_completion", &failed);
-    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
-    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
-    json_add(choice, "text", json_text(result->text, result->length), &failed);
-    json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+/* One choice of a text_completion: its text, logprobs and finish_reason. */
+static cJSON *text_choice_json(const struct openai_response *response,
+                               const struct openai_result *result, int index, int *failed) {
+    cJSON *choice = cJSON_CreateObject();
+    json_add(choice, "text", json_text(result->text, result->length), failed);
+    json_add(choice, "index", cJSON_CreateNumber(index), failed);
     json_add(choice, "logprobs",
              response->logprobs
-                 ? completion_logprobs_json(result->tokens, result->n_tokens, 0, &failed)
+                 ? completion_logprobs_json(result->tokens, result->n_tokens, 0, failed)
                  : cJSON_CreateNull(),
-             &failed);
-    json_add(choice, "finish_reason", json_finish_reason(result->finish), &failed);
-    json_add(root, "usage", json_usage(&result->usage, &failed), &failed);
+             failed);
+    json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
+    return choice;
+}
+
+char *openai_choices_json(const struct openai_response *response,
+                          const struct openai_result *results, int n_results,
+                          const struct openai_usage *usage) {
+    int failed = 0, chat = response->kind == OPENAI_CHAT;
+    cJSON *root = json_head(response, chat ? "chat.completion" : "text_completion", &failed);
+    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
+    for (int i = 0; i < n_results; i++)
+        json_add(choices, NULL,
+                 chat ? chat_choice_json(response, &results[i], i, &failed)
+                      : text_choice_json(response, &results[i], i, &failed),
+                 &failed);
+    json_add(root, "usage", json_usage(usage, &failed), &failed);
     return json_print(root, failed);
 }
 
 char *openai_completion_json(const struct openai_response *response,
                              const struct openai_result *result) {
-    if (response->kind == OPENAI_CHAT) return chat_completion_json(response, result);
-    return text_completion_json(response, result);
+    return openai_choices_json(response, result, 1, &result->usage);
 }
 
 /* The delta of a chat chunk: role on the first, content unless this is a
@@ -361,18 +369,19 @@ static cJSON *chat_delta_json(const struct openai_delta *delta, int *failed) {
     return object;
 }
 
-char *openai_chunk_json(const struct openai_response *response, const struct openai_delta *delta) {
+char *openai_choice_chunk_json(const struct openai_response *response,
+                               const struct openai_delta *delta, int index) {
     int failed = 0;
     int chat = response->kind == OPENAI_CHAT;
     cJSON *root = json_head(response, chat ? "chat.completion.chunk" : "text_completion", &failed);
     cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
     cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
     if (chat) {
-        json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+        json_add(choice, "index", cJSON_CreateNumber(index), &failed);
         json_add(choice, "delta", chat_delta_json(delta, &failed), &failed);
     } else {
         json_add(choice, "text", json_text(delta->text, delta->length), &failed);
-        json_add(choice, "index", cJSON_CreateNumber(0), &failed);
+        json_add(choice, "index", cJSON_CreateNumber(index), &failed);
     }
     cJSON *logprobs = NULL;
     if (response->logprobs && delta->n_tokens > 0)
@@ -385,6 +394,10 @@ char *openai_chunk_json(const struct openai_response *response, const struct ope
     json_add(choice, "finish_reason", json_finish_reason(delta->finish), &failed);
     if (response->include_usage) json_add(root, "usage", cJSON_CreateNull(), &failed);
     return json_print(root, failed);
+}
+
+char *openai_chunk_json(const struct openai_response *response, const struct openai_delta *delta) {
+    return openai_choice_chunk_json(response, delta, 0);
 }
 
 char *openai_usage_chunk_json(const struct openai_response *response,

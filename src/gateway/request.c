@@ -7,8 +7,11 @@
  * waits until the next token decides, so a stop string split across tokens
  * is matched and never reaches the client. Streaming requests get one SSE
  * chunk per token that produced text (or logprobs); others accumulate the
- * text for one JSON body at the end. The request keeps every generated
- * token, so a restarted runner can resume it exactly (DESIGN.md I4). */
+ * text for one JSON body at the end. All of this is per choice: a request
+ * with n choices is n runner requests with the same prompt, whose chunks
+ * interleave in one stream, each with its index. Each choice keeps every
+ * token it generated, so a restarted runner can resume it exactly
+ * (DESIGN.md I4). */
 #include "gateway_internal.h"
 
 #include <microhttpd.h>
@@ -128,9 +131,9 @@ static int check_limits(struct gateway_request *r, struct openai_error *error) {
 /* OpenAI's sampling fields as the runner protocol carries them, checked by
  * the protocol's own rule (runner_check_sampling), so that nothing the
  * gateway accepts is refused on the way to the runner. */
-static int set_sampling(struct gateway_request *r, struct openai_error *error) {
+static int set_sampling(struct gateway_request *r, struct runner_sampling *s,
+                        struct openai_error *error) {
     const struct openai_request *b = &r->body;
-    struct runner_sampling *s = &r->sampling;
     char field[32], why[160];
     runner_sampling_default(s);
     s->temperature = b->temperature;
@@ -146,6 +149,32 @@ static int set_sampling(struct gateway_request *r, struct openai_error *error) {
     openai_error_set(error, 400, "invalid_request_error",
                      strcmp(field, "repeat_penalty") != 0 ? field : "repetition_penalty", NULL,
                      "%s", why);
+    return -1;
+}
+
+/* The request's choices: choice i is runner request id + i and samples
+ * with the seed + i (modulo 2^64), so that it gives what a request of one
+ * choice with that seed gives (README, API). */
+static int create_choices(struct gateway_request *r, const struct runner_sampling *sampling,
+                          struct openai_error *error) {
+    r->choices = calloc((size_t)r->n_choices, sizeof(*r->choices));
+    if (!r->choices) goto out_of_memory;
+    for (int i = 0; i < r->n_choices; i++) {
+        struct gateway_choice *c = &r->choices[i];
+        c->id = r->id + (uint64_t)i;
+        c->index = i;
+        c->request = r;
+        c->sampling = *sampling;
+        c->sampling.seed = sampling->seed + (uint64_t)i;
+        c->generated = malloc((size_t)r->max_tokens * sizeof(int));
+        c->token_reports = calloc((size_t)r->max_tokens, sizeof(*c->token_reports));
+        c->token_start = malloc((size_t)r->max_tokens * sizeof(*c->token_start));
+        if (!c->generated || !c->token_reports || !c->token_start) goto out_of_memory;
+        tokenizer_stream_init(&c->decoder, r->instance->tokenizer, 0);
+    }
+    return 0;
+out_of_memory:
+    openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory");
     return -1;
 }
 
@@ -165,7 +194,8 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     r->instance = instance;
     r->body = *body;
     memset(body, 0, sizeof(*body));
-    r->id = atomic_fetch_add(&gateway->next_id, 1);
+    r->n_choices = r->body.n > 0 ? r->body.n : 1;
+    r->id = atomic_fetch_add(&gateway->next_id, (unsigned long long)r->n_choices);
     r->arrival_us = runner_now_us();
     r->last_output_us = r->arrival_us;
     snprintf(r->response_id, sizeof(r->response_id), "%s-%llx%06llx",
@@ -173,39 +203,42 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
              (unsigned long long)r->id);
     openai_response_init(&r->response, &r->body, r->response_id, (int64_t)time(NULL));
     r->response.model = instance->name;
+    struct runner_sampling sampling;
     int failed = r->body.kind == OPENAI_CHAT ? chat_prompt(r, error) : completion_prompt(r, error);
     if (!failed) failed = check_limits(r, error);
-    if (!failed) failed = set_sampling(r, error);
-    if (!failed) {
-        r->generated = malloc((size_t)r->max_tokens * sizeof(int));
-        r->token_reports = calloc((size_t)r->max_tokens, sizeof(*r->token_reports));
-        r->token_start = malloc((size_t)r->max_tokens * sizeof(*r->token_start));
-        if (!r->generated || !r->token_reports || !r->token_start) {
-            openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory");
-            failed = 1;
-        }
-    }
+    if (!failed) failed = set_sampling(r, &sampling, error);
+    if (!failed) failed = create_choices(r, &sampling, error);
     if (failed) {
         gateway_request_release(r);
         return NULL;
     }
-    tokenizer_stream_init(&r->decoder, instance->tokenizer, 0);
     return r;
+}
+
+static void free_choice(struct gateway_choice *c) {
+    free(c->generated);
+    free(c->token_reports);
+    free(c->token_start);
+    free(c->held);
+    runner_buffer_free(&c->text);
 }
 
 void gateway_request_release(struct gateway_request *r) {
     if (!r || atomic_fetch_sub(&r->references, 1) != 1) return;
+    for (int i = 0; r->choices && i < r->n_choices; i++) free_choice(&r->choices[i]);
+    free(r->choices);
     openai_request_free(&r->body);
     free(r->prompt);
-    free(r->generated);
-    free(r->token_reports);
-    free(r->token_start);
-    free(r->held);
     free(r->error_json);
-    runner_buffer_free(&r->text);
     runner_buffer_free(&r->out);
     pthread_mutex_destroy(&r->lock);
     free(r);
+}
+
+int gateway_request_generated(const struct gateway_request *r) {
+    int generated = 0;
+    for (int i = 0; i < r->n_choices; i++) generated += r->choices[i].n_generated;
+    return generated;
 }
 
 /* ---------- output ---------- */
@@ -228,35 +261,37 @@ static void append_event(struct gateway_request *r, char *json) {
     r->last_output_us = runner_now_us();
 }
 
-/* Sends text (and the pending logprobs) to the client. */
-static void emit(struct gateway_request *r, const char *text, size_t length,
+/* Sends a choice's text (and its pending logprobs) to the client. */
+static void emit(struct gateway_choice *c, const char *text, size_t length,
                  enum openai_finish finish) {
+    struct gateway_request *r = c->request;
     if (!r->body.stream) {
-        runner_buffer_append(&r->text, text, length);
+        runner_buffer_append(&c->text, text, length);
         return;
     }
-    int reports = r->body.logprobs ? r->n_shown - r->n_reported : 0;
-    if (length == 0 && reports == 0 && finish == OPENAI_FINISH_NONE && r->first_sent) return;
-    struct openai_delta d = {.first = !r->first_sent,
+    int reports = r->body.logprobs ? c->n_shown - c->n_reported : 0;
+    if (length == 0 && reports == 0 && finish == OPENAI_FINISH_NONE && c->first_sent) return;
+    struct openai_delta d = {.first = !c->first_sent,
                              .text = text,
                              .length = length,
                              .finish = finish,
                              .n_tokens = reports,
-                             .tokens = r->token_reports + r->n_reported,
-                             .text_offset = r->text_chars};
-    append_event(r, openai_chunk_json(&r->response, &d));
-    r->first_sent = 1;
-    r->n_reported = r->n_shown;
-    r->text_chars += openai_text_chars(text, length);
+                             .tokens = c->token_reports + c->n_reported,
+                             .text_offset = c->text_chars};
+    append_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
+    c->first_sent = 1;
+    c->n_reported = c->n_shown;
+    c->text_chars += openai_text_chars(text, length);
 }
 
 /* Length of the longest tail of held that some stop string starts with. */
-static size_t stop_prefix_tail(const struct gateway_request *r) {
+static size_t stop_prefix_tail(const struct gateway_choice *c) {
+    const struct openai_request *b = &c->request->body;
     size_t best = 0;
-    for (int s = 0; s < r->body.n_stops; s++) {
-        size_t n = strlen(r->body.stops[s]);
-        for (size_t k = n - 1 < r->n_held ? n - 1 : r->n_held; k > best; k--)
-            if (!memcmp(r->held + r->n_held - k, r->body.stops[s], k)) {
+    for (int s = 0; s < b->n_stops; s++) {
+        size_t n = strlen(b->stops[s]);
+        for (size_t k = n - 1 < c->n_held ? n - 1 : c->n_held; k > best; k--)
+            if (!memcmp(c->held + c->n_held - k, b->stops[s], k)) {
                 best = k;
                 break;
             }
@@ -266,58 +301,57 @@ static size_t stop_prefix_tail(const struct gateway_request *r) {
 
 /* Sends what of the held text can no longer be part of a stop string;
  * returns 1 if a stop string was found (the text before it was sent). */
-static int release_held(struct gateway_request *r, int final) {
-    size_t cut = r->n_held;
+static int release_held(struct gateway_choice *c, int final) {
+    const struct openai_request *b = &c->request->body;
+    size_t cut = c->n_held;
     if (cut == 0) { /* nothing held (a token of no text yet): logprobs may still go out */
-        emit(r, "", 0, OPENAI_FINISH_NONE);
+        emit(c, "", 0, OPENAI_FINISH_NONE);
         return 0;
     }
     int stopped = 0;
-    for (int s = 0; s < r->body.n_stops; s++) {
-        const char *at = memmem(r->held, r->n_held, r->body.stops[s], strlen(r->body.stops[s]));
-        if (at && (size_t)(at - r->held) < cut) {
-            cut = (size_t)(at - r->held);
+    for (int s = 0; s < b->n_stops; s++) {
+        const char *at = memmem(c->held, c->n_held, b->stops[s], strlen(b->stops[s]));
+        if (at && (size_t)(at - c->held) < cut) {
+            cut = (size_t)(at - c->held);
             stopped = 1;
         }
     }
-    if (!stopped && !final) cut = r->n_held - stop_prefix_tail(r);
+    if (!stopped && !final) cut = c->n_held - stop_prefix_tail(c);
     /* the tokens whose text the stop string removed whole are not shown,
      * in logprobs either: those that begin at or after the cut */
-    while (stopped && r->n_shown > 0 && r->token_start[r->n_shown - 1] >= r->released + cut)
-        r->n_shown--;
-    emit(r, r->held, cut, OPENAI_FINISH_NONE);
+    while (stopped && c->n_shown > 0 && c->token_start[c->n_shown - 1] >= c->released + cut)
+        c->n_shown--;
+    emit(c, c->held, cut, OPENAI_FINISH_NONE);
     if (stopped) {
-        r->n_held = 0;
+        c->n_held = 0;
         return 1;
     }
-    memmove(r->held, r->held + cut, r->n_held - cut);
-    r->n_held -= cut;
-    r->released += cut;
+    memmove(c->held, c->held + cut, c->n_held - cut);
+    c->n_held -= cut;
+    c->released += cut;
     return 0;
 }
 
-static int hold(struct gateway_request *r, const char *bytes, size_t n) {
+static int hold(struct gateway_choice *c, const char *bytes, size_t n) {
     if (n == 0) return 0;
-    if (r->n_held + n > r->held_capacity) {
-        size_t capacity = 2 * (r->n_held + n) + 64;
-        char *grown = realloc(r->held, capacity);
+    if (c->n_held + n > c->held_capacity) {
+        size_t capacity = 2 * (c->n_held + n) + 64;
+        char *grown = realloc(c->held, capacity);
         if (!grown) return -1;
-        r->held = grown;
-        r->held_capacity = capacity;
+        c->held = grown;
+        c->held_capacity = capacity;
     }
-    memcpy(r->held + r->n_held, bytes, n);
-    r->n_held += n;
+    memcpy(c->held + c->n_held, bytes, n);
+    c->n_held += n;
     return 0;
 }
 
-/* Ends the output: last chunk, usage, [DONE] (streaming); wakes the client. */
-static void finish_output(struct gateway_request *r, enum openai_finish finish) {
-    r->finish = finish;
+/* Ends the request's output: usage and [DONE] (streaming); wakes the client. */
+static void end_output(struct gateway_request *r) {
     r->done = 1;
     if (r->body.stream) {
-        emit(r, "", 0, finish);
         if (r->body.include_usage) {
-            struct openai_usage u = {r->n_prompt, r->n_generated};
+            struct openai_usage u = {r->n_prompt, gateway_request_generated(r)};
             append_event(r, openai_usage_chunk_json(&r->response, &u));
         }
         static const char done[] = "data: [DONE]\n\n";
@@ -326,10 +360,20 @@ static void finish_output(struct gateway_request *r, enum openai_finish finish) 
     gateway_request_wake(r);
 }
 
-/* Fills the logprobs report of the newest token. */
-static void report_token(struct gateway_request *r, const struct runner_token *t) {
-    struct openai_token *report = &r->token_reports[r->n_generated - 1];
-    const struct tokenizer *tok = r->instance->tokenizer;
+/* A choice ended (streaming: its last chunk, with its finish_reason); the
+ * request ends with its last choice. */
+static void end_choice(struct gateway_choice *c, enum openai_finish finish) {
+    struct gateway_request *r = c->request;
+    c->finish = finish;
+    c->done = 1;
+    if (r->body.stream) emit(c, "", 0, finish);
+    if (++r->n_ended == r->n_choices) end_output(r);
+}
+
+/* Fills the logprobs report of the choice's newest token. */
+static void report_token(struct gateway_choice *c, const struct runner_token *t) {
+    struct openai_token *report = &c->token_reports[c->n_generated - 1];
+    const struct tokenizer *tok = c->request->instance->tokenizer;
     report->text = tokenizer_token_bytes(tok, t->token, &report->length);
     report->logprob = t->logprob;
     report->n_top = t->n_top < OPENAI_TOP_LOGPROBS_MAX ? t->n_top : OPENAI_TOP_LOGPROBS_MAX;
@@ -341,35 +385,42 @@ static void report_token(struct gateway_request *r, const struct runner_token *t
     if (!report->text) report->text = "";
 }
 
-void gateway_request_on_token(struct gateway_request *r, const struct runner_token *t) {
+/* A token arrived now: the request's time to first token (its first of any
+ * choice: what the client waits for) and the choice's inter-token latency. */
+static void observe_token(struct gateway_choice *c, uint64_t now) {
+    struct gateway_request *r = c->request;
+    if (r->first_token_us == 0) {
+        r->first_token_us = now;
+        gateway_observe_latency(r->instance, (double)(now - r->arrival_us) * 1e-6, -1);
+    }
+    if (c->n_generated > 0)
+        gateway_observe_latency(r->instance, -1, (double)(now - c->last_token_us) * 1e-6);
+    c->last_token_us = now;
+    if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
+}
+
+void gateway_request_on_token(struct gateway_choice *c, const struct runner_token *t) {
+    struct gateway_request *r = c->request;
     char text[1024];
     int stopped = 0;
     pthread_mutex_lock(&r->lock);
-    if (r->done || r->n_generated >= r->max_tokens) {
+    if (r->done || c->done || c->n_generated >= r->max_tokens) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
-    uint64_t now = runner_now_us();
-    if (r->n_generated == 0)
-        r->first_token_us = now;
-    else
-        gateway_observe_latency(r->instance, -1, (double)(now - r->last_token_us) * 1e-6);
-    if (r->n_generated == 0)
-        gateway_observe_latency(r->instance, (double)(now - r->arrival_us) * 1e-6, -1);
-    r->last_token_us = now;
-    if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
-    r->token_start[r->n_generated] = r->decoded;
-    r->generated[r->n_generated++] = t->token;
-    r->n_shown = r->n_generated;
-    report_token(r, t);
-    size_t n = tokenizer_stream_push(&r->decoder, t->token, text, sizeof(text));
-    r->decoded += n;
-    if (hold(r, text, n) == 0) stopped = release_held(r, 0);
-    if (stopped) finish_output(r, OPENAI_FINISH_STOP);
+    observe_token(c, runner_now_us());
+    c->token_start[c->n_generated] = c->decoded;
+    c->generated[c->n_generated++] = t->token;
+    c->n_shown = c->n_generated;
+    report_token(c, t);
+    size_t n = tokenizer_stream_push(&c->decoder, t->token, text, sizeof(text));
+    c->decoded += n;
+    if (hold(c, text, n) == 0) stopped = release_held(c, 0);
+    if (stopped) end_choice(c, OPENAI_FINISH_STOP);
     gateway_request_wake(r);
     pthread_mutex_unlock(&r->lock);
     /* outside the request's lock: the instance lock is taken before it */
-    if (stopped) gateway_instance_cancel(r->instance, r);
+    if (stopped) gateway_instance_cancel_choice(r->instance, c);
 }
 
 void gateway_request_fail(struct gateway_request *r, int status, const char *message) {
@@ -383,27 +434,31 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
         r->error_json = openai_error_json(&e);
         r->failed = status;
         if (r->body.stream) append_event(r, strdup(r->error_json ? r->error_json : "{}"));
-        finish_output(r, OPENAI_FINISH_NONE);
+        end_output(r);
     }
     pthread_mutex_unlock(&r->lock);
 }
 
-void gateway_request_on_finished(struct gateway_request *r, const struct runner_finished *f) {
+void gateway_request_on_finished(struct gateway_choice *c, const struct runner_finished *f) {
+    struct gateway_request *r = c->request;
     char text[64];
     static const int status_of[] = {[RUNNER_ERROR_INTERNAL] = 500,
                                     [RUNNER_ERROR_BAD_REQUEST] = 400,
                                     [RUNNER_ERROR_OVER_CAPACITY] = 429,
                                     [RUNNER_ERROR_OUT_OF_MEMORY] = 503};
     if (f->reason == RUNNER_FINISH_ERROR) {
+        /* the choices live and die together: one's error is the request's,
+         * and the others are cancelled (outside the request's lock) */
         gateway_request_fail(r, status_of[f->category], f->message);
+        gateway_instance_cancel(r->instance, r);
         return;
     }
     pthread_mutex_lock(&r->lock);
-    if (!r->done && f->reason != RUNNER_FINISH_CANCELLED) {
-        size_t n = tokenizer_stream_flush(&r->decoder, text, sizeof(text));
-        int stopped = hold(r, text, n) == 0 && release_held(r, 1);
+    if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED) {
+        size_t n = tokenizer_stream_flush(&c->decoder, text, sizeof(text));
+        int stopped = hold(c, text, n) == 0 && release_held(c, 1);
         int length = f->reason == RUNNER_FINISH_LENGTH && !stopped;
-        finish_output(r, length ? OPENAI_FINISH_LENGTH : OPENAI_FINISH_STOP);
+        end_choice(c, length ? OPENAI_FINISH_LENGTH : OPENAI_FINISH_STOP);
     }
     pthread_mutex_unlock(&r->lock);
 }

@@ -130,6 +130,19 @@ describe('chat.completions', () => {
     assert.ok(s.contentChunks <= s.usage[0].completion_tokens);
   });
 
+  test('n: 2 gives two choices, each sampled with its own seed', async () => {
+    const params = { model: MODEL, messages: CHAT, max_tokens: 8, seed: 9, temperature: 1 };
+    const r = await main.chat.completions.create({ ...params, n: 2 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    for (const [i, choice] of r.choices.entries()) {
+      assert.equal(choice.message.role, 'assistant');
+      // choice i samples with seed + i: what a request of one choice with that seed gives
+      const one = await main.chat.completions.create({ ...params, seed: params.seed + i });
+      assert.equal(choice.message.content, one.choices[0].message.content);
+    }
+    checkUsage(r.usage, 16);
+  });
+
   test('streaming without include_usage has no usage chunk', async () => {
     const stream = await main.chat.completions.create({ model: MODEL, messages: CHAT, max_tokens: 4, stream: true });
     const s = await drain(stream, chatText);
