@@ -99,7 +99,8 @@ static double median(double *v, int n) {
 static struct runner *make_runner(struct engine *e, int max_sequences, int budget) {
     char err[256];
     struct runner *r = NULL;
-    struct runner_params p = {max_sequences, 256, budget, 64, 0, {0}, 1}; /* the default cache */
+    struct runner_params p = {max_sequences, 256, budget, 64, 0,
+                              {0},           1,   NULL}; /* the default cache */
     if (runner_create(&r, e, &p, &sink, err, sizeof(err))) fprintf(stderr, "%s\n", err);
     return r;
 }

@@ -103,11 +103,14 @@ static void check_head(const cJSON *root, const char *id, const char *object) {
     CHECK(is_string(get(root, "model"), "kjv2m"));
 }
 
-static void check_usage(const cJSON *usage, int prompt, int completion) {
-    CHECK(cJSON_IsObject(usage) && cJSON_GetArraySize(usage) == 3);
+static void check_usage(const cJSON *usage, int prompt, int completion, int cached) {
+    CHECK(cJSON_IsObject(usage) && cJSON_GetArraySize(usage) == 4);
     CHECK(is_number(get(usage, "prompt_tokens"), prompt));
     CHECK(is_number(get(usage, "completion_tokens"), completion));
     CHECK(is_number(get(usage, "total_tokens"), prompt + completion));
+    const cJSON *details = get(usage, "prompt_tokens_details");
+    CHECK(cJSON_IsObject(details) && cJSON_GetArraySize(details) == 1);
+    CHECK(is_number(get(details, "cached_tokens"), cached));
 }
 
 /* Escaping checks on the printed text itself: no raw control characters. */
@@ -124,7 +127,7 @@ static struct openai_response chat_response(int logprobs, int include_usage) {
 
 static void test_chat_completion(void) {
     struct openai_response response = chat_response(0, 0);
-    struct openai_result result = {tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5}, 0, NULL};
+    struct openai_result result = {tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5, 8}, 0, NULL};
     char *text = openai_completion_json(&response, &result);
     check_printed(text);
     cJSON *root = parse_json(text);
@@ -136,7 +139,7 @@ static void test_chat_completion(void) {
     CHECK(cJSON_IsNull(get(message, "refusal")));
     CHECK(cJSON_IsNull(get(choice, "logprobs")));
     CHECK(is_string(get(choice, "finish_reason"), "stop"));
-    check_usage(get(root, "usage"), 12, 5);
+    check_usage(get(root, "usage"), 12, 5, 8);
     cJSON_Delete(root);
     free(text);
 
@@ -216,7 +219,7 @@ static void test_chat_logprobs(void) {
     struct openai_token tokens[2];
     fill_tokens(tokens);
     struct openai_response response = chat_response(1, 0);
-    struct openai_result result = {"He\xE6\x97", 4, OPENAI_FINISH_LENGTH, {3, 2}, 2, tokens};
+    struct openai_result result = {"He\xE6\x97", 4, OPENAI_FINISH_LENGTH, {3, 2, 0}, 2, tokens};
     char *text = openai_completion_json(&response, &result);
     /* Shortest float form: -0.123f prints as -0.123. */
     CHECK(text != NULL && strstr(text, "\"logprob\":-0.123,") != NULL);
@@ -266,12 +269,12 @@ static void test_chat_chunks(void) {
     cJSON_Delete(root);
     free(text);
 
-    struct openai_usage usage = {9, 4};
+    struct openai_usage usage = {9, 4, 0};
     text = openai_usage_chunk_json(&response, &usage);
     root = parse_json(text);
     check_head(root, "chatcmpl-0123abcd", "chat.completion.chunk");
     CHECK(cJSON_IsArray(get(root, "choices")) && cJSON_GetArraySize(get(root, "choices")) == 0);
-    check_usage(get(root, "usage"), 9, 4);
+    check_usage(get(root, "usage"), 9, 4, 0);
     cJSON_Delete(root);
     free(text);
 
@@ -333,7 +336,7 @@ static void test_text_completion(void) {
     fill_completion_tokens(tokens);
     struct openai_response response = {OPENAI_COMPLETION, "cmpl-77", "kjv2m", 1732900000, 1, 0};
     struct openai_result result = {
-        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3}, 3, tokens};
+        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens};
     char *text = openai_completion_json(&response, &result);
     cJSON *root = parse_json(text);
     check_head(root, "cmpl-77", "text_completion");
@@ -341,7 +344,7 @@ static void test_text_completion(void) {
     CHECK(is_string(get(choice, "text"), "Hello w\xC3\xB6rld"));
     CHECK(is_string(get(choice, "finish_reason"), "length"));
     check_completion_logprobs(get(choice, "logprobs"), 0);
-    check_usage(get(root, "usage"), 4, 3);
+    check_usage(get(root, "usage"), 4, 3, 0);
     cJSON_Delete(root);
     free(text);
 
@@ -372,12 +375,12 @@ static void test_text_completion(void) {
     cJSON_Delete(root);
     free(text);
 
-    struct openai_usage usage = {4, 3};
+    struct openai_usage usage = {4, 3, 0};
     text = openai_usage_chunk_json(&response, &usage);
     root = parse_json(text);
     check_head(root, "cmpl-77", "text_completion");
     CHECK(cJSON_GetArraySize(get(root, "choices")) == 0);
-    check_usage(get(root, "usage"), 4, 3);
+    check_usage(get(root, "usage"), 4, 3, 0);
     cJSON_Delete(root);
     free(text);
 
@@ -396,11 +399,11 @@ static void test_choices(void) {
     struct openai_token tokens[3];
     fill_completion_tokens(tokens);
     struct openai_result results[3] = {
-        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3}, 3, tokens},
-        {"", 0, OPENAI_FINISH_STOP, {4, 1}, 0, NULL},
-        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2}, 1, tokens},
+        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens},
+        {"", 0, OPENAI_FINISH_STOP, {4, 1, 0}, 0, NULL},
+        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2, 0}, 1, tokens},
     };
-    struct openai_usage usage = {4, 6};
+    struct openai_usage usage = {4, 6, 2};
     for (int chat = 0; chat < 2; chat++) {
         struct openai_response response = {
             chat ? OPENAI_CHAT : OPENAI_COMPLETION, "id-3", "kjv2m", 1732900000, 1, 0};
@@ -420,7 +423,7 @@ static void test_choices(void) {
             CHECK(is_string(get(choice, "finish_reason"), i == 0 ? "length" : "stop"));
             CHECK(cJSON_GetArraySize(entries) == results[i].n_tokens);
         }
-        check_usage(get(root, "usage"), 4, 6);
+        check_usage(get(root, "usage"), 4, 6, 2);
         cJSON_Delete(root);
         free(text);
 

@@ -27,6 +27,12 @@ static void check_same_request(const struct runner_request *a, const struct runn
     CHECK(a->top_logprobs == b->top_logprobs && a->ignore_eos == b->ignore_eos);
     CHECK(a->resumed == b->resumed);
     CHECK(a->n_prompt == b->n_prompt && a->n_stops == b->n_stops);
+    CHECK(a->n_biases == b->n_biases);
+    for (int i = 0; i < a->n_biases && a->n_biases == b->n_biases; i++)
+        CHECK(a->biases[i].token == b->biases[i].token &&
+              same_float(a->biases[i].bias, b->biases[i].bias));
+    CHECK(a->grammar == NULL ? b->grammar == NULL
+                             : b->grammar != NULL && strcmp(a->grammar, b->grammar) == 0);
     if (a->n_prompt != b->n_prompt || a->n_stops != b->n_stops) return;
     CHECK(memcmp(a->prompt, b->prompt, (size_t)a->n_prompt * sizeof(int)) == 0);
     for (int i = 0; i < a->n_stops; i++) {
@@ -54,6 +60,18 @@ static void test_round_trip_add(void) {
     struct sample_add s;
     sample_add_init(&s);
     round_trip_request(&s.request);
+
+    /* logit biases at their bounds, and a grammar with every byte but NUL */
+    static struct runner_bias biases[RUNNER_BIASES_MAX];
+    static char grammar[300];
+    for (int i = 0; i < RUNNER_BIASES_MAX; i++)
+        biases[i] = (struct runner_bias){i * 401, i % 2 ? -RUNNER_BIAS_LIMIT : RUNNER_BIAS_LIMIT};
+    for (int i = 0; i < 255; i++) grammar[i] = (char)(i + 1);
+    s.request.n_biases = RUNNER_BIASES_MAX;
+    s.request.biases = biases;
+    s.request.grammar = grammar;
+    round_trip_request(&s.request);
+    sample_add_init(&s);
 
     /* Every bound that is allowed: 16 stops of 64 tokens, edge sampling values. */
     static int stop_tokens[RUNNER_STOPS_MAX][RUNNER_STOP_TOKENS_MAX];
@@ -427,8 +445,8 @@ static void test_frame_limit(void) {
     struct runner_buffer buffer = {0};
     struct sample_add s;
     sample_add_init(&s);
-    /* 72 fixed bytes without stops, then 4 per prompt token. */
-    int n_fit = (int)((RUNNER_FRAME_MAX - 72) / 4);
+    /* 80 fixed bytes without stops, biases or grammar, then 4 per prompt token. */
+    int n_fit = (int)((RUNNER_FRAME_MAX - 80) / 4);
     int *prompt = calloc((size_t)n_fit + 1, sizeof(int));
     s.request.prompt = prompt;
     s.request.n_stops = 0;

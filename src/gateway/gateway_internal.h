@@ -71,7 +71,9 @@ struct gateway_request {
     char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
     int *prompt;                       /* (n_prompt) the prompt's tokens */
     int n_prompt;
-    int max_tokens;                 /* tokens to generate at most, per choice */
+    int n_cached;   /* lock: prompt tokens a choice's runner found in its prefix cache (the most
+                       of any choice) */
+    int max_tokens; /* tokens to generate at most, per choice */
     uint64_t arrival_us;            /* when it was accepted */
     struct gateway_choice *choices; /* (n_choices) body.n of them */
     int n_choices;
@@ -165,9 +167,11 @@ struct gateway_instance {
 /* The metric families of GET /metrics (observe.c). */
 struct gateway_metrics {
     struct metrics_registry registry;
-    struct metrics_metric *requests;                                   /* {model, status} */
-    struct metrics_metric *prompt_tokens;                              /* {model} */
-    struct metrics_metric *generated_tokens;                           /* {model} */
+    struct metrics_metric *requests;         /* {model, status} */
+    struct metrics_metric *prompt_tokens;    /* {model} */
+    struct metrics_metric *cached_tokens;    /* {model} prompt tokens found in the prefix cache */
+    struct metrics_metric *kv_cached;        /* {model} gauge: blocks in the prefix cache */
+    struct metrics_metric *generated_tokens; /* {model} */
     struct metrics_metric *time_to_first_token, *inter_token_latency;  /* {model} seconds */
     struct metrics_metric *queue_depth, *running, *kv_used, *kv_total; /* {model} gauges */
     struct metrics_metric *step_seconds;                               /* {model} */
@@ -212,8 +216,9 @@ void gateway_request_on_finished(struct gateway_choice *choice,
 /* Ends it with an error (status, message) if it is not done; its choices
  * still in the instance's table are the caller's to drop. */
 void gateway_request_fail(struct gateway_request *request, int status, const char *message);
-/* Tokens generated over all its choices (lock held). */
-int gateway_request_generated(const struct gateway_request *request);
+/* Its usage: the prompt once, the tokens generated over all its choices
+ * (lock held). */
+struct openai_usage gateway_request_usage(const struct gateway_request *request);
 /* Adds an SSE comment if the stream has been quiet; wakes its connection. */
 void gateway_request_keep_alive(struct gateway_request *request, uint64_t now_us);
 /* Wakes the HTTP connection if it waits (lock held). */
@@ -287,6 +292,8 @@ void gateway_screen_free(struct gateway *gateway);
 int gateway_metrics_init(struct gateway *gateway);
 void gateway_observe_request(struct gateway *gateway, const char *model, int status);
 void gateway_observe_tokens(struct gateway_instance *instance, int prompt, int generated);
+/* Prompt tokens a request found in the runner's prefix cache. */
+void gateway_observe_cached(struct gateway_instance *instance, int cached);
 void gateway_observe_latency(struct gateway_instance *instance, double ttft, double itl);
 void gateway_observe_heartbeat(struct gateway_instance *instance,
                                const struct runner_heartbeat *heartbeat);

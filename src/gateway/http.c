@@ -252,12 +252,12 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
             .text = choice->text.data ? (const char *)choice->text.data : "",
             .length = choice->text.length,
             .finish = choice->finish,
-            .usage = {r->n_prompt, choice->n_generated},
+            .usage = {r->n_prompt, choice->n_generated, r->n_cached},
             .n_tokens = r->body.logprobs ? choice->n_shown : 0,
             .tokens = choice->token_reports,
         };
     }
-    struct openai_usage usage = {r->n_prompt, gateway_request_generated(r)};
+    struct openai_usage usage = gateway_request_usage(r);
     int n = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
     return send_text(c, call, 200, "application/json",
                      openai_choices_json(&r->response, results, n, &usage));
@@ -468,11 +468,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         int abandoned = !r->done || why != MHD_REQUEST_TERMINATED_COMPLETED_OK;
         r->abandoned = abandoned;
         if (!r->done) r->done = 1;
-        int generated = gateway_request_generated(r);
+        struct openai_usage usage = gateway_request_usage(r);
         pthread_mutex_unlock(&r->lock);
         /* every choice goes with the client */
         if (abandoned) gateway_instance_cancel(r->instance, r);
-        gateway_observe_tokens(r->instance, 0, generated);
+        gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
+        gateway_observe_cached(r->instance, usage.cached_tokens);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {

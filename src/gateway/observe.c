@@ -32,6 +32,14 @@ int gateway_metrics_init(struct gateway *g) {
     m->prompt_tokens =
         metrics_register_counter(r, "lockstep_prompt_tokens_total", "prompt tokens received",
                                  "model", NULL, err, sizeof(err));
+    m->cached_tokens = metrics_register_counter(
+        r, "lockstep_prompt_tokens_cached_total",
+        "prompt tokens found in the runner's prefix cache (not computed again)", "model", NULL, err,
+        sizeof(err));
+    m->kv_cached = metrics_register_gauge(
+        r, "lockstep_kv_blocks_cached",
+        "KV cache blocks in the prefix cache (held by sequences or evictable)", "model", NULL, err,
+        sizeof(err));
     m->generated_tokens = metrics_register_counter(
         r, "lockstep_generated_tokens_total", "tokens generated", "model", NULL, err, sizeof(err));
     m->time_to_first_token = metrics_register_histogram(
@@ -72,8 +80,8 @@ int gateway_metrics_init(struct gateway *g) {
         r, "lockstep_recovery_seconds",
         "from a runner's death or stuck detection until its replacement is ready", "model", NULL,
         fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
-    return m->requests && m->restarts && m->step_seconds && m->overhead && m->stuck &&
-                   m->detection_seconds && m->recovery_seconds
+    return m->requests && m->cached_tokens && m->kv_cached && m->restarts && m->step_seconds &&
+                   m->overhead && m->stuck && m->detection_seconds && m->recovery_seconds
                ? 0
                : -1;
 }
@@ -90,6 +98,11 @@ void gateway_observe_tokens(struct gateway_instance *in, int prompt, int generat
     if (generated) metrics_add(metrics_series_get(m->generated_tokens, in->name, NULL), generated);
 }
 
+void gateway_observe_cached(struct gateway_instance *in, int cached) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    if (cached) metrics_add(metrics_series_get(m->cached_tokens, in->name, NULL), cached);
+}
+
 void gateway_observe_latency(struct gateway_instance *in, double ttft, double itl) {
     struct gateway_metrics *m = &in->gateway->metrics;
     if (ttft >= 0)
@@ -103,6 +116,7 @@ void gateway_observe_heartbeat(struct gateway_instance *in, const struct runner_
     metrics_set(metrics_series_get(m->running, in->name, NULL), h->n_running);
     metrics_set(metrics_series_get(m->kv_used, in->name, NULL), h->kv_blocks_used);
     metrics_set(metrics_series_get(m->kv_total, in->name, NULL), h->kv_blocks_total);
+    metrics_set(metrics_series_get(m->kv_cached, in->name, NULL), h->kv_blocks_cached);
     metrics_observe(metrics_series_get(m->step_seconds, in->name, NULL),
                     (double)(h->end_us - h->start_us) * 1e-6);
 }

@@ -154,6 +154,8 @@ struct openai_token {
 struct openai_usage {
     int prompt_tokens;     /* tokens the prompt was encoded to */
     int completion_tokens; /* tokens generated */
+    int cached_tokens;     /* of the prompt's, found in the runner's prefix cache
+                              (prompt_tokens_details.cached_tokens) */
 };
 
 /* What every response body of one request shares. */

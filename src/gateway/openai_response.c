@@ -209,6 +209,9 @@ static cJSON *json_usage(const struct openai_usage *usage, int *failed) {
     json_add(object, "completion_tokens", cJSON_CreateNumber(usage->completion_tokens), failed);
     json_add(object, "total_tokens",
              cJSON_CreateNumber((double)usage->prompt_tokens + usage->completion_tokens), failed);
+    cJSON *details = cJSON_CreateObject();
+    json_add(details, "cached_tokens", cJSON_CreateNumber(usage->cached_tokens), failed);
+    json_add(object, "prompt_tokens_details", details, failed);
     return object;
 }
 

@@ -235,10 +235,10 @@ void gateway_request_release(struct gateway_request *r) {
     free(r);
 }
 
-int gateway_request_generated(const struct gateway_request *r) {
-    int generated = 0;
-    for (int i = 0; i < r->n_choices; i++) generated += r->choices[i].n_generated;
-    return generated;
+struct openai_usage gateway_request_usage(const struct gateway_request *r) {
+    struct openai_usage usage = {r->n_prompt, 0, r->n_cached};
+    for (int i = 0; i < r->n_choices; i++) usage.completion_tokens += r->choices[i].n_generated;
+    return usage;
 }
 
 /* ---------- output ---------- */
@@ -351,7 +351,7 @@ static void end_output(struct gateway_request *r) {
     r->done = 1;
     if (r->body.stream) {
         if (r->body.include_usage) {
-            struct openai_usage u = {r->n_prompt, gateway_request_generated(r)};
+            struct openai_usage u = gateway_request_usage(r);
             append_event(r, openai_usage_chunk_json(&r->response, &u));
         }
         static const char done[] = "data: [DONE]\n\n";
@@ -454,6 +454,10 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
         return;
     }
     pthread_mutex_lock(&r->lock);
+    /* a resumed choice's prompt holds its tokens so far: only the
+     * request's own prompt counts */
+    int cached = f->n_cached < r->n_prompt ? f->n_cached : r->n_prompt;
+    if (cached > r->n_cached) r->n_cached = cached;
     if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED) {
         size_t n = tokenizer_stream_flush(&c->decoder, text, sizeof(text));
         int stopped = hold(c, text, n) == 0 && release_held(c, 1);

@@ -182,6 +182,23 @@ static int protocol_check_request(const struct protocol_report *report,
         snprintf(field, sizeof(field), "stops[%d].tokens", i);
         if (protocol_check_tokens(report, field, stop->tokens, stop->n_tokens)) return -1;
     }
+    if (protocol_check_range(report, "n_biases", request->n_biases, 0, RUNNER_BIASES_MAX))
+        return -1;
+    if (request->n_biases > 0 && request->biases == NULL)
+        return protocol_fail(report, "biases is NULL with n_biases %d", request->n_biases);
+    for (int i = 0; i < request->n_biases; i++) {
+        char field[PROTOCOL_FIELD_NAME];
+        snprintf(field, sizeof(field), "biases[%d].token", i);
+        if (protocol_check_at_least(report, field, request->biases[i].token, 0)) return -1;
+        snprintf(field, sizeof(field), "biases[%d].bias", i);
+        float bias = request->biases[i].bias;
+        if (!(bias >= -RUNNER_BIAS_LIMIT && bias <= RUNNER_BIAS_LIMIT))
+            return protocol_fail(report, "%s %g is not in [-%g, %g]", field, (double)bias,
+                                 (double)RUNNER_BIAS_LIMIT, (double)RUNNER_BIAS_LIMIT);
+    }
+    if (request->grammar && strlen(request->grammar) > RUNNER_GRAMMAR_MAX)
+        return protocol_fail(report, "grammar of %zu bytes exceeds %u", strlen(request->grammar),
+                             RUNNER_GRAMMAR_MAX);
     if (protocol_check_at_least(report, "n_prompt", request->n_prompt, 1) ||
         protocol_check_tokens(report, "prompt", request->prompt, request->n_prompt))
         return -1;
@@ -369,6 +386,12 @@ int runner_encode_add(struct runner_buffer *out, const struct runner_request *re
         writer_put_u32(&writer, (uint32_t)stop->n_tokens);
         for (int j = 0; j < stop->n_tokens; j++) writer_put_i32(&writer, stop->tokens[j]);
     }
+    writer_put_u32(&writer, (uint32_t)request->n_biases);
+    for (int i = 0; i < request->n_biases; i++) {
+        writer_put_i32(&writer, request->biases[i].token);
+        writer_put_f32(&writer, request->biases[i].bias);
+    }
+    writer_put_string(&writer, request->grammar ? request->grammar : "");
     writer_put_u32(&writer, (uint32_t)request->n_prompt);
     for (int i = 0; i < request->n_prompt; i++) writer_put_i32(&writer, request->prompt[i]);
     return writer_end(&writer, &report);
@@ -675,6 +698,43 @@ static int reader_stops(struct protocol_reader *reader, struct runner_request *r
     return 0;
 }
 
+/* The n_biases (token, bias) pairs of an ADD payload. */
+static int reader_biases(struct protocol_reader *reader, struct runner_request *request) {
+    uint32_t n;
+    if (reader_count(reader, "n_biases", 0, RUNNER_BIASES_MAX, 8, &n)) return -1;
+    if (n == 0) return 0;
+    request->biases = calloc(n, sizeof(*request->biases));
+    if (request->biases == NULL)
+        return protocol_fail(&reader->report, "out of memory for %" PRIu32 " biases", n);
+    request->n_biases = (int)n;
+    for (int i = 0; i < request->n_biases; i++)
+        if (reader_i32(reader, "biases.token", &request->biases[i].token) ||
+            reader_f32(reader, "biases.bias", &request->biases[i].bias))
+            return -1;
+    return 0;
+}
+
+/* The grammar text of an ADD payload: empty is none; a NUL inside is an
+ * error. */
+static int reader_grammar(struct protocol_reader *reader, struct runner_request *request) {
+    uint32_t length;
+    const uint8_t *bytes = NULL;
+    if (reader_count(reader, "grammar length", 0, RUNNER_GRAMMAR_MAX, 1, &length) ||
+        reader_take(reader, length, "grammar", &bytes))
+        return -1;
+    if (length == 0) return 0;
+    const uint8_t *nul = memchr(bytes, '\0', length);
+    if (nul != NULL)
+        return protocol_fail(&reader->report, "grammar has a NUL byte at offset %td", nul - bytes);
+    request->grammar = malloc((size_t)length + 1);
+    if (request->grammar == NULL)
+        return protocol_fail(&reader->report, "out of memory for a grammar of %" PRIu32 " bytes",
+                             length);
+    memcpy(request->grammar, bytes, length);
+    request->grammar[length] = '\0';
+    return 0;
+}
+
 int runner_decode_add(const struct runner_frame *frame, struct runner_request *request, char *err,
                       size_t errlen) {
     struct protocol_reader reader;
@@ -705,6 +765,7 @@ int runner_decode_add(const struct runner_frame *frame, struct runner_request *r
     decoded.ignore_eos = (flags & PROTOCOL_FLAG_IGNORE_EOS) != 0;
     if (reader_i32(&reader, "top_logprobs", &decoded.top_logprobs) ||
         reader_i32(&reader, "resumed", &decoded.resumed) || reader_stops(&reader, &decoded) ||
+        reader_biases(&reader, &decoded) || reader_grammar(&reader, &decoded) ||
         reader_tokens(&reader, "n_prompt", "prompt", 1, INT_MAX, &decoded.prompt,
                       &decoded.n_prompt) ||
         reader_end(&reader, "prompt") || protocol_check_request(&reader.report, &decoded))
@@ -841,6 +902,11 @@ void runner_request_free(struct runner_request *request) {
         free(request->stops[i].tokens);
     free(request->stops);
     free(request->prompt);
+    free(request->biases);
+    free(request->grammar);
+    request->biases = NULL;
+    request->n_biases = 0;
+    request->grammar = NULL;
     request->stops = NULL;
     request->n_stops = 0;
     request->prompt = NULL;

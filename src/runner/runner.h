@@ -20,13 +20,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct engine; /* engine/engine.h: the leader's engine, for runner_create */
+struct engine;    /* engine/engine.h: the leader's engine, for runner_create */
+struct tokenizer; /* tokenizer/tokenizer.h: the model's vocabulary, for grammars */
 
 /* ======================= requests and events ======================= */
 
-#define RUNNER_TOP_LOGPROBS_MAX 20 /* alternatives per token a request may ask for */
-#define RUNNER_STOPS_MAX        16 /* stop sequences per request */
-#define RUNNER_STOP_TOKENS_MAX  64 /* tokens per stop sequence */
+#define RUNNER_TOP_LOGPROBS_MAX 20         /* alternatives per token a request may ask for */
+#define RUNNER_STOPS_MAX        16         /* stop sequences per request */
+#define RUNNER_STOP_TOKENS_MAX  64         /* tokens per stop sequence */
+#define RUNNER_BIASES_MAX       300        /* logit biases per request (OpenAI's limit) */
+#define RUNNER_BIAS_LIMIT       100.0f     /* a bias is in [-limit, limit]; -limit bans the token */
+#define RUNNER_GRAMMAR_MAX      (1u << 20) /* bytes of a request's grammar text */
 
 /* A token sequence that ends generation when the output ends with it. */
 struct runner_stop {
@@ -72,10 +76,21 @@ struct runner_request {
     int *prompt;                     /* (n_prompt) token ids */
     int n_stops;                     /* 0..RUNNER_STOPS_MAX */
     struct runner_stop *stops;       /* (n_stops) */
+    int n_biases;                    /* 0..RUNNER_BIASES_MAX */
+    struct runner_bias *biases;      /* (n_biases) added to the logits before sampling */
+    char *grammar;                   /* GBNF text the output must match (src/grammar), NUL-
+                                        terminated, at most RUNNER_GRAMMAR_MAX bytes; NULL: none */
 };
 
-/* Frees what a decoded or copied request owns (prompt, stops). */
+/* Frees what a decoded or copied request owns (prompt, stops, biases,
+ * grammar). */
 void runner_request_free(struct runner_request *request);
+
+/* A bias added to one token's logit before sampling. */
+struct runner_bias {
+    int token;  /* id in the vocabulary */
+    float bias; /* in [-RUNNER_BIAS_LIMIT, RUNNER_BIAS_LIMIT]; -RUNNER_BIAS_LIMIT bans it */
+};
 
 /* One of the top_logprobs alternatives of a token. */
 struct runner_alternative {
@@ -160,7 +175,8 @@ struct runner_hello {
  *              repeat_penalty; i32 repeat_last_n; u64 seed; f32 presence_penalty,
  *              frequency_penalty; i32 max_tokens;
  *              u32 flags (1 logprobs, 2 ignore_eos); i32 top_logprobs; i32 resumed;
- *              u32 n_stops, each u32 n + n i32 tokens; u32 n_prompt + i32 tokens
+ *              u32 n_stops, each u32 n + n i32 tokens; u32 n_biases, each i32 token,
+ *              f32 bias; u32 n + n bytes grammar (0: none); u32 n_prompt + i32 tokens
  *   CANCEL     u64 id
  *   TOKEN      u64 id; i32 token; f32 logprob; u32 n_top + n_top (i32, f32)
  *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated, n_cached; u32 category;
@@ -306,6 +322,8 @@ struct runner_params {
     int n_eos;               /* entries of eos */
     int eos[RUNNER_EOS_MAX]; /* tokens that end a sequence (EOS, end-of-turn) */
     int prefix_cache;        /* 1: reuse cached KV blocks of earlier prompts (engine.h) */
+    const struct tokenizer *tokenizer; /* the tokens' bytes, which grammars match; NULL: requests
+                                          with a grammar are refused */
 };
 
 /* Where the runner's reports go; called from runner_submit, runner_cancel

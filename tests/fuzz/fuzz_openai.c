@@ -239,7 +239,7 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
         {0, NULL, 0, OPENAI_FINISH_LENGTH, 0, NULL, openai_text_chars(text, strlen(text))},
     };
     for (int i = 0; i < 3; i++) cJSON_Delete(check_body(openai_chunk_json(&response, &deltas[i])));
-    struct openai_usage usage = {1, n_tokens};
+    struct openai_usage usage = {1, n_tokens, 0};
     cJSON_Delete(check_body(openai_usage_chunk_json(&response, &usage)));
     const char *ids[2] = {model, text};
     const int contexts[2] = {n_tokens, 0};

@@ -1,7 +1,8 @@
 /* fuzz_runner_protocol_seeds.c -- writes the seed corpus for
  * fuzz_runner_protocol into the directory given as argv[1]: a frame of every
  * message type, frames at the limits the decoders accept (16 stops, 20
- * alternatives, boundary sampling values), strings longer than the arrays
+ * alternatives, boundary sampling values, logit biases and a grammar),
+ * strings longer than the arrays
  * they are decoded into, and all seven types back to back, whole and cut
  * short. Run by CTest before the fuzzer; tests/fuzz/corpus-runner keeps a
  * few of these frames in the repository as well. */
@@ -81,6 +82,15 @@ int main(int argc, char **argv) {
     one.length = 0;
     failed |= runner_encode_add(&one, &request, err, sizeof(err));
     failed |= write_seed(dir, "add-limits.bin", &one, one.length);
+
+    struct runner_bias biases[2] = {{29889, -100.0f}, {13, 2.5f}};
+    char grammar[] = "root ::= \"{\" [a-z]+ \"}\"";
+    request.n_biases = 2;
+    request.biases = biases;
+    request.grammar = grammar;
+    one.length = 0;
+    failed |= runner_encode_add(&one, &request, err, sizeof(err));
+    failed |= write_seed(dir, "add-grammar.bin", &one, one.length);
 
     one.length = 0;
     failed |= runner_encode_cancel(&one, 0x8000000000000001ull, err, sizeof(err));
