@@ -69,14 +69,15 @@ static const struct conversation conversations[] = {
 static int messages_of(const struct conversation *c, int k, const char *answer_k,
                        struct tokenizer_chat_message *m) {
     int n = 0;
-    if (c->system) m[n++] = (struct tokenizer_chat_message){"system", c->system};
+    if (c->system) m[n++] = (struct tokenizer_chat_message){.role = "system", .content = c->system};
     for (int i = 0; i < k; i++) {
-        m[n++] = (struct tokenizer_chat_message){"user", c->users[i]};
-        if (i + 1 < k) m[n++] = (struct tokenizer_chat_message){"assistant", c->answers[i]};
+        m[n++] = (struct tokenizer_chat_message){.role = "user", .content = c->users[i]};
+        if (i + 1 < k)
+            m[n++] = (struct tokenizer_chat_message){.role = "assistant", .content = c->answers[i]};
     }
     if (answer_k) {
-        m[n++] = (struct tokenizer_chat_message){"assistant", answer_k};
-        m[n++] = (struct tokenizer_chat_message){"user", c->users[k]};
+        m[n++] = (struct tokenizer_chat_message){.role = "assistant", .content = answer_k};
+        m[n++] = (struct tokenizer_chat_message){.role = "user", .content = c->users[k]};
     }
     return n;
 }

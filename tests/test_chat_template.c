@@ -25,10 +25,10 @@
 /* ---- templates ---- */
 
 static const struct tokenizer_chat_message conversation[4] = {
-    {"system", "You are a helpful assistant."},
-    {"user", "Hello!"},
-    {"assistant", "Hi there. How can I help?"},
-    {"user", "What is 2+2?"},
+    {.role = "system", .content = "You are a helpful assistant."},
+    {.role = "user", .content = "Hello!"},
+    {.role = "assistant", .content = "Hi there. How can I help?"},
+    {.role = "user", .content = "What is 2+2?"},
 };
 
 /* One family's rendering of conversation, as its reference template gives it. */
@@ -112,27 +112,29 @@ static void check_families(void) {
 /* Conversations that exercise one rule each. */
 static void check_rules(void) {
     /* Without a system message. */
-    const struct tokenizer_chat_message user_only[1] = {{"user", "Hello!"}};
+    const struct tokenizer_chat_message user_only[1] = {{.role = "user", .content = "Hello!"}};
     check_format(TOKENIZER_CHAT_LLAMA2, user_only, 1, 1, "<s>", "</s>", "<s>[INST] Hello! [/INST]");
     check_format(TOKENIZER_CHAT_MISTRAL, user_only, 1, 1, "<s>", "</s>",
                  "<s> [INST] Hello! [/INST]");
     /* Llama 2 strips the whole first block: an empty user message takes the
      * "\n\n" after <</SYS>> with it. */
-    const struct tokenizer_chat_message blank[2] = {{"system", " Be brief. "}, {"user", " \n "}};
+    const struct tokenizer_chat_message blank[2] = {{.role = "system", .content = " Be brief. "},
+                                                    {.role = "user", .content = " \n "}};
     check_format(TOKENIZER_CHAT_LLAMA2, blank, 2, 1, "<s>", "</s>",
                  "<s>[INST] <<SYS>>\n Be brief. \n<</SYS>> [/INST]");
     /* Llama 3 trims each content like Python's str.strip(): Unicode spaces
      * (U+00A0, U+2003, U+3000) too, but not a byte that is not UTF-8. */
     const struct tokenizer_chat_message spaced[3] = {
-        {"user", " \t\xc2\xa0Hi\xe2\x80\x83\xe3\x80\x80\n"},
-        {"assistant", NULL},
-        {"user", "\xff "}};
+        {.role = "user", .content = " \t\xc2\xa0Hi\xe2\x80\x83\xe3\x80\x80\n"},
+        {.role = "assistant", .content = NULL},
+        {.role = "user", .content = "\xff "}};
     check_format(TOKENIZER_CHAT_LLAMA3, spaced, 3, 0, "<|begin_of_text|>", NULL,
                  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_"
                  "header_id|>assistant<|end_header_id|>\n\n<|eot_id|><|start_header_id|>user<|end_"
                  "header_id|>\n\n\xff<|eot_id|>");
     /* ChatML and Zephyr keep whitespace; roles may repeat. */
-    const struct tokenizer_chat_message repeated[2] = {{"user", " a "}, {"user", "b\n"}};
+    const struct tokenizer_chat_message repeated[2] = {{.role = "user", .content = " a "},
+                                                       {.role = "user", .content = "b\n"}};
     check_format(TOKENIZER_CHAT_CHATML, repeated, 2, 0, NULL, NULL,
                  "<|im_start|>user\n a <|im_end|>\n<|im_start|>user\nb\n<|im_end|>\n");
     check_format(TOKENIZER_CHAT_ZEPHYR, repeated, 2, 1, NULL, "</s>",
@@ -158,27 +160,32 @@ static void check_refused(enum tokenizer_chat_template family,
 }
 
 static void check_errors(void) {
-    const struct tokenizer_chat_message tool[3] = {
-        {"user", "2+2?"}, {"assistant", "calling"}, {"tool", "4"}};
+    const struct tokenizer_chat_message tool[3] = {{.role = "user", .content = "2+2?"},
+                                                   {.role = "assistant", .content = "calling"},
+                                                   {.role = "tool", .content = "4"}};
     for (int family = TOKENIZER_CHAT_PLAIN; family <= TOKENIZER_CHAT_ZEPHYR; family++)
         check_refused(
             (enum tokenizer_chat_template)family, tool, 3,
             (const char *const[]){"message 2", "'tool'", "system, user and assistant", NULL});
-    const struct tokenizer_chat_message no_role[1] = {{NULL, "hi"}};
+    const struct tokenizer_chat_message no_role[1] = {{.role = NULL, .content = "hi"}};
     check_refused(TOKENIZER_CHAT_CHATML, no_role, 1,
                   (const char *const[]){"chatml", "message 0 has no role", NULL});
     check_refused(TOKENIZER_CHAT_LLAMA3, conversation, 0,
                   (const char *const[]){"llama3", "no messages", NULL});
     /* Llama 2 and Mistral: roles must alternate after an optional system. */
-    const struct tokenizer_chat_message twice[3] = {{"system", "s"}, {"user", "a"}, {"user", "b"}};
+    const struct tokenizer_chat_message twice[3] = {{.role = "system", .content = "s"},
+                                                    {.role = "user", .content = "a"},
+                                                    {.role = "user", .content = "b"}};
     check_refused(TOKENIZER_CHAT_LLAMA2, twice, 3,
                   (const char *const[]){"llama2", "message 2 has role 'user'",
                                         "'assistant' was expected", NULL});
-    const struct tokenizer_chat_message late_system[3] = {
-        {"user", "a"}, {"assistant", "b"}, {"system", "c"}};
+    const struct tokenizer_chat_message late_system[3] = {{.role = "user", .content = "a"},
+                                                          {.role = "assistant", .content = "b"},
+                                                          {.role = "system", .content = "c"}};
     check_refused(TOKENIZER_CHAT_MISTRAL, late_system, 3,
                   (const char *const[]){"mistral", "message 2 has role 'system'", NULL});
-    const struct tokenizer_chat_message assistant_first[1] = {{"assistant", "a"}};
+    const struct tokenizer_chat_message assistant_first[1] = {
+        {.role = "assistant", .content = "a"}};
     check_refused(TOKENIZER_CHAT_LLAMA2, assistant_first, 1,
                   (const char *const[]){"message 0", "'user' was expected", NULL});
     check_refused((enum tokenizer_chat_template)99, conversation, 4,

@@ -31,8 +31,9 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
     for (int i = 0; i < n; i++) {
         /* "developer" is OpenAI's newer name for the system role */
         int developer = !strcmp(r->body.messages[i].role, "developer");
-        m[i] = (struct tokenizer_chat_message){developer ? "system" : r->body.messages[i].role,
-                                               r->body.messages[i].content};
+        m[i] =
+            (struct tokenizer_chat_message){.role = developer ? "system" : r->body.messages[i].role,
+                                            .content = r->body.messages[i].content};
     }
     int rc = tokenizer_chat_apply(in->chat_template, m, n, 1, in->bos_text, in->eos_text, &text,
                                   &length, err, sizeof(err));

@@ -7,11 +7,13 @@
  * request's messages here and tokenizes the text with
  * tokenizer_encode_special, so the control tokens the text spells ("<s>",
  * "<|im_start|>", ...) become single tokens. The formats themselves are
- * documented with enum tokenizer_chat_template in tokenizer.h. */
+ * documented with enum tokenizer_chat_template in tokenizer.h; tools, tool
+ * calls and tool results are chat_tools.c's, on top of these. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/chat_internal.h"
 #include "tokenizer/tokenizer.h"
 
 enum chat_role { ROLE_SYSTEM = 0, ROLE_USER = 1, ROLE_ASSISTANT = 2 };
@@ -25,15 +27,7 @@ static const char *const template_names[] = {"plain",  "llama2",  "llama3",
                                              "chatml", "mistral", "zephyr"};
 #define N_TEMPLATES (int)(sizeof(template_names) / sizeof(template_names[0]))
 
-/* The prompt being built: a growable NUL-terminated string. */
-struct chat_text {
-    char *data; /* (cap) */
-    size_t len; /* bytes written, without the NUL */
-    size_t cap; /* bytes allocated */
-    int failed; /* 1 once an allocation failed; later appends do nothing */
-};
-
-static void append_bytes(struct chat_text *t, const char *s, size_t n) {
+void chat_append_bytes(struct chat_text *t, const char *s, size_t n) {
     if (t->failed) return;
     if (t->cap - t->len < n + 1) {
         size_t cap = t->cap ? t->cap : 256;
@@ -51,9 +45,9 @@ static void append_bytes(struct chat_text *t, const char *s, size_t n) {
     t->data[t->len] = '\0';
 }
 
-/* Appends a C string; NULL appends nothing (bos_text/eos_text may be NULL). */
-static void append(struct chat_text *t, const char *s) {
-    if (s) append_bytes(t, s, strlen(s));
+/* NULL appends nothing: bos_text and eos_text may be NULL. */
+void chat_append(struct chat_text *t, const char *s) {
+    if (s) chat_append_bytes(t, s, strlen(s));
 }
 
 /* 1 if code point cp is whitespace to Python's str.isspace(): what
@@ -95,8 +89,7 @@ static size_t decode_char(const unsigned char *s, size_t n, unsigned *cp) {
     return len;
 }
 
-/* Applies Python's str.strip() to the text written since offset from. */
-static void strip_from(struct chat_text *t, size_t from) {
+void chat_strip_from(struct chat_text *t, size_t from) {
     if (t->failed || !t->data) return;
     const unsigned char *s = (const unsigned char *)t->data;
     size_t start = from, end = t->len, n;
@@ -133,12 +126,12 @@ static const char *content_of(const struct tokenizer_chat_message *message) {
 static void format_plain(struct chat_text *t, const struct tokenizer_chat_message *messages,
                          const int *roles, int n, int add_generation_prompt) {
     for (int i = 0; i < n; i++) {
-        append(t, plain_role_names[roles[i]]);
-        append(t, ": ");
-        append(t, content_of(&messages[i]));
-        append(t, "\n");
+        chat_append(t, plain_role_names[roles[i]]);
+        chat_append(t, ": ");
+        chat_append(t, content_of(&messages[i]));
+        chat_append(t, "\n");
     }
-    if (add_generation_prompt) append(t, "Assistant:");
+    if (add_generation_prompt) chat_append(t, "Assistant:");
 }
 
 /* Llama 2 chat: the system message goes inside the first [INST] block, and
@@ -149,53 +142,53 @@ static void format_llama2(struct chat_text *t, const struct tokenizer_chat_messa
     for (int i = first; i < n; i++) {
         size_t from;
         if (roles[i] == ROLE_USER) {
-            append(t, bos);
-            append(t, "[INST] ");
+            chat_append(t, bos);
+            chat_append(t, "[INST] ");
             from = t->len;
             if (first && i == first) {
-                append(t, "<<SYS>>\n");
-                append(t, content_of(&messages[0]));
-                append(t, "\n<</SYS>>\n\n");
+                chat_append(t, "<<SYS>>\n");
+                chat_append(t, content_of(&messages[0]));
+                chat_append(t, "\n<</SYS>>\n\n");
             }
-            append(t, content_of(&messages[i]));
-            strip_from(t, from);
-            append(t, " [/INST]");
+            chat_append(t, content_of(&messages[i]));
+            chat_strip_from(t, from);
+            chat_append(t, " [/INST]");
         } else {
-            append(t, " ");
+            chat_append(t, " ");
             from = t->len;
-            append(t, content_of(&messages[i]));
-            strip_from(t, from);
-            append(t, " ");
-            append(t, eos);
+            chat_append(t, content_of(&messages[i]));
+            chat_strip_from(t, from);
+            chat_append(t, " ");
+            chat_append(t, eos);
         }
     }
 }
 
 static void format_llama3(struct chat_text *t, const struct tokenizer_chat_message *messages,
                           const int *roles, int n, int add_generation_prompt, const char *bos) {
-    append(t, bos);
+    chat_append(t, bos);
     for (int i = 0; i < n; i++) {
-        append(t, "<|start_header_id|>");
-        append(t, role_names[roles[i]]);
-        append(t, "<|end_header_id|>\n\n");
+        chat_append(t, "<|start_header_id|>");
+        chat_append(t, role_names[roles[i]]);
+        chat_append(t, "<|end_header_id|>\n\n");
         size_t from = t->len;
-        append(t, content_of(&messages[i]));
-        strip_from(t, from);
-        append(t, "<|eot_id|>");
+        chat_append(t, content_of(&messages[i]));
+        chat_strip_from(t, from);
+        chat_append(t, "<|eot_id|>");
     }
-    if (add_generation_prompt) append(t, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (add_generation_prompt) chat_append(t, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 static void format_chatml(struct chat_text *t, const struct tokenizer_chat_message *messages,
                           const int *roles, int n, int add_generation_prompt) {
     for (int i = 0; i < n; i++) {
-        append(t, "<|im_start|>");
-        append(t, role_names[roles[i]]);
-        append(t, "\n");
-        append(t, content_of(&messages[i]));
-        append(t, "<|im_end|>\n");
+        chat_append(t, "<|im_start|>");
+        chat_append(t, role_names[roles[i]]);
+        chat_append(t, "\n");
+        chat_append(t, content_of(&messages[i]));
+        chat_append(t, "<|im_end|>\n");
     }
-    if (add_generation_prompt) append(t, "<|im_start|>assistant\n");
+    if (add_generation_prompt) chat_append(t, "<|im_start|>assistant\n");
 }
 
 /* Mistral v0.2 ("v1" in Mistral's tokenizer naming): the system message is
@@ -203,20 +196,20 @@ static void format_chatml(struct chat_text *t, const struct tokenizer_chat_messa
 static void format_mistral(struct chat_text *t, const struct tokenizer_chat_message *messages,
                            const int *roles, int n, const char *bos, const char *eos) {
     int first = roles[0] == ROLE_SYSTEM;
-    append(t, bos);
+    chat_append(t, bos);
     for (int i = first; i < n; i++) {
         if (roles[i] == ROLE_USER) {
-            append(t, " [INST] ");
+            chat_append(t, " [INST] ");
             if (first && i == first) {
-                append(t, content_of(&messages[0]));
-                append(t, "\n\n");
+                chat_append(t, content_of(&messages[0]));
+                chat_append(t, "\n\n");
             }
-            append(t, content_of(&messages[i]));
-            append(t, " [/INST]");
+            chat_append(t, content_of(&messages[i]));
+            chat_append(t, " [/INST]");
         } else {
-            append(t, " ");
-            append(t, content_of(&messages[i]));
-            append(t, eos);
+            chat_append(t, " ");
+            chat_append(t, content_of(&messages[i]));
+            chat_append(t, eos);
         }
     }
 }
@@ -224,14 +217,14 @@ static void format_mistral(struct chat_text *t, const struct tokenizer_chat_mess
 static void format_zephyr(struct chat_text *t, const struct tokenizer_chat_message *messages,
                           const int *roles, int n, int add_generation_prompt, const char *eos) {
     for (int i = 0; i < n; i++) {
-        append(t, "<|");
-        append(t, role_names[roles[i]]);
-        append(t, "|>\n");
-        append(t, content_of(&messages[i]));
-        append(t, eos);
-        append(t, "\n");
+        chat_append(t, "<|");
+        chat_append(t, role_names[roles[i]]);
+        chat_append(t, "|>\n");
+        chat_append(t, content_of(&messages[i]));
+        chat_append(t, eos);
+        chat_append(t, "\n");
     }
-    if (add_generation_prompt) append(t, "<|assistant|>\n");
+    if (add_generation_prompt) chat_append(t, "<|assistant|>\n");
 }
 
 /* ---- checks ---- */
@@ -379,7 +372,7 @@ int tokenizer_chat_apply(enum tokenizer_chat_template family,
         return -1;
     }
     struct chat_text t = {NULL, 0, 0, 0};
-    append_bytes(&t, "", 0); /* an empty prompt is still a string */
+    chat_append_bytes(&t, "", 0); /* an empty prompt is still a string */
     format_messages(&t, family, messages, roles, n, add_generation_prompt, bos_text, eos_text);
     free(roles);
     if (t.failed) {

@@ -154,10 +154,24 @@ enum tokenizer_chat_template {
     TOKENIZER_CHAT_ZEPHYR = 5,
 };
 
-/* One chat message. */
+/* One call of a function that an assistant message made (OpenAI's
+ * tool_calls[i] with its "function"). */
+struct tokenizer_tool_call {
+    const char *id;        /* the call's id; NULL if it has none */
+    const char *name;      /* the function's name (required) */
+    const char *arguments; /* JSON text (an object); NULL is taken as "{}" */
+};
+
+/* One chat message. tokenizer_chat_apply reads role and content only; the
+ * fields after them are for tokenizer_chat_apply_tools (zero them, e.g.
+ * with designated initializers, when there are no tool calls). */
 struct tokenizer_chat_message {
-    const char *role;    /* "system", "user" or "assistant" */
-    const char *content; /* NUL-terminated UTF-8; NULL is taken as "" */
+    const char *role;                             /* "system", "user", "assistant" or "tool" */
+    const char *content;                          /* NUL-terminated UTF-8; NULL is taken as "" */
+    const struct tokenizer_tool_call *tool_calls; /* assistant: its calls (n_tool_calls) */
+    int n_tool_calls;                             /* 0 for a message without calls */
+    const char *tool_call_id; /* tool: the id of the call it answers; NULL if unknown */
+    const char *name;         /* tool: the function's name; NULL if unknown (no format uses it) */
 };
 
 /* The family of a GGUF's tokenizer.chat_template text (NULL allowed),
@@ -193,5 +207,147 @@ int tokenizer_chat_apply(enum tokenizer_chat_template family,
                          const struct tokenizer_chat_message *messages, int n,
                          int add_generation_prompt, const char *bos_text, const char *eos_text,
                          char **out, size_t *out_len, char *err, size_t errlen);
+
+/* ---- tool calling (chat_tools.c) ----
+ *
+ * A function the model may call, as OpenAI's tools[i].function gives it. */
+struct tokenizer_chat_tool {
+    const char *name;        /* the function's name (required) */
+    const char *description; /* what it does; NULL if none (the key is left out) */
+    const char *parameters;  /* its arguments' JSON Schema as JSON text; NULL if none
+                              * (the key is left out; a grammar takes that as {}) */
+};
+
+/* Like tokenizer_chat_apply, with tools and tool calls: the n_tools tools
+ * (NULL when 0) are described to the model, assistant messages may carry
+ * tool_calls and messages of role "tool" carry results, each in the
+ * family's own format. With no tools, no "tool" message and no calls it
+ * returns exactly tokenizer_chat_apply's text. JSON that the formats
+ * write is re-spaced the way Python's json.dumps writes it (", " and
+ * ": ", non-ASCII kept, numbers as written); arguments that are not valid
+ * JSON are written as a JSON string. A tool is written as {"type":
+ * "function", "function": {"name": ..., "description": ..., "parameters":
+ * ...}}; below, CALL(k) is a call as {"name": ..., "k": ARGUMENTS} and the
+ * other notations are those of enum tokenizer_chat_template:
+ *   LLAMA3   meta-llama/Llama-3.1-8B-Instruct's template (JSON tool
+ *            calling, tools in the first user message, its default date):
+ *            with tools, the system turn is "Environment: ipython\n"
+ *            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul "
+ *            "2024\n\n" + strip(S) (also when there is no system message),
+ *            and the first user message (which must follow) gets Meta's
+ *            instructions and each tool as json.dumps(indent=4) + "\n\n"
+ *            before strip(U). An assistant message with calls is
+ *            CALL(parameters) alone (its content is dropped, as Meta's
+ *            template does); several calls are joined by "; " (Meta's
+ *            template allows one; "; " is what vLLM's llama3_json parser
+ *            splits on). A tool message is an "ipython" turn holding its
+ *            content as a JSON string.
+ *   CHATML   Qwen/Qwen2.5-7B-Instruct's template (Hermes style): the
+ *            system message + "\n\n" (nothing when there is none: no
+ *            default Qwen text) + "# Tools" and the tools one a line
+ *            within <tools></tools>, then the call instructions; calls as
+ *            "<tool_call>\n" + CALL(arguments) + "\n</tool_call>" joined by
+ *            "\n", after the content and "\n" if there is content; a run
+ *            of tool messages is one user turn of "<tool_response>\n" + C +
+ *            "\n</tool_response>" joined by "\n".
+ *   MISTRAL  the tool blocks of mistralai/Mistral-7B-Instruct-v0.3 (v3
+ *            tokenizer: [AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]) in
+ *            the family's v0.2 [INST] layout: "[AVAILABLE_TOOLS] [" + the
+ *            tools joined by ", " + "][/AVAILABLE_TOOLS]" just before the
+ *            last user message's " [INST] "; calls as "[TOOL_CALLS] [" +
+ *            CALL(arguments) (with ", \"id\": ID" when the call has one)
+ *            joined by ", " + "]" + eos (the content is dropped); a result
+ *            as "[TOOL_RESULTS] {\"content\": " + C + ", \"call_id\": " + ID
+ *            + "}[/TOOL_RESULTS]" where C is the content's JSON when it is
+ *            JSON and a JSON string otherwise (mistral_common's rule).
+ *            Roles alternate as v0.3 checks them: tool messages and
+ *            assistant messages with calls are skipped. The system message
+ *            stays in the first user message (v0.3 moves it to the last).
+ *   PLAIN, LLAMA2, ZEPHYR  lockstep's own convention (README "Tool calling
+ *            formats"): the system message + "\n\n" + a "# Tools" section
+ *            (a system message of its own when there is none); calls as
+ *            "<tool_call>" + CALL(arguments) + "</tool_call>" joined by
+ *            "\n", after the content and "\n"; a run of tool messages is
+ *            one user message of "<tool_response>" + C + "</tool_response>"
+ *            joined by "\n" (so Llama 2's turns still alternate).
+ * Turns 1..k render as a prefix of turns 1..k+1 (request k's prompt is the
+ * start of request k+1's) in every family except MISTRAL with tools once a
+ * new user message comes (the tools move before it, as in v0.3).
+ * Returns -1 with err as tokenizer_chat_apply does, and for calls on a
+ * message that is not an assistant's, a call or tool without a name, tool
+ * parameters that are not JSON, LLAMA3 tools without a user message after
+ * the system message. */
+int tokenizer_chat_apply_tools(enum tokenizer_chat_template family,
+                               const struct tokenizer_chat_message *messages, int n,
+                               const struct tokenizer_chat_tool *tools, int n_tools,
+                               int add_generation_prompt, const char *bos_text,
+                               const char *eos_text, char **out, size_t *out_len, char *err,
+                               size_t errlen);
+
+/* How a family's model writes tool calls in its answer, for the gateway to
+ * constrain generation (a grammar) and for tokenizer_chat_parse_tool_calls.
+ * The calls' text is
+ *   list_open call_open OBJECT call_close
+ *             (call_separator call_open OBJECT call_close)* list_close
+ * with OBJECT = {"name": "<function>", "<arguments_key>": <arguments>}
+ * (spaced as written here), and the trigger is where it starts: a prefix
+ * of list_open + call_open + OBJECT. The trigger may be a control token
+ * of the vocabulary (Mistral v3's [TOOL_CALLS]), which
+ * tokenizer_token_bytes decodes to "": find its id with tokenizer_find. */
+struct tokenizer_tool_format {
+    const char *trigger;        /* "<tool_call>", "[TOOL_CALLS]" or "{\"name\"" (LLAMA3) */
+    int trigger_at_start;       /* 1: only at the answer's start, after whitespace (LLAMA3) */
+    const char *list_open;      /* before the first call ("[TOOL_CALLS] [" for MISTRAL) or "" */
+    const char *call_open;      /* before each OBJECT ("<tool_call>\n" for CHATML) or "" */
+    const char *call_close;     /* after each OBJECT ("\n</tool_call>" for CHATML) or "" */
+    const char *call_separator; /* between two calls ("\n", ", " or "; ") */
+    const char *list_close;     /* after the last call ("]" for MISTRAL) or "" */
+    const char *arguments_key;  /* "arguments", or "parameters" for LLAMA3 */
+};
+
+/* The family's tool-call format (static), or NULL for a value outside the
+ * enum. LLAMA3: trigger {"name", at the start, calls separated by "; ".
+ * CHATML: <tool_call>\n...\n</tool_call> separated by "\n". MISTRAL:
+ * [TOOL_CALLS] [..., ...]. PLAIN, LLAMA2, ZEPHYR: <tool_call>...</tool_call>
+ * separated by "\n". */
+const struct tokenizer_tool_format *tokenizer_chat_tool_format(enum tokenizer_chat_template family);
+
+/* Where the tool calls start in generated text[0..len). Returns 1 with *at
+ * the trigger's offset when it is there (LLAMA3: after whitespace and an
+ * optional "<|python_tag|>", at that tag). Returns 0 otherwise, with *at
+ * the offset from which the text could still become the trigger as more
+ * text comes (len when it cannot): a streaming caller can send
+ * text[0..*at) as content and hold back the rest. */
+int tokenizer_chat_find_tool_trigger(enum tokenizer_chat_template family, const char *text,
+                                     size_t len, size_t *at);
+
+/* One call read from generated text (every string malloc'd, NUL-terminated). */
+struct tokenizer_parsed_call {
+    char *id;        /* the object's "id" string when it has one (Mistral), else NULL */
+    char *name;      /* the function's name */
+    char *arguments; /* the arguments object as compact JSON text ({"a":1}) */
+};
+
+/* The answer split into content and tool calls. */
+struct tokenizer_parsed_calls {
+    size_t content_len;  /* the content is text[0..content_len): all of it without calls,
+                          * else the text before the trigger minus trailing whitespace */
+    size_t calls_offset; /* where the calls' text starts (the trigger); len without calls */
+    struct tokenizer_parsed_call *calls; /* n_calls calls; NULL without calls */
+    int n_calls;
+};
+
+/* Splits the generated text[0..len) (no NUL needed) into content and the
+ * family's tool calls. Without the trigger: 0 with no calls. After the
+ * trigger the rest must be calls in the format (whitespace may differ, an
+ * object may say "parameters" for "arguments" or leave it out for {},
+ * other keys are ignored) followed by nothing but whitespace; otherwise -1
+ * with err naming the call and what is wrong (out is then empty). Free
+ * out with tokenizer_parsed_calls_free. */
+int tokenizer_chat_parse_tool_calls(enum tokenizer_chat_template family, const char *text,
+                                    size_t len, struct tokenizer_parsed_calls *out, char *err,
+                                    size_t errlen);
+/* Frees what tokenizer_chat_parse_tool_calls stored and empties calls. */
+void tokenizer_parsed_calls_free(struct tokenizer_parsed_calls *calls);
 
 #endif
