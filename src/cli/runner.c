@@ -302,6 +302,7 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
         return 1;
     }
     find_end_tokens(m->tokenizer, &o->limits);
+    o->limits.tokenizer = m->tokenizer;
     if (cli_read_fault("runner", &params.fault)) return 1;
     group.status = map_status(o->status_path);
     if (o->status_path && !group.status) return 1;

@@ -72,6 +72,10 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
         !r->batch_kv || !r->batch_want || !r->due ||
         make_scratch(r, tensor_pool_size(leader->pool)) || runner_trace_init(r, err, errlen))
         goto out_of_memory;
+    if (runner_constrain_init(r, err, errlen)) {
+        runner_free(r);
+        return -1;
+    }
     *out = r;
     return 0;
 out_of_memory:
@@ -82,6 +86,7 @@ out_of_memory:
 
 static void free_sequence(struct runner *runner, struct runner_sequence *s) {
     kv_sequence_release(&runner->engine->kv, &s->kv);
+    runner_constrain_end(s);
     runner_request_free(&s->request);
     free(s->tokens);
     free(s);
@@ -100,6 +105,7 @@ void runner_free(struct runner *runner) {
     for (int i = 0; i < runner->n_scratch; i++) sampler_scratch_free(&runner->scratch[i]);
     free(runner->scratch);
     runner_trace_free(runner);
+    runner_constrain_free(runner);
     free(runner);
 }
 
@@ -155,6 +161,7 @@ static const char *check_request(const struct runner *runner, uint32_t client,
                  kv_blocks_for(kv, q->n_prompt + 1), kv->n_blocks);
         return why;
     }
+    if (runner_constrain_check(runner, q, why, size)) return why;
     if (runner->n_sequences - runner->n_admitted >= runner->params.max_waiting) {
         *category = RUNNER_ERROR_OVER_CAPACITY;
         snprintf(why, size, "the queue is full (%d requests waiting)", runner->params.max_waiting);
@@ -200,6 +207,11 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     s->order = runner->next_order++;
     s->request = *request;
     memset(request, 0, sizeof(*request));
+    if (runner_constrain_start(runner, s, why, sizeof(why))) {
+        refuse(runner, client, &s->request, RUNNER_ERROR_BAD_REQUEST, why);
+        free_sequence(runner, s);
+        return -1;
+    }
     runner->sequences[runner->n_sequences++] = s;
     runner_trace_event(runner, "arrival", s, arrival_us, NULL);
     return 0;
@@ -213,14 +225,20 @@ refused:
     return -1;
 }
 
-/* Reports the end of sequence i, frees it and closes the gap. */
-static void finish(struct runner *runner, int i, enum runner_finish_reason reason) {
+/* Reports the end of sequence i (an error with message), frees it and
+ * closes the gap. */
+static void finish_with(struct runner *runner, int i, enum runner_finish_reason reason,
+                        const char *message) {
     struct runner_sequence *s = runner->sequences[i];
     struct runner_finished f = {.id = s->request.id,
                                 .reason = reason,
                                 .n_prompt = s->request.n_prompt,
                                 .n_generated = s->n_generated,
                                 .n_cached = s->n_cached > 0 ? s->n_cached : 0};
+    if (message) {
+        f.category = RUNNER_ERROR_BAD_REQUEST;
+        snprintf(f.message, sizeof(f.message), "%s", message);
+    }
     runner_trace_event(runner, "finish", s, runner_now_us(), runner_finish_reason_name(reason));
     runner->sink.finished(runner->sink.context, s->client, &f);
     if (s->admitted) runner->n_admitted--;
@@ -228,6 +246,10 @@ static void finish(struct runner *runner, int i, enum runner_finish_reason reaso
     memmove(&runner->sequences[i], &runner->sequences[i + 1],
             (size_t)(runner->n_sequences - i - 1) * sizeof(struct runner_sequence *));
     runner->n_sequences--;
+}
+
+static void finish(struct runner *runner, int i, enum runner_finish_reason reason) {
+    finish_with(runner, i, reason, NULL);
 }
 
 void runner_cancel(struct runner *runner, uint32_t client, uint64_t id) {
@@ -300,8 +322,13 @@ static enum runner_finish_reason take_sampled(struct runner *runner, struct runn
     int next = s->sampled;
     s->tokens[s->n_tokens++] = next;
     s->n_generated++;
+    /* under a grammar an end token ends the text whatever ignore_eos says:
+     * the mask offers it only where the grammar may end */
+    if (s->grammar_state && runner_constrain_is_end(runner, next)) return RUNNER_FINISH_EOS;
+    int complete = runner_constrain_advance(runner, s, next) == 1;
     enum runner_finish_reason reason = stop_reason(runner, s);
     if (reason == RUNNER_FINISH_EOS) return reason; /* EOS is not sent as a token */
+    if (complete) reason = RUNNER_FINISH_STOP;
     memset(t, 0, sizeof(*t));
     t->id = s->request.id;
     t->token = next;
@@ -321,7 +348,9 @@ static void sample_due(void *arg, int i, int thread) {
     struct runner_sequence *s = runner->due[i];
     struct sampler_scratch *scratch = &runner->scratch[thread];
     const float *logits = runner->engine->logits + (size_t)i * runner->vocab_size;
-    s->sampled = sampler_sample(&s->sampler, scratch, logits, s->tokens, s->n_tokens);
+    const float *row = runner_constrain_row(runner, s, thread, logits);
+    s->sampled = row ? sampler_sample(&s->sampler, scratch, row, s->tokens, s->n_tokens) : -1;
+    if (s->sampled < 0) return;
     if (!s->request.logprobs && s->request.top_logprobs == 0) return;
     float highest;
     double normalizer = sampler_log_normalizer(scratch, logits, runner->vocab_size, &highest);
@@ -364,8 +393,13 @@ static void finish_step(struct runner *runner) {
     sample_all_due(runner, n_due);
     for (int d = 0; d < n_due; d++) {
         struct runner_sequence *s = runner->due[d];
-        enum runner_finish_reason reason = take_sampled(runner, s);
         int i = 0;
+        if (s->sampled < 0 && find(runner, s->client, s->request.id, &i)) {
+            finish_with(runner, i, RUNNER_FINISH_ERROR,
+                        "the grammar allows no token of this vocabulary here");
+            continue;
+        }
+        enum runner_finish_reason reason = take_sampled(runner, s);
         if (reason && find(runner, s->client, s->request.id, &i)) finish(runner, i, reason);
     }
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "runner/runner.h"
 
 /* One request inside the runner. Its tokens are the prompt followed by what
@@ -13,23 +14,25 @@
  * tokens after that are what the next steps must feed (the whole prompt at
  * first, one token while decoding, everything again after a preemption). */
 struct runner_sequence {
-    uint32_t client;               /* who submitted it */
-    struct runner_request request; /* as submitted (prompt, sampling, limits) */
-    int *tokens;                   /* (capacity) prompt then generated tokens */
-    int n_tokens;                  /* prompt + generated */
-    int capacity;                  /* entries allocated in tokens */
-    int n_generated;               /* tokens sampled so far */
-    int n_computed;                /* positions whose keys/values are in the cache */
-    int admitted;                  /* 1: holds KV blocks for every token it has */
-    int started;                   /* 1: has had prefill tokens since it arrived */
-    int n_cached;                  /* prompt tokens its first admission found cached, or -1
-                                      before it */
-    int step_tokens;               /* tokens it has in the step being planned */
-    uint64_t order;                /* arrival number: lower came first */
-    struct kv_sequence kv;         /* its blocks of the cache */
-    struct sampler sampler;        /* its own random stream */
-    int sampled;                   /* the token sampled this step (finish_step) */
-    float sampled_logprob;         /* its log-probability, if the request asks */
+    uint32_t client;                     /* who submitted it */
+    struct runner_request request;       /* as submitted (prompt, sampling, limits) */
+    int *tokens;                         /* (capacity) prompt then generated tokens */
+    int n_tokens;                        /* prompt + generated */
+    int capacity;                        /* entries allocated in tokens */
+    int n_generated;                     /* tokens sampled so far */
+    int n_computed;                      /* positions whose keys/values are in the cache */
+    int admitted;                        /* 1: holds KV blocks for every token it has */
+    int started;                         /* 1: has had prefill tokens since it arrived */
+    int n_cached;                        /* prompt tokens its first admission found cached, or -1
+                                            before it */
+    int step_tokens;                     /* tokens it has in the step being planned */
+    uint64_t order;                      /* arrival number: lower came first */
+    struct kv_sequence kv;               /* its blocks of the cache */
+    struct sampler sampler;              /* its own random stream */
+    struct grammar *grammar;             /* the request's grammar compiled, or NULL */
+    struct grammar_state *grammar_state; /* where its tokens so far are in it */
+    int sampled;                         /* the token sampled this step (finish_step) */
+    float sampled_logprob;               /* its log-probability, if the request asks */
     struct runner_alternative sampled_top[RUNNER_TOP_LOGPROBS_MAX]; /* the step's most
                                                                        likely tokens, if asked */
 };
@@ -60,7 +63,11 @@ struct runner {
      * logits rows */
     struct sampler_scratch *scratch; /* (n_scratch) */
     int n_scratch;
-    struct runner_sequence **due; /* (step_tokens) */
+    float *constrained;                  /* (n_scratch, vocab_size) a row biased and masked */
+    uint8_t *allowed;                    /* (n_scratch, vocab_size) a grammar's mask */
+    struct grammar_vocab *grammar_vocab; /* the vocabulary's trie (from params.tokenizer), or
+                                            NULL */
+    struct runner_sequence **due;        /* (step_tokens) */
     /* the trace ring and its file */
     struct runner_trace_step *ring;   /* (trace_steps) */
     struct runner_trace_entry *slots; /* (trace_steps, max_sequences) entries of the ring */
@@ -75,6 +82,27 @@ struct runner {
 int runner_schedule(struct runner *runner);
 /* Gives a sequence's blocks back; it will be recomputed from its tokens. */
 void runner_preempt(struct runner *runner, struct runner_sequence *sequence);
+
+/* constrain.c: logit biases and grammars. */
+int runner_constrain_init(struct runner *runner, char *err, size_t errlen);
+void runner_constrain_free(struct runner *runner);
+/* Why the runner cannot apply q's constraints, or NULL. */
+const char *runner_constrain_check(const struct runner *runner, const struct runner_request *q,
+                                   char *why, size_t size);
+/* Compiles s's grammar and advances it over resumed tokens; -1 with why. */
+int runner_constrain_start(struct runner *runner, struct runner_sequence *s, char *why,
+                           size_t size);
+void runner_constrain_end(struct runner_sequence *s);
+/* The row s samples from on thread: logits itself when unconstrained, else
+ * a biased and masked copy; NULL if the grammar allows no token. */
+const float *runner_constrain_row(struct runner *runner, struct runner_sequence *s, int thread,
+                                  const float *logits);
+/* 1 if token is an end token (EOS, end of turn). */
+int runner_constrain_is_end(const struct runner *runner, int token);
+/* Advances s's grammar over token: 0 more may follow, 1 the grammar is
+ * complete (or token is an end token where it may end), -1 it does not
+ * match. 0 without a grammar. */
+int runner_constrain_advance(const struct runner *runner, struct runner_sequence *s, int token);
 
 /* trace.c */
 int runner_trace_init(struct runner *runner, char *err, size_t errlen);
