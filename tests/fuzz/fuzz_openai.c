@@ -222,8 +222,8 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     response.model = model;
     response.include_usage = r->include_usage;
 
-    struct openai_result result = {text,          strlen(text), OPENAI_FINISH_STOP,
-                                   {7, n_tokens}, n_tokens,     tokens};
+    struct openai_result result = {text,     strlen(text), OPENAI_FINISH_STOP, {7, n_tokens, 0},
+                                   n_tokens, tokens};
     cJSON *root = check_body(openai_completion_json(&response, &result));
     const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
     if (r->kind == OPENAI_CHAT)
