@@ -342,21 +342,26 @@ static const struct refusal refusals[] = {
     {OPENAI_CHAT, CHAT_HEAD "\"function_call\":{\"name\":\"f\"}}", "function_call",
      "function_call is not supported: lockstep does not call functions (only \"none\" and "
      "\"auto\" are accepted)"},
-    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":{\"type\":\"json_object\"}}", "response_format",
-     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
-     "accepted)"},
+    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":{\"type\":\"yaml\"}}", "response_format.type",
+     "response_format.type 'yaml' is not text, json_object or json_schema"},
+    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":{\"type\":\"json_schema\"}}",
+     "response_format.json_schema",
+     "response_format.json_schema is required with type json_schema, as an object"},
     {OPENAI_CHAT,
-     CHAT_HEAD "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}}",
-     "response_format",
-     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
-     "accepted)"},
+     CHAT_HEAD "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+               "\"schema\":{\"allOf\":[]}}}}",
+     "response_format.json_schema.schema",
+     "response_format: unsupported JSON Schema keyword \"allOf\" at the root"},
+    {OPENAI_CHAT, CHAT_HEAD "\"response_format\":{\"type\":\"text\",\"extra\":1}}",
+     "response_format", "response_format has an unknown field 'extra'"},
     {OPENAI_CHAT, CHAT_HEAD "\"response_format\":\"text\"}", "response_format",
-     "response_format is not supported: answers are free text (only {\"type\":\"text\"} is "
-     "accepted)"},
-    {OPENAI_CHAT, CHAT_HEAD "\"logit_bias\":{\"50256\":-100}}", "logit_bias",
-     "logit_bias is not supported (only an empty object {} is accepted)"},
-    {OPENAI_COMPLETION, CMPL_HEAD "\"logit_bias\":{\"7\":0}}", "logit_bias",
-     "logit_bias is not supported (only an empty object {} is accepted)"},
+     "response_format must be an object with a type: text, json_object or json_schema"},
+    {OPENAI_CHAT, CHAT_HEAD "\"logit_bias\":{\"x\":-100}}", "logit_bias",
+     "logit_bias key 'x' is not a token id"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"logit_bias\":{\"7\":-101}}", "logit_bias",
+     "logit_bias['7'] must be a number in [-100, 100]"},
+    {OPENAI_COMPLETION, CMPL_HEAD "\"grammar\":\"root ::= x\"}", "grammar",
+     "grammar: 1:10: undefined rule 'x'"},
     {OPENAI_CHAT, CHAT_HEAD "\"modalities\":[\"text\",\"audio\"]}", "modalities",
      "modalities is not supported: answers are text (only [\"text\"] is accepted)"},
     {OPENAI_CHAT, CHAT_HEAD "\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio",
@@ -482,6 +487,30 @@ static void test_choices(void) {
     CHECK(OPENAI_CHOICES_MAX == 8);
 }
 
+/* logit_bias, grammar and response_format are read into the request. */
+static void test_constraints(void) {
+    struct openai_request r;
+    struct openai_error e;
+    CHECK_MSG(parse(CMPL_HEAD "\"logit_bias\":{\"5\":-100,\"70\":2.5},\"grammar\":\"root ::= "
+                              "[a-z]+\"}",
+                    OPENAI_COMPLETION, &r, &e) == 0,
+              "%s", e.message);
+    CHECK(r.n_biases == 2 && r.biases[0].token == 5 && r.biases[0].bias == -100.0f &&
+          r.biases[1].token == 70 && r.biases[1].bias == 2.5f);
+    CHECK(r.grammar && !strcmp(r.grammar, "root ::= [a-z]+"));
+    openai_request_free(&r);
+    CHECK_MSG(parse(CHAT_HEAD "\"response_format\":{\"type\":\"json_object\"}}", OPENAI_CHAT, &r,
+                    &e) == 0,
+              "%s", e.message);
+    CHECK(r.grammar && strstr(r.grammar, "root ::=") != NULL);
+    openai_request_free(&r);
+    CHECK_MSG(parse(CHAT_HEAD "\"response_format\":{\"type\":\"text\"},\"logit_bias\":{}}",
+                    OPENAI_CHAT, &r, &e) == 0,
+              "%s", e.message);
+    CHECK(r.grammar == NULL && r.n_biases == 0);
+    openai_request_free(&r);
+}
+
 static void test_refusals(void) {
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
         const struct refusal *c = &refusals[i];
@@ -524,5 +553,6 @@ int main(void) {
     test_fields_that_change_nothing();
     test_choices();
     test_refusals();
+    test_constraints();
     return test_status("test_gateway_openai");
 }

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,13 @@ static void drop(struct gateway_instance *in, struct gateway_request *r,
     }
 }
 
+/* A request's logit biases go to the runner as they were parsed. */
+_Static_assert(sizeof(struct openai_bias) == sizeof(struct runner_bias) &&
+                   offsetof(struct openai_bias, bias) == offsetof(struct runner_bias, bias),
+               "struct openai_bias and struct runner_bias have one layout");
+_Static_assert(OPENAI_GRAMMAR_MAX == RUNNER_GRAMMAR_MAX && OPENAI_BIASES_MAX == RUNNER_BIASES_MAX,
+               "the gateway's limits are the runner protocol's");
+
 /* Appends the ADD frame of a choice, the prompt plus what it generated so
  * far, to the outbox (lock held); -1 with err if it cannot be encoded. */
 static int queue_add(struct gateway_instance *in, struct gateway_choice *c, char *err,
@@ -195,7 +203,10 @@ static int queue_add(struct gateway_instance *in, struct gateway_choice *c, char
                                    .top_logprobs = r->body.top_logprobs,
                                    .resumed = c->n_generated,
                                    .n_prompt = n,
-                                   .prompt = prompt};
+                                   .prompt = prompt,
+                                   .n_biases = r->body.n_biases,
+                                   .biases = (struct runner_bias *)r->body.biases,
+                                   .grammar = r->body.grammar};
         rc = runner_encode_add(&in->outbox, &q, err, errlen);
     }
     pthread_mutex_unlock(&r->lock);

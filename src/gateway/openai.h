@@ -22,6 +22,8 @@
 
 #define OPENAI_STOPS_MAX        16        /* stop strings a request may give */
 #define OPENAI_CHOICES_MAX      8         /* choices (n) a request may ask for */
+#define OPENAI_BIASES_MAX       300       /* logit_bias entries (OpenAI's limit) */
+#define OPENAI_GRAMMAR_MAX      (1 << 20) /* bytes of a grammar (the runner protocol's limit) */
 #define OPENAI_TOP_LOGPROBS_MAX 20        /* alternatives per token a request may ask for */
 #define OPENAI_LOGPROB_FLOOR    (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
 
@@ -97,7 +99,23 @@ struct openai_request {
     int top_logprobs;              /* 0..OPENAI_TOP_LOGPROBS_MAX alternatives per token (chat:
                                       top_logprobs; completions: the integer logprobs) */
     int n;                         /* choices to generate: 1..OPENAI_CHOICES_MAX, default 1 */
+    int n_biases;                  /* 0..OPENAI_BIASES_MAX */
+    struct openai_bias *biases;    /* (n_biases) logit_bias, in the order given */
+    char *grammar; /* GBNF the answer must match: the grammar field, or response_format's JSON
+                      (schema) as a grammar; NULL: free text */
 };
+
+/* A logit_bias entry. */
+struct openai_bias {
+    int token;  /* token id >= 0 (the runner checks it against the vocabulary) */
+    float bias; /* -100..100, added to the logit; -100 bans the token */
+};
+
+struct cJSON;
+/* openai_constrain.c: reads logit_bias, grammar and response_format of a
+ * parsed body into out (compiling the grammar to check it); -1 with e. */
+int openai_parse_constraints(const struct cJSON *root, struct openai_request *out,
+                             struct openai_error *e);
 
 /* Parses and validates len bytes of body (need not be NUL-terminated) as a
  * request for the kind endpoint. 0 on success: out owns its strings, free

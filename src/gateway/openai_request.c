@@ -219,10 +219,6 @@ static int is_empty_array(const cJSON *value) {
     return cJSON_IsArray(value) && value->child == NULL;
 }
 
-static int is_empty_object(const cJSON *value) {
-    return cJSON_IsObject(value) && value->child == NULL;
-}
-
 static int is_empty_string(const cJSON *value) {
     return is_string_value(value, "");
 }
@@ -234,12 +230,6 @@ static int is_one(const cJSON *value) {
 /* "none", or "auto" with no tools to choose from (tools are refused). */
 static int is_no_call(const cJSON *value) {
     return is_string_value(value, "none") || is_string_value(value, "auto");
-}
-
-/* {"type":"text"}: plain text, which every answer is. */
-static int is_text_format(const cJSON *value) {
-    return cJSON_IsObject(value) && cJSON_GetArraySize(value) == 1 &&
-           is_string_value(cJSON_GetObjectItemCaseSensitive(value, "type"), "text");
 }
 
 /* ["text"]: the one output modality there is. */
@@ -284,6 +274,9 @@ static const struct request_field request_fields[] = {
     {"top_logprobs", CHAT, FIELD_READ, NULL, NULL},
     {"n", BOTH, FIELD_READ, NULL, NULL},
     {"echo", CMPL, FIELD_READ, NULL, NULL},
+    {"logit_bias", BOTH, FIELD_READ, NULL, NULL},
+    {"grammar", BOTH, FIELD_READ, NULL, NULL},
+    {"response_format", BOTH, FIELD_READ, NULL, NULL},
 
     {"user", BOTH, FIELD_IGNORE, NULL, NULL},
     {"safety_identifier", CHAT, FIELD_IGNORE, NULL, NULL},
@@ -302,10 +295,6 @@ static const struct request_field request_fields[] = {
     {"function_call", CHAT, FIELD_REFUSE, is_no_call,
      "is not supported: lockstep does not call functions (only \"none\" and \"auto\" are "
      "accepted)"},
-    {"response_format", CHAT, FIELD_REFUSE, is_text_format,
-     "is not supported: answers are free text (only {\"type\":\"text\"} is accepted)"},
-    {"logit_bias", BOTH, FIELD_REFUSE, is_empty_object,
-     "is not supported (only an empty object {} is accepted)"},
     {"best_of", CMPL, FIELD_REFUSE, is_one, "is not supported (only best_of=1 is accepted)"},
     {"suffix", CMPL, FIELD_REFUSE, is_empty_string,
      "is not supported: text is only appended, never inserted (only \"\" is accepted)"},
@@ -665,7 +654,7 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
         parse_stream(root, out, error) || parse_max_tokens(root, out, error) ||
         parse_sampling(root, out, error) || parse_stop(root, out, error) ||
         parse_logprobs(root, out, error) || parse_choices(root, out, error) ||
-        parse_echo(root, out, error);
+        parse_echo(root, out, error) || openai_parse_constraints(root, out, error);
     cJSON_Delete(root);
     if (!failed) return 0;
     openai_request_free(out);
@@ -683,5 +672,7 @@ void openai_request_free(struct openai_request *request) {
     free(request->prompt);
     free(request->prompt_tokens);
     for (int i = 0; i < request->n_stops; i++) free(request->stops[i]);
+    free(request->biases);
+    free(request->grammar);
     memset(request, 0, sizeof(*request));
 }

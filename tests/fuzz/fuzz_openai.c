@@ -74,27 +74,21 @@ static void check_refusal(const struct openai_error *e) {
  * then for chat and for completions alone. */
 static const char both_fields[] =
     " model stream stream_options max_tokens temperature top_p top_k min_p presence_penalty "
-    "frequency_penalty repetition_penalty ignore_eos seed stop logprobs n user logit_bias ";
+    "frequency_penalty repetition_penalty ignore_eos seed stop logprobs n user logit_bias "
+    "grammar response_format ";
 static const char chat_fields[] =
     " messages max_completion_tokens top_logprobs safety_identifier metadata store service_tier "
     "prompt_cache_key parallel_tool_calls tools functions tool_choice function_call "
-    "response_format modalities ";
+    "modalities ";
 static const char completion_fields[] = " prompt echo best_of suffix ";
 
 /* Fields lockstep does not implement, each with a JSON value that asks for
  * nothing: the only values an accepted body may give them. Others, such as
  * audio, are never accepted and are in no list above. */
-static const char *const nothing[] = {"tools",           "[]",
-                                      "functions",       "[]",
-                                      "tool_choice",     "\"none\"",
-                                      "tool_choice",     "\"auto\"",
-                                      "function_call",   "\"none\"",
-                                      "function_call",   "\"auto\"",
-                                      "response_format", "{\"type\":\"text\"}",
-                                      "modalities",      "[\"text\"]",
-                                      "logit_bias",      "{}",
-                                      "best_of",         "1",
-                                      "suffix",          "\"\""};
+static const char *const nothing[] = {
+    "tools",       "[]",         "functions",     "[]",       "tool_choice",   "\"none\"",
+    "tool_choice", "\"auto\"",   "function_call", "\"none\"", "function_call", "\"auto\"",
+    "modalities",  "[\"text\"]", "best_of",       "1",        "suffix",        "\"\""};
 
 /* 1 if " name " is in list. */
 static int listed(const char *list, const char *name) {
