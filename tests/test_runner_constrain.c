@@ -11,6 +11,10 @@
  *     of the uninterrupted run, and so does one run beside others;
  *   - a bias of +100 makes greedy choose its token every time; -100 bans a
  *     token greedy would choose;
+ *   - a grammar with a trigger leaves the output free (the tokens of a run
+ *     without the grammar) until the trigger appears; once it has (here in
+ *     the tokens a resumed request already generated), the rest matches the
+ *     grammar from the trigger on;
  *   - a grammar that does not compile, and a bias on a token outside the
  *     vocabulary, are refused with their reason. */
 #include "engine/engine.h"
@@ -209,6 +213,62 @@ static void test_biases(struct engine *engine) {
     runner_free(r);
 }
 
+static const char tagged[] = "root ::= \"<c>\" [a-z]{1,5} \"</c>\"\n";
+
+/* The ids of text's bytes: the vocabulary has a token for every byte. */
+static int byte_tokens(const char *text, int *ids) {
+    int n = 0;
+    for (const char *c = text; *c; c++) {
+        ids[n] = -1;
+        for (int id = 0; id < tokenizer_vocab_size(tok) && ids[n] < 0; id++) {
+            size_t len;
+            const char *bytes = tokenizer_token_bytes(tok, id, &len);
+            if (len == 1 && bytes[0] == *c) ids[n] = id;
+        }
+        n++;
+    }
+    return n;
+}
+
+static void test_trigger(struct engine *engine, const struct grammar *g) {
+    struct runner *r = new_runner(engine);
+    struct runner_request q;
+    memset(results, 0, sizeof(results));
+    /* no trigger in the output: the same tokens as with no grammar at all */
+    make_request(&q, 0, prompt, N_PROMPT, NULL, 1.0f);
+    runner_submit(r, 0, &q, runner_now_us());
+    make_request(&q, 1, prompt, N_PROMPT, tagged, 1.0f);
+    q.sampling.seed = 77;
+    q.grammar_trigger = strdup("<c>");
+    runner_submit(r, 0, &q, runner_now_us());
+    drain(r);
+    CHECK_MSG(results[1].n_tokens == results[0].n_tokens &&
+                  !memcmp(results[0].tokens, results[1].tokens, sizeof(results[0].tokens)),
+              "a trigger that never appears changed the output");
+    /* the trigger in the tokens already generated: the rest is constrained */
+    int resumed[N_PROMPT + 8];
+    memcpy(resumed, prompt, sizeof(prompt));
+    int k = byte_tokens("xy<c>", resumed + N_PROMPT);
+    for (int i = 2; i < 12; i++) {
+        make_request(&q, (uint64_t)i, resumed, N_PROMPT + k, tagged, 1.0f);
+        q.grammar_trigger = strdup("<c>");
+        q.resumed = k;
+        runner_submit(r, 0, &q, runner_now_us());
+    }
+    drain(r);
+    for (int i = 2; i < 12; i++) {
+        char text[MAX_OUTPUT * 16 + 4] = "<c>";
+        size_t n = 3 + text_of(&results[i], text + 3, sizeof(text) - 3);
+        struct grammar_state *s = grammar_state_create(g);
+        int matched = s && grammar_accept(s, text, n) == 0 && grammar_can_end(s);
+        CHECK_MSG(matched && results[i].finished == RUNNER_FINISH_STOP,
+                  "after the trigger, request %d wrote '%s' (finished %d)", i, text,
+                  results[i].finished);
+        grammar_state_free(s);
+    }
+    runner_free(r);
+}
+
 static void test_refusals(struct engine *engine) {
     struct runner *r = new_runner(engine);
     struct runner_request q;
@@ -258,6 +318,11 @@ int main(void) {
         test_resumed(&engine);
         test_biases(&engine);
         test_refusals(&engine);
+        struct grammar *g_tagged = NULL;
+        CHECK_MSG(grammar_compile(&g_tagged, tagged, strlen(tagged), err, sizeof(err)) == 0, "%s",
+                  err);
+        if (g_tagged) test_trigger(&engine, g_tagged);
+        grammar_free(g_tagged);
     }
     engine_free(&engine);
     grammar_free(g);

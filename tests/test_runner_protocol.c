@@ -33,6 +33,9 @@ static void check_same_request(const struct runner_request *a, const struct runn
               same_float(a->biases[i].bias, b->biases[i].bias));
     CHECK(a->grammar == NULL ? b->grammar == NULL
                              : b->grammar != NULL && strcmp(a->grammar, b->grammar) == 0);
+    CHECK(a->grammar_trigger == NULL
+              ? b->grammar_trigger == NULL
+              : b->grammar_trigger != NULL && strcmp(a->grammar_trigger, b->grammar_trigger) == 0);
     if (a->n_prompt != b->n_prompt || a->n_stops != b->n_stops) return;
     CHECK(memcmp(a->prompt, b->prompt, (size_t)a->n_prompt * sizeof(int)) == 0);
     for (int i = 0; i < a->n_stops; i++) {
@@ -70,6 +73,11 @@ static void test_round_trip_add(void) {
     s.request.n_biases = RUNNER_BIASES_MAX;
     s.request.biases = biases;
     s.request.grammar = grammar;
+    round_trip_request(&s.request);
+    char trigger[RUNNER_TRIGGER_MAX + 1];
+    memset(trigger, 'T', RUNNER_TRIGGER_MAX);
+    trigger[RUNNER_TRIGGER_MAX] = '\0';
+    s.request.grammar_trigger = trigger;
     round_trip_request(&s.request);
     sample_add_init(&s);
 
@@ -445,8 +453,8 @@ static void test_frame_limit(void) {
     struct runner_buffer buffer = {0};
     struct sample_add s;
     sample_add_init(&s);
-    /* 80 fixed bytes without stops, biases or grammar, then 4 per prompt token. */
-    int n_fit = (int)((RUNNER_FRAME_MAX - 80) / 4);
+    /* 84 fixed bytes without stops, biases or grammar, then 4 per prompt token. */
+    int n_fit = (int)((RUNNER_FRAME_MAX - 84) / 4);
     int *prompt = calloc((size_t)n_fit + 1, sizeof(int));
     s.request.prompt = prompt;
     s.request.n_stops = 0;

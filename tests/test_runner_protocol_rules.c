@@ -33,8 +33,8 @@ static void set_add_field(struct sample_add *s, size_t offset, uint32_t bits) {
                             [19] = &s->stop_newlines[1],
                             [21] = &s->stop_period[0],
                             [22] = &r->n_biases,
-                            [24] = &r->n_prompt,
-                            [29] = &s->prompt[4]};
+                            [25] = &r->n_prompt,
+                            [30] = &s->prompt[4]};
     set_field(fields, sizeof(fields) / sizeof(fields[0]), offset, bits);
 }
 
@@ -43,8 +43,8 @@ static void test_add_rules(void) {
      * top_p 16, min_p 20, repeat_penalty 24, repeat_last_n 28, seed 32,
      * presence_penalty 40, frequency_penalty 44, max_tokens 48, flags 52,
      * top_logprobs 56, resumed 60, n_stops 64, stops[0] 68 (count) 72 76,
-     * stops[1] 80 (count) 84, n_biases 88, grammar length 92, n_prompt 96,
-     * prompt 100..116. */
+     * stops[1] 80 (count) 84, n_biases 88, grammar length 92, grammar_trigger
+     * length 96, n_prompt 100, prompt 104..120. */
     static const struct bad_field cases[] = {
         {8, 0xBF800000u, 1, "ADD: temperature -1 must be finite and >= 0"},
         {8, 0x7FC00000u, 1, "ADD: temperature nan must be finite and >= 0"},
@@ -77,20 +77,22 @@ static void test_add_rules(void) {
         {76, 0xFFFFFFFFu, 1, "ADD: stops[0].tokens[1] -1 must be >= 0"},
         {84, 0x80000000u, 1, "ADD: stops[1].tokens[0] -2147483648 must be >= 0"},
         {88, 301, 1, "ADD: n_biases 301 out of range [0, 300]"},
-        {88, 4, 0, "ADD: n_biases 4 needs 32 bytes, 28 left"},
+        {88, 5, 0, "ADD: n_biases 5 needs 40 bytes, 32 left"},
         {92, 0x00100001u, 0, "ADD: grammar length 1048577 out of range [0, 1048576]"},
-        {92, 25, 0, "ADD: grammar length 25 needs 25 bytes, 24 left"},
-        {96, 0, 1, "ADD: n_prompt 0 must be >= 1"},
-        {96, 6, 0, "ADD: n_prompt 6 needs 24 bytes, 20 left"},
-        {96, 0x40000000u, 0, "ADD: n_prompt 1073741824 needs 4294967296 bytes, 20 left"},
-        {96, 0x80000000u, 0, "ADD: n_prompt 2147483648 out of range [1, 2147483647]"},
-        {116, 0xFFFFFFFFu, 1, "ADD: prompt[4] -1 must be >= 0"},
+        {92, 29, 0, "ADD: grammar length 29 needs 29 bytes, 28 left"},
+        {96, 257, 0, "ADD: grammar_trigger length 257 out of range [0, 256]"},
+        {96, 25, 0, "ADD: grammar_trigger length 25 needs 25 bytes, 24 left"},
+        {100, 0, 1, "ADD: n_prompt 0 must be >= 1"},
+        {100, 6, 0, "ADD: n_prompt 6 needs 24 bytes, 20 left"},
+        {100, 0x40000000u, 0, "ADD: n_prompt 1073741824 needs 4294967296 bytes, 20 left"},
+        {100, 0x80000000u, 0, "ADD: n_prompt 2147483648 out of range [1, 2147483647]"},
+        {120, 0xFFFFFFFFu, 1, "ADD: prompt[4] -1 must be >= 0"},
     };
     struct runner_buffer buffer = {0};
     struct sample_add s;
     sample_add_init(&s);
     CHECK(runner_encode_add(&buffer, &s.request, err, sizeof(err)) == 0);
-    CHECK(buffer.length == RUNNER_FRAME_HEADER + 120);
+    CHECK(buffer.length == RUNNER_FRAME_HEADER + 124);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         CHECK_FAILS(decode_patched(&buffer, cases[i].offset, cases[i].bits), cases[i].expected);
         if (!cases[i].encoder) continue;
@@ -105,11 +107,11 @@ static void test_add_rules(void) {
     /* A refused request leaves nothing allocated and the output zeroed. */
     struct runner_request request;
     memset(&request, 0xAB, sizeof(request));
-    CHECK(decode_patched(&buffer, 116, 0xFFFFFFFFu) == -1);
+    CHECK(decode_patched(&buffer, 120, 0xFFFFFFFFu) == -1);
     struct runner_frame frame = only_frame(&buffer);
     uint8_t *copy = malloc(buffer.length);
     memcpy(copy, buffer.data, buffer.length);
-    put_u32(copy + RUNNER_FRAME_HEADER + 104, 0xFFFFFFFFu);
+    put_u32(copy + RUNNER_FRAME_HEADER + 108, 0xFFFFFFFFu);
     frame.payload = copy + RUNNER_FRAME_HEADER;
     CHECK(runner_decode_add(&frame, &request, err, sizeof(err)) == -1);
     CHECK(request.prompt == NULL && request.stops == NULL && request.n_prompt == 0);
@@ -145,6 +147,11 @@ static void test_add_rules(void) {
     bias = (struct runner_bias){-1, 0.0f};
     CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
                 "ADD: biases[0].token -1 must be >= 0");
+    sample_add_init(&s);
+    char trigger[] = "<tool_call>";
+    s.request.grammar_trigger = trigger;
+    CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),
+                "ADD: grammar_trigger without a grammar");
     sample_add_init(&s);
     s.stops[1].tokens = NULL;
     CHECK_FAILS(runner_encode_add(&out, &s.request, err, sizeof(err)),

@@ -11,7 +11,12 @@
  * the model's own, from the row before constraints. After a token is
  * taken, the grammar advances over its bytes; a grammar that can take
  * nothing more finishes the sequence. An end token (EOS, end of turn) is
- * allowed exactly when the grammar may end there, and then ends it. */
+ * allowed exactly when the grammar may end there, and then ends it.
+ *
+ * A grammar with a trigger (tool calls a model may or may not make) leaves
+ * the output free until the trigger's text appears in it; the grammar then
+ * starts at the trigger's first byte, reads what was written from there,
+ * and constrains every token after. */
 #include "runner_internal.h"
 
 #include "tokenizer/tokenizer.h"
@@ -83,8 +88,7 @@ int runner_constrain_start(struct runner *runner, struct runner_sequence *s, cha
         snprintf(why, size, "grammar: %s", err);
         return -1;
     }
-    s->grammar_state = grammar_state_create(s->grammar);
-    if (!s->grammar_state) {
+    if (!q->grammar_trigger && !(s->grammar_state = grammar_state_create(s->grammar))) {
         snprintf(why, size, "out of memory");
         return -1;
     }
@@ -99,6 +103,7 @@ int runner_constrain_start(struct runner *runner, struct runner_sequence *s, cha
 }
 
 void runner_constrain_end(struct runner_sequence *s) {
+    runner_buffer_free(&s->before_trigger);
     grammar_state_free(s->grammar_state);
     grammar_free(s->grammar);
     s->grammar_state = NULL;
@@ -130,8 +135,42 @@ int runner_constrain_is_end(const struct runner *runner, int token) {
     return 0;
 }
 
+/* The first occurrence of needle (n bytes) in text[from..length), or -1. */
+static long find_text(const uint8_t *text, size_t length, size_t from, const char *needle,
+                      size_t n) {
+    for (size_t at = from; at + n <= length; at++)
+        if (!memcmp(text + at, needle, n)) return (long)at;
+    return -1;
+}
+
+/* Before the trigger: adds token's bytes to the output and starts the
+ * grammar at the trigger once it is there. 0, 1 (the grammar is already
+ * complete) or -1 (out of memory). */
+static int watch_for_trigger(const struct runner *runner, struct runner_sequence *s, int token) {
+    const char *trigger = s->request.grammar_trigger;
+    size_t length, n = strlen(trigger), before = s->before_trigger.length;
+    const char *bytes = tokenizer_token_bytes(runner->params.tokenizer, token, &length);
+    if (!bytes || runner_buffer_append(&s->before_trigger, bytes, length)) return -1;
+    const uint8_t *text = s->before_trigger.data;
+    long at =
+        find_text(text, s->before_trigger.length, before + 1 > n ? before + 1 - n : 0, trigger, n);
+    if (at < 0) return 0;
+    struct grammar_state *state = grammar_state_create(s->grammar);
+    if (!state) return -1;
+    /* what follows the trigger in the same token must fit the grammar too;
+     * if it does not, the output stays free and the watch goes on */
+    if (grammar_accept(state, (const char *)text + at, s->before_trigger.length - (size_t)at)) {
+        grammar_state_free(state);
+        return 0;
+    }
+    s->grammar_state = state;
+    runner_buffer_free(&s->before_trigger);
+    return grammar_is_done(state);
+}
+
 int runner_constrain_advance(const struct runner *runner, struct runner_sequence *s, int token) {
-    if (!s->grammar_state) return 0;
+    if (!s->grammar) return 0;
+    if (!s->grammar_state) return watch_for_trigger(runner, s, token);
     if (runner_constrain_is_end(runner, token)) return grammar_can_end(s->grammar_state) ? 1 : -1;
     size_t length;
     const char *bytes = tokenizer_token_bytes(runner->params.tokenizer, token, &length);

@@ -199,6 +199,11 @@ static int protocol_check_request(const struct protocol_report *report,
     if (request->grammar && strlen(request->grammar) > RUNNER_GRAMMAR_MAX)
         return protocol_fail(report, "grammar of %zu bytes exceeds %u", strlen(request->grammar),
                              RUNNER_GRAMMAR_MAX);
+    if (request->grammar_trigger && strlen(request->grammar_trigger) > RUNNER_TRIGGER_MAX)
+        return protocol_fail(report, "grammar_trigger of %zu bytes exceeds %d",
+                             strlen(request->grammar_trigger), RUNNER_TRIGGER_MAX);
+    if (request->grammar_trigger && !request->grammar)
+        return protocol_fail(report, "grammar_trigger without a grammar");
     if (protocol_check_at_least(report, "n_prompt", request->n_prompt, 1) ||
         protocol_check_tokens(report, "prompt", request->prompt, request->n_prompt))
         return -1;
@@ -392,6 +397,7 @@ int runner_encode_add(struct runner_buffer *out, const struct runner_request *re
         writer_put_f32(&writer, request->biases[i].bias);
     }
     writer_put_string(&writer, request->grammar ? request->grammar : "");
+    writer_put_string(&writer, request->grammar_trigger ? request->grammar_trigger : "");
     writer_put_u32(&writer, (uint32_t)request->n_prompt);
     for (int i = 0; i < request->n_prompt; i++) writer_put_i32(&writer, request->prompt[i]);
     return writer_end(&writer, &report);
@@ -714,24 +720,29 @@ static int reader_biases(struct protocol_reader *reader, struct runner_request *
     return 0;
 }
 
-/* The grammar text of an ADD payload: empty is none; a NUL inside is an
- * error. */
-static int reader_grammar(struct protocol_reader *reader, struct runner_request *request) {
+/* A text field of at most max bytes (named field; its length field is
+ * "<field> length"), into a new NUL-terminated string: empty is none (NULL);
+ * a NUL inside is an error. */
+static int reader_text(struct protocol_reader *reader, const char *field, uint32_t max,
+                       char **text) {
+    char length_field[PROTOCOL_FIELD_NAME];
+    snprintf(length_field, sizeof(length_field), "%s length", field);
     uint32_t length;
     const uint8_t *bytes = NULL;
-    if (reader_count(reader, "grammar length", 0, RUNNER_GRAMMAR_MAX, 1, &length) ||
-        reader_take(reader, length, "grammar", &bytes))
+    if (reader_count(reader, length_field, 0, max, 1, &length) ||
+        reader_take(reader, length, field, &bytes))
         return -1;
     if (length == 0) return 0;
     const uint8_t *nul = memchr(bytes, '\0', length);
     if (nul != NULL)
-        return protocol_fail(&reader->report, "grammar has a NUL byte at offset %td", nul - bytes);
-    request->grammar = malloc((size_t)length + 1);
-    if (request->grammar == NULL)
-        return protocol_fail(&reader->report, "out of memory for a grammar of %" PRIu32 " bytes",
+        return protocol_fail(&reader->report, "%s has a NUL byte at offset %td", field,
+                             nul - bytes);
+    *text = malloc((size_t)length + 1);
+    if (*text == NULL)
+        return protocol_fail(&reader->report, "out of memory for %s of %" PRIu32 " bytes", field,
                              length);
-    memcpy(request->grammar, bytes, length);
-    request->grammar[length] = '\0';
+    memcpy(*text, bytes, length);
+    (*text)[length] = '\0';
     return 0;
 }
 
@@ -765,7 +776,9 @@ int runner_decode_add(const struct runner_frame *frame, struct runner_request *r
     decoded.ignore_eos = (flags & PROTOCOL_FLAG_IGNORE_EOS) != 0;
     if (reader_i32(&reader, "top_logprobs", &decoded.top_logprobs) ||
         reader_i32(&reader, "resumed", &decoded.resumed) || reader_stops(&reader, &decoded) ||
-        reader_biases(&reader, &decoded) || reader_grammar(&reader, &decoded) ||
+        reader_biases(&reader, &decoded) ||
+        reader_text(&reader, "grammar", RUNNER_GRAMMAR_MAX, &decoded.grammar) ||
+        reader_text(&reader, "grammar_trigger", RUNNER_TRIGGER_MAX, &decoded.grammar_trigger) ||
         reader_tokens(&reader, "n_prompt", "prompt", 1, INT_MAX, &decoded.prompt,
                       &decoded.n_prompt) ||
         reader_end(&reader, "prompt") || protocol_check_request(&reader.report, &decoded))
@@ -904,6 +917,8 @@ void runner_request_free(struct runner_request *request) {
     free(request->prompt);
     free(request->biases);
     free(request->grammar);
+    free(request->grammar_trigger);
+    request->grammar_trigger = NULL;
     request->biases = NULL;
     request->n_biases = 0;
     request->grammar = NULL;

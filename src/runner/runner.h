@@ -31,6 +31,7 @@ struct tokenizer; /* tokenizer/tokenizer.h: the model's vocabulary, for grammars
 #define RUNNER_BIASES_MAX       300        /* logit biases per request (OpenAI's limit) */
 #define RUNNER_BIAS_LIMIT       100.0f     /* a bias is in [-limit, limit]; -limit bans the token */
 #define RUNNER_GRAMMAR_MAX      (1u << 20) /* bytes of a request's grammar text */
+#define RUNNER_TRIGGER_MAX      256        /* bytes of a grammar's trigger text */
 
 /* A token sequence that ends generation when the output ends with it. */
 struct runner_stop {
@@ -80,6 +81,10 @@ struct runner_request {
     struct runner_bias *biases;      /* (n_biases) added to the logits before sampling */
     char *grammar;                   /* GBNF text the output must match (src/grammar), NUL-
                                         terminated, at most RUNNER_GRAMMAR_MAX bytes; NULL: none */
+    char *grammar_trigger;           /* with a grammar: the output is free until this text
+                                        appears in it, then the grammar applies from the
+                                        trigger's first byte on (tool calls); NULL: from the
+                                        start. At most RUNNER_TRIGGER_MAX bytes */
 };
 
 /* Frees what a decoded or copied request owns (prompt, stops, biases,
@@ -176,7 +181,8 @@ struct runner_hello {
  *              frequency_penalty; i32 max_tokens;
  *              u32 flags (1 logprobs, 2 ignore_eos); i32 top_logprobs; i32 resumed;
  *              u32 n_stops, each u32 n + n i32 tokens; u32 n_biases, each i32 token,
- *              f32 bias; u32 n + n bytes grammar (0: none); u32 n_prompt + i32 tokens
+ *              f32 bias; u32 n + n bytes grammar (0: none); u32 n + n bytes
+ *              grammar_trigger (0: none); u32 n_prompt + i32 tokens
  *   CANCEL     u64 id
  *   TOKEN      u64 id; i32 token; f32 logprob; u32 n_top + n_top (i32, f32)
  *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated, n_cached; u32 category;

@@ -30,7 +30,9 @@ struct runner_sequence {
     struct kv_sequence kv;               /* its blocks of the cache */
     struct sampler sampler;              /* its own random stream */
     struct grammar *grammar;             /* the request's grammar compiled, or NULL */
-    struct grammar_state *grammar_state; /* where its tokens so far are in it */
+    struct grammar_state *grammar_state; /* where its tokens so far are in it; NULL while a
+                                            trigger has not appeared */
+    struct runner_buffer before_trigger; /* with a trigger not seen yet: the output's bytes */
     int sampled;                         /* the token sampled this step (finish_step) */
     float sampled_logprob;               /* its log-probability, if the request asks */
     struct runner_alternative sampled_top[RUNNER_TOP_LOGPROBS_MAX]; /* the step's most

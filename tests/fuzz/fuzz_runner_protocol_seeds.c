@@ -88,6 +88,8 @@ int main(int argc, char **argv) {
     request.n_biases = 2;
     request.biases = biases;
     request.grammar = grammar;
+    char trigger[] = "{";
+    request.grammar_trigger = trigger;
     one.length = 0;
     failed |= runner_encode_add(&one, &request, err, sizeof(err));
     failed |= write_seed(dir, "add-grammar.bin", &one, one.length);
