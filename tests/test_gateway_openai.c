@@ -7,7 +7,9 @@
  * its status, type, param and exact message. The response bodies are
  * test_gateway_openai_response.c's. */
 #include "gateway/openai.h"
+#include "grammar/grammar.h"
 #include "testutil.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -182,6 +184,7 @@ struct refusal {
 #define E5        "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9" /* five 2-byte characters */
 #define CHAT_HEAD "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
 #define CMPL_HEAD "{\"model\":\"m\",\"prompt\":\"p\","
+#define TOOL_F    "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"
 
 static const struct refusal refusals[] = {
     {OPENAI_CHAT, "", "", "the request body is empty; expected a JSON object"},
@@ -210,16 +213,40 @@ static const struct refusal refusals[] = {
     {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":3}]}", "messages[0].role",
      "messages[0].role must be a string"},
     {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}",
-     "messages[0].role",
-     "messages[0].role must be one of system, developer, user, assistant; got \"tool\""},
+     "messages[0].tool_call_id", "messages[0].tool_call_id is required"},
+    {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"c\"}]}",
+     "messages[0].content", "messages[0].content is required"},
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\","
+     "\"tool_call_id\":\"c\"}]}",
+     "messages[0].tool_call_id", "messages[0].tool_call_id is only allowed in tool messages"},
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\","
+     "\"tool_calls\":[]}]}",
+     "messages[0].tool_calls", "messages[0].tool_calls is only allowed in assistant messages"},
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+     "{\"role\":\"assistant\",\"tool_calls\":{}}]}",
+     "messages[1].tool_calls", "messages[1].tool_calls must be an array"},
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+     "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+     "\"function\":{\"name\":\"f\"}}]}]}",
+     "messages[1].tool_calls[0].function.arguments",
+     "messages[1].tool_calls[0].function.arguments is required"},
+    {OPENAI_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+     "{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\","
+     "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+     "messages[1].tool_calls[0].id", "messages[1].tool_calls[0].id is required"},
     /* A client's string in a message is escaped to one line and cut short. */
     {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"a\\\"b\\\\c\\n\\u0001\"}]}",
      "messages[0].role",
-     "messages[0].role must be one of system, developer, user, assistant; got "
+     "messages[0].role must be one of system, developer, user, assistant, tool; got "
      "\"a\\\"b\\\\c\\u000a\\u0001\""},
     {OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"" E5 E5 E5 E5 E5 "\"}]}",
      "messages[0].role",
-     "messages[0].role must be one of system, developer, user, assistant; got \"" E5 E5 E5 E5
+     "messages[0].role must be one of system, developer, user, assistant, tool; got \"" E5 E5 E5 E5
      "...\""},
     {OPENAI_CHAT,
      "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\"}]}",
@@ -325,18 +352,64 @@ static const struct refusal refusals[] = {
     {OPENAI_COMPLETION, CMPL_HEAD "\"stream_options\":{\"include_usage\":false}}", "stream_options",
      "stream_options requires stream to be true"},
     /* Fields lockstep does not implement, with values that ask for something. */
-    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
-     "tools", "tools is not supported: lockstep does not call tools (omit it, or send [])"},
-    {OPENAI_CHAT, CHAT_HEAD "\"tools\":{}}", "tools",
-     "tools is not supported: lockstep does not call tools (omit it, or send [])"},
+    /* Tool calling (openai_tools.c). */
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":{}}", "tools", "tools must be an array of tools"},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[1]}", "tools[0]", "tools[0] must be an object"},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[{\"type\":\"retrieval\"}]}", "tools[0].type",
+     "tools[0].type must be \"function\""},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"x\":1}]}", "tools[0]",
+     "tools[0] has an unknown field 'x'"},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[" TOOL_F ",{\"type\":\"function\",\"function\":{}}]}",
+     "tools[1].function.name", "tools[1].function.name is required"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[" TOOL_F ",{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+     "tools[1].function.name",
+     "tools[1].function.name must be 1 to 64 letters, digits, underscores or dashes, got \"a b\""},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[" TOOL_F "," TOOL_F "]}", "tools[1].function.name",
+     "tools[1].function.name \"f\" is the name of tools[0] too"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"y\":2}}]}",
+     "tools[0].function", "tools[0].function has an unknown field 'y'"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":1}}]}",
+     "tools[0].function.strict", "tools[0].function.strict must be a boolean"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+               "\"parameters\":[]}}]}",
+     "tools[0].function.parameters", "tools[0].function.parameters must be a JSON Schema object"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+               "\"parameters\":{\"type\":\"string\"}}}]}",
+     "tools[0].function.parameters",
+     "tools[0].function.parameters must describe an object (\"type\": \"object\")"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+               "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+               "\"string\",\"pattern\":\"x\"}}}}}]}",
+     "tools[0].function.parameters",
+     "tools[0].function.parameters: unsupported JSON Schema keyword \"pattern\" at /properties/a"},
     {OPENAI_CHAT, CHAT_HEAD "\"tool_choice\":\"required\"}", "tool_choice",
-     "tool_choice is not supported: lockstep does not call tools (only \"none\" and \"auto\" are "
-     "accepted)"},
+     "tool_choice \"required\" needs tools"},
     {OPENAI_CHAT,
      CHAT_HEAD "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
-     "tool_choice",
-     "tool_choice is not supported: lockstep does not call tools (only \"none\" and \"auto\" are "
-     "accepted)"},
+     "tool_choice", "tool_choice names a function but no tools are given"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\",\"function\":"
+               "{\"name\":\"g\"}}}",
+     "tool_choice.function.name",
+     "tool_choice.function.name \"g\" is not the name of any of the tools"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"f\",\"function\":"
+               "{\"name\":\"f\"}}}",
+     "tool_choice.type", "tool_choice.type must be \"function\""},
+    {OPENAI_CHAT, CHAT_HEAD "\"tools\":[" TOOL_F "],\"tool_choice\":\"sometimes\"}", "tool_choice",
+     "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+     "\"function\": {\"name\": ...}}"},
+    {OPENAI_CHAT, CHAT_HEAD "\"parallel_tool_calls\":\"yes\"}", "parallel_tool_calls",
+     "parallel_tool_calls must be a boolean"},
+    {OPENAI_CHAT,
+     CHAT_HEAD "\"tools\":[" TOOL_F "],\"response_format\":{\"type\":\"json_object\"}}", "tools",
+     "tools cannot be combined with response_format or grammar (unless tool_choice is \"none\")"},
     {OPENAI_CHAT, CHAT_HEAD "\"functions\":[{\"name\":\"f\",\"parameters\":{}}]}", "functions",
      "functions is not supported: lockstep does not call functions (omit it, or send [])"},
     {OPENAI_CHAT, CHAT_HEAD "\"function_call\":{\"name\":\"f\"}}", "function_call",
@@ -382,8 +455,8 @@ static const struct refusal refusals[] = {
      "suffix is not supported: text is only appended, never inserted (only \"\" is accepted)"},
     /* Refused before any field is read: the cause is named, not its effect. */
     {OPENAI_CHAT,
-     "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}],\"tools\":[{}]}",
-     "tools", "tools is not supported: lockstep does not call tools (omit it, or send [])"},
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}],\"audio\":{}}", "audio",
+     "audio is not supported: answers are text"},
     /* Fields the endpoint does not have, as OpenAI answers them. */
     {OPENAI_CHAT, CHAT_HEAD "\"foo\":1}", "foo", "Unrecognized request argument supplied: foo"},
     {OPENAI_COMPLETION, CMPL_HEAD "\"temprature\":0}", "temprature",
@@ -545,7 +618,118 @@ static void test_refusals(void) {
     CHECK(openai_parse_request(NULL, 0, OPENAI_CHAT, &r, &e) == -1 && e.status == 400);
 }
 
+/* 1 if the grammar takes text whole. */
+static int grammar_takes(const char *gbnf, const char *text) {
+    struct grammar *g = NULL;
+    char err[200];
+    if (grammar_compile(&g, gbnf, strlen(gbnf), err, sizeof(err))) return 0;
+    struct grammar_state *st = grammar_state_create(g);
+    int ok = st && grammar_accept(st, text, strlen(text)) == 0 && grammar_can_end(st);
+    grammar_state_free(st);
+    grammar_free(g);
+    return ok;
+}
+
+#define TOOLS_BODY                                                                                 \
+    "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"                       \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":"        \
+    "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"P\\\"}" \
+    "\"}}]},"                                                                                      \
+    "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"sunny\"}],"                      \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"    \
+    "\"Weather\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"    \
+    "{\"type\":\"string\"}},\"required\":[\"city\"],\"additionalProperties\":false}}},"            \
+    "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]"
+
+/* tools, tool_choice, parallel_tool_calls and the messages' tool fields
+ * are read; the calls' grammar takes calls in the family's format. */
+static void test_tools(void) {
+    struct openai_request r;
+    struct openai_error e;
+    CHECK_MSG(parse(TOOLS_BODY ",\"parallel_tool_calls\":false}", OPENAI_CHAT, &r, &e) == 0, "%s",
+              e.message);
+    CHECK(r.n_tools == 2 && r.tool_choice == OPENAI_TOOLS_AUTO && r.parallel_tool_calls == 0);
+    CHECK(same_string(r.tools[0].name, "get_weather") &&
+          same_string(r.tools[0].description, "Weather") && r.tools[0].grammar != NULL);
+    CHECK(same_string(r.tools[0].parameters,
+                      "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+                      "\"required\":[\"city\"],\"additionalProperties\":false}"));
+    CHECK(same_string(r.tools[1].name, "now") && r.tools[1].parameters == NULL &&
+          r.tools[1].description == NULL && r.tools[1].grammar != NULL);
+    CHECK(r.n_messages == 3 && r.messages[1].n_tool_calls == 1);
+    CHECK(same_string(r.messages[1].content, "") &&
+          same_string(r.messages[1].tool_calls[0].id, "call_1"));
+    CHECK(same_string(r.messages[1].tool_calls[0].name, "get_weather") &&
+          same_string(r.messages[1].tool_calls[0].arguments, "{\"city\":\"P\"}"));
+    CHECK(same_string(r.messages[2].role, "tool") &&
+          same_string(r.messages[2].tool_call_id, "call_1") &&
+          same_string(r.messages[2].content, "sunny"));
+    /* one call of either tool, in the plain format */
+    const struct tokenizer_tool_format *plain = tokenizer_chat_tool_format(TOKENIZER_CHAT_PLAIN);
+    char *gbnf = NULL;
+    CHECK_MSG(openai_tools_grammar(&r, plain, &gbnf, &e) == 0, "%s", e.message);
+    CHECK(grammar_takes(gbnf, "<tool_call>{\"name\": \"get_weather\", \"arguments\": "
+                              "{\"city\": \"Paris\"}}</tool_call>"));
+    CHECK(grammar_takes(gbnf, "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>"));
+    CHECK(!grammar_takes(gbnf, "<tool_call>{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"town\": \"Paris\"}}</tool_call>"));
+    CHECK(!grammar_takes(gbnf, "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>\n"
+                               "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>"));
+    free(gbnf);
+    openai_request_free(&r);
+
+    /* several calls, a named tool, every family's format */
+    CHECK_MSG(parse(TOOLS_BODY ",\"tool_choice\":{\"type\":\"function\",\"function\":"
+                               "{\"name\":\"now\"}}}",
+                    OPENAI_CHAT, &r, &e) == 0,
+              "%s", e.message);
+    CHECK(r.tool_choice == OPENAI_TOOLS_FUNCTION && r.tool_choice_index == 1 &&
+          r.parallel_tool_calls == 1);
+    CHECK(openai_tools_grammar(&r, tokenizer_chat_tool_format(TOKENIZER_CHAT_CHATML), &gbnf, &e) ==
+          0);
+    CHECK(grammar_takes(
+        gbnf, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+              "<tool_call>\n{\"name\":\"now\",\"arguments\":{\"x\": [1]}}\n</tool_call>"));
+    CHECK(!grammar_takes(gbnf, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"city\": \"P\"}}\n</tool_call>"));
+    free(gbnf);
+    CHECK(openai_tools_grammar(&r, tokenizer_chat_tool_format(TOKENIZER_CHAT_MISTRAL), &gbnf, &e) ==
+          0);
+    CHECK(grammar_takes(gbnf, "[TOOL_CALLS] [{\"name\": \"now\", \"arguments\": {}}, "
+                              "{\"name\": \"now\", \"arguments\": {}}]"));
+    free(gbnf);
+    CHECK(openai_tools_grammar(&r, tokenizer_chat_tool_format(TOKENIZER_CHAT_LLAMA3), &gbnf, &e) ==
+          0);
+    CHECK(grammar_takes(gbnf, "{\"name\": \"now\", \"parameters\": {}}; "
+                              "{\"name\": \"now\", \"parameters\": {}}"));
+    free(gbnf);
+    openai_request_free(&r);
+
+    CHECK(parse(TOOLS_BODY ",\"tool_choice\":\"required\"}", OPENAI_CHAT, &r, &e) == 0);
+    CHECK(r.tool_choice == OPENAI_TOOLS_REQUIRED);
+    openai_request_free(&r);
+    /* "none" keeps the tools (to refuse nothing) but calls none */
+    CHECK(parse(TOOLS_BODY ",\"tool_choice\":\"none\",\"grammar\":\"root ::= \\\"a\\\"\"}",
+                OPENAI_CHAT, &r, &e) == 0);
+    CHECK(r.tool_choice == OPENAI_TOOLS_NONE && r.n_tools == 2);
+    openai_request_free(&r);
+
+    /* 128 tools at most */
+    char *body = malloc(200 * 64 + 256);
+    size_t used = (size_t)sprintf(body, CHAT_HEAD "\"tools\":[");
+    for (int i = 0; i < 129; i++)
+        used += (size_t)sprintf(body + used,
+                                "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}",
+                                i ? "," : "", i);
+    sprintf(body + used, "]}");
+    CHECK(parse(body, OPENAI_CHAT, &r, &e) == -1 && same_string(e.param, "tools") &&
+          same_string(e.message, "tools may hold at most 128 tools, got 129"));
+    openai_request_free(&r);
+    free(body);
+}
+
 int main(void) {
+    test_tools();
     test_chat_every_field();
     test_chat_defaults_and_nulls();
     test_completion_prompts();

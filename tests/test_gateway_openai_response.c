@@ -66,7 +66,7 @@ static void test_error_json(void) {
     root = parse_json(text);
     error = get(root, "error");
     CHECK(is_string(get(error, "message"), "messages[0].role must be one of system, developer, "
-                                           "user, assistant; got \"\xEF\xBF\xBD\""));
+                                           "user, assistant, tool; got \"\xEF\xBF\xBD\""));
     CHECK(is_string(get(error, "param"), "messages[0].role"));
     CHECK(cJSON_IsNull(get(error, "code")));
     cJSON_Delete(root);
@@ -127,7 +127,8 @@ static struct openai_response chat_response(int logprobs, int include_usage) {
 
 static void test_chat_completion(void) {
     struct openai_response response = chat_response(0, 0);
-    struct openai_result result = {tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5, 8}, 0, NULL};
+    struct openai_result result = {
+        tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5, 8}, 0, NULL, 0, NULL};
     char *text = openai_completion_json(&response, &result);
     check_printed(text);
     cJSON *root = parse_json(text);
@@ -219,7 +220,8 @@ static void test_chat_logprobs(void) {
     struct openai_token tokens[2];
     fill_tokens(tokens);
     struct openai_response response = chat_response(1, 0);
-    struct openai_result result = {"He\xE6\x97", 4, OPENAI_FINISH_LENGTH, {3, 2, 0}, 2, tokens};
+    struct openai_result result = {"He\xE6\x97", 4, OPENAI_FINISH_LENGTH, {3, 2, 0}, 2, tokens, 0,
+                                   NULL};
     char *text = openai_completion_json(&response, &result);
     /* Shortest float form: -0.123f prints as -0.123. */
     CHECK(text != NULL && strstr(text, "\"logprob\":-0.123,") != NULL);
@@ -234,7 +236,7 @@ static void test_chat_chunks(void) {
     fill_tokens(tokens);
     struct openai_response response = chat_response(1, 1);
 
-    struct openai_delta first = {1, "", 0, OPENAI_FINISH_NONE, 0, NULL, 0};
+    struct openai_delta first = {1, "", 0, OPENAI_FINISH_NONE, 0, NULL, 0, NULL};
     char *text = openai_chunk_json(&response, &first);
     cJSON *root = parse_json(text);
     check_head(root, "chatcmpl-0123abcd", "chat.completion.chunk");
@@ -247,7 +249,8 @@ static void test_chat_chunks(void) {
     cJSON_Delete(root);
     free(text);
 
-    struct openai_delta middle = {0, tricky, strlen(tricky), OPENAI_FINISH_NONE, 2, tokens, 0};
+    struct openai_delta middle = {0, tricky, strlen(tricky), OPENAI_FINISH_NONE, 2, tokens,
+                                  0, NULL};
     text = openai_chunk_json(&response, &middle);
     check_printed(text);
     root = parse_json(text);
@@ -259,7 +262,7 @@ static void test_chat_chunks(void) {
     cJSON_Delete(root);
     free(text);
 
-    struct openai_delta last = {0, NULL, 0, OPENAI_FINISH_STOP, 0, NULL, 0};
+    struct openai_delta last = {0, NULL, 0, OPENAI_FINISH_STOP, 0, NULL, 0, NULL};
     text = openai_chunk_json(&response, &last);
     root = parse_json(text);
     choice = first_choice(root);
@@ -336,7 +339,7 @@ static void test_text_completion(void) {
     fill_completion_tokens(tokens);
     struct openai_response response = {OPENAI_COMPLETION, "cmpl-77", "kjv2m", 1732900000, 1, 0};
     struct openai_result result = {
-        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens};
+        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens, 0, NULL};
     char *text = openai_completion_json(&response, &result);
     cJSON *root = parse_json(text);
     check_head(root, "cmpl-77", "text_completion");
@@ -353,7 +356,8 @@ static void test_text_completion(void) {
 
     /* Streamed: logprobs offsets continue from the chunk's text_offset. */
     response.include_usage = 1;
-    struct openai_delta delta = {0, tricky, strlen(tricky), OPENAI_FINISH_NONE, 3, tokens, 40};
+    struct openai_delta delta = {0,  tricky, strlen(tricky), OPENAI_FINISH_NONE, 3, tokens,
+                                 40, NULL};
     text = openai_chunk_json(&response, &delta);
     check_printed(text);
     root = parse_json(text);
@@ -366,7 +370,7 @@ static void test_text_completion(void) {
     cJSON_Delete(root);
     free(text);
 
-    struct openai_delta last = {0, "", 0, OPENAI_FINISH_STOP, 0, NULL, 52};
+    struct openai_delta last = {0, "", 0, OPENAI_FINISH_STOP, 0, NULL, 52, NULL};
     text = openai_chunk_json(&response, &last);
     root = parse_json(text);
     choice = first_choice(root);
@@ -399,9 +403,9 @@ static void test_choices(void) {
     struct openai_token tokens[3];
     fill_completion_tokens(tokens);
     struct openai_result results[3] = {
-        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens},
-        {"", 0, OPENAI_FINISH_STOP, {4, 1, 0}, 0, NULL},
-        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2, 0}, 1, tokens},
+        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens, 0, NULL},
+        {"", 0, OPENAI_FINISH_STOP, {4, 1, 0}, 0, NULL, 0, NULL},
+        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2, 0}, 1, tokens, 0, NULL},
     };
     struct openai_usage usage = {4, 6, 2};
     for (int chat = 0; chat < 2; chat++) {
@@ -427,7 +431,7 @@ static void test_choices(void) {
         cJSON_Delete(root);
         free(text);
 
-        struct openai_delta delta = {1, "x", 1, OPENAI_FINISH_NONE, 0, NULL, 0};
+        struct openai_delta delta = {1, "x", 1, OPENAI_FINISH_NONE, 0, NULL, 0, NULL};
         text = openai_choice_chunk_json(&response, &delta, 2);
         root = parse_json(text);
         CHECK(cJSON_GetArraySize(get(root, "choices")) == 1);
@@ -485,7 +489,83 @@ static void test_models(void) {
     free(text);
 }
 
+/* One call of a message or a delta: {"id"?, "type"?, "function": {"name"?, "arguments"}}. */
+static void check_call(const cJSON *call, const char *id, const char *name, const char *arguments) {
+    const cJSON *function = get(call, "function");
+    CHECK(id ? is_string(get(call, "id"), id) && is_string(get(call, "type"), "function")
+             : get(call, "id") == NULL && get(call, "type") == NULL);
+    CHECK(name ? is_string(get(function, "name"), name) : get(function, "name") == NULL);
+    CHECK(is_string(get(function, "arguments"), arguments));
+}
+
+/* Tool calls in a whole answer (content null without text) and in chunks. */
+static void test_tool_calls(void) {
+    struct openai_response response = {OPENAI_CHAT, "chatcmpl-9", "kjv2m", 1732900000, 0, 0};
+    char a0[] = "call_a", n0[] = "get_weather", g0[] = "{\"city\":\"Paris\"}";
+    char a1[] = "call_b", n1[] = "now", g1[] = "{}";
+    struct openai_tool_call calls[2] = {{a0, n0, g0}, {a1, n1, g1}};
+    struct openai_result result = {"", 0, OPENAI_FINISH_TOOL_CALLS, {9, 20, 0}, 0, NULL, 2, calls};
+    char *text = openai_completion_json(&response, &result);
+    check_printed(text);
+    cJSON *root = parse_json(text);
+    const cJSON *choice = first_choice(root), *message = get(choice, "message");
+    CHECK(is_string(get(choice, "finish_reason"), "tool_calls"));
+    CHECK(cJSON_IsNull(get(message, "content")) && is_string(get(message, "role"), "assistant"));
+    const cJSON *list = get(message, "tool_calls");
+    CHECK(cJSON_GetArraySize(list) == 2);
+    check_call(cJSON_GetArrayItem(list, 0), "call_a", "get_weather", "{\"city\":\"Paris\"}");
+    check_call(cJSON_GetArrayItem(list, 1), "call_b", "now", "{}");
+    cJSON_Delete(root);
+    free(text);
+
+    /* content before the calls stays */
+    result.text = "Let me check.";
+    result.length = 13;
+    result.n_tool_calls = 1;
+    text = openai_completion_json(&response, &result);
+    root = parse_json(text);
+    message = get(first_choice(root), "message");
+    CHECK(is_string(get(message, "content"), "Let me check."));
+    CHECK(cJSON_GetArraySize(get(message, "tool_calls")) == 1);
+    cJSON_Delete(root);
+    free(text);
+
+    /* a call's first chunk (the choice's first: role, content null), then its arguments */
+    struct openai_call_delta head = {1, "call_b", "now", ""}, rest = {1, NULL, NULL, "{\"x\":"};
+    struct openai_delta d = {.first = 1, .text = "", .call = &head};
+    text = openai_choice_chunk_json(&response, &d, 0);
+    check_printed(text);
+    root = parse_json(text);
+    choice = first_choice(root);
+    const cJSON *delta = get(choice, "delta");
+    CHECK(is_number(get(choice, "index"), 0) && cJSON_IsNull(get(choice, "finish_reason")));
+    CHECK(is_string(get(delta, "role"), "assistant") && cJSON_IsNull(get(delta, "content")));
+    const cJSON *item = cJSON_GetArrayItem(get(delta, "tool_calls"), 0);
+    CHECK(cJSON_GetArraySize(get(delta, "tool_calls")) == 1 && is_number(get(item, "index"), 1));
+    check_call(item, "call_b", "now", "");
+    cJSON_Delete(root);
+    free(text);
+    d = (struct openai_delta){.text = "", .call = &rest};
+    text = openai_chunk_json(&response, &d);
+    root = parse_json(text);
+    delta = get(first_choice(root), "delta");
+    item = cJSON_GetArrayItem(get(delta, "tool_calls"), 0);
+    CHECK(cJSON_GetArraySize(delta) == 1 && is_number(get(item, "index"), 1));
+    check_call(item, NULL, NULL, "{\"x\":");
+    cJSON_Delete(root);
+    free(text);
+    d = (struct openai_delta){.text = "", .finish = OPENAI_FINISH_TOOL_CALLS};
+    text = openai_chunk_json(&response, &d);
+    root = parse_json(text);
+    choice = first_choice(root);
+    CHECK(cJSON_GetArraySize(get(choice, "delta")) == 0);
+    CHECK(is_string(get(choice, "finish_reason"), "tool_calls"));
+    cJSON_Delete(root);
+    free(text);
+}
+
 int main(void) {
+    test_tool_calls();
     test_error_json();
     test_chat_completion();
     test_chat_logprobs();

@@ -53,6 +53,11 @@ struct gateway_choice {
     int done;                   /* 1: it ended (its last chunk went out) */
     uint64_t last_token_us;     /* when its latest token arrived */
     uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
+    /* tool calling (tool_calls.c), when the request's tool_choice is not "none" */
+    struct runner_buffer all;       /* every byte decoded, to find and parse the calls */
+    int in_calls;                   /* 1: the trigger was seen: the rest is calls */
+    struct openai_tool_call *calls; /* (n_calls) the calls parsed when it ended */
+    int n_calls;
 };
 
 /* One client request. The HTTP side and the instance (one reference per
@@ -223,6 +228,40 @@ struct openai_usage gateway_request_usage(const struct gateway_request *request)
 void gateway_request_keep_alive(struct gateway_request *request, uint64_t now_us);
 /* Wakes the HTTP connection if it waits (lock held). */
 void gateway_request_wake(struct gateway_request *request);
+/* Appends "data: JSON\n\n" to the stream and frees json (lock held). */
+void gateway_request_event(struct gateway_request *request, char *json);
+
+/* tool_calls.c: tool calling around a request (lock held where it has one) */
+/* 1 if the request's answer may hold tool calls (tools given, tool_choice
+ * not "none"). */
+int gateway_tools_active(const struct gateway_request *request);
+/* The tools as the chat template takes them ((*out)[n_tools], free() it;
+ * NULL with 0 when the request renders none); -1 with error. */
+int gateway_tools_render(const struct gateway_request *request, struct tokenizer_chat_tool **out,
+                         int *n, struct openai_error *error);
+/* The messages as the chat template takes them, tool calls included
+ * ((*out)[n_messages] and the calls they point to: free() *out and
+ * *calls); -1 with error. */
+int gateway_tools_messages(const struct gateway_request *request,
+                           struct tokenizer_chat_message **out, struct tokenizer_tool_call **calls,
+                           struct openai_error *error);
+/* Sets the request's grammar (and trigger, for "auto") to its tool calls'
+ * in the instance's family; 0 when it calls none; -1 with error. */
+int gateway_tools_constrain(struct gateway_request *request, struct openai_error *error);
+/* How many of the choice's held bytes may go out as content: *limit (at
+ * most n_held). Returns 1 when the trigger was found (the calls start after
+ * *limit bytes of held and its content ends there), else 0 (the bytes
+ * after *limit could still become the trigger; all of them when final). */
+int gateway_tools_limit(const struct gateway_choice *choice, int final, size_t *limit);
+/* The choice ended with its calls' text after the trigger: parses them
+ * into choice->calls. 0: *finish is OPENAI_FINISH_TOOL_CALLS, and a stream
+ * got the calls' chunks; 1: the text stays content (the calls were cut by
+ * max_tokens, or do not parse with "auto"); -1: they do not parse under a
+ * grammar that forced them (a bug), message in err. */
+int gateway_tools_finish(struct gateway_choice *choice, enum openai_finish *finish, char *err,
+                         size_t errlen);
+/* Frees the choice's tool-call state. */
+void gateway_tools_free_choice(struct gateway_choice *choice);
 
 /* instance.c */
 int gateway_instance_init(struct gateway_instance *instance, struct gateway *gateway,

@@ -255,6 +255,8 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
             .usage = {r->n_prompt, choice->n_generated, r->n_cached},
             .n_tokens = r->body.logprobs ? choice->n_shown : 0,
             .tokens = choice->token_reports,
+            .n_tool_calls = choice->n_calls,
+            .tool_calls = choice->calls,
         };
     }
     struct openai_usage usage = gateway_request_usage(r);

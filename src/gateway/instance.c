@@ -206,7 +206,8 @@ static int queue_add(struct gateway_instance *in, struct gateway_choice *c, char
                                    .prompt = prompt,
                                    .n_biases = r->body.n_biases,
                                    .biases = (struct runner_bias *)r->body.biases,
-                                   .grammar = r->body.grammar};
+                                   .grammar = r->body.grammar,
+                                   .grammar_trigger = r->body.grammar_trigger};
         rc = runner_encode_add(&in->outbox, &q, err, errlen);
     }
     pthread_mutex_unlock(&r->lock);

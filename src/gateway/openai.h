@@ -26,6 +26,8 @@
 #define OPENAI_GRAMMAR_MAX      (1 << 20) /* bytes of a grammar (the runner protocol's limit) */
 #define OPENAI_TOP_LOGPROBS_MAX 20        /* alternatives per token a request may ask for */
 #define OPENAI_LOGPROB_FLOOR    (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
+#define OPENAI_TOOLS_MAX        128       /* tools a request may give (OpenAI's limit) */
+#define OPENAI_TOOL_NAME_MAX    64        /* bytes of a function's name: [a-zA-Z0-9_-] */
 
 /* Which endpoint a body was sent to. */
 enum openai_kind {
@@ -55,10 +57,39 @@ char *openai_error_json(const struct openai_error *e);
 
 /* ======================= requests (openai_request.c) ======================= */
 
+/* One call of a function: in an assistant message of the conversation
+ * (owned by it) or in an answer (openai_result, borrowed). */
+struct openai_tool_call {
+    char *id;        /* the call's id ("call_..."); NULL if it has none */
+    char *name;      /* the function's name */
+    char *arguments; /* its arguments: JSON text as the client or the model wrote it */
+};
+
 /* One chat message. */
 struct openai_message {
-    char *role;    /* "system", "developer", "user" or "assistant" */
+    char *role;    /* "system", "developer", "user", "assistant" or "tool" */
     char *content; /* its text; a content array's text parts concatenated; "" for none */
+    struct openai_tool_call *tool_calls; /* assistant: the calls it made (n_tool_calls) */
+    int n_tool_calls;                    /* 0 for a message without calls */
+    char *tool_call_id;                  /* tool: the id of the call whose result it is */
+    char *name;                          /* tool: the function's name, if given; else NULL */
+};
+
+/* One function the model may call (tools[i].function). */
+struct openai_tool {
+    char *name;        /* [a-zA-Z0-9_-]{1,64} */
+    char *description; /* what it does, or NULL */
+    char *parameters;  /* its arguments' JSON Schema as compact JSON text, or NULL */
+    char *grammar;     /* GBNF of JSON valid under parameters (any object without them),
+                          from grammar_from_json_schema: root is the arguments' rule */
+};
+
+/* What tool_choice asks for. */
+enum openai_tool_choice {
+    OPENAI_TOOLS_NONE = 0,     /* "none" (the default without tools): no call, tools unrendered */
+    OPENAI_TOOLS_AUTO = 1,     /* "auto" (the default with tools): text or calls */
+    OPENAI_TOOLS_REQUIRED = 2, /* "required": one or more calls of any tool */
+    OPENAI_TOOLS_FUNCTION = 3, /* {"type":"function","function":{"name"}}: calls of that one */
 };
 
 /* A parsed request body. Fields the endpoint does not have keep their
@@ -102,7 +133,17 @@ struct openai_request {
     int n_biases;                  /* 0..OPENAI_BIASES_MAX */
     struct openai_bias *biases;    /* (n_biases) logit_bias, in the order given */
     char *grammar; /* GBNF the answer must match: the grammar field, or response_format's JSON
-                      (schema) as a grammar; NULL: free text */
+                      (schema) as a grammar, or (set by the gateway) the tool calls'; NULL:
+                      free text */
+    char *grammar_trigger; /* set by the gateway for tool_choice auto: grammar applies from
+                              where this text appears in the answer on; NULL: from the start */
+
+    /* chat only: tool calling (openai_tools.c) */
+    int n_tools;                         /* 0..OPENAI_TOOLS_MAX */
+    struct openai_tool *tools;           /* (n_tools) in the order given */
+    enum openai_tool_choice tool_choice; /* what the answer may or must call */
+    int tool_choice_index;               /* OPENAI_TOOLS_FUNCTION: the tool named */
+    int parallel_tool_calls;             /* 1 (default): an answer may make several calls */
 };
 
 /* A logit_bias entry. */
@@ -117,6 +158,33 @@ struct cJSON;
 int openai_parse_constraints(const struct cJSON *root, struct openai_request *out,
                              struct openai_error *e);
 
+/* openai_tools.c: reads tools, tool_choice and parallel_tool_calls into out
+ * (converting each tool's parameters to a grammar, so that a schema
+ * outside src/grammar's subset is a 400 naming its keyword); -1 with e.
+ * Call after openai_parse_constraints (tools cannot be combined with a
+ * grammar). */
+int openai_parse_tools(const struct cJSON *root, struct openai_request *out,
+                       struct openai_error *e);
+
+/* openai_tools.c: the tool-call fields of messages[index] (JSON object
+ * message) into out, whose role is already set: an assistant's tool_calls,
+ * a tool message's tool_call_id and name; -1 with e. */
+int openai_parse_message_tools(const struct cJSON *message, int index, struct openai_message *out,
+                               struct openai_error *e);
+
+/* Frees the tools and the messages' tool-call fields of request. */
+void openai_tools_free(struct openai_request *request);
+
+struct tokenizer_tool_format;
+/* openai_tools.c: the GBNF of the tool calls request may make, written in
+ * format (tokenizer_chat_tool_format of the model's chat family): every
+ * tool (REQUIRED, AUTO) or the one named (FUNCTION), one call or, with
+ * parallel_tool_calls, one or more; its root starts with format->trigger.
+ * Compiled to check it. 0 with *out (malloc'd), -1 with e (500: a bug). */
+int openai_tools_grammar(const struct openai_request *request,
+                         const struct tokenizer_tool_format *format, char **out,
+                         struct openai_error *e);
+
 /* Parses and validates len bytes of body (need not be NUL-terminated) as a
  * request for the kind endpoint. 0 on success: out owns its strings, free
  * with openai_request_free. -1 with error filled (status 400, type
@@ -128,13 +196,13 @@ int openai_parse_constraints(const struct cJSON *root, struct openai_request *ou
  * the endpoint does not have is refused as OpenAI refuses it:
  * "Unrecognized request argument supplied: X". Accepted and ignored, since
  * they cannot change the answer: user, and for chat safety_identifier,
- * metadata, store, service_tier, prompt_cache_key, parallel_tool_calls.
- * Refused unless their value asks for nothing (the value accepted in
- * parentheses): tools and functions ([]), tool_choice and function_call
- * ("none" or "auto"), response_format ({"type":"text"}), modalities
- * (["text"]), logit_bias ({}), and for completions best_of (1) and suffix
- * (""); always refused: audio, prediction, web_search_options,
- * reasoning_effort, verbosity. A field given twice is refused. */
+ * metadata, store, service_tier, prompt_cache_key. Refused unless their
+ * value asks for nothing (the value accepted in parentheses): functions
+ * ([]), function_call ("none" or "auto"), response_format
+ * ({"type":"text"}), modalities (["text"]), logit_bias ({}), and for
+ * completions best_of (1) and suffix (""); always refused: audio,
+ * prediction, web_search_options, reasoning_effort, verbosity. A field
+ * given twice is refused. */
 int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
                          struct openai_request *out, struct openai_error *error);
 
@@ -145,9 +213,10 @@ void openai_request_free(struct openai_request *request);
 
 /* Why generation ended, as finish_reason reports it. */
 enum openai_finish {
-    OPENAI_FINISH_NONE = 0,   /* not finished: finish_reason is null */
-    OPENAI_FINISH_STOP = 1,   /* "stop": end-of-sequence or a stop string */
-    OPENAI_FINISH_LENGTH = 2, /* "length": max_tokens or the context length */
+    OPENAI_FINISH_NONE = 0,       /* not finished: finish_reason is null */
+    OPENAI_FINISH_STOP = 1,       /* "stop": end-of-sequence or a stop string */
+    OPENAI_FINISH_LENGTH = 2,     /* "length": max_tokens or the context length */
+    OPENAI_FINISH_TOOL_CALLS = 3, /* "tool_calls": the answer ends with calls */
 };
 
 /* One of a token's most likely alternatives. */
@@ -201,6 +270,18 @@ struct openai_result {
                                           takes the request's apart */
     int n_tokens;                      /* entries in tokens */
     const struct openai_token *tokens; /* logprobs of the generated tokens, if asked for */
+    int n_tool_calls;                  /* chat: calls the answer made (then text may be empty:
+                                          content is null) */
+    const struct openai_tool_call *tool_calls; /* (n_tool_calls), ids set */
+};
+
+/* A chat chunk's piece of one tool call (delta.tool_calls[0]). */
+struct openai_call_delta {
+    int index;             /* the call's place among the choice's calls: 0.. */
+    const char *id;        /* its id on its first chunk (with type and name), else NULL */
+    const char *name;      /* its function's name on its first chunk, else NULL */
+    const char *arguments; /* a fragment of its arguments' text (NUL-terminated; "" on the
+                              first chunk) */
 };
 
 /* One streamed chunk of an answer. */
@@ -214,6 +295,8 @@ struct openai_delta {
     const struct openai_token *tokens; /* their logprobs, if asked for */
     long text_offset; /* completions logprobs: characters generated before this chunk
                          (sum of openai_text_chars over the earlier chunks' text) */
+    const struct openai_call_delta *call; /* chat: a piece of a tool call (then the delta
+                                             has no content), or NULL */
 };
 
 /* chat.completion or text_completion body, as response->kind says: one

@@ -25,7 +25,7 @@
 #define INVALID_REQUEST "invalid_request_error"
 
 /* Roles a chat message may have: what chat templates render. */
-static const char *const openai_roles[] = {"system", "developer", "user", "assistant"};
+static const char *const openai_roles[] = {"system", "developer", "user", "assistant", "tool"};
 
 static void set_error_v(struct openai_error *e, int status, const char *type, const char *param,
                         const char *code, const char *format, va_list args) {
@@ -227,7 +227,7 @@ static int is_one(const cJSON *value) {
     return cJSON_IsNumber(value) && value->valuedouble == 1;
 }
 
-/* "none", or "auto" with no tools to choose from (tools are refused). */
+/* "none", or "auto" with no functions to choose from (functions are refused). */
 static int is_no_call(const cJSON *value) {
     return is_string_value(value, "none") || is_string_value(value, "auto");
 }
@@ -249,8 +249,8 @@ static int never(const cJSON *value) {
 
 /* Every field either endpoint accepts. A field missing here is refused as
  * unrecognized, so a new parse_* function must add its field. The ignored
- * ones are OpenAI's fields that only label, store, bill or route a request,
- * or tune tools that cannot be given; the refused ones are OpenAI's fields
+ * ones are OpenAI's fields that only label, store, bill or route a request;
+ * the refused ones are OpenAI's fields
  * that would change the answer. */
 static const struct request_field request_fields[] = {
     {"model", BOTH, FIELD_READ, NULL, NULL},
@@ -277,6 +277,9 @@ static const struct request_field request_fields[] = {
     {"logit_bias", BOTH, FIELD_READ, NULL, NULL},
     {"grammar", BOTH, FIELD_READ, NULL, NULL},
     {"response_format", BOTH, FIELD_READ, NULL, NULL},
+    {"tools", CHAT, FIELD_READ, NULL, NULL},
+    {"tool_choice", CHAT, FIELD_READ, NULL, NULL},
+    {"parallel_tool_calls", CHAT, FIELD_READ, NULL, NULL},
 
     {"user", BOTH, FIELD_IGNORE, NULL, NULL},
     {"safety_identifier", CHAT, FIELD_IGNORE, NULL, NULL},
@@ -284,12 +287,7 @@ static const struct request_field request_fields[] = {
     {"store", CHAT, FIELD_IGNORE, NULL, NULL},
     {"service_tier", CHAT, FIELD_IGNORE, NULL, NULL},
     {"prompt_cache_key", CHAT, FIELD_IGNORE, NULL, NULL},
-    {"parallel_tool_calls", CHAT, FIELD_IGNORE, NULL, NULL}, /* there are no tools to call */
 
-    {"tools", CHAT, FIELD_REFUSE, is_empty_array,
-     "is not supported: lockstep does not call tools (omit it, or send [])"},
-    {"tool_choice", CHAT, FIELD_REFUSE, is_no_call,
-     "is not supported: lockstep does not call tools (only \"none\" and \"auto\" are accepted)"},
     {"functions", CHAT, FIELD_REFUSE, is_empty_array,
      "is not supported: lockstep does not call functions (omit it, or send [])"},
     {"function_call", CHAT, FIELD_REFUSE, is_no_call,
@@ -407,12 +405,13 @@ static int parse_role(const cJSON *message, int index, struct openai_message *ou
             return out->role != NULL ? i : -1;
         }
     char got[96];
-    return invalid(e, param, "%s must be one of system, developer, user, assistant; got \"%s\"",
-                   param, printable(role->valuestring, got, sizeof(got)));
+    return invalid(e, param,
+                   "%s must be one of system, developer, user, assistant, tool; got \"%s\"", param,
+                   printable(role->valuestring, got, sizeof(got)));
 }
 
-static int parse_message(const cJSON *message, int index, struct openai_message *out,
-                         struct openai_error *e) {
+static int parse_message_content(const cJSON *message, int index, struct openai_message *out,
+                                 struct openai_error *e) {
     char param[64];
     snprintf(param, sizeof(param), "messages[%d]", index);
     if (!cJSON_IsObject(message)) return invalid(e, param, "%s must be an object", param);
@@ -431,6 +430,13 @@ static int parse_message(const cJSON *message, int index, struct openai_message 
     if (!cJSON_IsString(content))
         return invalid(e, param, "%s must be a string or an array of text parts", param);
     return check_string(content, param, &out->content, e);
+}
+
+/* A message: its role and content, then its tool-call fields (openai_tools.c). */
+static int parse_message(const cJSON *message, int index, struct openai_message *out,
+                         struct openai_error *e) {
+    return parse_message_content(message, index, out, e) ||
+           openai_parse_message_tools(message, index, out, e);
 }
 
 static int parse_messages(const cJSON *root, struct openai_request *out, struct openai_error *e) {
@@ -654,7 +660,8 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
         parse_stream(root, out, error) || parse_max_tokens(root, out, error) ||
         parse_sampling(root, out, error) || parse_stop(root, out, error) ||
         parse_logprobs(root, out, error) || parse_choices(root, out, error) ||
-        parse_echo(root, out, error) || openai_parse_constraints(root, out, error);
+        parse_echo(root, out, error) || openai_parse_constraints(root, out, error) ||
+        openai_parse_tools(root, out, error);
     cJSON_Delete(root);
     if (!failed) return 0;
     openai_request_free(out);
@@ -663,6 +670,7 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
 
 void openai_request_free(struct openai_request *request) {
     if (request == NULL) return;
+    openai_tools_free(request);
     free(request->model);
     for (int i = 0; i < request->n_messages; i++) {
         free(request->messages[i].role);
@@ -674,5 +682,6 @@ void openai_request_free(struct openai_request *request) {
     for (int i = 0; i < request->n_stops; i++) free(request->stops[i]);
     free(request->biases);
     free(request->grammar);
+    free(request->grammar_trigger);
     memset(request, 0, sizeof(*request));
 }

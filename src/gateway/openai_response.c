@@ -182,6 +182,8 @@ static cJSON *json_finish_reason(enum openai_finish finish) {
         return cJSON_CreateString("stop");
     case OPENAI_FINISH_LENGTH:
         return cJSON_CreateString("length");
+    case OPENAI_FINISH_TOOL_CALLS:
+        return cJSON_CreateString("tool_calls");
     default:
         return cJSON_CreateNull();
     }
@@ -310,14 +312,43 @@ void openai_response_init(struct openai_response *response, const struct openai_
     response->include_usage = request->stream && request->include_usage;
 }
 
-/* One choice of a chat.completion: its message, logprobs and finish_reason. */
+/* {"id", "type": "function", "function": {"name", "arguments"}}: a call
+ * whole (id and name NULL: left out, as in a streamed call's later pieces). */
+static cJSON *tool_call_json(const char *id, const char *name, const char *arguments, int *failed) {
+    cJSON *call = cJSON_CreateObject();
+    if (id) json_add(call, "id", json_string(id), failed);
+    if (id) json_add(call, "type", cJSON_CreateString("function"), failed);
+    cJSON *function = json_add(call, "function", cJSON_CreateObject(), failed);
+    if (name) json_add(function, "name", json_string(name), failed);
+    json_add(function, "arguments", json_string(arguments ? arguments : ""), failed);
+    return call;
+}
+
+/* [{"id", "type", "function"}, ...]: an answer's calls. */
+static cJSON *tool_calls_json(const struct openai_tool_call *calls, int n, int *failed) {
+    cJSON *array = cJSON_CreateArray();
+    for (int i = 0; i < n; i++)
+        json_add(array, NULL,
+                 tool_call_json(calls[i].id, calls[i].name, calls[i].arguments, failed), failed);
+    return array;
+}
+
+/* One choice of a chat.completion: its message (content null when it
+ * only calls tools), logprobs and finish_reason. */
 static cJSON *chat_choice_json(const struct openai_response *response,
                                const struct openai_result *result, int index, int *failed) {
     cJSON *choice = cJSON_CreateObject();
     json_add(choice, "index", cJSON_CreateNumber(index), failed);
     cJSON *message = json_add(choice, "message", cJSON_CreateObject(), failed);
     json_add(message, "role", cJSON_CreateString("assistant"), failed);
-    json_add(message, "content", json_text(result->text, result->length), failed);
+    json_add(message, "content",
+             result->n_tool_calls > 0 && result->length == 0
+                 ? cJSON_CreateNull()
+                 : json_text(result->text, result->length),
+             failed);
+    if (result->n_tool_calls > 0)
+        json_add(message, "tool_calls",
+                 tool_calls_json(result->tool_calls, result->n_tool_calls, failed), failed);
     json_add(message, "refusal", cJSON_CreateNull(), failed);
     json_add(choice, "logprobs",
              response->logprobs ? chat_logprobs_json(result->tokens, result->n_tokens, failed)
@@ -362,13 +393,33 @@ char *openai_completion_json(const struct openai_response *response,
     return openai_choices_json(response, result, 1, &result->usage);
 }
 
+/* delta.tool_calls of a chunk: [{"index", "id", "type", "function":
+ * {"name", "arguments"}}] on a call's first piece, [{"index", "function":
+ * {"arguments"}}] on the others. */
+static cJSON *call_delta_json(const struct openai_call_delta *call, int *failed) {
+    cJSON *array = cJSON_CreateArray();
+    cJSON *item = json_add(array, NULL, cJSON_CreateObject(), failed);
+    json_add(item, "index", cJSON_CreateNumber(call->index), failed);
+    if (call->id) json_add(item, "id", json_string(call->id), failed);
+    if (call->id) json_add(item, "type", cJSON_CreateString("function"), failed);
+    cJSON *function = json_add(item, "function", cJSON_CreateObject(), failed);
+    if (call->name) json_add(function, "name", json_string(call->name), failed);
+    json_add(function, "arguments", json_string(call->arguments ? call->arguments : ""), failed);
+    return array;
+}
+
 /* The delta of a chat chunk: role on the first, content unless this is a
- * final chunk without text (whose delta is {}). */
+ * final chunk without text (whose delta is {}) or a piece of a tool call
+ * (content null on the first chunk, as OpenAI sends it). */
 static cJSON *chat_delta_json(const struct openai_delta *delta, int *failed) {
     cJSON *object = cJSON_CreateObject();
     if (delta->first) json_add(object, "role", cJSON_CreateString("assistant"), failed);
-    if (delta->first || delta->length > 0 || delta->finish == OPENAI_FINISH_NONE)
+    if (delta->call) {
+        if (delta->first) json_add(object, "content", cJSON_CreateNull(), failed);
+        json_add(object, "tool_calls", call_delta_json(delta->call, failed), failed);
+    } else if (delta->first || delta->length > 0 || delta->finish == OPENAI_FINISH_NONE) {
         json_add(object, "content", json_text(delta->text, delta->length), failed);
+    }
     return object;
 }
 

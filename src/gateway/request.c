@@ -25,19 +25,22 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
     const struct gateway_instance *in = r->instance;
     char err[256], *text = NULL;
     size_t length = 0;
-    int n = r->body.n_messages;
-    struct tokenizer_chat_message *m = calloc((size_t)n, sizeof(*m));
-    if (!m) goto out_of_memory;
-    for (int i = 0; i < n; i++) {
-        /* "developer" is OpenAI's newer name for the system role */
-        int developer = !strcmp(r->body.messages[i].role, "developer");
-        m[i] =
-            (struct tokenizer_chat_message){.role = developer ? "system" : r->body.messages[i].role,
-                                            .content = r->body.messages[i].content};
+    struct tokenizer_chat_message *m = NULL;
+    struct tokenizer_tool_call *calls = NULL;
+    struct tokenizer_chat_tool *tools = NULL;
+    int n_tools = 0;
+    if (gateway_tools_messages(r, &m, &calls, error) ||
+        gateway_tools_render(r, &tools, &n_tools, error)) {
+        free(m);
+        free(calls);
+        return -1;
     }
-    int rc = tokenizer_chat_apply(in->chat_template, m, n, 1, in->bos_text, in->eos_text, &text,
-                                  &length, err, sizeof(err));
+    int rc =
+        tokenizer_chat_apply_tools(in->chat_template, m, r->body.n_messages, tools, n_tools, 1,
+                                   in->bos_text, in->eos_text, &text, &length, err, sizeof(err));
     free(m);
+    free(calls);
+    free(tools);
     if (rc) {
         openai_error_set(error, 400, "invalid_request_error", "messages", NULL, "%s", err);
         return -1;
@@ -52,7 +55,7 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
         goto out_of_memory;
     }
     free(text);
-    return 0;
+    return gateway_tools_constrain(r, error);
 out_of_memory:
     openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory for the prompt");
     return -1;
@@ -217,6 +220,8 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
 }
 
 static void free_choice(struct gateway_choice *c) {
+    gateway_tools_free_choice(c);
+    runner_buffer_free(&c->all);
     free(c->generated);
     free(c->token_reports);
     free(c->token_start);
@@ -251,8 +256,7 @@ void gateway_request_wake(struct gateway_request *r) {
     }
 }
 
-/* Appends "data: JSON\n\n" (and frees json). */
-static void append_event(struct gateway_request *r, char *json) {
+void gateway_request_event(struct gateway_request *r, char *json) {
     static const char prefix[] = "data: ", suffix[] = "\n\n";
     if (!json) return;
     runner_buffer_append(&r->out, prefix, sizeof(prefix) - 1);
@@ -279,7 +283,7 @@ static void emit(struct gateway_choice *c, const char *text, size_t length,
                              .n_tokens = reports,
                              .tokens = c->token_reports + c->n_reported,
                              .text_offset = c->text_chars};
-    append_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
+    gateway_request_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
     c->first_sent = 1;
     c->n_reported = c->n_shown;
     c->text_chars += openai_text_chars(text, length);
@@ -300,32 +304,50 @@ static size_t stop_prefix_tail(const struct gateway_choice *c) {
     return best;
 }
 
-/* Sends what of the held text can no longer be part of a stop string;
- * returns 1 if a stop string was found (the text before it was sent). */
-static int release_held(struct gateway_choice *c, int final) {
+/* Where the first stop string in held[0..limit) starts, or limit. */
+static size_t find_stop(const struct gateway_choice *c, size_t limit, int *stopped) {
     const struct openai_request *b = &c->request->body;
-    size_t cut = c->n_held;
-    if (cut == 0) { /* nothing held (a token of no text yet): logprobs may still go out */
+    size_t cut = limit;
+    for (int s = 0; s < b->n_stops; s++) {
+        const char *at = memmem(c->held, limit, b->stops[s], strlen(b->stops[s]));
+        if (at && (size_t)(at - c->held) < cut) {
+            cut = (size_t)(at - c->held);
+            *stopped = 1;
+        }
+    }
+    return cut;
+}
+
+/* Sends what of the held text can no longer be part of a stop string (nor,
+ * with tools, of the trigger of tool calls); returns 1 if a stop string
+ * was found (the text before it was sent). When the trigger is found, the
+ * content before it is sent and the choice is in its calls. */
+static int release_held(struct gateway_choice *c, int final) {
+    size_t limit = c->n_held;
+    int calls = gateway_tools_active(c->request) && gateway_tools_limit(c, final, &limit);
+    if (c->n_held == 0) { /* nothing held (a token of no text yet): logprobs may still go out */
         emit(c, "", 0, OPENAI_FINISH_NONE);
         return 0;
     }
     int stopped = 0;
-    for (int s = 0; s < b->n_stops; s++) {
-        const char *at = memmem(c->held, c->n_held, b->stops[s], strlen(b->stops[s]));
-        if (at && (size_t)(at - c->held) < cut) {
-            cut = (size_t)(at - c->held);
-            stopped = 1;
-        }
+    /* a stop string is matched in the content only, never in calls */
+    size_t cut = find_stop(c, calls ? limit : c->n_held, &stopped);
+    if (!stopped && !final && !calls) {
+        size_t tail = c->n_held - stop_prefix_tail(c);
+        cut = tail < limit ? tail : limit;
+    } else if (!stopped) {
+        cut = limit;
     }
-    if (!stopped && !final) cut = c->n_held - stop_prefix_tail(c);
     /* the tokens whose text the stop string removed whole are not shown,
      * in logprobs either: those that begin at or after the cut */
     while (stopped && c->n_shown > 0 && c->token_start[c->n_shown - 1] >= c->released + cut)
         c->n_shown--;
     emit(c, c->held, cut, OPENAI_FINISH_NONE);
-    if (stopped) {
+    if (stopped || calls) {
         c->n_held = 0;
-        return 1;
+        c->released += cut;
+        c->in_calls = calls && !stopped;
+        return stopped;
     }
     memmove(c->held, c->held + cut, c->n_held - cut);
     c->n_held -= cut;
@@ -353,7 +375,7 @@ static void end_output(struct gateway_request *r) {
     if (r->body.stream) {
         if (r->body.include_usage) {
             struct openai_usage u = gateway_request_usage(r);
-            append_event(r, openai_usage_chunk_json(&r->response, &u));
+            gateway_request_event(r, openai_usage_chunk_json(&r->response, &u));
         }
         static const char done[] = "data: [DONE]\n\n";
         runner_buffer_append(&r->out, done, sizeof(done) - 1);
@@ -400,6 +422,37 @@ static void observe_token(struct gateway_choice *c, uint64_t now) {
     if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
 }
 
+/* New decoded bytes: held, and with tools kept whole (nothing more is
+ * held once the calls began); 1 if a stop string ended the choice. */
+static int take_text(struct gateway_choice *c, const char *text, size_t n, int final) {
+    if (gateway_tools_active(c->request) && runner_buffer_append(&c->all, text, n)) return 0;
+    if (c->in_calls) return 0;
+    return hold(c, text, n) == 0 && release_held(c, final);
+}
+
+/* A choice's end: its last text, then its calls if it made some (or a
+ * 500 when calls a grammar forced do not parse). Unlocks the request. */
+static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
+                          enum runner_finish_reason reason) {
+    struct gateway_request *r = c->request;
+    char err[256];
+    int stopped = take_text(c, text, n, 1);
+    enum openai_finish finish =
+        reason == RUNNER_FINISH_LENGTH && !stopped ? OPENAI_FINISH_LENGTH : OPENAI_FINISH_STOP;
+    int rc = !stopped && c->in_calls ? gateway_tools_finish(c, &finish, err, sizeof(err)) : 0;
+    if (rc < 0) {
+        pthread_mutex_unlock(&r->lock);
+        gateway_request_fail(r, 500, err);
+        gateway_instance_cancel(r->instance, r);
+        return;
+    }
+    if (rc == 1) /* the calls' text stays content */
+        emit(c, (const char *)c->all.data + c->released, c->all.length - c->released,
+             OPENAI_FINISH_NONE);
+    end_choice(c, finish);
+    pthread_mutex_unlock(&r->lock);
+}
+
 void gateway_request_on_token(struct gateway_choice *c, const struct runner_token *t) {
     struct gateway_request *r = c->request;
     char text[1024];
@@ -416,7 +469,7 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
     report_token(c, t);
     size_t n = tokenizer_stream_push(&c->decoder, t->token, text, sizeof(text));
     c->decoded += n;
-    if (hold(c, text, n) == 0) stopped = release_held(c, 0);
+    stopped = take_text(c, text, n, 0);
     if (stopped) end_choice(c, OPENAI_FINISH_STOP);
     gateway_request_wake(r);
     pthread_mutex_unlock(&r->lock);
@@ -434,7 +487,7 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
         openai_error_set(&e, status, type, NULL, NULL, "%s", message);
         r->error_json = openai_error_json(&e);
         r->failed = status;
-        if (r->body.stream) append_event(r, strdup(r->error_json ? r->error_json : "{}"));
+        if (r->body.stream) gateway_request_event(r, strdup(r->error_json ? r->error_json : "{}"));
         end_output(r);
     }
     pthread_mutex_unlock(&r->lock);
@@ -461,9 +514,8 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
     if (cached > r->n_cached) r->n_cached = cached;
     if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED) {
         size_t n = tokenizer_stream_flush(&c->decoder, text, sizeof(text));
-        int stopped = hold(c, text, n) == 0 && release_held(c, 1);
-        int length = f->reason == RUNNER_FINISH_LENGTH && !stopped;
-        end_choice(c, length ? OPENAI_FINISH_LENGTH : OPENAI_FINISH_STOP);
+        finish_choice(c, text, n, f->reason);
+        return;
     }
     pthread_mutex_unlock(&r->lock);
 }

@@ -85,10 +85,9 @@ static const char completion_fields[] = " prompt echo best_of suffix ";
 /* Fields lockstep does not implement, each with a JSON value that asks for
  * nothing: the only values an accepted body may give them. Others, such as
  * audio, are never accepted and are in no list above. */
-static const char *const nothing[] = {
-    "tools",       "[]",         "functions",     "[]",       "tool_choice",   "\"none\"",
-    "tool_choice", "\"auto\"",   "function_call", "\"none\"", "function_call", "\"auto\"",
-    "modalities",  "[\"text\"]", "best_of",       "1",        "suffix",        "\"\""};
+static const char *const nothing[] = {"functions",     "[]",       "function_call", "\"none\"",
+                                      "function_call", "\"auto\"", "modalities",    "[\"text\"]",
+                                      "best_of",       "1",        "suffix",        "\"\""};
 
 /* 1 if " name " is in list. */
 static int listed(const char *list, const char *name) {
@@ -138,12 +137,36 @@ static int in(double value, double lo, double hi) {
     return value >= lo && value <= hi;
 }
 
+/* Accepted tools: 0..128, each named [a-zA-Z0-9_-]{1,64} once, with a
+ * grammar; a tool_choice that calls needs tools, a named one a tool. */
+static void check_tools(const struct openai_request *r) {
+    if (!in(r->n_tools, 0, OPENAI_TOOLS_MAX) || !in(r->parallel_tool_calls, 0, 1)) abort();
+    for (int i = 0; i < r->n_tools; i++) {
+        const char *name = r->tools[i].name;
+        size_t n = strlen(name);
+        if (n < 1 || n > OPENAI_TOOL_NAME_MAX ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+                         "KLMNOPQRSTUVWXYZ0123456789_-") != n)
+            abort();
+        if (r->tools[i].grammar == NULL) abort();
+        for (int j = 0; j < i; j++)
+            if (!strcmp(r->tools[j].name, name)) abort();
+    }
+    if (r->tool_choice != OPENAI_TOOLS_NONE && (r->n_tools == 0 || r->grammar != NULL)) abort();
+    if (r->tool_choice == OPENAI_TOOLS_FUNCTION && !in(r->tool_choice_index, 0, r->n_tools - 1))
+        abort();
+}
+
 static void check_request(const struct openai_request *r, enum openai_kind kind) {
     if (r->kind != kind || (r->model != NULL && r->model[0] == '\0')) abort();
     if (kind == OPENAI_CHAT) {
         if (r->n_messages < 1 || r->prompt != NULL || r->prompt_tokens != NULL) abort();
         for (int i = 0; i < r->n_messages; i++)
-            if (r->messages[i].role == NULL || r->messages[i].content == NULL) abort();
+            if (r->messages[i].role == NULL || r->messages[i].content == NULL ||
+                (r->messages[i].n_tool_calls > 0 && strcmp(r->messages[i].role, "assistant")) ||
+                (!strcmp(r->messages[i].role, "tool") && !r->messages[i].tool_call_id))
+                abort();
+        check_tools(r);
     } else {
         if (r->n_messages != 0 || (r->prompt == NULL) == (r->prompt_tokens == NULL)) abort();
         if ((r->prompt_tokens != NULL) != (r->n_prompt_tokens >= 1)) abort();
@@ -216,8 +239,8 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     response.model = model;
     response.include_usage = r->include_usage;
 
-    struct openai_result result = {text,     strlen(text), OPENAI_FINISH_STOP, {7, n_tokens, 0},
-                                   n_tokens, tokens};
+    struct openai_result result = {
+        text, strlen(text), OPENAI_FINISH_STOP, {7, n_tokens, 0}, n_tokens, tokens, 0, NULL};
     cJSON *root = check_body(openai_completion_json(&response, &result));
     const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
     if (r->kind == OPENAI_CHAT)
@@ -228,9 +251,9 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     cJSON_Delete(root);
 
     struct openai_delta deltas[3] = {
-        {1, "", 0, OPENAI_FINISH_NONE, 0, NULL, 0},
-        {0, text, strlen(text), OPENAI_FINISH_NONE, n_tokens, tokens, 0},
-        {0, NULL, 0, OPENAI_FINISH_LENGTH, 0, NULL, openai_text_chars(text, strlen(text))},
+        {1, "", 0, OPENAI_FINISH_NONE, 0, NULL, 0, NULL},
+        {0, text, strlen(text), OPENAI_FINISH_NONE, n_tokens, tokens, 0, NULL},
+        {0, NULL, 0, OPENAI_FINISH_LENGTH, 0, NULL, openai_text_chars(text, strlen(text)), NULL},
     };
     for (int i = 0; i < 3; i++) cJSON_Delete(check_body(openai_chunk_json(&response, &deltas[i])));
     struct openai_usage usage = {1, n_tokens, 0};
