@@ -128,7 +128,7 @@ static struct openai_response chat_response(int logprobs, int include_usage) {
 static void test_chat_completion(void) {
     struct openai_response response = chat_response(0, 0);
     struct openai_result result = {
-        tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5, 8}, 0, NULL, 0, NULL};
+        tricky, strlen(tricky), OPENAI_FINISH_STOP, {12, 5, 8}, 0, 0, NULL, NULL};
     char *text = openai_completion_json(&response, &result);
     check_printed(text);
     cJSON *root = parse_json(text);
@@ -220,8 +220,8 @@ static void test_chat_logprobs(void) {
     struct openai_token tokens[2];
     fill_tokens(tokens);
     struct openai_response response = chat_response(1, 0);
-    struct openai_result result = {"He\xE6\x97", 4, OPENAI_FINISH_LENGTH, {3, 2, 0}, 2, tokens, 0,
-                                   NULL};
+    struct openai_result result = {"He\xE6\x97", 4,   OPENAI_FINISH_LENGTH, {3, 2, 0}, 2, 0,
+                                   tokens,       NULL};
     char *text = openai_completion_json(&response, &result);
     /* Shortest float form: -0.123f prints as -0.123. */
     CHECK(text != NULL && strstr(text, "\"logprob\":-0.123,") != NULL);
@@ -339,7 +339,7 @@ static void test_text_completion(void) {
     fill_completion_tokens(tokens);
     struct openai_response response = {OPENAI_COMPLETION, "cmpl-77", "kjv2m", 1732900000, 1, 0};
     struct openai_result result = {
-        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens, 0, NULL};
+        "Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, 0, tokens, NULL};
     char *text = openai_completion_json(&response, &result);
     cJSON *root = parse_json(text);
     check_head(root, "cmpl-77", "text_completion");
@@ -403,9 +403,9 @@ static void test_choices(void) {
     struct openai_token tokens[3];
     fill_completion_tokens(tokens);
     struct openai_result results[3] = {
-        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, tokens, 0, NULL},
-        {"", 0, OPENAI_FINISH_STOP, {4, 1, 0}, 0, NULL, 0, NULL},
-        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2, 0}, 1, tokens, 0, NULL},
+        {"Hello w\xC3\xB6rld", 12, OPENAI_FINISH_LENGTH, {4, 3, 0}, 3, 0, tokens, NULL},
+        {"", 0, OPENAI_FINISH_STOP, {4, 1, 0}, 0, 0, NULL, NULL},
+        {tricky, strlen(tricky), OPENAI_FINISH_STOP, {4, 2, 0}, 1, 0, tokens, NULL},
     };
     struct openai_usage usage = {4, 6, 2};
     for (int chat = 0; chat < 2; chat++) {
@@ -504,7 +504,7 @@ static void test_tool_calls(void) {
     char a0[] = "call_a", n0[] = "get_weather", g0[] = "{\"city\":\"Paris\"}";
     char a1[] = "call_b", n1[] = "now", g1[] = "{}";
     struct openai_tool_call calls[2] = {{a0, n0, g0}, {a1, n1, g1}};
-    struct openai_result result = {"", 0, OPENAI_FINISH_TOOL_CALLS, {9, 20, 0}, 0, NULL, 2, calls};
+    struct openai_result result = {"", 0, OPENAI_FINISH_TOOL_CALLS, {9, 20, 0}, 0, 2, NULL, calls};
     char *text = openai_completion_json(&response, &result);
     check_printed(text);
     cJSON *root = parse_json(text);

@@ -269,9 +269,9 @@ struct openai_result {
     struct openai_usage usage;         /* openai_completion_json's; openai_choices_json
                                           takes the request's apart */
     int n_tokens;                      /* entries in tokens */
-    const struct openai_token *tokens; /* logprobs of the generated tokens, if asked for */
     int n_tool_calls;                  /* chat: calls the answer made (then text may be empty:
                                           content is null) */
+    const struct openai_token *tokens; /* logprobs of the generated tokens, if asked for */
     const struct openai_tool_call *tool_calls; /* (n_tool_calls), ids set */
 };
 

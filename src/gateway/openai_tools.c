@@ -77,9 +77,14 @@ static int is_function_type(const cJSON *value) {
 
 /* -------------------------------- tools --------------------------------- */
 
+/* 1 if a and b are the same name (NULL is no name). */
+static int same_name(const char *a, const char *b) {
+    return a && b && strcmp(a, b) == 0;
+}
+
 /* 1 if name is a function name OpenAI accepts: [a-zA-Z0-9_-]{1,64}. */
 static int valid_name(const char *name) {
-    size_t n = strlen(name);
+    size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > OPENAI_TOOL_NAME_MAX) return 0;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
@@ -158,7 +163,7 @@ static int parse_tool_list(const cJSON *root, struct openai_request *out, struct
         int i = out->n_tools++;
         if (parse_tool(item, i, &out->tools[i], e)) return -1;
         for (int j = 0; j < i; j++)
-            if (strcmp(out->tools[j].name, out->tools[i].name) == 0) {
+            if (same_name(out->tools[j].name, out->tools[i].name)) {
                 char param[64];
                 snprintf(param, sizeof(param), "tools[%d].function.name", i);
                 return refuse(e, param, "%s \"%s\" is the name of tools[%d] too", param,
@@ -171,7 +176,7 @@ static int parse_tool_list(const cJSON *root, struct openai_request *out, struct
 /* The index of the tool called name, or -1. */
 static int find_tool(const struct openai_request *r, const char *name) {
     for (int i = 0; i < r->n_tools; i++)
-        if (strcmp(r->tools[i].name, name) == 0) return i;
+        if (same_name(r->tools[i].name, name)) return i;
     return -1;
 }
 

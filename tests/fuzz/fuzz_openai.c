@@ -240,7 +240,7 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     response.include_usage = r->include_usage;
 
     struct openai_result result = {
-        text, strlen(text), OPENAI_FINISH_STOP, {7, n_tokens, 0}, n_tokens, tokens, 0, NULL};
+        text, strlen(text), OPENAI_FINISH_STOP, {7, n_tokens, 0}, n_tokens, 0, tokens, NULL};
     cJSON *root = check_body(openai_completion_json(&response, &result));
     const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
     if (r->kind == OPENAI_CHAT)
