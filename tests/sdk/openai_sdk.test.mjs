@@ -339,3 +339,34 @@ describe('API strictness (issue 21)', () => {
       OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'stream_options'));
   });
 });
+
+// Tool calling (issue 23): a call the SDK reads as OpenAI's. (The random
+// model's context is 2048 so that the tools' description fits.)
+describe('tools', () => {
+  test('tool_choice "required" answers with a call whose arguments are JSON', async () => {
+    const tools = [{
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city',
+        parameters: {
+          type: 'object',
+          properties: { city: { type: 'string', maxLength: 12 } },
+          required: ['city'],
+          additionalProperties: false,
+        },
+      },
+    }];
+    const r = await main.chat.completions.create({
+      model: MODEL, messages: CHAT, tools, tool_choice: 'required', max_tokens: 200, seed: 3,
+    });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls');
+    const call = choice.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_/);
+    assert.equal(call.function.name, 'get_weather');
+    const args = JSON.parse(call.function.arguments);
+    assert.equal(typeof args.city, 'string');
+  });
+});

@@ -33,7 +33,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 model=$dir/sdk-random.gguf
 "$lockstep" convert --random --dim 64 --hidden 128 --layers 2 --heads 4 --kv-heads 2 \
-    --vocab 512 --ctx 512 --type q8_0 --seed 1 -o "$model" >/dev/null
+    --vocab 512 --ctx 2048 --type q8_0 --seed 1 -o "$model" >/dev/null # 2048: room for tools
 model_name=sdk-random # the gateway names a model after its file
 key="sdk-test-key-$$"
 max_body=16384
