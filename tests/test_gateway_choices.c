@@ -41,25 +41,8 @@ static int port;
 /* Starts `lockstep serve` with extra options (ending with NULL); fills the
  * port once /health says the runner is ready. */
 static int start_gateway(struct test_service *s, char *const extra[]) {
-    char *argv[32] = {LOCKSTEP_BIN, "serve", "-m", model_path, "--port", "0", NULL};
-    int n = 6;
-    for (int i = 0; extra[i] && n < 30; i++) argv[n++] = extra[i];
-    argv[n] = NULL;
-    if (!test_start_service(s, argv, NULL) || !test_wait_for_output(s, "listening on", DEADLINE))
-        return 0;
-    char *out = test_read_file(s->out_path, NULL);
-    const char *at = out ? strstr(out, "127.0.0.1:") : NULL;
-    port = at ? atoi(at + 10) : 0;
-    free(out);
-    for (double start = test_now(); test_now() - start < DEADLINE;) {
-        struct test_http h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
-        int ready = h.status == 200;
-        test_http_free(&h);
-        if (ready) return 1;
-        struct timespec nap = {0, 20000000};
-        nanosleep(&nap, NULL);
-    }
-    return 0;
+    port = test_start_gateway(s, model_path, extra, NULL, DEADLINE);
+    return port > 0;
 }
 
 /* What an answer (whole or streamed) says, choice by choice. */

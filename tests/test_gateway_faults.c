@@ -58,23 +58,7 @@ static void nap_ms(int ms) {
 /* Starts `lockstep serve` on the model with extra options (and env); its
  * port, once /health is 200, or 0. */
 static int start_gateway(struct test_service *s, char *const extra[], const char *const env[]) {
-    char *argv[40] = {LOCKSTEP_BIN, "serve", "-m", model_path, "--port", "0", NULL};
-    int n = 6;
-    for (int i = 0; extra && extra[i] && n < 38; i++) argv[n++] = extra[i];
-    argv[n] = NULL;
-    if (!test_start_service(s, argv, env) || !test_wait_for_output(s, "listening on", DEADLINE))
-        return 0;
-    char *out = test_read_file(s->out_path, NULL);
-    const char *at = out ? strstr(out, "127.0.0.1:") : NULL;
-    int port = at ? atoi(at + 10) : 0;
-    free(out);
-    for (double start = test_now(); port && test_now() - start < DEADLINE; nap_ms(20)) {
-        struct test_http h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
-        int ready = h.status == 200;
-        test_http_free(&h);
-        if (ready) return port;
-    }
-    return 0;
+    return test_start_gateway(s, model_path, extra, env, DEADLINE);
 }
 
 /* A number of the first model in /health ("restarts", "runner_pid",

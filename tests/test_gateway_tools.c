@@ -39,23 +39,9 @@ static char model_path[640];
 static int port;
 
 static int start_gateway(struct test_service *s) {
-    char *argv[] = {LOCKSTEP_BIN, "serve",           "-m",    model_path, "--port",
-                    "0",          "--chat-template", "plain", NULL};
-    if (!test_start_service(s, argv, NULL) || !test_wait_for_output(s, "listening on", DEADLINE))
-        return 0;
-    char *out = test_read_file(s->out_path, NULL);
-    const char *at = out ? strstr(out, "127.0.0.1:") : NULL;
-    port = at ? atoi(at + 10) : 0;
-    free(out);
-    for (double start = test_now(); test_now() - start < DEADLINE;) {
-        struct test_http h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
-        int ready = h.status == 200;
-        test_http_free(&h);
-        if (ready) return 1;
-        struct timespec nap = {0, 20000000};
-        nanosleep(&nap, NULL);
-    }
-    return 0;
+    char *extra[] = {"--chat-template", "plain", NULL};
+    port = test_start_gateway(s, model_path, extra, NULL, DEADLINE);
+    return port > 0;
 }
 
 /* The tools' parameters (names and schemas in the same order). */
@@ -226,7 +212,7 @@ static void test_streamed(void) {
             }
             cJSON_Delete(chunk);
         }
-        char got[4096] = "";
+        char got[sizeof(names) + sizeof(args) + 8 * 3 + 1] = "";
         for (int i = 0; i < n; i++)
             snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s(%s)\n", names[i], args[i]);
         CHECK_MSG(finished == 1, "seed %d: %d tool_calls finishes", seed, finished);

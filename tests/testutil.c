@@ -521,3 +521,27 @@ struct tokenizer *test_load_vocabulary(const char *path) {
     gguf_close(file);
     return tok;
 }
+
+int test_start_gateway(struct test_service *service, const char *model, char *const extra[],
+                       const char *const env[], double deadline) {
+    char *argv[48] = {LOCKSTEP_BIN, "serve", "-m", (char *)model, "--port", "0", NULL};
+    int n = 6;
+    for (int i = 0; extra && extra[i] && n < 46; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    if (!test_start_service(service, argv, env) ||
+        !test_wait_for_output(service, "listening on", deadline))
+        return 0;
+    char *out = slurp(service->out_path, NULL);
+    const char *at = out ? strstr(out, "127.0.0.1:") : NULL;
+    int port = at ? atoi(at + 10) : 0;
+    free(out);
+    for (double start = test_now(); port && test_now() - start < deadline;) {
+        struct test_http h = test_http_request(port, "GET", "/health", NULL, NULL, 10);
+        int ready = h.status == 200;
+        test_http_free(&h);
+        if (ready) return port;
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+    }
+    return 0;
+}

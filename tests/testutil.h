@@ -152,6 +152,12 @@ struct test_http {
 struct test_http test_http_request(int port, const char *method, const char *path,
                                    const char *headers, const char *body, double deadline);
 void test_http_free(struct test_http *response);
+/* Starts `lockstep serve -m model --port 0` with extra options (NULL-
+ * terminated, or NULL) and env, and waits up to deadline seconds for the
+ * address it bound and for GET /health to answer 200 (every runner ready).
+ * Returns its port, or 0. */
+int test_start_gateway(struct test_service *service, const char *model, char *const extra[],
+                       const char *const env[], double deadline);
 /* Opens a connection and sends the request; returns the socket (the caller
  * reads), or -1. */
 int test_http_send(int port, const char *method, const char *path, const char *headers,

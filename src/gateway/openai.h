@@ -153,6 +153,21 @@ struct openai_bias {
 };
 
 struct cJSON;
+
+/* openai_fields.c: for the parsers of a request's optional parts. A 400
+ * invalid_request_error about param (control characters in the message
+ * become spaces); returns -1. */
+int openai_refuse(struct openai_error *e, const char *param, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A 500 for memory that ran out; returns -1. */
+int openai_out_of_memory(struct openai_error *e);
+/* object's member name, or NULL if it is absent or null. */
+const struct cJSON *openai_member(const struct cJSON *object, const char *name);
+/* A 400 about param for a member of object not among names (NULL-
+ * terminated); 0 if there is none. */
+int openai_check_keys(const struct cJSON *object, const char *param, const char *const *names,
+                      struct openai_error *e);
+
 /* openai_constrain.c: reads logit_bias, grammar and response_format of a
  * parsed body into out (compiling the grammar to check it); -1 with e. */
 int openai_parse_constraints(const struct cJSON *root, struct openai_request *out,

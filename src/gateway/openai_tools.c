@@ -16,58 +16,21 @@
 #include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------- errors --------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static int refuse(struct openai_error *e, const char *param,
-                                                        const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    char message[sizeof(e->message)];
-    vsnprintf(message, sizeof(message), format, args);
-    va_end(args);
-    for (char *c = message; *c; c++) /* a client's text may be quoted: one line */
-        if ((unsigned char)*c < 0x20) *c = ' ';
-    openai_error_set(e, 400, "invalid_request_error", param, NULL, "%s", message);
-    return -1;
-}
-
-static int out_of_memory(struct openai_error *e) {
-    openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory while parsing the request");
-    return -1;
-}
-
-/* A JSON null is absent, as everywhere in the request. */
-static const cJSON *member(const cJSON *object, const char *name) {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
-    return cJSON_IsNull(item) ? NULL : item;
-}
-
-/* Refuses a key of object not among the names (NULL-terminated). */
-static int check_keys(const cJSON *object, const char *param, const char *const *names,
-                      struct openai_error *e) {
-    const cJSON *item;
-    cJSON_ArrayForEach(item, object) {
-        int known = 0;
-        for (int i = 0; names[i] && !known; i++) known = strcmp(item->string, names[i]) == 0;
-        if (!known) return refuse(e, param, "%s has an unknown field '%.40s'", param, item->string);
-    }
-    return 0;
-}
-
 /* A string member copied to *out (NULL when absent and not required). */
 static int copy_member(const cJSON *object, const char *key, const char *param, int required,
                        char **out, struct openai_error *e) {
-    const cJSON *item = member(object, key);
+    const cJSON *item = openai_member(object, key);
     if (item == NULL && !required) return 0;
-    if (item == NULL) return refuse(e, param, "%s is required", param);
-    if (!cJSON_IsString(item)) return refuse(e, param, "%s must be a string", param);
+    if (item == NULL) return openai_refuse(e, param, "%s is required", param);
+    if (!cJSON_IsString(item)) return openai_refuse(e, param, "%s must be a string", param);
     *out = strdup(item->valuestring);
-    return *out ? 0 : out_of_memory(e);
+    return *out ? 0 : openai_out_of_memory(e);
 }
 
 /* 1 if value is "function" (the one tool type). */
@@ -101,19 +64,19 @@ static int parse_parameters(const cJSON *function, int i, struct openai_tool *to
                             struct openai_error *e) {
     char param[64], err[200];
     snprintf(param, sizeof(param), "tools[%d].function.parameters", i);
-    const cJSON *schema = member(function, "parameters");
+    const cJSON *schema = openai_member(function, "parameters");
     if (schema && !cJSON_IsObject(schema))
-        return refuse(e, param, "%s must be a JSON Schema object", param);
-    const cJSON *type = schema ? member(schema, "type") : NULL;
+        return openai_refuse(e, param, "%s must be a JSON Schema object", param);
+    const cJSON *type = schema ? openai_member(schema, "type") : NULL;
     if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "object") == 0))
-        return refuse(e, param, "%s must describe an object (\"type\": \"object\")", param);
+        return openai_refuse(e, param, "%s must describe an object (\"type\": \"object\")", param);
     if (schema) {
         tool->parameters = cJSON_PrintUnformatted(schema);
-        if (!tool->parameters) return out_of_memory(e);
+        if (!tool->parameters) return openai_out_of_memory(e);
     }
     tool->grammar =
         grammar_from_json_schema(schema && schema->child ? schema : NULL, err, sizeof(err));
-    if (!tool->grammar) return refuse(e, param, "%s: %s", param, err);
+    if (!tool->grammar) return openai_refuse(e, param, "%s: %s", param, err);
     return 0;
 }
 
@@ -125,39 +88,41 @@ static int parse_tool(const cJSON *item, int i, struct openai_tool *tool, struct
                                                 NULL};
     char param[64];
     snprintf(param, sizeof(param), "tools[%d]", i);
-    if (!cJSON_IsObject(item)) return refuse(e, param, "%s must be an object", param);
-    if (check_keys(item, param, tool_keys, e)) return -1;
+    if (!cJSON_IsObject(item)) return openai_refuse(e, param, "%s must be an object", param);
+    if (openai_check_keys(item, param, tool_keys, e)) return -1;
     snprintf(param, sizeof(param), "tools[%d].type", i);
-    if (!is_function_type(member(item, "type")))
-        return refuse(e, param, "%s must be \"function\"", param);
-    const cJSON *function = member(item, "function");
+    if (!is_function_type(openai_member(item, "type")))
+        return openai_refuse(e, param, "%s must be \"function\"", param);
+    const cJSON *function = openai_member(item, "function");
     snprintf(param, sizeof(param), "tools[%d].function", i);
-    if (!cJSON_IsObject(function)) return refuse(e, param, "%s must be an object", param);
-    if (check_keys(function, param, function_keys, e)) return -1;
+    if (!cJSON_IsObject(function)) return openai_refuse(e, param, "%s must be an object", param);
+    if (openai_check_keys(function, param, function_keys, e)) return -1;
     snprintf(param, sizeof(param), "tools[%d].function.name", i);
     if (copy_member(function, "name", param, 1, &tool->name, e)) return -1;
     if (!valid_name(tool->name))
-        return refuse(e, param,
-                      "%s must be 1 to %d letters, digits, underscores or dashes, got \"%.64s\"",
-                      param, OPENAI_TOOL_NAME_MAX, tool->name);
+        return openai_refuse(
+            e, param, "%s must be 1 to %d letters, digits, underscores or dashes, got \"%.64s\"",
+            param, OPENAI_TOOL_NAME_MAX, tool->name);
     snprintf(param, sizeof(param), "tools[%d].function.description", i);
     if (copy_member(function, "description", param, 0, &tool->description, e)) return -1;
-    const cJSON *strict = member(function, "strict");
+    const cJSON *strict = openai_member(function, "strict");
     snprintf(param, sizeof(param), "tools[%d].function.strict", i);
-    if (strict && !cJSON_IsBool(strict)) return refuse(e, param, "%s must be a boolean", param);
+    if (strict && !cJSON_IsBool(strict))
+        return openai_refuse(e, param, "%s must be a boolean", param);
     return parse_parameters(function, i, tool, e);
 }
 
 static int parse_tool_list(const cJSON *root, struct openai_request *out, struct openai_error *e) {
-    const cJSON *tools = member(root, "tools");
+    const cJSON *tools = openai_member(root, "tools");
     if (tools == NULL) return 0;
-    if (!cJSON_IsArray(tools)) return refuse(e, "tools", "tools must be an array of tools");
+    if (!cJSON_IsArray(tools)) return openai_refuse(e, "tools", "tools must be an array of tools");
     int n = cJSON_GetArraySize(tools);
     if (n > OPENAI_TOOLS_MAX)
-        return refuse(e, "tools", "tools may hold at most %d tools, got %d", OPENAI_TOOLS_MAX, n);
+        return openai_refuse(e, "tools", "tools may hold at most %d tools, got %d",
+                             OPENAI_TOOLS_MAX, n);
     if (n == 0) return 0;
     out->tools = calloc((size_t)n, sizeof(*out->tools));
-    if (!out->tools) return out_of_memory(e);
+    if (!out->tools) return openai_out_of_memory(e);
     const cJSON *item;
     cJSON_ArrayForEach(item, tools) {
         int i = out->n_tools++;
@@ -166,8 +131,8 @@ static int parse_tool_list(const cJSON *root, struct openai_request *out, struct
             if (same_name(out->tools[j].name, out->tools[i].name)) {
                 char param[64];
                 snprintf(param, sizeof(param), "tools[%d].function.name", i);
-                return refuse(e, param, "%s \"%s\" is the name of tools[%d] too", param,
-                              out->tools[i].name, j);
+                return openai_refuse(e, param, "%s \"%s\" is the name of tools[%d] too", param,
+                                     out->tools[i].name, j);
             }
     }
     return 0;
@@ -185,22 +150,24 @@ static int parse_named_choice(const cJSON *choice, struct openai_request *out,
                               struct openai_error *e) {
     static const char *const keys[] = {"type", "function", NULL};
     static const char *const function_keys[] = {"name", NULL};
-    if (check_keys(choice, "tool_choice", keys, e)) return -1;
-    if (!is_function_type(member(choice, "type")))
-        return refuse(e, "tool_choice.type", "tool_choice.type must be \"function\"");
-    const cJSON *function = member(choice, "function");
+    if (openai_check_keys(choice, "tool_choice", keys, e)) return -1;
+    if (!is_function_type(openai_member(choice, "type")))
+        return openai_refuse(e, "tool_choice.type", "tool_choice.type must be \"function\"");
+    const cJSON *function = openai_member(choice, "function");
     if (!cJSON_IsObject(function))
-        return refuse(e, "tool_choice.function", "tool_choice.function must be an object");
-    if (check_keys(function, "tool_choice.function", function_keys, e)) return -1;
-    const cJSON *name = member(function, "name");
+        return openai_refuse(e, "tool_choice.function", "tool_choice.function must be an object");
+    if (openai_check_keys(function, "tool_choice.function", function_keys, e)) return -1;
+    const cJSON *name = openai_member(function, "name");
     if (!cJSON_IsString(name))
-        return refuse(e, "tool_choice.function.name", "tool_choice.function.name must be a string");
+        return openai_refuse(e, "tool_choice.function.name",
+                             "tool_choice.function.name must be a string");
     out->tool_choice = OPENAI_TOOLS_FUNCTION;
     out->tool_choice_index = find_tool(out, name->valuestring);
     if (out->tool_choice_index < 0)
-        return refuse(e, "tool_choice.function.name",
-                      "tool_choice.function.name \"%.64s\" is not the name of any of the tools",
-                      name->valuestring);
+        return openai_refuse(
+            e, "tool_choice.function.name",
+            "tool_choice.function.name \"%.64s\" is not the name of any of the tools",
+            name->valuestring);
     return 0;
 }
 
@@ -209,41 +176,42 @@ static int parse_named_choice(const cJSON *choice, struct openai_request *out,
 static int parse_tool_choice(const cJSON *root, struct openai_request *out,
                              struct openai_error *e) {
     static const char *const names[] = {"none", "auto", "required"};
-    const cJSON *choice = member(root, "tool_choice");
+    const cJSON *choice = openai_member(root, "tool_choice");
     out->tool_choice = out->n_tools > 0 ? OPENAI_TOOLS_AUTO : OPENAI_TOOLS_NONE;
     if (choice == NULL) return 0;
     if (cJSON_IsObject(choice)) {
         if (out->n_tools == 0)
-            return refuse(e, "tool_choice", "tool_choice names a function but no tools are given");
+            return openai_refuse(e, "tool_choice",
+                                 "tool_choice names a function but no tools are given");
         return parse_named_choice(choice, out, e);
     }
     for (int i = 0; cJSON_IsString(choice) && i < 3; i++)
         if (strcmp(choice->valuestring, names[i]) == 0) {
             if (i == 2 && out->n_tools == 0)
-                return refuse(e, "tool_choice", "tool_choice \"required\" needs tools");
+                return openai_refuse(e, "tool_choice", "tool_choice \"required\" needs tools");
             /* "auto" without tools: nothing to call */
             out->tool_choice = i == 0 || out->n_tools == 0 ? OPENAI_TOOLS_NONE
                                : i == 1                    ? OPENAI_TOOLS_AUTO
                                                            : OPENAI_TOOLS_REQUIRED;
             return 0;
         }
-    return refuse(e, "tool_choice",
-                  "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
-                  "\"function\", \"function\": {\"name\": ...}}");
+    return openai_refuse(e, "tool_choice",
+                         "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
+                         "\"function\", \"function\": {\"name\": ...}}");
 }
 
 int openai_parse_tools(const cJSON *root, struct openai_request *out, struct openai_error *e) {
-    const cJSON *parallel = member(root, "parallel_tool_calls");
+    const cJSON *parallel = openai_member(root, "parallel_tool_calls");
     out->parallel_tool_calls = 1;
     if (out->kind != OPENAI_CHAT) return 0;
     if (parallel && !cJSON_IsBool(parallel))
-        return refuse(e, "parallel_tool_calls", "parallel_tool_calls must be a boolean");
+        return openai_refuse(e, "parallel_tool_calls", "parallel_tool_calls must be a boolean");
     if (parallel) out->parallel_tool_calls = cJSON_IsTrue(parallel);
     if (parse_tool_list(root, out, e) || parse_tool_choice(root, out, e)) return -1;
     if (out->tool_choice != OPENAI_TOOLS_NONE && out->grammar)
-        return refuse(e, "tools",
-                      "tools cannot be combined with response_format or grammar (unless "
-                      "tool_choice is \"none\")");
+        return openai_refuse(e, "tools",
+                             "tools cannot be combined with response_format or grammar (unless "
+                             "tool_choice is \"none\")");
     return 0;
 }
 
@@ -255,15 +223,16 @@ static int parse_message_call(const cJSON *item, int index, int j, struct openai
                               struct openai_error *e) {
     char param[96];
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d]", index, j);
-    if (!cJSON_IsObject(item)) return refuse(e, param, "%s must be an object", param);
+    if (!cJSON_IsObject(item)) return openai_refuse(e, param, "%s must be an object", param);
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d].id", index, j);
     if (copy_member(item, "id", param, 1, &call->id, e)) return -1;
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d].type", index, j);
-    const cJSON *type = member(item, "type");
-    if (type && !is_function_type(type)) return refuse(e, param, "%s must be \"function\"", param);
-    const cJSON *function = member(item, "function");
+    const cJSON *type = openai_member(item, "type");
+    if (type && !is_function_type(type))
+        return openai_refuse(e, param, "%s must be \"function\"", param);
+    const cJSON *function = openai_member(item, "function");
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d].function", index, j);
-    if (!cJSON_IsObject(function)) return refuse(e, param, "%s must be an object", param);
+    if (!cJSON_IsObject(function)) return openai_refuse(e, param, "%s must be an object", param);
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d].function.name", index, j);
     if (copy_member(function, "name", param, 1, &call->name, e)) return -1;
     snprintf(param, sizeof(param), "messages[%d].tool_calls[%d].function.arguments", index, j);
@@ -275,12 +244,12 @@ static int parse_message_calls(const cJSON *calls, int index, struct openai_mess
     char param[64];
     snprintf(param, sizeof(param), "messages[%d].tool_calls", index);
     if (strcmp(out->role, "assistant") != 0)
-        return refuse(e, param, "%s is only allowed in assistant messages", param);
-    if (!cJSON_IsArray(calls)) return refuse(e, param, "%s must be an array", param);
+        return openai_refuse(e, param, "%s is only allowed in assistant messages", param);
+    if (!cJSON_IsArray(calls)) return openai_refuse(e, param, "%s must be an array", param);
     int n = cJSON_GetArraySize(calls);
     if (n == 0) return 0;
     out->tool_calls = calloc((size_t)n, sizeof(*out->tool_calls));
-    if (!out->tool_calls) return out_of_memory(e);
+    if (!out->tool_calls) return openai_out_of_memory(e);
     const cJSON *item;
     cJSON_ArrayForEach(item, calls) {
         int j = out->n_tool_calls++;
@@ -292,13 +261,13 @@ static int parse_message_calls(const cJSON *calls, int index, struct openai_mess
 int openai_parse_message_tools(const cJSON *message, int index, struct openai_message *out,
                                struct openai_error *e) {
     char param[64];
-    const cJSON *calls = member(message, "tool_calls");
+    const cJSON *calls = openai_member(message, "tool_calls");
     if (calls && parse_message_calls(calls, index, out, e)) return -1;
     snprintf(param, sizeof(param), "messages[%d].tool_call_id", index);
     int tool = strcmp(out->role, "tool") == 0;
     if (!tool) {
-        if (member(message, "tool_call_id"))
-            return refuse(e, param, "%s is only allowed in tool messages", param);
+        if (openai_member(message, "tool_call_id"))
+            return openai_refuse(e, param, "%s is only allowed in tool messages", param);
         return 0;
     }
     if (copy_member(message, "tool_call_id", param, 1, &out->tool_call_id, e)) return -1;
@@ -485,8 +454,8 @@ int openai_tools_grammar(const struct openai_request *r, const struct tokenizer_
     }
     if (t.n > OPENAI_GRAMMAR_MAX) {
         free(t.p);
-        return refuse(e, "tools", "the tools' grammar has %zu bytes; at most %d are allowed", t.n,
-                      OPENAI_GRAMMAR_MAX);
+        return openai_refuse(e, "tools", "the tools' grammar has %zu bytes; at most %d are allowed",
+                             t.n, OPENAI_GRAMMAR_MAX);
     }
     struct grammar *g = NULL;
     if (grammar_compile(&g, t.p, t.n, err, sizeof(err))) {
