@@ -345,26 +345,35 @@ int tokenizer_chat_template_writes_bos(enum tokenizer_chat_template family) {
            family == TOKENIZER_CHAT_MISTRAL;
 }
 
-int tokenizer_chat_apply(enum tokenizer_chat_template family,
-                         const struct tokenizer_chat_message *messages, int n,
-                         int add_generation_prompt, const char *bos_text, const char *eos_text,
-                         char **out, size_t *out_len, char *err, size_t errlen) {
-    const char *name = tokenizer_chat_template_name(family);
+int chat_start(enum tokenizer_chat_template family, int n, const char **name, int **roles,
+               char **out, size_t *out_len, char *err, size_t errlen) {
+    *name = tokenizer_chat_template_name(family);
     *out = NULL;
     *out_len = 0;
-    if (!name) {
+    *roles = NULL;
+    if (!*name) {
         snprintf(err, errlen, "chat template: %d is not a template family", (int)family);
         return -1;
     }
     if (n < 1) {
-        snprintf(err, errlen, "chat template %s: there are no messages", name);
+        snprintf(err, errlen, "chat template %s: there are no messages", *name);
         return -1;
     }
-    int *roles = malloc((size_t)n * sizeof(*roles));
-    if (!roles) {
-        snprintf(err, errlen, "chat template %s: out of memory for %d messages", name, n);
+    *roles = malloc((size_t)n * sizeof(**roles));
+    if (!*roles) {
+        snprintf(err, errlen, "chat template %s: out of memory for %d messages", *name, n);
         return -1;
     }
+    return 0;
+}
+
+int tokenizer_chat_apply(enum tokenizer_chat_template family,
+                         const struct tokenizer_chat_message *messages, int n,
+                         int add_generation_prompt, const char *bos_text, const char *eos_text,
+                         char **out, size_t *out_len, char *err, size_t errlen) {
+    const char *name;
+    int *roles;
+    if (chat_start(family, n, &name, &roles, out, out_len, err, errlen)) return -1;
     if (parse_roles(name, messages, n, roles, err, errlen) != 0 ||
         ((family == TOKENIZER_CHAT_LLAMA2 || family == TOKENIZER_CHAT_MISTRAL) &&
          check_alternation(name, roles, n, err, errlen) != 0)) {

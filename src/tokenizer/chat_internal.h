@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "tokenizer/tokenizer.h"
+
 /* The prompt being built: a growable NUL-terminated string. */
 struct chat_text {
     char *data; /* (cap) */
@@ -17,6 +19,11 @@ struct chat_text {
 
 /* Appends n bytes of s (sets t->failed when out of memory). */
 void chat_append_bytes(struct chat_text *t, const char *s, size_t n);
+/* The start of applying a template to n messages: the family's name, room
+ * for each message's role, *out empty; -1 with err for an unknown family,
+ * no messages or out of memory. */
+int chat_start(enum tokenizer_chat_template family, int n, const char **name, int **roles,
+               char **out, size_t *out_len, char *err, size_t errlen);
 /* Appends a C string; NULL appends nothing. */
 void chat_append(struct chat_text *t, const char *s);
 /* Applies Python's str.strip() to the text written since offset from. */

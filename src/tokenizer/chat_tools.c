@@ -559,22 +559,9 @@ int tokenizer_chat_apply_tools(enum tokenizer_chat_template family,
                                int add_generation_prompt, const char *bos_text,
                                const char *eos_text, char **out, size_t *out_len, char *err,
                                size_t errlen) {
-    const char *name = tokenizer_chat_template_name(family);
-    *out = NULL;
-    *out_len = 0;
-    if (!name) {
-        snprintf(err, errlen, "chat template: %d is not a template family", (int)family);
-        return -1;
-    }
-    if (n < 1) {
-        snprintf(err, errlen, "chat template %s: there are no messages", name);
-        return -1;
-    }
-    int *roles = malloc((size_t)n * sizeof(*roles));
-    if (!roles) {
-        snprintf(err, errlen, "chat template %s: out of memory for %d messages", name, n);
-        return -1;
-    }
+    const char *name;
+    int *roles;
+    if (chat_start(family, n, &name, &roles, out, out_len, err, errlen)) return -1;
     struct chat_request r = {.family = family,
                              .name = name,
                              .messages = messages,
