@@ -6,7 +6,9 @@
  * usage: chaos_tool --port N [--duration 60] [--fault-every 5] ... (--help)
  *
  * Every client thread loops over requests drawn from a fixed set of items
- * (prompt, seed, max_tokens; temperature 0.8), so every output is
+ * (prompt, seed, max_tokens; temperature 0.8; every third one asks for
+ * JSON under a schema, so a grammar's state must survive the faults too, and
+ * its finished answers must be such JSON), so every output is
  * reproducible: phase 1 (baseline) records each item's output on each
  * instance as its reference and checks that repeats equal it; items phase
  * 1 did not reach are then run once alone. Phase 2 checks every completed
@@ -87,6 +89,7 @@ static int items_create(struct chaos_run *run) {
             loadgen_prompt(loadgen_random(&rng), loadgen_random_range(&rng, 3, o->max_words));
         item->seed = loadgen_random(&rng) % 1000000007ULL;
         item->max_tokens = loadgen_random_range(&rng, 8, o->max_tokens);
+        item->constrained = i % 3 == 2; /* a grammar must survive every fault too */
         if (!item->prompt) return -1;
     }
     return 0;
@@ -184,6 +187,17 @@ static void log_failure(struct chaos_run *run, int model, int i, const char *wha
     chaos_log_failure(run, what, request, r->sent, r->chunks, why);
 }
 
+/* 0 if a constrained item's answer finished ("stop") and is not a JSON
+ * object: the grammar let through what its schema does not allow. */
+static int fits_schema(const struct chaos_item *item, const struct loadgen_result *r) {
+    if (!item->constrained || strcmp(r->finish_reason, "stop") != 0) return 1;
+    cJSON *doc = cJSON_Parse(r->text);
+    int fits = cJSON_IsObject(doc) && cJSON_IsString(cJSON_GetObjectItem(doc, "word")) &&
+               cJSON_IsNumber(cJSON_GetObjectItem(doc, "n"));
+    cJSON_Delete(doc);
+    return fits;
+}
+
 /* Runs item i on the instance and adds its outcome to the tally. */
 static int run_item(struct chaos_run *run, int model, int i, struct chaos_tally *t) {
     const struct chaos_options *o = run->options;
@@ -192,7 +206,9 @@ static int run_item(struct chaos_run *run, int model, int i, struct chaos_tally 
                                       .prompt = item->prompt,
                                       .seed = item->seed,
                                       .max_tokens = item->max_tokens,
-                                      .temperature = 0.8};
+                                      .temperature = 0.8,
+                                      .response_format =
+                                          item->constrained ? CHAOS_RESPONSE_FORMAT : NULL};
     struct loadgen_result r;
     char why[LOADGEN_ERROR_MAX] = "";
     if (loadgen_complete(o->port, &request, loadgen_now() + o->deadline, &r)) return -1;
@@ -213,6 +229,10 @@ static int run_item(struct chaos_run *run, int model, int i, struct chaos_tally 
         enum chaos_verdict v =
             chaos_check_output(run, &run->items[i], model, r.text, r.finish_reason,
                                r.completion_tokens, run->phase == 0, why, sizeof(why));
+        if (v == CHAOS_EQUAL && !fits_schema(item, &r)) {
+            v = CHAOS_DIFFERENT;
+            snprintf(why, sizeof(why), "finished under its schema, but is not a JSON object");
+        }
         if (v == CHAOS_DIFFERENT) t->wrong++;
         if (v == CHAOS_UNVERIFIED) t->unverified++;
         if (v == CHAOS_DIFFERENT || v == CHAOS_UNVERIFIED)

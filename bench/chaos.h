@@ -56,11 +56,20 @@ struct chaos_health_watch {
     int probes, failed; /* asked; not answered (an error, or nothing within 5 s) */
 };
 
+/* What every third item asks for: JSON under a schema (issue 23), so that
+ * a grammar's state is carried through every fault as exactly as the
+ * tokens are. */
+#define CHAOS_RESPONSE_FORMAT                                                                      \
+    "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"item\",\"schema\":{\"type\":"           \
+    "\"object\",\"properties\":{\"word\":{\"type\":\"string\",\"maxLength\":12},\"n\":{"           \
+    "\"type\":\"integer\"}},\"required\":[\"word\",\"n\"],\"additionalProperties\":false}}}"
+
 /* One request of the fixed set, and its fault-free output on each model. */
 struct chaos_item {
-    char *prompt;   /* (owned) text; a flood item's: token ids, "5,301,17" */
-    uint64_t seed;  /* "seed" */
-    int max_tokens; /* "max_tokens" */
+    char *prompt;    /* (owned) text; a flood item's: token ids, "5,301,17" */
+    uint64_t seed;   /* "seed" */
+    int max_tokens;  /* "max_tokens" */
+    int constrained; /* 1: asks for JSON under a schema (CHAOS_RESPONSE_FORMAT) */
     /* reference outputs, guarded by the run's lock */
     char *reference[CHAOS_MODELS]; /* text, NULL until the first fault-free completion */
     char finish[CHAOS_MODELS][LOADGEN_FINISH_MAX];

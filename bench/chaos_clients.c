@@ -200,6 +200,8 @@ static void *cancel_stream_main(void *arg) {
                                       .max_tokens = item->max_tokens,
                                       .temperature = 0.8,
                                       .stop = c->stop,
+                                      .response_format =
+                                          item->constrained ? CHAOS_RESPONSE_FORMAT : NULL,
                                       .leave_at_finish = 1};
     c->rc = loadgen_complete(o->port, &request, c->deadline, &c->result);
     return NULL;

@@ -501,6 +501,8 @@ static char *completion_body(const struct loadgen_request *request) {
         (!request->stop || cJSON_AddStringToObject(root, "stop", request->stop))) {
         cJSON_AddItemToObject(root, "stream_options", options);
         options = NULL;
+        if (request->response_format)
+            cJSON_AddItemToObject(root, "response_format", cJSON_Parse(request->response_format));
         text = cJSON_PrintUnformatted(root);
     }
     cJSON_Delete(options);

@@ -64,14 +64,15 @@ void loadgen_reply_free(struct loadgen_reply *reply);
 
 /* One /v1/completions request. */
 struct loadgen_request {
-    const char *model;   /* "model" */
-    const char *prompt;  /* "prompt" text */
-    uint64_t seed;       /* "seed" */
-    int max_tokens;      /* "max_tokens" */
-    double temperature;  /* "temperature" */
-    const char *stop;    /* "stop" string (NULL: none) */
-    int leave_at_finish; /* 1: close the connection as soon as the chunk with finish_reason
-                          * came, before data: [DONE] (a client that cancels at the end) */
+    const char *model;           /* "model" */
+    const char *prompt;          /* "prompt" text */
+    uint64_t seed;               /* "seed" */
+    int max_tokens;              /* "max_tokens" */
+    double temperature;          /* "temperature" */
+    const char *stop;            /* "stop" string (NULL: none) */
+    const char *response_format; /* "response_format" as JSON text (NULL: none) */
+    int leave_at_finish;         /* 1: close the connection as soon as the chunk with finish_reason
+                                  * came, before data: [DONE] (a client that cancels at the end) */
 };
 
 enum loadgen_outcome {
