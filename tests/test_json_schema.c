@@ -111,6 +111,12 @@ static const struct refusal refusals[] = {
     {"{\"type\":\"string\",\"enum\":[1,2]}",
      "no value of \"enum\" has a type the schema allows at the root"},
     {"{\"oneOf\":[]}", "\"oneOf\" must be a non-empty array of schemas at the root"},
+    /* control characters in a key or a pointer are escaped: one line (found
+     * by tests/fuzz/fuzz_json_schema.c) */
+    {"{\"type\":\"array\",\"m\\raxItems\":3}",
+     "unsupported JSON Schema keyword \"m\\raxItems\" at the root"},
+    {"{\"properties\":{\"a\\nb\\u0001\":{\"pattern\":\"x\"}}}",
+     "unsupported JSON Schema keyword \"pattern\" at /properties/a\\nb\\u0001"},
 };
 
 static void test_refusals(void) {

@@ -191,12 +191,44 @@ struct schema_ctx {
     int failed;              /* an error was reported */
 };
 
+/* Copies msg into err (errlen bytes, truncated, NUL-terminated) with its
+ * control characters written as JSON escapes (\n, \u001f, ...), so that a
+ * message naming a key or a pointer with them stays one line. */
+static void copy_one_line(char *err, size_t errlen, const char *msg) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        char esc[8];
+        if (*p >= 0x20 && *p != 0x7f) {
+            esc[0] = (char)*p;
+            esc[1] = '\0';
+        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+            snprintf(esc, sizeof esc, "\\%c", *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+        } else {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+        }
+        size_t k = strlen(esc);
+        if (n + k + 1 > errlen) break;
+        memcpy(err + n, esc, k);
+        n += k;
+    }
+    err[n] = '\0';
+}
+
 static int fail(struct schema_ctx *ctx, const char *fmt, ...) {
     if (!ctx->failed && ctx->err && ctx->errlen) {
+        char small[512], *msg = small;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ctx->err, ctx->errlen, fmt, ap);
+        int n = vsnprintf(small, sizeof small, fmt, ap);
         va_end(ap);
+        if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)) != NULL) {
+            va_start(ap, fmt);
+            vsnprintf(msg, (size_t)n + 1, fmt, ap);
+            va_end(ap);
+        }
+        if (n < 0) small[0] = '\0';
+        copy_one_line(ctx->err, ctx->errlen, msg ? msg : small);
+        if (msg != small) free(msg);
     }
     ctx->failed = 1;
     return -1;
