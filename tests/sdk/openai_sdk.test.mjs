@@ -12,6 +12,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 
 function env(name) {
   const value = process.env[name];
@@ -342,21 +344,97 @@ describe('API strictness (issue 21)', () => {
 
 // Tool calling (issue 23): a call the SDK reads as OpenAI's. (The random
 // model's context is 2048 so that the tools' description fits.)
+const WEATHER_TOOLS = [{
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 12 } },
+      required: ['city'],
+      additionalProperties: false,
+    },
+  },
+}];
+
+// Assembles streamed delta.tool_calls as OpenAI's clients do: by index, the
+// first delta of a call brings its id, type and name, the later ones append
+// to its arguments. Returns the calls and the finish reasons.
+function toolCallAssembler() {
+  const calls = [];
+  const finish = [];
+  return {
+    calls,
+    finish,
+    add(choice) {
+      for (const delta of choice.delta?.tool_calls ?? []) {
+        assert.ok(Number.isInteger(delta.index) && delta.index >= 0, `index ${delta.index}`);
+        assert.ok(delta.index <= calls.length, `call ${delta.index} before call ${calls.length}`);
+        if (delta.index === calls.length) {
+          // a new call: its first delta names it
+          assert.match(delta.id ?? '', /^call_/);
+          assert.equal(delta.type, 'function');
+          assert.equal(typeof delta.function?.name, 'string');
+          calls.push({ id: delta.id, type: delta.type, name: delta.function.name, arguments: '' });
+        } else {
+          assert.equal(delta.id, undefined, 'only the first delta of a call has its id');
+        }
+        calls[delta.index].arguments += delta.function?.arguments ?? '';
+      }
+      if (choice.finish_reason) finish.push(choice.finish_reason);
+    },
+  };
+}
+
+// The calls of a whole answer as the assembler gives them (ids apart).
+const callsOf = (message) =>
+  message.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments }));
+const withoutIds = (calls) => calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+
+function checkWeatherCalls(calls) {
+  assert.ok(calls.length >= 1, 'no tool call');
+  for (const call of calls) {
+    assert.equal(call.name, 'get_weather');
+    const args = JSON.parse(call.arguments);
+    assert.deepEqual(Object.keys(args), ['city']);
+    assert.equal(typeof args.city, 'string');
+    assert.ok([...args.city].length <= 12, `city ${JSON.stringify(args.city)}`);
+  }
+}
+
+// Reads a server-sent event stream the way a client without the SDK does:
+// lines from the body's bytes, "data: " lines each one JSON chunk, up to
+// "data: [DONE]". Returns the chunks, and whether [DONE] came.
+async function readSse(response) {
+  const decoder = new TextDecoder();
+  const chunks = [];
+  let pending = '';
+  let done = false;
+  const line = (text) => {
+    if (text === '' || text.startsWith(':')) return; // event end, comment
+    assert.ok(text.startsWith('data: '), `SSE line ${JSON.stringify(text)}`);
+    assert.ok(!done, 'data after [DONE]');
+    const data = text.slice('data: '.length);
+    if (data === '[DONE]') done = true;
+    else chunks.push(JSON.parse(data));
+  };
+  for await (const bytes of response.body) {
+    pending += decoder.decode(bytes, { stream: true });
+    let end;
+    while ((end = pending.indexOf('\n')) >= 0) {
+      line(pending.slice(0, end).replace(/\r$/, ''));
+      pending = pending.slice(end + 1);
+    }
+  }
+  pending += decoder.decode();
+  if (pending) line(pending);
+  return { chunks, done };
+}
+
 describe('tools', () => {
   test('tool_choice "required" answers with a call whose arguments are JSON', async () => {
-    const tools = [{
-      type: 'function',
-      function: {
-        name: 'get_weather',
-        description: 'The weather in a city',
-        parameters: {
-          type: 'object',
-          properties: { city: { type: 'string', maxLength: 12 } },
-          required: ['city'],
-          additionalProperties: false,
-        },
-      },
-    }];
+    const tools = WEATHER_TOOLS;
     const r = await main.chat.completions.create({
       model: MODEL, messages: CHAT, tools, tool_choice: 'required', max_tokens: 200, seed: 3,
     });
@@ -368,5 +446,92 @@ describe('tools', () => {
     assert.equal(call.function.name, 'get_weather');
     const args = JSON.parse(call.function.arguments);
     assert.equal(typeof args.city, 'string');
+  });
+
+  test('streamed through the SDK, tool_choice "required" gives the whole answer\'s calls', async () => {
+    const params = {
+      model: MODEL, messages: CHAT, tools: WEATHER_TOOLS, tool_choice: 'required',
+      parallel_tool_calls: false, max_tokens: 200, seed: 13, temperature: 1,
+    };
+    const whole = await main.chat.completions.create(params);
+    assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+    const stream = await main.chat.completions.create({ ...params, stream: true });
+    const calls = toolCallAssembler();
+    let content = '';
+    for await (const chunk of stream) {
+      assert.equal(chunk.object, 'chat.completion.chunk');
+      for (const choice of chunk.choices) {
+        assert.equal(choice.index, 0);
+        content += choice.delta?.content ?? '';
+        calls.add(choice);
+      }
+    }
+    assert.deepEqual(calls.finish, ['tool_calls']);
+    assert.equal(content, whole.choices[0].message.content ?? '');
+    checkWeatherCalls(calls.calls);
+    assert.equal(calls.calls.length, 1, 'parallel_tool_calls false: one call');
+    assert.deepEqual(withoutIds(calls.calls), callsOf(whole.choices[0].message));
+  });
+
+  test('a plain fetch client reads the streamed calls from the SSE lines itself', async () => {
+    const body = {
+      model: MODEL, messages: CHAT, tools: WEATHER_TOOLS, tool_choice: 'required',
+      max_tokens: 200, seed: 17, temperature: 1,
+    };
+    const post = (extra) => fetch(`${env('LOCKSTEP_SDK_MAIN')}/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...body, ...extra }),
+    });
+    const wholeResponse = await post({});
+    assert.equal(wholeResponse.status, 200);
+    const whole = await wholeResponse.json();
+    assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+
+    const response = await post({ stream: true });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const { chunks, done } = await readSse(response);
+    assert.ok(done, 'the stream ends with data: [DONE]');
+    const calls = toolCallAssembler();
+    for (const chunk of chunks) {
+      assert.equal(chunk.object, 'chat.completion.chunk');
+      assert.equal(chunk.id, chunks[0].id);
+      for (const choice of chunk.choices) calls.add(choice);
+    }
+    assert.deepEqual(calls.finish, ['tool_calls']);
+    checkWeatherCalls(calls.calls);
+    assert.deepEqual(withoutIds(calls.calls), callsOf(whole.choices[0].message));
+    assert.equal(new Set(calls.calls.map((c) => c.id)).size, calls.calls.length, 'ids differ');
+  });
+});
+
+// Structured outputs (issue 23) through the SDK's own helper: a zod schema
+// sent as response_format json_schema (strict), the answer parsed and
+// validated by the SDK. (z.number().int() is not used: zod writes it with
+// minimum/maximum of +-(2^53-1), keywords outside lockstep's subset.)
+describe('structured outputs', () => {
+  test('chat.completions.parse with zodResponseFormat gives a parsed object valid under the schema', async () => {
+    const Person = z.object({
+      name: z.string().max(12),
+      age: z.number(),
+      kind: z.enum(['human', 'robot']),
+      tags: z.array(z.string().max(8)).max(3),
+    });
+    const params = {
+      model: MODEL, messages: CHAT, response_format: zodResponseFormat(Person, 'person'),
+      max_tokens: 300, seed: 19, temperature: 1,
+    };
+    const r = await main.chat.completions.parse(params);
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'stop');
+    const parsed = choice.message.parsed;
+    assert.ok(parsed && typeof parsed === 'object', `parsed ${JSON.stringify(parsed)}`);
+    assert.deepEqual(Person.parse(parsed), parsed);
+    assert.deepEqual(JSON.parse(choice.message.content), parsed);
+    assert.deepEqual(Object.keys(parsed), ['name', 'age', 'kind', 'tags']); // the schema's order
+    // the same seed gives the same object again
+    const again = await main.chat.completions.parse(params);
+    assert.deepEqual(again.choices[0].message.parsed, parsed);
   });
 });

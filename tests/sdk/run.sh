@@ -89,6 +89,7 @@ trap 'exit 143' TERM INT
 start() {
     local name=$1 log=$dir/$1.log port="" code deadline pid
     shift
+    : >"$log" # before the gateway's shell opens it: the sed below reads it at once
     "$lockstep" serve -m "$model" --host 127.0.0.1 --port 0 --api-key "$key" "$@" \
         >"$log" 2>&1 &
     pid=$!
