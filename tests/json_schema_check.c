@@ -355,6 +355,13 @@ static int keyword(struct checker *c, const cJSON *k, const cJSON *doc, const ch
     if (is_one_of(key, string_keys)) return cJSON_IsString(doc) ? string_keyword(c, k, doc, at) : 0;
     if (is_one_of(key, array_keys))
         return cJSON_IsArray(doc) ? array_keyword(c, k, doc, at, depth) : 0;
+    if (strcmp(key, "minimum") == 0 || strcmp(key, "maximum") == 0) {
+        if (!cJSON_IsNumber(k)) return bad(c, "schema: bad \"%s\"", key);
+        if (!cJSON_IsNumber(doc)) return 0;
+        if (key[1] == 'i' ? doc->valuedouble < k->valuedouble : doc->valuedouble > k->valuedouble)
+            return bad(c, "%s: %g is beyond the %s %g", at, doc->valuedouble, key, k->valuedouble);
+        return 0;
+    }
     if (strcmp(key, "const") == 0) return same_value(k, doc) ? 0 : bad(c, "%s: not the const", at);
     if (strcmp(key, "enum") == 0) {
         if (!cJSON_IsArray(k)) return bad(c, "schema: bad \"enum\"");

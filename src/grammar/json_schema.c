@@ -12,8 +12,12 @@
  *   JSON pointer ("#", "#/$defs/x", "#/definitions/x", ...), recursive
  *   references; annotations (description, title, default, examples,
  *   $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored;
+ *   minimum and maximum on integers, when minimum <= 0 <= maximum: the
+ *   grammar writes integers of as many digits as fit (zod's int(), whose
+ *   bounds are +-(2^53 - 1), gets 15);
  * - refused with an error naming the keyword and its JSON pointer: every
- *   other keyword (pattern, allOf, not, if/then/else, minimum, maximum,
+ *   other keyword (pattern, allOf, not, if/then/else, minimum and maximum
+ *   on numbers or away from 0, exclusiveMinimum,
  *   multipleOf, patternProperties, uniqueItems, ...), other formats, $ref to
  *   another document, a $ref cycle that consumes no input, and enum, const,
  *   anyOf, oneOf, $ref or format combined with a constraining sibling;
@@ -405,7 +409,7 @@ static const char *const supported_keys[] = {
     "items",       "minItems",   "maxItems", "minLength",
     "maxLength",   "format",     "enum",     "const",
     "anyOf",       "oneOf",      "$ref",     "$defs",
-    "definitions", NULL};
+    "definitions", "minimum",    "maximum",  NULL};
 
 static int in_list(const char *const *list, const char *key) {
     for (; *list; list++)
@@ -990,12 +994,52 @@ static int gen_object(struct schema_ctx *ctx, const cJSON *s, const char *path,
 
 /* ---- typed schemas ---- */
 
+/* Digits of the widest run of nines in [0, limit]: 10^k - 1 <= limit. */
+static int nines_within(double limit) {
+    int k = 0;
+    for (double nines = 9; k < 17 && nines <= limit; nines = nines * 10 + 9) k++;
+    return k;
+}
+
+/* An integer within minimum and maximum, as the integers of a few digits:
+ * at most k digits where 10^k - 1 is within the bounds (zod's int() is
+ * +-(2^53 - 1): 15 digits), negative ones only if the minimum allows -9.
+ * Only bounds around 0 are supported (minimum <= 0 <= maximum); numbers
+ * with bounds are refused in gen_typed. */
+static int put_bounded_integer(struct schema_ctx *ctx, const cJSON *s, const char *path,
+                               struct strbuf *out) {
+    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(s, "minimum");
+    const cJSON *hi = cJSON_GetObjectItemCaseSensitive(s, "maximum");
+    if ((lo && !cJSON_IsNumber(lo)) || (hi && !cJSON_IsNumber(hi)))
+        return fail(ctx, "\"minimum\" and \"maximum\" must be numbers at %s", where(path));
+    double min = lo ? lo->valuedouble : -1e300, max = hi ? hi->valuedouble : 1e300;
+    if (min > 0 || max < 0)
+        return fail(ctx, "\"minimum\" above 0 or \"maximum\" below 0 is not supported at %s",
+                    where(path));
+    int up = nines_within(max), down = nines_within(-min);
+    sb_puts(out, "( \"0\"");
+    if (up > 0) sb_printf(out, " | [1-9] [0-9]{0,%d}", up - 1);
+    if (down > 0) sb_printf(out, " | \"-\" [1-9] [0-9]{0,%d}", down - 1);
+    sb_puts(out, " )");
+    return 0;
+}
+
+/* 1 if s bounds its numbers (minimum or maximum). */
+static int has_bounds(const cJSON *s) {
+    return cJSON_GetObjectItemCaseSensitive(s, "minimum") ||
+           cJSON_GetObjectItemCaseSensitive(s, "maximum");
+}
+
 /* One alternative for each type the schema allows, each with the keywords
  * of its type (keywords of other types are ignored). */
 static int gen_typed(struct schema_ctx *ctx, const cJSON *s, const char *path, struct strbuf *out) {
     int types, n = 0, rc = 0;
     if (type_set(ctx, s, path, &types)) return -1;
     if (types & T_NUMBER) types &= ~T_INTEGER;
+    if ((types & T_NUMBER) && has_bounds(s))
+        return fail(ctx,
+                    "\"minimum\"/\"maximum\" on a number (not an integer) is not supported at %s",
+                    where(path));
     struct strbuf alts = {0};
     for (int bit = 1; bit <= T_INTEGER && rc == 0; bit <<= 1) {
         if (!(types & bit)) continue;
@@ -1006,7 +1050,8 @@ static int gen_typed(struct schema_ctx *ctx, const cJSON *s, const char *path, s
         if (bit == T_ARRAY) rc = gen_array(ctx, s, path, &alts);
         if (bit == T_STRING) rc = gen_string(ctx, s, path, &alts);
         if (bit == T_NUMBER) sb_puts(&alts, "number");
-        if (bit == T_INTEGER) sb_puts(&alts, "integer");
+        if (bit == T_INTEGER && has_bounds(s)) rc = put_bounded_integer(ctx, s, path, &alts);
+        if (bit == T_INTEGER && !has_bounds(s)) sb_puts(&alts, "integer");
         ctx->used |= bit == T_NUMBER ? USE_NUMBER : bit == T_INTEGER ? USE_INTEGER : 0;
     }
     if (rc == 0) {

@@ -508,13 +508,14 @@ describe('tools', () => {
 
 // Structured outputs (issue 23) through the SDK's own helper: a zod schema
 // sent as response_format json_schema (strict), the answer parsed and
-// validated by the SDK. (z.number().int() is not used: zod writes it with
-// minimum/maximum of +-(2^53-1), keywords outside lockstep's subset.)
+// validated by the SDK. zod writes int() with minimum/maximum of
+// +-(2^53-1), which the grammar meets with integers of up to 15 digits.
 describe('structured outputs', () => {
   test('chat.completions.parse with zodResponseFormat gives a parsed object valid under the schema', async () => {
     const Person = z.object({
       name: z.string().max(12),
-      age: z.number(),
+      age: z.number().int(),
+      count: z.number().int().nonnegative(),
       kind: z.enum(['human', 'robot']),
       tags: z.array(z.string().max(8)).max(3),
     });
@@ -529,7 +530,8 @@ describe('structured outputs', () => {
     assert.ok(parsed && typeof parsed === 'object', `parsed ${JSON.stringify(parsed)}`);
     assert.deepEqual(Person.parse(parsed), parsed);
     assert.deepEqual(JSON.parse(choice.message.content), parsed);
-    assert.deepEqual(Object.keys(parsed), ['name', 'age', 'kind', 'tags']); // the schema's order
+    assert.deepEqual(Object.keys(parsed), ['name', 'age', 'count', 'kind', 'tags']); // schema order
+    assert.ok(Number.isInteger(parsed.age) && Number.isInteger(parsed.count) && parsed.count >= 0);
     // the same seed gives the same object again
     const again = await main.chat.completions.parse(params);
     assert.deepEqual(again.choices[0].message.parsed, parsed);
