@@ -311,6 +311,29 @@ char *gateway_stuck_json(struct gateway *gateway);
 int gateway_instance_fault(struct gateway_instance *instance, const char *kind, int rank,
                            int delay_ms, int steps, int count, struct openai_error *error);
 
+/* tokenize.c: llama.cpp's POST /tokenize and POST /detokenize, answered in
+ * the HTTP thread with an instance's tokenizer (no runner is asked). */
+struct gateway_tokens_body {
+    struct cJSON *root;         /* the parsed body: owns model and content */
+    int detokenize;             /* 1: /detokenize, 0: /tokenize */
+    const char *model;          /* "model", or NULL when absent */
+    const char *content;        /* /tokenize: the text */
+    int add_special;            /* /tokenize: a BOS first if the vocabulary asks for one */
+    int parse_special;          /* /tokenize: special tokens' spellings become those tokens */
+    int with_pieces;            /* /tokenize: {"id", "piece"} objects instead of ids */
+    const struct cJSON *tokens; /* /detokenize: the array of integer ids (range not checked) */
+};
+/* Parses a body of /tokenize (detokenize 0) or /detokenize (1); -1 with a
+ * 400 in e. Free it with gateway_tokens_free. */
+int gateway_tokens_parse(const char *body, size_t length, int detokenize,
+                         struct gateway_tokens_body *out, struct openai_error *e);
+/* The answer's JSON text with the instance's tokenizer (free() it), or
+ * NULL with e: a 400 for an id outside the vocabulary, a 500 when memory
+ * runs out. */
+char *gateway_tokens_answer(const struct gateway_instance *instance,
+                            const struct gateway_tokens_body *body, struct openai_error *e);
+void gateway_tokens_free(struct gateway_tokens_body *body);
+
 /* http.c */
 int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);
 void gateway_http_stop(struct gateway *gateway);

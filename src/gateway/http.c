@@ -31,8 +31,10 @@ enum route {
     ROUTE_METRICS,
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
-    ROUTE_STUCK, /* GET /debug/stuck: the latest stuck reports */
-    ROUTE_FAULT, /* POST /debug/fault: fault injection (only with --enable-faults) */
+    ROUTE_STUCK,      /* GET /debug/stuck: the latest stuck reports */
+    ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
+    ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
+    ROUTE_DETOKENIZE, /* POST /detokenize (llama.cpp's) */
 };
 
 /* One HTTP request in progress (MHD's per-request pointer). */
@@ -45,6 +47,7 @@ struct http_call {
     struct gateway_request *request; /* completions: the request it serves */
     const char *origin;              /* the request's Origin when CORS allows it, or NULL */
     int post;                        /* 1: a POST (answered early when refused) */
+    const char *model;               /* the instance a call without a request served, or NULL */
 };
 
 /* The allowed origin a browser's request came from, or NULL. */
@@ -96,6 +99,8 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
     if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
     if (post && !strcmp(url, "/debug/fault") && g->params.enable_faults) return ROUTE_FAULT;
+    if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
+    if (post && !strcmp(url, "/detokenize")) return ROUTE_DETOKENIZE;
     return ROUTE_NONE;
 }
 
@@ -340,6 +345,26 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     return answer_when_ready(c, call);
 }
 
+/* POST /tokenize and /detokenize (tokenize.c): answered at once. */
+static enum MHD_Result answer_tokens(struct gateway *g, struct MHD_Connection *c,
+                                     struct http_call *call) {
+    struct openai_error e;
+    struct gateway_tokens_body body;
+    if (call->too_large) {
+        openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+        return send_error(c, call, &e);
+    }
+    if (gateway_tokens_parse((const char *)call->body.data, call->body.length,
+                             call->route == ROUTE_DETOKENIZE, &body, &e))
+        return send_error(c, call, &e);
+    struct gateway_instance *in = choose_instance(g, body.model, &e);
+    char *json = in ? gateway_tokens_answer(in, &body, &e) : NULL;
+    gateway_tokens_free(&body);
+    if (in) call->model = in->name;
+    return json ? send_text(c, call, 200, "application/json", json) : send_error(c, call, &e);
+}
+
 /* POST /debug/fault {"model", "kind", "rank", "delay_ms", "steps", "count"}. */
 static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
                                     struct http_call *call) {
@@ -452,6 +477,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (!call->post) return first_call(g, c, url, method, call);
     if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
+    if (call->route == ROUTE_TOKENIZE || call->route == ROUTE_DETOKENIZE)
+        return answer_tokens(g, c, call);
     if (!call->request) return start_completion(g, c, call);
     return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }
@@ -479,7 +506,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {
-        gateway_observe_request(g, "", call->status);
+        gateway_observe_request(g, call->model ? call->model : "", call->status);
     }
     if (call->counted) atomic_fetch_sub(&g->active, 1);
     runner_buffer_free(&call->body);
