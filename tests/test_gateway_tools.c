@@ -321,11 +321,12 @@ static void test_refusals(void) {
     expect_refused(HI "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
                       "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}",
                    "tool_choice.function.name", "is not the name of any of the tools");
-    expect_refused(HI "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
-                      "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
-                      "\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1}}}}}]",
-                   "tools[1].function.parameters",
-                   "unsupported JSON Schema keyword \"minimum\" at /properties/n");
+    expect_refused(
+        HI "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
+           "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
+           "\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0}}}}}]",
+        "tools[1].function.parameters",
+        "unsupported JSON Schema keyword \"exclusiveMinimum\" at /properties/n");
     expect_refused("\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"tool\","
                    "\"content\":\"x\"}]",
                    "messages[1].tool_call_id", "messages[1].tool_call_id is required");
