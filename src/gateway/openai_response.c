@@ -19,12 +19,7 @@
 
 /* ------------------------------- text ----------------------------------- */
 
-/* Bytes of the well-formed UTF-8 character at s (n >= 1 bytes available),
- * or minus the length of the ill-formed prefix that one U+FFFD replaces
- * (Unicode's "maximal subpart": at least 1 byte). Ranges from the Unicode
- * Standard's table of well-formed byte sequences: no overlong forms, no
- * surrogates, nothing above U+10FFFF. */
-static int utf8_sequence(const unsigned char *s, size_t n) {
+int openai_utf8_sequence(const unsigned char *s, size_t n) {
     unsigned lo = 0x80, hi = 0xBF;
     int trailing;
     if (s[0] < 0x80) return 1;
@@ -55,7 +50,7 @@ static void utf8_sanitize(const char *text, size_t length, char *out) {
     const unsigned char *s = (const unsigned char *)text;
     size_t used = 0;
     for (size_t i = 0; i < length;) {
-        int n = utf8_sequence(s + i, length - i);
+        int n = openai_utf8_sequence(s + i, length - i);
         if (n > 0 && s[i] != '\0') {
             memcpy(out + used, s + i, (size_t)n);
             used += (size_t)n;

@@ -125,40 +125,13 @@ void gateway_tokens_free(struct gateway_tokens_body *body) {
 
 /* ------------------------------ UTF-8 ----------------------------------- */
 
-/* Bytes of the well-formed UTF-8 character at s (n >= 1 available), or 0
- * (Unicode's table of well-formed sequences: no overlong forms, no
- * surrogates, nothing above U+10FFFF). */
-static int utf8_length(const unsigned char *s, size_t n) {
-    unsigned lo = 0x80, hi = 0xBF;
-    int trailing;
-    if (s[0] < 0x80) return 1;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF)
-        trailing = 1;
-    else if (s[0] >= 0xE0 && s[0] <= 0xEF)
-        trailing = 2;
-    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
-        trailing = 3;
-    else
-        return 0;
-    if (s[0] == 0xE0) lo = 0xA0;
-    if (s[0] == 0xED) hi = 0x9F;
-    if (s[0] == 0xF0) lo = 0x90;
-    if (s[0] == 0xF4) hi = 0x8F;
-    for (int i = 1; i <= trailing; i++) {
-        if ((size_t)i >= n || s[i] < lo || s[i] > hi) return 0;
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    return trailing + 1;
-}
-
 /* 1 if the bytes are valid UTF-8 without a NUL (a JSON string for cJSON
  * and for the client alike). */
 static int utf8_text(const char *text, size_t length) {
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < length;) {
-        int n = utf8_length(s + i, length - i);
-        if (n == 0 || s[i] == '\0') return 0;
+        int n = openai_utf8_sequence(s + i, length - i);
+        if (n < 0 || s[i] == '\0') return 0;
         i += (size_t)n;
     }
     return 1;
@@ -176,11 +149,11 @@ static int put_string(struct runner_buffer *out, const char *text, size_t length
     const unsigned char *s = (const unsigned char *)text;
     int rc = put(out, "\"");
     for (size_t i = 0; i < length && rc == 0;) {
-        int n = utf8_length(s + i, length - i);
+        int n = openai_utf8_sequence(s + i, length - i);
         char escaped[8];
-        if (n == 0 || s[i] == '\0') {
-            rc = put(out, "\xEF\xBF\xBD");
-            n = 1;
+        if (n < 0 || s[i] == '\0') {
+            rc = put(out, "\xEF\xBF\xBD"); /* one for the ill-formed prefix, as the answers do */
+            n = n < 0 ? -n : 1;
         } else if (s[i] == '"' || s[i] == '\\') {
             snprintf(escaped, sizeof(escaped), "\\%c", s[i]);
             rc = put(out, escaped);
