@@ -284,13 +284,12 @@ static void test_tensors(void) {
     set_u64(c + 4 + 8, 1ull << 40);
     expect_refused(good_size, "tensor 't.c': 8796093022208 elements of f32 cannot fit in the file");
     reset();
-    set_u32(b + 4 + 16, 14);
-    expect_refused(good_size,
-                   "tensor 't.b': tensor type 14 (q6_K) is not supported (only f32, f16, "
-                   "q8_0 and q4_0)");
+    set_u32(b + 4 + 16, 16);
+    expect_refused(good_size, "tensor 't.b': tensor type 16 (iq2_xxs) is not supported (lockstep "
+                              "reads f32, f16, q4_0, ");
     reset();
-    set_u32(b + 4 + 16, 3);
-    expect_refused(good_size, "tensor 't.b': tensor type 3 (q4_1) is not supported");
+    set_u32(b + 4 + 16, 15);
+    expect_refused(good_size, "tensor 't.b': tensor type 15 (q8_K) is not supported");
     reset();
     set_u32(b + 4 + 16, 99);
     expect_refused(good_size, "tensor 't.b': tensor type 99 is not supported");

@@ -29,14 +29,16 @@ static void test_type_table(void) {
     CHECK(strcmp(tensor_type_name(TENSOR_F16), "f16") == 0);
     CHECK(strcmp(tensor_type_name(TENSOR_Q8_0), "q8_0") == 0);
     CHECK(strcmp(tensor_type_name(TENSOR_Q4_0), "q4_0") == 0);
-    CHECK(tensor_type_name(3) == NULL);
+    CHECK(tensor_type_name(4) == NULL && tensor_type_name(31) == NULL);
     CHECK(tensor_type_from_name("q4_0") == TENSOR_Q4_0);
     CHECK(tensor_type_from_name("q8_0") == 8);
-    CHECK(tensor_type_from_name("q5_0") == -1);
+    CHECK(tensor_type_from_name("q5_9") == -1);
     CHECK(tensor_type_from_name(NULL) == -1);
     CHECK(tensor_type_is_valid(0) && tensor_type_is_valid(1) && tensor_type_is_valid(2) &&
           tensor_type_is_valid(8));
-    CHECK(!tensor_type_is_valid(3) && !tensor_type_is_valid(-1) && !tensor_type_is_valid(30));
+    CHECK(!tensor_type_is_valid(4) && !tensor_type_is_valid(-1) && !tensor_type_is_valid(31));
+    /* activation formats only: no weight is stored in them */
+    CHECK(!tensor_type_is_valid(TENSOR_Q8_1) && !tensor_type_is_valid(TENSOR_Q8_K));
     CHECK(tensor_type_block_elements(TENSOR_F16) == 1);
     CHECK(tensor_type_block_elements(TENSOR_Q4_0) == 32);
     CHECK(tensor_type_block_bytes(TENSOR_F32) == 4);

@@ -49,20 +49,7 @@ float *test_random_floats(int n, uint64_t *state) {
 
 /* One row of type from the floats at values. */
 static void make_row(char *row, enum tensor_type type, const float *values, int cols) {
-    switch (type) {
-    case TENSOR_F32:
-        memcpy(row, values, sizeof(float) * (size_t)cols);
-        break;
-    case TENSOR_F16:
-        for (int i = 0; i < cols; i++) ((uint16_t *)row)[i] = tensor_fp32_to_fp16(values[i]);
-        break;
-    case TENSOR_Q8_0:
-        tensor_quantize_q8_0((struct tensor_block_q8_0 *)row, values, cols);
-        break;
-    case TENSOR_Q4_0:
-        tensor_quantize_q4_0((struct tensor_block_q4_0 *)row, values, cols);
-        break;
-    }
+    tensor_quantize_row(type, row, values, cols);
 }
 
 struct tensor_matrix test_random_weights(enum tensor_type type, int rows, int cols,

@@ -155,12 +155,25 @@ static int gguf_parse_alignment(struct gguf_file *file, struct gguf_reader *read
  * not read, so the message says what the file is; "" for other ids. */
 static const char *gguf_ggml_type_hint(uint32_t type) {
     static const char *const hints[] = {
-        [3] = " (q4_1)",  [6] = " (q5_0)",  [7] = " (q5_1)",  [9] = " (q8_1)",
-        [10] = " (q2_K)", [11] = " (q3_K)", [12] = " (q4_K)", [13] = " (q5_K)",
-        [14] = " (q6_K)", [15] = " (q8_K)", [30] = " (bf16)",
+        [9] = " (q8_1)",     [15] = " (q8_K)",  [16] = " (iq2_xxs)", [17] = " (iq2_xs)",
+        [18] = " (iq3_xxs)", [19] = " (iq1_s)", [21] = " (iq3_s)",   [22] = " (iq2_s)",
+        [24] = " (i8)",      [25] = " (i16)",   [26] = " (i32)",     [27] = " (i64)",
+        [28] = " (f64)",     [29] = " (iq1_m)", [34] = " (tq1_0)",   [35] = " (tq2_0)",
+        [39] = " (mxfp4)",
     };
     if (type >= sizeof(hints) / sizeof(hints[0]) || hints[type] == NULL) return "";
     return hints[type];
+}
+
+/* "f32, f16, q4_0, ...": the types lockstep reads, into buf. */
+static const char *gguf_supported_types(char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int type = 0; type < TENSOR_TYPE_COUNT && used < size; type++)
+        if (tensor_type_is_valid(type))
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "",
+                                     tensor_type_name(type));
+    return buf;
 }
 
 /* Checks a tensor's type and shape and works out its element count and size. */
@@ -176,10 +189,11 @@ static int gguf_check_shape(struct gguf_tensor *tensor, uint32_t type, struct gg
                              d, tensor->dims[0], tensor->dims[1], tensor->dims[2], tensor->dims[3]);
         n *= dim;
     }
+    char supported[256];
     if (!tensor_type_is_valid((int)type))
-        return gguf_fail(
-            reader, "tensor type %" PRIu32 "%s is not supported (only f32, f16, q8_0 and q4_0)",
-            type, gguf_ggml_type_hint(type));
+        return gguf_fail(reader, "tensor type %" PRIu32 "%s is not supported (lockstep reads %s)",
+                         type, gguf_ggml_type_hint(type),
+                         gguf_supported_types(supported, sizeof(supported)));
     tensor->type = (enum tensor_type)type;
     tensor->n_elements = n;
     uint64_t block = (uint64_t)tensor_type_block_elements(tensor->type);

@@ -295,9 +295,9 @@ static int loader_matrix(const struct model_gguf_loader *ld, const char *name, i
     if (!tensor_type_is_valid(t->type))
         return loader_fail(ld, "tensor '%s' has type %d, which is not supported", name,
                            (int)t->type);
-    if (tensor_type_block_elements(t->type) > 1 && cols % TENSOR_QK != 0)
+    if (cols % tensor_type_block_elements(t->type) != 0)
         return loader_fail(ld, "tensor '%s' is %s with %d columns, not a multiple of %d", name,
-                           tensor_type_name(t->type), cols, TENSOR_QK);
+                           tensor_type_name(t->type), cols, tensor_type_block_elements(t->type));
     size_t bytes = (size_t)rows * tensor_row_bytes(t->type, cols);
     if (t->size != bytes || !t->data)
         return loader_fail(ld, "tensor '%s' holds %zu bytes, expected %zu", name, t->size, bytes);

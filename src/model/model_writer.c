@@ -64,18 +64,16 @@ void *model_writer_keep(struct model_writer *writer, size_t bytes) {
 
 /* ------------------------------------------------------------- metadata */
 
-/* llama.cpp's general.file_type for a weight type (LLAMA_FTYPE_*). */
+/* llama.cpp's general.file_type for a weight type (LLAMA_FTYPE_*): the
+ * k-quants written with one type throughout are its "_S" variants. */
 static uint32_t model_file_type(enum tensor_type type) {
-    switch (type) {
-    case TENSOR_F16:
-        return 1;
-    case TENSOR_Q4_0:
-        return 2;
-    case TENSOR_Q8_0:
-        return 7;
-    default:
-        return 0;
-    }
+    static const uint32_t file_types[TENSOR_TYPE_COUNT] = {
+        [TENSOR_F16] = 1,     [TENSOR_Q4_0] = 2,  [TENSOR_Q4_1] = 3,  [TENSOR_Q8_0] = 7,
+        [TENSOR_Q5_0] = 8,    [TENSOR_Q5_1] = 9,  [TENSOR_Q2_K] = 10, [TENSOR_Q3_K] = 11,
+        [TENSOR_Q4_K] = 14,   [TENSOR_Q5_K] = 16, [TENSOR_Q6_K] = 18, [TENSOR_IQ4_NL] = 25,
+        [TENSOR_IQ4_XS] = 30, [TENSOR_BF16] = 32,
+    };
+    return (int)type >= 0 && (int)type < TENSOR_TYPE_COUNT ? file_types[type] : 0;
 }
 
 void model_writer_set_config(struct model_writer *writer, const struct model_config *c,
@@ -219,18 +217,32 @@ static int model_tensor_spec_of(const struct model_file_layout *layout,
     return spec->vector != NULL;
 }
 
-/* Stores the n floats of x as type into out. */
-static void model_convert(void *out, const float *x, enum tensor_type type, size_t n) {
-    if (type == TENSOR_F16) {
-        uint16_t *half = out;
-        for (size_t i = 0; i < n; i++) half[i] = tensor_fp32_to_fp16(x[i]);
-    } else if (type == TENSOR_Q8_0) {
-        tensor_quantize_q8_0(out, x, (int64_t)n);
-    } else if (type == TENSOR_Q4_0) {
-        tensor_quantize_q4_0(out, x, (int64_t)n);
-    } else if (out != x) {
-        memcpy(out, x, n * sizeof(float));
+/* The type a matrix of cols columns is stored in when the file's type is
+ * type: as llama.cpp's quantizer falls back, a row that is not whole
+ * 256-element super-blocks takes a 32-element type of about the same
+ * size, and one that is not whole 32-element blocks stays F32. */
+static enum tensor_type model_matrix_type(enum tensor_type type, int cols) {
+    if (cols % tensor_type_block_elements(type) != 0) {
+        switch (type) {
+        case TENSOR_Q2_K:
+        case TENSOR_Q3_K:
+        case TENSOR_IQ4_XS:
+            type = TENSOR_IQ4_NL;
+            break;
+        case TENSOR_Q4_K:
+            type = TENSOR_Q5_0;
+            break;
+        case TENSOR_Q5_K:
+            type = TENSOR_Q5_1;
+            break;
+        case TENSOR_Q6_K:
+            type = TENSOR_Q8_0;
+            break;
+        default:
+            break;
+        }
     }
+    return cols % tensor_type_block_elements(type) != 0 ? TENSOR_F32 : type;
 }
 
 /* Fills, converts and adds the tensor spec; -1 after a failure. */
@@ -241,8 +253,9 @@ static int model_writer_add(struct model_writer *writer, const struct model_tens
         snprintf(name, sizeof(name), "%s", spec->suffix);
     else
         snprintf(name, sizeof(name), "blk.%d.%s", spec->layer, spec->suffix);
-    enum tensor_type type = spec->kind == MODEL_TENSOR_MATRIX ? writer->type : TENSOR_F32;
-    if (tensor_type_block_elements(type) > 1 && spec->cols % TENSOR_QK != 0) type = TENSOR_F32;
+    enum tensor_type type = spec->kind == MODEL_TENSOR_MATRIX
+                                ? model_matrix_type(writer->type, spec->cols)
+                                : TENSOR_F32;
     size_t n = (size_t)spec->rows * (size_t)spec->cols;
     size_t bytes = (size_t)spec->rows * tensor_row_bytes(type, spec->cols);
     void *data = model_writer_keep(writer, bytes);
@@ -256,7 +269,7 @@ static int model_writer_add(struct model_writer *writer, const struct model_tens
         model_writer_fail(writer, "tensor '%s': %s", name, message);
         rc = -1;
     } else {
-        model_convert(data, values, type, n);
+        if (type != TENSOR_F32) tensor_quantize_row(type, data, values, (int64_t)n);
         uint64_t dims[2] = {(uint64_t)spec->cols, (uint64_t)spec->rows};
         int n_dims = spec->kind == MODEL_TENSOR_MATRIX ? 2 : 1;
         gguf_writer_add_tensor(writer->gguf, name, type, n_dims, dims, data, bytes);

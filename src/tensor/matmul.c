@@ -39,13 +39,14 @@ struct matmul_run {
     struct tensor_xq xq[TENSOR_MAX_PARTS];           /* quantized activations, per part */
     const struct tensor_kernels *k;                  /* kernel table, fixed for the whole call */
     tensor_matmul_fn kernel;                         /* the kernel for the weight type */
-    tensor_matmul_parts_fn parts_kernel; /* every part at once (several parts), or NULL */
-    const float *x;                      /* (batch, cols) float activations, all parts */
-    const struct tensor_ahead *ahead;    /* the input quantized ahead, or NULL */
-    int cols;                            /* columns of the whole product */
-    char *thread_scratch;                /* first thread's scratch area */
-    size_t thread_scratch_bytes;         /* bytes per thread, a multiple of 64 */
-    int n_chunks;                        /* chunks of the pool job being run */
+    tensor_matmul_parts_fn parts_kernel;       /* every part at once (several parts), or NULL */
+    const float *x;                            /* (batch, cols) float activations, all parts */
+    const struct tensor_ahead *ahead;          /* the input quantized ahead, or NULL */
+    const struct tensor_type_traits *dot_type; /* row-dot types: the input's format, else NULL */
+    int cols;                                  /* columns of the whole product */
+    char *thread_scratch;                      /* first thread's scratch area */
+    size_t thread_scratch_bytes;               /* bytes per thread, a multiple of 64 */
+    int n_chunks;                              /* chunks of the pool job being run */
 };
 
 static size_t align64(size_t n) {
@@ -62,6 +63,9 @@ static void prepare_rows(struct matmul_run *run, int b0, int b1) {
             const float *x = run->x + (size_t)b * run->cols + (size_t)p * part_cols;
             if (xq->qs)
                 tensor_xq_quantize_row(run->k, xq, run->jobs[0].batch, b, x, part_cols);
+            else if (run->dot_type)
+                run->dot_type->quantize(
+                    (char *)run->jobs[p].xa + (size_t)b * run->jobs[p].xa_stride, x, part_cols);
             else if (run->n_parts > 1)
                 memcpy((float *)run->jobs[p].x + (size_t)b * part_cols, x,
                        (size_t)part_cols * sizeof(float));
@@ -161,8 +165,25 @@ static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct 
         return k->matmul_q8_0;
     case TENSOR_Q4_0:
         return k->matmul_q4_0;
+    default:
+        break;
     }
-    return NULL;
+    int type = (int)w->type;
+    return type >= 0 && type < TENSOR_TYPE_COUNT && k->row_dot[type] ? tensor_matmul_row_dots
+                                                                     : NULL;
+}
+
+/* 1 if w's products quantize their input to Q8_0 blocks for a matmul
+ * kernel of their own (struct tensor_xq). */
+static int quantized_for_kernel(const struct tensor_matrix *w) {
+    return w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+}
+
+/* Row-dot types: the input's format and the row dot, in every job. */
+static void set_row_dots(struct matmul_run *run, int n_jobs) {
+    if (run->kernel != tensor_matmul_row_dots) return;
+    run->dot_type = tensor_type_traits(tensor_type_traits((int)run->views[0].type)->dot_type);
+    for (int i = 0; i < n_jobs; i++) run->jobs[i].row_dot = run->k->row_dot[run->views[0].type];
 }
 
 /* Lays out the pool's scratch for the parts' activations (unless they were
@@ -170,14 +191,17 @@ static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct 
 static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     const struct tensor_matrix *w = &run->views[0];
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
-    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    int quantized = quantized_for_kernel(w);
     size_t values = (size_t)batch * (size_t)w->cols; /* per part */
     size_t blocks = values / TENSOR_QK;
     size_t qs_bytes = quantized ? align64(values) : 0;
     size_t d_bytes = quantized ? align64(blocks * sizeof(float)) : 0;
     size_t bias_bytes = quantized ? align64(blocks * sizeof(int32_t)) : 0;
-    size_t copy_bytes = !quantized && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
-    size_t part_bytes = run->ahead ? 0 : qs_bytes + d_bytes + bias_bytes + copy_bytes;
+    size_t xa_stride = run->dot_type ? tensor_row_bytes(run->dot_type->type, w->cols) : 0;
+    size_t xa_bytes = align64((size_t)batch * xa_stride);
+    size_t copy_bytes =
+        !quantized && !run->dot_type && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
+    size_t part_bytes = run->ahead ? 0 : qs_bytes + d_bytes + bias_bytes + xa_bytes + copy_bytes;
     /* panels need no scratch of their own */
     run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS
                                     ? 0
@@ -198,21 +222,28 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
             run->xq[p].interleaved =
                 w->layout == TENSOR_LAYOUT_PANELS && run->k->panels_interleaved;
             run->jobs[p].xq = &run->xq[p];
+        } else if (run->dot_type) {
+            run->jobs[p].xa = scratch;
+            run->jobs[p].xa_stride = xa_stride;
         } else if (run->n_parts > 1) {
             run->jobs[p].x = (const void *)scratch;
         }
     }
     /* matrices that share the input share its quantization */
-    for (int i = 1; i < run->n_matrices; i++) run->jobs[i].xq = run->jobs[0].xq;
+    for (int i = 1; i < run->n_matrices; i++) {
+        run->jobs[i].xq = run->jobs[0].xq;
+        run->jobs[i].xa = run->jobs[0].xa;
+        run->jobs[i].xa_stride = run->jobs[0].xa_stride;
+    }
     return 0;
 }
 
 static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
     const struct tensor_matrix *w = &run->views[0];
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
-    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+    int prepared = quantized_for_kernel(w) || run->dot_type || run->n_parts > 1;
     if (place_scratch(pool, run)) return -1;
-    if (!run->ahead && (quantized || run->n_parts > 1)) {
+    if (!run->ahead && prepared) {
         if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
             prepare_rows(run, 0, batch);
         } else {
@@ -242,9 +273,9 @@ static struct tensor_matrix column_view(const struct tensor_matrix *w, int first
 }
 
 int tensor_split_fits(const struct tensor_matrix *w, int n_parts) {
-    int quantized = w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
-    if (n_parts < 1 || n_parts > TENSOR_MAX_PARTS || w->cols % n_parts) return 0;
-    return !quantized || (w->cols / n_parts) % TENSOR_QK == 0;
+    int block = tensor_type_block_elements(w->type);
+    if (block < 1 || n_parts < 1 || n_parts > TENSOR_MAX_PARTS || w->cols % n_parts) return 0;
+    return (w->cols / n_parts) % block == 0;
 }
 
 /* Fills run for w cut into n_parts column parts, out (n_parts, batch,
@@ -264,9 +295,10 @@ static int plan_parts(struct matmul_run *run, float *out, const struct tensor_ma
     run->cols = w->cols;
     for (int p = 0; p < n_parts; p++) {
         run->views[p] = column_view(w, p * part_cols, part_cols);
-        run->jobs[p] = (struct tensor_matmul_job){&run->views[p], x, NULL,
-                                                  out + (size_t)p * batch * w->rows, batch};
+        run->jobs[p] = (struct tensor_matmul_job){
+            .w = &run->views[p], .x = x, .out = out + (size_t)p * batch * w->rows, .batch = batch};
     }
+    set_row_dots(run, n_parts);
     return 0;
 }
 
@@ -315,8 +347,10 @@ static int plan_many(struct matmul_run *run, float *const *outs,
     run->cols = ws[0]->cols;
     for (int i = 0; i < n; i++) {
         run->views[i] = *ws[i];
-        run->jobs[i] = (struct tensor_matmul_job){&run->views[i], x, NULL, outs[i], batch};
+        run->jobs[i] =
+            (struct tensor_matmul_job){.w = &run->views[i], .x = x, .out = outs[i], .batch = batch};
     }
+    set_row_dots(run, n);
     return 0;
 }
 

@@ -18,13 +18,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types, numbered as ggml numbers them (GGUF stores these ids). */
+/* Element types, numbered as ggml numbers them (GGUF stores these ids).
+ * Q8_1 and Q8_K are activation formats only: products quantize their input
+ * to them (as ggml does), no weight is stored in them. */
 enum tensor_type {
     TENSOR_F32 = 0,
     TENSOR_F16 = 1,
     TENSOR_Q4_0 = 2,
+    TENSOR_Q4_1 = 3,
+    TENSOR_Q5_0 = 6,
+    TENSOR_Q5_1 = 7,
     TENSOR_Q8_0 = 8,
+    TENSOR_Q8_1 = 9,
+    TENSOR_Q2_K = 10,
+    TENSOR_Q3_K = 11,
+    TENSOR_Q4_K = 12,
+    TENSOR_Q5_K = 13,
+    TENSOR_Q6_K = 14,
+    TENSOR_Q8_K = 15,
+    TENSOR_IQ4_NL = 20,
+    TENSOR_IQ4_XS = 23,
+    TENSOR_BF16 = 30,
 };
+
+/* One more than the largest type id. */
+#define TENSOR_TYPE_COUNT 31
 
 #define TENSOR_QK 32 /* elements per Q8_0 / Q4_0 block */
 
@@ -42,15 +60,17 @@ struct tensor_block_q4_0 {
     uint8_t qs[TENSOR_QK / 2]; /* packed nibbles, see above */
 };
 
-/* Name of a type ("f32", "q8_0", ...), or NULL for an unknown id. */
+/* Name of a type ("f32", "q8_0", "q4_k", ...), or NULL for an unknown id. */
 const char *tensor_type_name(int type);
 /* Type id from a name as above; -1 if unknown. */
 int tensor_type_from_name(const char *name);
-/* 1 if type is one of enum tensor_type. */
+/* 1 if weights may be of type: every id of enum tensor_type but the
+ * activation formats Q8_1 and Q8_K. */
 int tensor_type_is_valid(int type);
-/* Elements per block (1 for F32/F16, 32 for Q8_0/Q4_0). */
+/* Elements per block (1 for F32/F16/BF16, 32 for the legacy quants and
+ * IQ4_NL, 256 for the k-quants and IQ4_XS). */
 int tensor_type_block_elements(enum tensor_type type);
-/* Bytes per block (4, 2, 34, 18). */
+/* Bytes per block (4 for F32, 34 for Q8_0, 144 for Q4_K, ...). */
 size_t tensor_type_block_bytes(enum tensor_type type);
 /* Bytes of a row of n elements; n must be a multiple of the block size. */
 size_t tensor_row_bytes(enum tensor_type type, int64_t n);
@@ -67,7 +87,7 @@ enum tensor_layout {
 
 /* A weight matrix W of shape (rows, cols). Row layout: row r starts at
  * (const char *)data + r * row_stride and holds cols elements of type
- * (cols / 32 blocks for quantized types); row_stride may exceed the row's
+ * (cols / block elements blocks of its type); row_stride may exceed the row's
  * size: a column slice of a larger matrix (tensor parallelism) is a view.
  * Panel layout: row_stride is the distance between panels, and a column
  * slice is a view too (see tensor_pack_panels). */
@@ -75,7 +95,7 @@ struct tensor_matrix {
     const void *data;          /* first byte of row 0 (panels: of panel 0's quants) */
     enum tensor_type type;     /* element type */
     int rows;                  /* output features */
-    int cols;                  /* input features; a multiple of 32 if quantized */
+    int cols;                  /* input features; a multiple of the type's block */
     size_t row_stride;         /* bytes from one row (panels: one panel) to the next */
     enum tensor_layout layout; /* rows unless packed by tensor_pack_panels */
     size_t scales_offset;      /* panels: bytes from a panel's quants to its scales */
@@ -91,6 +111,15 @@ void tensor_quantize_q8_0(struct tensor_block_q8_0 *out, const float *x, int64_t
 void tensor_quantize_q4_0(struct tensor_block_q4_0 *out, const float *x, int64_t n);
 /* Convert one row of n elements of any type to floats. */
 void tensor_dequantize_row(float *out, const void *row, enum tensor_type type, int64_t n);
+/* Quantize n floats (a multiple of the type's block) into type's blocks at
+ * out: ggml's reference quantizers for the legacy types, simpler searches
+ * than llama.cpp's for the k-quants and IQ4 (see quants_*.c). Returns 0, or
+ * -1 if type has no quantizer (an activation format). */
+int tensor_quantize_row(enum tensor_type type, void *out, const float *x, int64_t n);
+/* BF16 (the upper half of an IEEE single) conversions; to bf16 rounds to
+ * nearest even, as ggml does. */
+float tensor_bf16_to_fp32(uint16_t h);
+uint16_t tensor_fp32_to_bf16(float f);
 
 /* ---- panel layout ----
  *

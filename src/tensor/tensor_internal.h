@@ -14,10 +14,13 @@
  *    sums are exact, so every instruction set gives the same bits.
  *  - F32 / F16: each instruction set keeps L lane sums (L = 1 scalar, 8 AVX2,
  *    16 AVX-512), lane l accumulating elements i = l (mod L) in order of i
- *    with fused multiply-adds, then adds the lanes with a fixed tree. */
+ *    with fused multiply-adds, then adds the lanes with a fixed tree.
+ *  - every other type: one row dot (quants.h) per output element, on the
+ *    input quantized to the type's dot type; fixed per instruction set. */
 #ifndef LOCKSTEP_TENSOR_INTERNAL_H
 #define LOCKSTEP_TENSOR_INTERNAL_H
 
+#include "quants.h"
 #include "tensor.h"
 
 /* Activations quantized to Q8_0 for a quantized matmul: row b of the batch
@@ -65,11 +68,29 @@ static inline const int8_t *tensor_q8_0_quant(const void *row, int i) {
     return tensor_q8_0_block(row, i)->qs + i % TENSOR_QK;
 }
 
+/* A type's traits: the type table's row (types.c). */
+struct tensor_type_traits {
+    const char *name;                /* as GGUF tools print it */
+    enum tensor_type type;           /* ggml's id */
+    int block_elements;              /* elements per block */
+    size_t block_bytes;              /* bytes per block */
+    enum tensor_type dot_type;       /* format a product quantizes its input to */
+    tensor_dequantize_fn dequantize; /* blocks to floats */
+    tensor_quantize_fn quantize;     /* floats to blocks */
+    int weights;                     /* 1 if weights may have the type */
+};
+
+/* The row of type in the type table; NULL for an unknown id. */
+const struct tensor_type_traits *tensor_type_traits(int type);
+
 /* What one tensor_matmul asks of every thread. */
 struct tensor_matmul_job {
     const struct tensor_matrix *w; /* weights, (rows, cols) */
     const float *x;                /* (batch, cols) float activations (F32/F16 weights) */
     const struct tensor_xq *xq;    /* quantized activations (Q8_0/Q4_0 weights) */
+    const char *xa;                /* other types: (batch) rows of the input in the dot type */
+    size_t xa_stride;              /* bytes from one row of xa to the next */
+    tensor_row_dot_fn row_dot;     /* other types: the row dot of w's type */
     float *out;                    /* (batch, rows) results */
     int batch;                     /* activation rows */
 };
@@ -125,6 +146,9 @@ struct tensor_kernels {
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
     void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
+    /* Row dots of the types without a matmul kernel of their own, indexed
+     * by type id (NULL: not a weight type, or one of the four above). */
+    tensor_row_dot_fn row_dot[TENSOR_TYPE_COUNT];
 };
 
 extern const struct tensor_kernels tensor_kernels_scalar;
@@ -188,6 +212,10 @@ void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begi
 void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch);
 size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch);
+/* Any type with a row dot: every output element one job->row_dot call
+ * (matmul_rows.c); the same for every instruction set. */
+void tensor_matmul_row_dots(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                            void *scratch);
 void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset);
 void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps);

@@ -1,68 +1,139 @@
-/* types.c -- element types: the type table, IEEE half precision, and ggml's
- * Q8_0 / Q4_0 reference quantizers and dequantizers.
+/* types.c -- element types: the type table (ggml's type traits: block
+ * sizes, the dot type a product quantizes its input to, converters), IEEE
+ * half precision, and ggml's Q8_0 / Q4_0 reference quantizers. The other
+ * types' converters and row dots live in quants_*.c.
  *
  * The quantizers reproduce ggml's reference code value for value, so a
  * matrix quantized here equals one quantized by llama.cpp, and activations
  * quantized for a matmul (matmul.c) equal what llama.cpp feeds its dot
  * products. */
-#include "tensor.h"
+#include "tensor_internal.h"
 
 #include <math.h>
 #include <string.h>
 
-struct type_info {
-    const char *name;      /* as GGUF tools print it */
-    size_t block_bytes;    /* bytes per block */
-    enum tensor_type type; /* ggml's id */
-    int block_elements;    /* elements per block */
-};
+static void dequantize_f32(float *out, const void *blocks, int64_t n) {
+    memcpy(out, blocks, (size_t)n * sizeof(float));
+}
 
-static const struct type_info type_table[] = {
-    {"f32", sizeof(float), TENSOR_F32, 1},
-    {"f16", sizeof(uint16_t), TENSOR_F16, 1},
-    {"q4_0", sizeof(struct tensor_block_q4_0), TENSOR_Q4_0, TENSOR_QK},
-    {"q8_0", sizeof(struct tensor_block_q8_0), TENSOR_Q8_0, TENSOR_QK},
-};
+static void quantize_f32(void *out, const float *x, int64_t n) {
+    memcpy(out, x, (size_t)n * sizeof(float));
+}
 
-#define TYPE_COUNT (sizeof(type_table) / sizeof(type_table[0]))
+static void dequantize_f16(float *out, const void *blocks, int64_t n) {
+    const uint16_t *h = blocks;
+    for (int64_t i = 0; i < n; i++) out[i] = tensor_fp16_to_fp32(h[i]);
+}
+
+static void quantize_f16(void *out, const float *x, int64_t n) {
+    uint16_t *h = out;
+    for (int64_t i = 0; i < n; i++) h[i] = tensor_fp32_to_fp16(x[i]);
+}
+
+static void dequantize_q8_0(float *out, const void *row, int64_t n) {
+    const struct tensor_block_q8_0 *blocks = row;
+    for (int64_t block = 0; block < n / TENSOR_QK; block++) {
+        float d = tensor_fp16_to_fp32(blocks[block].d);
+        for (int j = 0; j < TENSOR_QK; j++)
+            out[block * TENSOR_QK + j] = d * (float)blocks[block].qs[j];
+    }
+}
+
+static void quantize_q8_0(void *out, const float *x, int64_t n) {
+    tensor_quantize_q8_0(out, x, n);
+}
+
+static void dequantize_q4_0(float *out, const void *row, int64_t n) {
+    const struct tensor_block_q4_0 *blocks = row;
+    for (int64_t block = 0; block < n / TENSOR_QK; block++) {
+        float d = tensor_fp16_to_fp32(blocks[block].d);
+        float *o = out + block * TENSOR_QK;
+        for (int j = 0; j < TENSOR_QK / 2; j++) {
+            o[j] = d * (float)((blocks[block].qs[j] & 0x0f) - 8);
+            o[j + TENSOR_QK / 2] = d * (float)((blocks[block].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+static void quantize_q4_0(void *out, const float *x, int64_t n) {
+    tensor_quantize_q4_0(out, x, n);
+}
+
+/* A row of the type table: name, id, block elements and bytes, dot type,
+ * converters, and whether weights may have the type. */
+#define TYPE_ROW(t, id, elements, bytes, dot, weight)                                              \
+    [id] = {#t, id, elements, bytes, dot, tensor_dequantize_##t, tensor_quantize_##t, weight}
+
+/* Indexed by type id; rows left empty (name NULL) are ids ggml has and
+ * lockstep does not. The legacy types and IQ4_NL take their input as
+ * Q8_0 (Q4_1, Q5_1: Q8_1), the k-quants and IQ4_XS as Q8_K, as ggml does. */
+static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
+    [TENSOR_F32] = {"f32", TENSOR_F32, 1, sizeof(float), TENSOR_F32, dequantize_f32, quantize_f32,
+                    1},
+    [TENSOR_F16] = {"f16", TENSOR_F16, 1, sizeof(uint16_t), TENSOR_F32, dequantize_f16,
+                    quantize_f16, 1},
+    [TENSOR_Q4_0] = {"q4_0", TENSOR_Q4_0, TENSOR_QK, sizeof(struct tensor_block_q4_0), TENSOR_Q8_0,
+                     dequantize_q4_0, quantize_q4_0, 1},
+    [TENSOR_Q8_0] = {"q8_0", TENSOR_Q8_0, TENSOR_QK, sizeof(struct tensor_block_q8_0), TENSOR_Q8_0,
+                     dequantize_q8_0, quantize_q8_0, 1},
+    TYPE_ROW(q8_1, TENSOR_Q8_1, TENSOR_QK, sizeof(struct tensor_block_q8_1), TENSOR_Q8_1, 0),
+    TYPE_ROW(q8_k, TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k), TENSOR_Q8_K, 0),
+    TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
+};
 
 _Static_assert(sizeof(struct tensor_block_q8_0) == 34, "block_q8_0 must match ggml");
 _Static_assert(sizeof(struct tensor_block_q4_0) == 18, "block_q4_0 must match ggml");
+_Static_assert(sizeof(struct tensor_block_q4_1) == 20, "block_q4_1 must match ggml");
+_Static_assert(sizeof(struct tensor_block_q5_0) == 22, "block_q5_0 must match ggml");
+_Static_assert(sizeof(struct tensor_block_q5_1) == 24, "block_q5_1 must match ggml");
+_Static_assert(sizeof(struct tensor_block_q8_1) == 36, "block_q8_1 must match ggml");
+_Static_assert(sizeof(struct tensor_block_iq4_nl) == 18, "block_iq4_nl must match ggml");
+_Static_assert(sizeof(struct tensor_block_q2_k) == 84, "block_q2_K must match ggml");
+_Static_assert(sizeof(struct tensor_block_q3_k) == 110, "block_q3_K must match ggml");
+_Static_assert(sizeof(struct tensor_block_q4_k) == 144, "block_q4_K must match ggml");
+_Static_assert(sizeof(struct tensor_block_q5_k) == 176, "block_q5_K must match ggml");
+_Static_assert(sizeof(struct tensor_block_q6_k) == 210, "block_q6_K must match ggml");
+_Static_assert(sizeof(struct tensor_block_iq4_xs) == 136, "block_iq4_xs must match ggml");
+_Static_assert(sizeof(struct tensor_block_q8_k) == 292, "block_q8_K must match ggml");
 
-static const struct type_info *find_type(int type) {
-    for (size_t i = 0; i < TYPE_COUNT; i++)
-        if ((int)type_table[i].type == type) return &type_table[i];
-    return NULL;
+const struct tensor_type_traits *tensor_type_traits(int type) {
+    if (type < 0 || type >= TENSOR_TYPE_COUNT || !type_table[type].name) return NULL;
+    return &type_table[type];
+}
+
+static const struct tensor_type_traits *find_type(int type) {
+    return tensor_type_traits(type);
 }
 
 const char *tensor_type_name(int type) {
-    const struct type_info *info = find_type(type);
+    const struct tensor_type_traits *info = find_type(type);
     return info ? info->name : NULL;
 }
 
 int tensor_type_from_name(const char *name) {
     if (!name) return -1;
-    for (size_t i = 0; i < TYPE_COUNT; i++)
-        if (strcmp(type_table[i].name, name) == 0) return (int)type_table[i].type;
+    for (int i = 0; i < TENSOR_TYPE_COUNT; i++)
+        if (type_table[i].name && strcmp(type_table[i].name, name) == 0) return i;
     return -1;
 }
 
 int tensor_type_is_valid(int type) {
-    return find_type(type) != NULL;
+    const struct tensor_type_traits *info = find_type(type);
+    return info && info->weights;
 }
 
 int tensor_type_block_elements(enum tensor_type type) {
-    const struct type_info *info = find_type((int)type);
+    const struct tensor_type_traits *info = find_type((int)type);
     return info ? info->block_elements : 0;
 }
 
 size_t tensor_type_block_bytes(enum tensor_type type) {
-    const struct type_info *info = find_type((int)type);
+    const struct tensor_type_traits *info = find_type((int)type);
     return info ? info->block_bytes : 0;
 }
 
 size_t tensor_row_bytes(enum tensor_type type, int64_t n) {
-    const struct type_info *info = find_type((int)type);
+    const struct tensor_type_traits *info = find_type((int)type);
     if (!info || n < 0) return 0;
     return (size_t)(n / info->block_elements) * info->block_bytes;
 }
@@ -171,35 +242,13 @@ void tensor_quantize_q4_0(struct tensor_block_q4_0 *out, const float *x, int64_t
 }
 
 void tensor_dequantize_row(float *out, const void *row, enum tensor_type type, int64_t n) {
-    switch (type) {
-    case TENSOR_F32:
-        memcpy(out, row, (size_t)n * sizeof(float));
-        break;
-    case TENSOR_F16: {
-        const uint16_t *h = row;
-        for (int64_t i = 0; i < n; i++) out[i] = tensor_fp16_to_fp32(h[i]);
-        break;
-    }
-    case TENSOR_Q8_0: {
-        const struct tensor_block_q8_0 *blocks = row;
-        for (int64_t block = 0; block < n / TENSOR_QK; block++) {
-            float d = tensor_fp16_to_fp32(blocks[block].d);
-            for (int j = 0; j < TENSOR_QK; j++)
-                out[block * TENSOR_QK + j] = d * (float)blocks[block].qs[j];
-        }
-        break;
-    }
-    case TENSOR_Q4_0: {
-        const struct tensor_block_q4_0 *blocks = row;
-        for (int64_t block = 0; block < n / TENSOR_QK; block++) {
-            float d = tensor_fp16_to_fp32(blocks[block].d);
-            float *o = out + block * TENSOR_QK;
-            for (int j = 0; j < TENSOR_QK / 2; j++) {
-                o[j] = d * (float)((blocks[block].qs[j] & 0x0f) - 8);
-                o[j + TENSOR_QK / 2] = d * (float)((blocks[block].qs[j] >> 4) - 8);
-            }
-        }
-        break;
-    }
-    }
+    const struct tensor_type_traits *info = find_type((int)type);
+    if (info) info->dequantize(out, row, n);
+}
+
+int tensor_quantize_row(enum tensor_type type, void *out, const float *x, int64_t n) {
+    const struct tensor_type_traits *info = find_type((int)type);
+    if (!info || !info->weights) return -1;
+    info->quantize(out, x, n);
+    return 0;
 }
