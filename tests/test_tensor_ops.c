@@ -126,9 +126,10 @@ static void rope_reference(double *out, const float *x, int n_heads, int head_di
 /* Rotates x in place the engine's way: a position's angles, then the turn. */
 static void rope(float *x, int n_heads, int head_dim, int rope_dim, int pos, float base,
                  enum tensor_rope_style style) {
-    float cosines[64], sines[64];
+    float cosines[64], sines[64], frequencies[64];
     int pairs = tensor_rope_pairs(head_dim, rope_dim);
-    tensor_rope_angles(cosines, sines, pairs, rope_dim, pos, base);
+    tensor_rope_frequencies(frequencies, pairs, rope_dim, base);
+    tensor_rope_angles(cosines, sines, pairs, frequencies, pos);
     tensor_rope_turn(x, n_heads, head_dim, pairs, cosines, sines, style);
 }
 
@@ -171,12 +172,13 @@ static void test_rope_isas(void) {
     enum { HEADS = 3, MAX_DIM = 80 };
     static const int dims[][2] = {{64, 64}, {64, 32}, {80, 80}, {80, 40}, {40, 40}, {40, 24}};
     float x[HEADS * MAX_DIM], want[HEADS * MAX_DIM], got[HEADS * MAX_DIM];
-    float cosines[MAX_DIM / 2], sines[MAX_DIM / 2];
+    float cosines[MAX_DIM / 2], sines[MAX_DIM / 2], frequencies[MAX_DIM / 2];
     for (int i = 0; i < HEADS * MAX_DIM; i++) x[i] = random_float(2.0f);
     for (int style = 0; style < 2; style++)
         for (int k = 0; k < (int)(sizeof(dims) / sizeof(dims[0])); k++) {
             int head_dim = dims[k][0], pairs = tensor_rope_pairs(head_dim, dims[k][1]);
-            tensor_rope_angles(cosines, sines, pairs, dims[k][1], 37, 10000.0f);
+            tensor_rope_frequencies(frequencies, pairs, dims[k][1], 10000.0f);
+            tensor_rope_angles(cosines, sines, pairs, frequencies, 37);
             CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
             memcpy(want, x, sizeof(x));
             tensor_rope_turn(want, HEADS, head_dim, pairs, cosines, sines,

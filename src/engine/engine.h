@@ -188,22 +188,23 @@ struct engine {
     size_t packed_bytes;       /* its size */
     struct tensor_pool *pool;
     struct kv_cache kv;
-    int max_tokens;      /* largest batch the buffers hold */
-    float *x;            /* (max_tokens, dim) residual stream */
-    float *xb;           /* (max_tokens, dim) normed input */
-    float *q;            /* (max_tokens, n_heads*head_dim) */
-    float *k;            /* (max_tokens, kv_dim) */
-    float *v;            /* (max_tokens, kv_dim) */
-    float *attn;         /* (max_tokens, n_heads*head_dim) attention output */
-    float *gate;         /* (max_tokens, hidden_dim) */
-    float *up;           /* (max_tokens, hidden_dim) */
-    float *scores;       /* (n_threads, engine_attention_space) attention weights and queries */
-    int rope_pairs;      /* pairs of each head the rotary embedding turns */
-    float *rope_cosines; /* (max_tokens, rope_pairs) each token's angles */
-    float *rope_sines;   /* (max_tokens, rope_pairs) */
-    float *logits;       /* (max_tokens, vocab_size) */
-    float *partials;     /* (reduce_parts * ranks, max_tokens, dim) column-split products */
-    int context_length;  /* longest sequence the engine accepts */
+    int max_tokens;          /* largest batch the buffers hold */
+    float *x;                /* (max_tokens, dim) residual stream */
+    float *xb;               /* (max_tokens, dim) normed input */
+    float *q;                /* (max_tokens, n_heads*head_dim) */
+    float *k;                /* (max_tokens, kv_dim) */
+    float *v;                /* (max_tokens, kv_dim) */
+    float *attn;             /* (max_tokens, n_heads*head_dim) attention output */
+    float *gate;             /* (max_tokens, hidden_dim) */
+    float *up;               /* (max_tokens, hidden_dim) */
+    float *scores;           /* (n_threads, engine_attention_space) attention weights and queries */
+    int rope_pairs;          /* pairs of each head the rotary embedding turns */
+    float *rope_frequencies; /* (rope_pairs) each pair's frequency, with the model's scaling */
+    float *rope_cosines;     /* (max_tokens, rope_pairs) each token's angles */
+    float *rope_sines;       /* (max_tokens, rope_pairs) */
+    float *logits;           /* (max_tokens, vocab_size) */
+    float *partials;         /* (reduce_parts * ranks, max_tokens, dim) column-split products */
+    int context_length;      /* longest sequence the engine accepts */
     /* batch arrays for engine_run_sequence (all three) and for a follower's
      * plan (sequences and flags) */
     int *chunk_positions;                 /* (max_tokens) */

@@ -80,6 +80,8 @@ int engine_init(struct engine *engine, const struct model *model,
     /* + 1: a buffer even for a model without rotary pairs */
     engine->rope_cosines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
     engine->rope_sines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
+    engine->rope_frequencies = malloc((size_t)(c->rope_dim / 2) * sizeof(float) + 1);
+    if (engine->rope_frequencies) model_rope_frequencies(model, engine->rope_frequencies);
     size_t parts =
         (size_t)model->reduce_parts * (size_t)(params->comm ? comm_size(params->comm) : 1);
     engine->partials = malloc(parts * t * c->dim * sizeof(float));
@@ -99,9 +101,9 @@ int engine_init(struct engine *engine, const struct model *model,
     }
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->attention_units ||
-        !engine->logits || !engine->rope_cosines || !engine->rope_sines || !engine->partials ||
-        !engine->chunk_positions || !engine->chunk_sequences || !engine->chunk_want ||
-        !engine->ahead) {
+        !engine->logits || !engine->rope_cosines || !engine->rope_sines ||
+        !engine->rope_frequencies || !engine->partials || !engine->chunk_positions ||
+        !engine->chunk_sequences || !engine->chunk_want || !engine->ahead) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
         engine_free(engine);
         return -1;
@@ -126,6 +128,7 @@ void engine_free(struct engine *engine) {
     free(engine->logits);
     free(engine->rope_cosines);
     free(engine->rope_sines);
+    free(engine->rope_frequencies);
     free(engine->partials);
     free(engine->chunk_positions);
     free(engine->chunk_sequences);
@@ -294,8 +297,8 @@ static void embed_token(const struct token_job *job, int t) {
         (const char *)m->token_embd.data + (size_t)job->batch->tokens[t] * m->token_embd.row_stride;
     tensor_dequantize_row(e->x + (size_t)t * c->dim, embedding, m->token_embd.type, c->dim);
     size_t angles = (size_t)t * e->rope_pairs;
-    tensor_rope_angles(e->rope_cosines + angles, e->rope_sines + angles, e->rope_pairs, c->rope_dim,
-                       job->batch->positions[t], c->rope_base);
+    tensor_rope_angles(e->rope_cosines + angles, e->rope_sines + angles, e->rope_pairs,
+                       e->rope_frequencies, job->batch->positions[t]);
     if (job->norm) norm_token(job, t);
 }
 

@@ -13,14 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* The matrices of a layer that go through tensor_matmul. */
-static struct tensor_matrix *layer_matrix(struct model_layer *layer, int i) {
-    struct tensor_matrix *all[] = {&layer->wq,     &layer->wk,   &layer->wv,    &layer->wo,
-                                   &layer->w_gate, &layer->w_up, &layer->w_down};
-    return all[i];
-}
-#define LAYER_MATRICES 7
-
 static int packable(const struct tensor_matrix *w) {
     return tensor_panels_preferred(w->type) && tensor_panels_bytes(w) > 0;
 }
@@ -33,12 +25,18 @@ static size_t align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
+/* 1 if tensor t is a matrix every token of a block multiplies by. */
+static int layer_product(const struct model_tensor_info *t) {
+    return t->in_block && t->per_token;
+}
+
 /* Bytes of every matrix to pack, each 64-byte aligned. */
 static size_t packed_size(const struct model *m) {
     size_t total = classifier_packable(m) ? align64(tensor_panels_bytes(&m->output)) : 0;
     for (int l = 0; l < m->config.n_layers; l++)
-        for (int i = 0; i < LAYER_MATRICES; i++) {
-            struct tensor_matrix *w = layer_matrix(&m->layers[l], i);
+        for (int i = 0; i < model_tensor_count; i++) {
+            if (!layer_product(&model_tensors[i])) continue;
+            const struct tensor_matrix *w = model_tensor_matrix_of(m, &model_tensors[i], l);
             if (packable(w)) total += align64(tensor_panels_bytes(w));
         }
     return total;
@@ -75,8 +73,10 @@ int engine_pack_weights(struct engine *engine, const struct model *model, char *
     engine->packed_model.layers = layers;
     char *next = memory;
     for (int l = 0; l < model->config.n_layers; l++)
-        for (int i = 0; i < LAYER_MATRICES; i++)
-            pack_into(model, layer_matrix(&layers[l], i), &next);
+        for (int i = 0; i < model_tensor_count; i++)
+            if (layer_product(&model_tensors[i]))
+                pack_into(model, model_tensor_matrix(&engine->packed_model, &model_tensors[i], l),
+                          &next);
     if (classifier_packable(model)) pack_into(model, &engine->packed_model.output, &next);
     engine->packed_weights = memory;
     engine->packed_bytes = bytes;

@@ -305,62 +305,66 @@ static int loader_matrix(const struct model_gguf_loader *ld, const char *name, i
     return 0;
 }
 
-static int layer_vector(const struct model_gguf_loader *ld, int layer, const char *suffix, int n,
-                        int required, const float **out) {
-    char name[96];
-    snprintf(name, sizeof(name), "blk.%d.%s", layer, suffix);
-    return loader_vector(ld, name, n, required, out);
-}
-
-static int layer_matrix(const struct model_gguf_loader *ld, int layer, const char *suffix, int rows,
-                        int cols, struct tensor_matrix *out) {
-    char name[96];
-    snprintf(name, sizeof(name), "blk.%d.%s", layer, suffix);
-    return loader_matrix(ld, name, rows, cols, 1, out);
-}
-
-/* Binds the tensors of block l. qwen2 requires q/k/v biases (llama may have
- * them); qwen3 requires the per-head q/k norms. */
-static int loader_layer(const struct model_gguf_loader *ld, const struct model_config *c, int l,
-                        struct model_layer *w) {
-    int q_rows = c->n_heads * c->head_dim, kv_rows = c->n_kv_heads * c->head_dim;
-    int biases = c->arch == MODEL_ARCH_QWEN2;
-    if (layer_vector(ld, l, "attn_norm.weight", c->dim, 1, &w->attn_norm) ||
-        layer_matrix(ld, l, "attn_q.weight", q_rows, c->dim, &w->wq) ||
-        layer_matrix(ld, l, "attn_k.weight", kv_rows, c->dim, &w->wk) ||
-        layer_matrix(ld, l, "attn_v.weight", kv_rows, c->dim, &w->wv) ||
-        layer_matrix(ld, l, "attn_output.weight", c->dim, q_rows, &w->wo) ||
-        layer_vector(ld, l, "ffn_norm.weight", c->dim, 1, &w->ffn_norm) ||
-        layer_matrix(ld, l, "ffn_gate.weight", c->hidden_dim, c->dim, &w->w_gate) ||
-        layer_matrix(ld, l, "ffn_up.weight", c->hidden_dim, c->dim, &w->w_up) ||
-        layer_matrix(ld, l, "ffn_down.weight", c->dim, c->hidden_dim, &w->w_down))
+/* Reads the <arch>.rope.scaling.* keys (and the older rope.scale_linear):
+ * none, linear and llama3 are supported; YaRN and others are refused. */
+static int loader_rope_scaling(const struct model_gguf_loader *ld, struct model *m) {
+    struct model_config *c = &m->config;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", ld->arch);
+    const struct gguf_kv *kv = gguf_find(ld->file, key);
+    c->rope_scaling = MODEL_ROPE_SCALING_NONE;
+    if (kv && kv->value.type != GGUF_TYPE_STRING)
+        return loader_fail(ld, "key '%s' has type %s, expected string", key,
+                           loader_type_name(kv->value.type));
+    if (kv && gguf_string_equals(kv->value.v.str, "linear"))
+        c->rope_scaling = MODEL_ROPE_SCALING_LINEAR;
+    else if (kv && gguf_string_equals(kv->value.v.str, "llama3"))
+        c->rope_scaling = MODEL_ROPE_SCALING_LLAMA3;
+    else if (kv && !gguf_string_equals(kv->value.v.str, "none")) {
+        int shown = kv->value.v.str.len > 32 ? 32 : (int)kv->value.v.str.len;
+        return loader_fail(ld, "key '%s' is '%.*s': only none, linear and llama3 are supported",
+                           key, shown, kv->value.v.str.data);
+    }
+    snprintf(key, sizeof(key), "%s.rope.scale_linear", ld->arch);
+    if (!kv && gguf_find(ld->file, key)) c->rope_scaling = MODEL_ROPE_SCALING_LINEAR;
+    const char *factor_key = kv ? "rope.scaling.factor" : "rope.scale_linear";
+    if (loader_float(ld, factor_key, 1.0f, 1e6, &c->rope_factor) ||
+        loader_int(ld, "rope.scaling.original_context_length", c->context_length, MODEL_MAX_CONTEXT,
+                   &c->rope_original_context))
         return -1;
-    if (c->arch != MODEL_ARCH_QWEN3 &&
-        (layer_vector(ld, l, "attn_q.bias", q_rows, biases, &w->bq) ||
-         layer_vector(ld, l, "attn_k.bias", kv_rows, biases, &w->bk) ||
-         layer_vector(ld, l, "attn_v.bias", kv_rows, biases, &w->bv)))
-        return -1;
-    if (c->arch == MODEL_ARCH_QWEN3 &&
-        (layer_vector(ld, l, "attn_q_norm.weight", c->head_dim, 1, &w->q_norm) ||
-         layer_vector(ld, l, "attn_k_norm.weight", c->head_dim, 1, &w->k_norm)))
-        return -1;
+    if (c->rope_scaling == MODEL_ROPE_SCALING_NONE) c->rope_factor = 1.0f;
     return 0;
 }
 
-/* Reads the config and binds every tensor of an open GGUF file. */
+/* Binds tensor t (of block layer) if the architecture has it. */
+static int loader_tensor(const struct model_gguf_loader *ld, struct model *m,
+                         const struct model_tensor_info *t, int layer) {
+    const struct model_config *c = &m->config;
+    enum model_need need = model_tensor_need(c->arch, t->group);
+    if (need == MODEL_NEED_ABSENT) return 0;
+    char name[96];
+    model_tensor_name(name, sizeof(name), t, layer);
+    int required = need == MODEL_NEED_REQUIRED;
+    int rows = model_width_of(c, t->rows), cols = model_width_of(c, t->cols);
+    if (t->kind == MODEL_TENSOR_MATRIX)
+        return loader_matrix(ld, name, rows, cols, required, model_tensor_matrix(m, t, layer));
+    return loader_vector(ld, name, cols, required, model_tensor_vector(m, t, layer));
+}
+
+/* Reads the config and binds every tensor of an open GGUF file, as the
+ * descriptor table lists them. */
 static int model_bind_gguf(struct model *m, const struct model_gguf_loader *ld) {
     struct model_config *c = &m->config;
     if (loader_config(ld, c)) return -1;
-    if (loader_matrix(ld, "token_embd.weight", c->vocab_size, c->dim, 1, &m->token_embd) ||
-        loader_vector(ld, "output_norm.weight", c->dim, 1, &m->output_norm) ||
-        loader_matrix(ld, "output.weight", c->vocab_size, c->dim, 0, &m->output))
-        return -1;
-    if (!m->output.data) m->output = m->token_embd; /* tied classifier */
     m->layers = calloc((size_t)c->n_layers, sizeof(*m->layers));
     if (!m->layers) return loader_fail(ld, "cannot allocate %d layers", c->n_layers);
-    for (int l = 0; l < c->n_layers; l++)
-        if (loader_layer(ld, c, l, &m->layers[l])) return -1;
-    return 0;
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        for (int l = 0; l < (t->in_block ? c->n_layers : 1); l++)
+            if (loader_tensor(ld, m, t, l)) return -1;
+    }
+    if (!m->output.data) m->output = m->token_embd; /* tied classifier */
+    return loader_rope_scaling(ld, m);
 }
 
 static int model_load_gguf(struct model *m, const char *path, char *err, size_t errlen) {
@@ -377,15 +381,15 @@ static size_t matrix_bytes(const struct tensor_matrix *w) {
     return (size_t)w->rows * tensor_row_bytes(w->type, w->cols);
 }
 
-/* Bytes of every matrix a generated token reads: all layer matrices and the
- * classifier (the one embedding row looked up is negligible). */
+/* Bytes of every matrix a generated token reads: the table's per-token
+ * matrices (the one embedding row looked up is negligible). */
 size_t model_count_weight_bytes(const struct model *m) {
-    size_t total = matrix_bytes(&m->output);
-    for (int l = 0; l < m->config.n_layers; l++) {
-        const struct model_layer *w = &m->layers[l];
-        total += matrix_bytes(&w->wq) + matrix_bytes(&w->wk) + matrix_bytes(&w->wv) +
-                 matrix_bytes(&w->wo) + matrix_bytes(&w->w_gate) + matrix_bytes(&w->w_up) +
-                 matrix_bytes(&w->w_down);
+    size_t total = 0;
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        if (!t->per_token) continue;
+        for (int l = 0; l < (t->in_block ? m->config.n_layers : 1); l++)
+            total += matrix_bytes(model_tensor_matrix_of(m, t, l));
     }
     return total;
 }

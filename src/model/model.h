@@ -178,6 +178,15 @@ enum model_arch {
 
 const char *model_arch_name(enum model_arch arch);
 
+/* How rotary frequencies are stretched for contexts beyond training
+ * (GGUF rope.scaling.type). */
+enum model_rope_scaling {
+    MODEL_ROPE_SCALING_NONE = 0,
+    MODEL_ROPE_SCALING_LINEAR = 1, /* every frequency divided by the factor */
+    MODEL_ROPE_SCALING_LLAMA3 = 2, /* low frequencies divided by the factor, high ones kept,
+                                      a smooth ramp between (Llama 3.1's rule) */
+};
+
 /* Hyperparameters of a model. */
 struct model_config {
     enum model_arch arch;
@@ -191,6 +200,9 @@ struct model_config {
     int context_length; /* trained context */
     int rope_dim;       /* rotated elements per head (rope.dimension_count) */
     float rope_base;    /* rope.freq_base, default 10000 */
+    enum model_rope_scaling rope_scaling; /* rope.scaling.type */
+    float rope_factor;                    /* rope.scaling.factor (1: none) */
+    int rope_original_context;            /* rope.scaling.original_context_length */
     enum tensor_rope_style rope_style;
     float norm_eps; /* layer_norm_rms_epsilon */
 };
@@ -218,6 +230,7 @@ struct model {
     struct tensor_matrix token_embd; /* (vocab_size, dim); rows are looked up */
     struct model_layer *layers;      /* (n_layers) */
     const float *output_norm;        /* (dim) */
+    const float *rope_freqs;         /* (rope_dim / 2) Llama 3 frequency factors, or NULL */
     struct tensor_matrix output;     /* classifier (vocab_size, dim); may alias token_embd */
     struct gguf_file *gguf;          /* the GGUF file, or NULL for llama2.c */
     void *mapping;                   /* llama2.c: the mapped file */
@@ -232,6 +245,95 @@ struct model {
                             ranks' parts in one fixed order, so results do not depend
                             on the tensor-parallel degree (see model_shard) */
 };
+
+/* ---- the tensors of a model: one descriptor table ----
+ *
+ * Every tensor a llama-family file may hold is one row of model_tensors:
+ * its name, its shape in terms of the config, which architectures have it,
+ * how tensor parallelism splits it, and whether every token multiplies by
+ * it. The loader, the GGUF writers, sharding, the engine's packing and the
+ * byte count all walk this table, so a new tensor is one row here. */
+
+/* A tensor dimension, in terms of the config. */
+enum model_width {
+    MODEL_WIDTH_ONE,    /* 1: the rows of a vector */
+    MODEL_WIDTH_DIM,    /* dim */
+    MODEL_WIDTH_HIDDEN, /* hidden_dim */
+    MODEL_WIDTH_Q,      /* n_heads * head_dim */
+    MODEL_WIDTH_KV,     /* n_kv_heads * head_dim */
+    MODEL_WIDTH_HEAD,   /* head_dim */
+    MODEL_WIDTH_VOCAB,  /* vocab_size */
+    MODEL_WIDTH_PAIRS,  /* rope_dim / 2: one frequency factor per rotated pair */
+};
+
+/* What a tensor holds (and what a writer with no source fills it with). */
+enum model_tensor_kind {
+    MODEL_TENSOR_MATRIX = 0,  /* 2-D weight, stored in the file's weight type */
+    MODEL_TENSOR_NORM = 1,    /* RMSNorm weight (F32) */
+    MODEL_TENSOR_BIAS = 2,    /* qwen2 projection bias (F32) */
+    MODEL_TENSOR_FACTORS = 3, /* Llama 3 rope frequency factors (F32) */
+};
+
+/* Which part of a model a tensor belongs to; each architecture has some
+ * (model_tensor_need). */
+enum model_tensor_group {
+    MODEL_GROUP_ALWAYS,     /* every model */
+    MODEL_GROUP_OUTPUT,     /* the classifier, when not tied to token_embd */
+    MODEL_GROUP_BIASES,     /* q/k/v biases: qwen2 (required), llama (optional) */
+    MODEL_GROUP_QK_NORM,    /* per-head q/k norms: qwen3 */
+    MODEL_GROUP_ROPE_FREQS, /* rope frequency factors: llama (Llama 3.1 and later) */
+};
+
+/* How tensor parallelism splits a tensor over n ranks. */
+enum model_shard {
+    MODEL_SHARD_REPLICATED, /* every rank holds it whole */
+    MODEL_SHARD_ROWS,       /* rows (heads, feed-forward units) in n equal slices */
+    MODEL_SHARD_COLUMNS,    /* input columns in n equal slices of whole blocks */
+    MODEL_SHARD_VOCAB,      /* classifier rows, n nearly equal slices */
+};
+
+/* Whether a model of an architecture has a tensor. */
+enum model_need {
+    MODEL_NEED_ABSENT = 0,   /* never read */
+    MODEL_NEED_OPTIONAL = 1, /* read if present */
+    MODEL_NEED_REQUIRED = 2, /* the file is refused without it */
+};
+
+/* One row of the table. */
+struct model_tensor_info {
+    const char *suffix;          /* llama.cpp's name (after "blk.<l>." in a block) */
+    int in_block;                /* 1: one per block (struct model_layer); 0: one per model */
+    enum model_tensor_kind kind; /* matrix or F32 vector */
+    enum model_width rows, cols; /* a vector: MODEL_WIDTH_ONE and its length */
+    enum model_tensor_group group;
+    enum model_shard shard;
+    int per_token; /* a matrix every token multiplies by: counted in weight_bytes,
+                      packed when the kernels prefer panels */
+    size_t field;  /* offset of its struct tensor_matrix (a matrix) or const float *
+                      (a vector) in struct model, or in struct model_layer */
+};
+
+/* The table, in llama.cpp's order within a model and within a block. */
+extern const struct model_tensor_info model_tensors[];
+extern const int model_tensor_count;
+
+/* Whether models of arch have tensors of group. */
+enum model_need model_tensor_need(enum model_arch arch, enum model_tensor_group group);
+/* The size of width for config c. */
+int model_width_of(const struct model_config *c, enum model_width width);
+/* Where tensor t of m lives (layer l for a block's; ignored otherwise). */
+struct tensor_matrix *model_tensor_matrix(struct model *m, const struct model_tensor_info *t,
+                                          int layer);
+const struct tensor_matrix *model_tensor_matrix_of(const struct model *m,
+                                                   const struct model_tensor_info *t, int layer);
+const float **model_tensor_vector(struct model *m, const struct model_tensor_info *t, int layer);
+/* The name of tensor t (in block layer) into buf. */
+void model_tensor_name(char *buf, size_t size, const struct model_tensor_info *t, int layer);
+
+/* The rotary frequency of each of the model's pairs (rope_dim / 2 floats
+ * into out): rope_base^(-2j / rope_dim), divided by rope_freqs[j] when the
+ * file has that tensor, else as the scaling type says. */
+void model_rope_frequencies(const struct model *m, float *out);
 
 /* Loads a GGUF file or a llama2.c checkpoint (told apart by magic). */
 int model_load(struct model **out, const char *path, char *err, size_t errlen);

@@ -22,13 +22,6 @@ struct model_writer {
     char error[160]; /* the first failure, without the path; empty if none */
 };
 
-/* What a tensor holds; a filler picks its values from this. */
-enum model_tensor_kind {
-    MODEL_TENSOR_MATRIX = 0, /* 2-D weight, stored in the writer's type */
-    MODEL_TENSOR_NORM = 1,   /* RMSNorm weight (F32) */
-    MODEL_TENSOR_BIAS = 2,   /* qwen2 projection bias (F32) */
-};
-
 /* One tensor of the file, as the filler is asked for it. */
 struct model_tensor_spec {
     int layer;          /* block index, or -1 for token_embd / output_norm / output */

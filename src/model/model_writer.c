@@ -103,117 +103,44 @@ void model_writer_set_config(struct model_writer *writer, const struct model_con
     gguf_writer_set_f32(w, key, c->norm_eps);
     snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
     gguf_writer_set_f32(w, key, c->rope_base);
+    if (c->rope_scaling == MODEL_ROPE_SCALING_NONE) return;
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
+    gguf_writer_set_string(w, key,
+                           c->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
+    gguf_writer_set_f32(w, key, c->rope_factor);
+    snprintf(key, sizeof(key), "%s.rope.scaling.original_context_length", arch);
+    gguf_writer_set_u32(w, key, (uint32_t)c->rope_original_context);
 }
 
 /* -------------------------------------------------------------- tensors */
 
-/* A tensor dimension, in terms of the config. */
-enum model_width {
-    WIDTH_ONE,    /* 1: the rows of a vector */
-    WIDTH_DIM,    /* dim */
-    WIDTH_HIDDEN, /* hidden_dim */
-    WIDTH_Q,      /* n_heads * head_dim */
-    WIDTH_KV,     /* n_kv_heads * head_dim */
-    WIDTH_HEAD,   /* head_dim */
-    WIDTH_VOCAB,  /* vocab_size */
-};
-
-/* When a tensor is in the file. */
-enum model_tensor_group {
-    GROUP_ALWAYS,  /* every model */
-    GROUP_OUTPUT,  /* the classifier, when not tied to token_embd */
-    GROUP_BIASES,  /* qwen2's q/k/v biases */
-    GROUP_QK_NORM, /* qwen3's per-head q/k norms */
-};
-
-/* One row of the tensor tables. */
-struct model_tensor_entry {
-    const char *suffix;
-    enum model_tensor_kind kind;
-    enum model_width rows, cols; /* a vector: WIDTH_ONE and its length */
-    enum model_tensor_group group;
-    size_t field; /* offset of its struct tensor_matrix (a matrix) or const float *
-                     (a vector) in struct model, or struct model_layer in a block */
-};
-
-static const struct model_tensor_entry model_global_tensors[] = {
-    {"token_embd.weight", MODEL_TENSOR_MATRIX, WIDTH_VOCAB, WIDTH_DIM, GROUP_ALWAYS,
-     offsetof(struct model, token_embd)},
-    {"output_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
-     offsetof(struct model, output_norm)},
-    {"output.weight", MODEL_TENSOR_MATRIX, WIDTH_VOCAB, WIDTH_DIM, GROUP_OUTPUT,
-     offsetof(struct model, output)},
-};
-
-#define LAYER_FIELD(name) offsetof(struct model_layer, name)
-static const struct model_tensor_entry model_layer_tensors[] = {
-    {"attn_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
-     LAYER_FIELD(attn_norm)},
-    {"attn_q.weight", MODEL_TENSOR_MATRIX, WIDTH_Q, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wq)},
-    {"attn_k.weight", MODEL_TENSOR_MATRIX, WIDTH_KV, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wk)},
-    {"attn_v.weight", MODEL_TENSOR_MATRIX, WIDTH_KV, WIDTH_DIM, GROUP_ALWAYS, LAYER_FIELD(wv)},
-    {"attn_q.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_Q, GROUP_BIASES, LAYER_FIELD(bq)},
-    {"attn_k.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_KV, GROUP_BIASES, LAYER_FIELD(bk)},
-    {"attn_v.bias", MODEL_TENSOR_BIAS, WIDTH_ONE, WIDTH_KV, GROUP_BIASES, LAYER_FIELD(bv)},
-    {"attn_q_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_HEAD, GROUP_QK_NORM,
-     LAYER_FIELD(q_norm)},
-    {"attn_k_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_HEAD, GROUP_QK_NORM,
-     LAYER_FIELD(k_norm)},
-    {"attn_output.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_Q, GROUP_ALWAYS, LAYER_FIELD(wo)},
-    {"ffn_norm.weight", MODEL_TENSOR_NORM, WIDTH_ONE, WIDTH_DIM, GROUP_ALWAYS,
-     LAYER_FIELD(ffn_norm)},
-    {"ffn_gate.weight", MODEL_TENSOR_MATRIX, WIDTH_HIDDEN, WIDTH_DIM, GROUP_ALWAYS,
-     LAYER_FIELD(w_gate)},
-    {"ffn_up.weight", MODEL_TENSOR_MATRIX, WIDTH_HIDDEN, WIDTH_DIM, GROUP_ALWAYS,
-     LAYER_FIELD(w_up)},
-    {"ffn_down.weight", MODEL_TENSOR_MATRIX, WIDTH_DIM, WIDTH_HIDDEN, GROUP_ALWAYS,
-     LAYER_FIELD(w_down)},
-};
-
-static int model_width_of(const struct model_config *c, enum model_width width) {
-    switch (width) {
-    case WIDTH_DIM:
-        return c->dim;
-    case WIDTH_HIDDEN:
-        return c->hidden_dim;
-    case WIDTH_Q:
-        return c->n_heads * c->head_dim;
-    case WIDTH_KV:
-        return c->n_kv_heads * c->head_dim;
-    case WIDTH_HEAD:
-        return c->head_dim;
-    case WIDTH_VOCAB:
-        return c->vocab_size;
-    default:
-        return 1;
-    }
-}
-
-/* The spec of entry e in block layer (-1: a global tensor); 0 if the file
- * does not hold it. */
+/* The spec of tensor t in block layer (-1: a global tensor); 0 if the
+ * file does not hold it. */
 static int model_tensor_spec_of(const struct model_file_layout *layout,
-                                const struct model_tensor_entry *e, int layer,
+                                const struct model_tensor_info *t, int layer,
                                 struct model_tensor_spec *spec) {
     *spec = (struct model_tensor_spec){layer,
-                                       e->suffix,
-                                       e->kind,
-                                       model_width_of(layout->config, e->rows),
-                                       model_width_of(layout->config, e->cols),
+                                       t->suffix,
+                                       t->kind,
+                                       model_width_of(layout->config, t->rows),
+                                       model_width_of(layout->config, t->cols),
                                        NULL,
                                        NULL};
     const struct model *m = layout->source;
     if (!m) {
-        return e->group == GROUP_ALWAYS || (e->group == GROUP_OUTPUT && layout->has_output) ||
-               (e->group == GROUP_BIASES && layout->has_biases) ||
-               (e->group == GROUP_QK_NORM && layout->has_qk_norm);
+        return t->group == MODEL_GROUP_ALWAYS ||
+               (t->group == MODEL_GROUP_OUTPUT && layout->has_output) ||
+               (t->group == MODEL_GROUP_BIASES && layout->has_biases) ||
+               (t->group == MODEL_GROUP_QK_NORM && layout->has_qk_norm);
     }
-    if (e->group == GROUP_OUTPUT && m->output.data == m->token_embd.data) return 0;
-    const char *base = layer < 0 ? (const char *)m : (const char *)&m->layers[layer];
-    if (e->kind == MODEL_TENSOR_MATRIX) {
-        spec->matrix = (const struct tensor_matrix *)(const void *)(base + e->field);
+    if (t->group == MODEL_GROUP_OUTPUT && m->output.data == m->token_embd.data) return 0;
+    if (t->kind == MODEL_TENSOR_MATRIX) {
+        spec->matrix = model_tensor_matrix_of(m, t, layer < 0 ? 0 : layer);
         return spec->matrix->data != NULL;
     }
-    memcpy(&spec->vector, base + e->field, sizeof(spec->vector));
+    const char *base = t->in_block ? (const char *)&m->layers[layer] : (const char *)m;
+    memcpy(&spec->vector, base + t->field, sizeof(spec->vector));
     return spec->vector != NULL;
 }
 
@@ -278,28 +205,26 @@ static int model_writer_add(struct model_writer *writer, const struct model_tens
     return rc;
 }
 
-/* Adds the tensors of table (n entries) present in block layer. */
-static int model_writer_add_table(struct model_writer *writer,
-                                  const struct model_file_layout *layout,
-                                  const struct model_tensor_entry *table, size_t n, int layer,
+/* Adds the tensors of the descriptor table that are in block layer (or,
+ * for layer -1, the global ones) and present in the file. */
+static int model_writer_add_layer(struct model_writer *writer,
+                                  const struct model_file_layout *layout, int layer,
                                   model_tensor_fill_fn fill, void *context) {
     struct model_tensor_spec spec;
-    for (size_t i = 0; i < n; i++)
-        if (model_tensor_spec_of(layout, &table[i], layer, &spec) &&
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        if (t->in_block != (layer >= 0)) continue;
+        if (model_tensor_spec_of(layout, t, layer, &spec) &&
             model_writer_add(writer, &spec, fill, context) != 0)
             return -1;
+    }
     return 0;
 }
 
 void model_writer_add_tensors(struct model_writer *writer, const struct model_file_layout *layout,
                               model_tensor_fill_fn fill, void *context) {
-    size_t n_global = sizeof(model_global_tensors) / sizeof(model_global_tensors[0]);
-    size_t n_layer = sizeof(model_layer_tensors) / sizeof(model_layer_tensors[0]);
-    if (model_writer_add_table(writer, layout, model_global_tensors, n_global, -1, fill, context))
-        return;
-    for (int l = 0; l < layout->config->n_layers; l++)
-        if (model_writer_add_table(writer, layout, model_layer_tensors, n_layer, l, fill, context))
-            return;
+    for (int l = -1; l < layout->config->n_layers; l++)
+        if (model_writer_add_layer(writer, layout, l, fill, context)) return;
 }
 
 int model_writer_write(struct model_writer *writer, const char *path, char *err, size_t errlen) {

@@ -32,12 +32,28 @@ static struct tensor_matrix slice_columns(const struct tensor_matrix *w, int beg
     return s;
 }
 
+/* Why the column-split matrices of the table cannot be cut n ways on
+ * whole blocks (every layer: files mix types per layer), into reason. */
+static void column_problem(const struct model *m, int n, char *reason, size_t size) {
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        if (t->shard != MODEL_SHARD_COLUMNS) continue;
+        for (int l = 0; l < m->config.n_layers; l++) {
+            const struct tensor_matrix *w = model_tensor_matrix_of(m, t, l);
+            int cols = w->cols / n, block = tensor_type_block_elements(w->type);
+            if (w->data && cols % block != 0) {
+                snprintf(reason, size,
+                         "blk.%d.%s slices of %d columns are not whole %d-element %s blocks", l,
+                         t->suffix, cols, block, tensor_type_name(w->type));
+                return;
+            }
+        }
+    }
+}
+
 /* Why the model cannot be split n ways into reason, or "" if it can. */
 static void split_problem(const struct model *m, int n, char *reason, size_t size) {
     const struct model_config *c = &m->config;
-    const struct model_layer *w = &m->layers[0];
-    int q_cols = c->n_heads / (n > 0 ? n : 1) * c->head_dim;
-    int hidden_cols = c->hidden_dim / (n > 0 ? n : 1);
     reason[0] = '\0';
     if (n < 1 || n > c->vocab_size)
         snprintf(reason, size, "%d ranks is out of range", n);
@@ -46,14 +62,8 @@ static void split_problem(const struct model *m, int n, char *reason, size_t siz
                  c->n_heads, c->n_kv_heads, n);
     else if (c->hidden_dim % n)
         snprintf(reason, size, "feed-forward length %d does not divide by %d", c->hidden_dim, n);
-    else if (q_cols % tensor_type_block_elements(w->wo.type))
-        snprintf(reason, size,
-                 "attn_output slices of %d columns are not whole %d-element %s blocks", q_cols,
-                 tensor_type_block_elements(w->wo.type), tensor_type_name(w->wo.type));
-    else if (hidden_cols % tensor_type_block_elements(w->w_down.type))
-        snprintf(reason, size, "ffn_down slices of %d columns are not whole %d-element %s blocks",
-                 hidden_cols, tensor_type_block_elements(w->w_down.type),
-                 tensor_type_name(w->w_down.type));
+    else
+        column_problem(m, n, reason, size);
 }
 
 /* "1, 2, 4": the degrees up to n_heads that the model can take. */
@@ -77,20 +87,27 @@ int model_reduction_parts(const struct model *whole) {
     return 1;
 }
 
-static void shard_layer(struct model_layer *w, const struct model_config *whole, int rank, int n) {
-    int q_rows = whole->n_heads / n * whole->head_dim;
-    int kv_rows = whole->n_kv_heads / n * whole->head_dim;
-    int hidden = whole->hidden_dim / n;
-    w->wq = slice_rows(&w->wq, rank * q_rows, q_rows);
-    w->wk = slice_rows(&w->wk, rank * kv_rows, kv_rows);
-    w->wv = slice_rows(&w->wv, rank * kv_rows, kv_rows);
-    if (w->bq) w->bq += rank * q_rows;
-    if (w->bk) w->bk += rank * kv_rows;
-    if (w->bv) w->bv += rank * kv_rows;
-    w->wo = slice_columns(&w->wo, rank * q_rows, q_rows);
-    w->w_gate = slice_rows(&w->w_gate, rank * hidden, hidden);
-    w->w_up = slice_rows(&w->w_up, rank * hidden, hidden);
-    w->w_down = slice_columns(&w->w_down, rank * hidden, hidden);
+/* Layer l of m becomes its rank's slice, as the table says each tensor
+ * splits: rows (and their biases) and columns in n equal parts. */
+static void shard_layer(struct model *m, const struct model_config *whole, int l, int rank, int n) {
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        if (!t->in_block || t->shard == MODEL_SHARD_REPLICATED) continue;
+        if (t->kind != MODEL_TENSOR_MATRIX) { /* a bias: its rows' slice */
+            const float **v = model_tensor_vector(m, t, l);
+            int count = model_width_of(whole, t->cols) / n;
+            if (*v) *v += rank * count;
+            continue;
+        }
+        struct tensor_matrix *w = model_tensor_matrix(m, t, l);
+        if (t->shard == MODEL_SHARD_ROWS) {
+            int count = model_width_of(whole, t->rows) / n;
+            *w = slice_rows(w, rank * count, count);
+        } else {
+            int count = model_width_of(whole, t->cols) / n;
+            *w = slice_columns(w, rank * count, count);
+        }
+    }
 }
 
 int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
@@ -118,7 +135,7 @@ int model_shard(const struct model *whole, int rank, int n, struct model **out, 
     m->mapping_size = 0;
     for (int l = 0; l < whole->config.n_layers; l++) {
         m->layers[l] = whole->layers[l];
-        shard_layer(&m->layers[l], &whole->config, rank, n);
+        shard_layer(m, &whole->config, l, rank, n);
     }
     m->config.n_heads = whole->config.n_heads / n;
     m->config.n_kv_heads = whole->config.n_kv_heads / n;

@@ -252,11 +252,15 @@ int tensor_rope_pairs(int head_dim, int rope_dim) {
     return (rope_dim > head_dim ? head_dim : rope_dim) / 2;
 }
 
-void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, int pos,
-                        float theta_base) {
+void tensor_rope_frequencies(float *frequencies, int pairs, int rope_dim, float theta_base) {
+    for (int j = 0; j < pairs; j++)
+        frequencies[j] = powf(theta_base, -2.0f * (float)j / (float)rope_dim);
+}
+
+void tensor_rope_angles(float *cosines, float *sines, int pairs, const float *frequencies,
+                        int pos) {
     for (int j = 0; j < pairs; j++) {
-        float frequency = powf(theta_base, -2.0f * (float)j / (float)rope_dim);
-        float angle = (float)pos * frequency;
+        float angle = (float)pos * frequencies[j];
         cosines[j] = cosf(angle);
         sines[j] = sinf(angle);
     }

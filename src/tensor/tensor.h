@@ -270,14 +270,17 @@ enum tensor_rope_style {
 /* Rotary position embedding in two steps: a position's angles, computed
  * once for every head and layer, then the turn of each head's first
  * rope_dim elements by them. Pair j at position pos turns by
- * pos * theta_base^(-2j/rope_dim). */
+ * pos * frequencies[j]; without frequency scaling frequencies[j] is
+ * theta_base^(-2j/rope_dim) (tensor_rope_frequencies). */
 
 /* Pairs of each head that turn: rope_dim / 2, at most head_dim / 2. */
 int tensor_rope_pairs(int head_dim, int rope_dim);
 
+/* frequencies[j] = theta_base^(-2j/rope_dim) for j < pairs. */
+void tensor_rope_frequencies(float *frequencies, int pairs, int rope_dim, float theta_base);
+
 /* cosines[j] and sines[j] of pair j's angle at position pos, j < pairs. */
-void tensor_rope_angles(float *cosines, float *sines, int pairs, int rope_dim, int pos,
-                        float theta_base);
+void tensor_rope_angles(float *cosines, float *sines, int pairs, const float *frequencies, int pos);
 
 /* Rotates, in place, each of n_heads heads of head_dim elements in x by a
  * position's angles. */
