@@ -124,9 +124,10 @@ int main(void) {
         check_model(path, NULL);
         check_model(test_shared_path(path, sizeof(path), "models/kjv2m.bin"), NULL);
         /* 192 / 4 = 48 columns of attn_output per rank: not whole 32-blocks */
-        check_model(test_shared_path(path, sizeof(path), "models/kjv2m-q8_0.gguf"),
-                    "cannot split 4 ways (rank 0): blk.0.attn_output.weight slices of 48 columns are not "
-                    "whole 32-element q8_0 blocks; degrees that work: 1, 2");
+        check_model(
+            test_shared_path(path, sizeof(path), "models/kjv2m-q8_0.gguf"),
+            "cannot split 4 ways (rank 0): blk.0.attn_output.weight slices of 48 columns are not "
+            "whole 32-element q8_0 blocks; degrees that work: 1, 2");
         check_model(test_shared_path(path, sizeof(path), "models/kjv2m-q4_0.gguf"),
                     "q4_0 blocks; degrees that work: 1, 2");
     }
