@@ -1,0 +1,193 @@
+/* test_quant_fixtures.c -- the GGUF files people download, as llama.cpp's
+ * own quantizer writes them (../shared/fixtures/quant: k-quants, legacy
+ * quants, IQ4, BF16, files that mix types per tensor), against llama.cpp's
+ * greedy continuations of four prompts (reference.json).
+ *
+ * Every file loads and generates under `lockstep generate`, alone and at
+ * --tp 2 (which must give the same tokens bit for bit), and two of them
+ * answer through `lockstep serve`. On the kjv2m files (the tiny real model)
+ * the whole 24-token continuation must equal llama.cpp's. On the rand3m
+ * files (a random model whose top candidates lie close together) only the
+ * leading tokens are expected to agree: each file must agree on at least
+ * the count its row below states, measured and set with a margin.
+ *
+ * llama.cpp's server leaves out of its token list a token after which the
+ * text ends in an incomplete UTF-8 sequence (it holds the bytes back until
+ * the next token), so such tokens are taken out of ours before comparing. */
+#include "testutil.h"
+#include "tokenizer/tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_PREDICT 24
+#define DEADLINE  120.0
+
+/* The tokens every prompt of a file must agree on, at least. */
+struct expectation {
+    const char *file;
+    int leading; /* N_PREDICT: the whole continuation */
+};
+
+static const struct expectation expectations[] = {
+    {"kjv2m-bf16.gguf", N_PREDICT},   {"kjv2m-q4_1.gguf", N_PREDICT},
+    {"kjv2m-q4_k_m.gguf", N_PREDICT}, {"kjv2m-q5_0.gguf", N_PREDICT},
+    {"kjv2m-q5_1.gguf", N_PREDICT},   {"kjv2m-q5_k_m.gguf", N_PREDICT},
+    {"kjv2m-q6_k.gguf", N_PREDICT},   {"rand3m-f32.gguf", 8},
+    {"rand3m-bf16.gguf", 8},          {"rand3m-q6_k.gguf", 4},
+    {"rand3m-q5_k_m.gguf", 4},        {"rand3m-q4_k_m.gguf", 2},
+    {"rand3m-q3_k_m.gguf", 2},        {"rand3m-q2_k.gguf", 2},
+    {"rand3m-q5_0.gguf", 4},          {"rand3m-q5_1.gguf", 4},
+    {"rand3m-q4_1.gguf", 2},          {"rand3m-iq4_nl.gguf", 2},
+    {"rand3m-iq4_xs.gguf", 2},
+};
+
+/* Length of the incomplete UTF-8 sequence text ends in (0 if none). */
+static size_t incomplete_tail(const unsigned char *text, size_t len) {
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = text[len - back];
+        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
+        size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+/* ids without the tokens llama.cpp's server leaves out (see above), in
+ * place; returns how many are left. */
+static int drop_held_tokens(const struct tokenizer *tok, int *ids, int n) {
+    unsigned char text[4096];
+    size_t len = 0;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        size_t piece_len = 0;
+        const char *piece = tokenizer_token_bytes(tok, ids[i], &piece_len);
+        if (piece && len + piece_len < sizeof(text)) {
+            memcpy(text + len, piece, piece_len);
+            len += piece_len;
+        }
+        if (incomplete_tail(text, len) == 0) ids[kept++] = ids[i];
+    }
+    return kept;
+}
+
+/* The ids `lockstep generate` prints on its last line (at most max). */
+static int generated_ids(const char *model, const char *prompt, const char *tp, int *ids, int max) {
+    char n_text[16];
+    snprintf(n_text, sizeof(n_text), "%d", N_PREDICT);
+    char *argv[] = {LOCKSTEP_BIN, "generate", "-m", (char *)model, "-p",   (char *)prompt, "-n",
+                    n_text,       "--temp",   "0",  "--print-ids", "--tp", (char *)tp,     NULL};
+    struct test_job job = test_run_job(argv, DEADLINE, NULL);
+    int n = 0;
+    CHECK_MSG(job.status == 0, "%s --tp %s '%s': exit %d: %s", model, tp, prompt, job.status,
+              job.err);
+    if (job.status == 0) {
+        char *last = job.out + job.out_size; /* the text before may hold NUL bytes */
+        while (last > job.out && last[-1] == '\n') *--last = '\0';
+        while (last > job.out && last[-1] != '\n') last--;
+        for (char *p = last, *end; n < max; p = end) {
+            long id = strtol(p, &end, 10);
+            if (end == p) break;
+            ids[n++] = (int)id;
+        }
+    }
+    test_job_free(&job);
+    return n;
+}
+
+/* Leading ids two lists share. */
+static int leading_agreement(const int *a, int n_a, const int *b, int n_b) {
+    int n = 0;
+    while (n < n_a && n < n_b && a[n] == b[n]) n++;
+    return n;
+}
+
+/* One prompt of one file: generate at tp 1 and tp 2, compare with
+ * llama.cpp's ids; returns the leading tokens that agree. */
+static int check_prompt(const char *model, const struct tokenizer *tok, const cJSON *entry) {
+    const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItem(entry, "prompt"));
+    const cJSON *want_json = cJSON_GetObjectItem(entry, "generated_ids");
+    int want[N_PREDICT], n_want = 0;
+    for (const cJSON *id = want_json ? want_json->child : NULL; id && n_want < N_PREDICT;
+         id = id->next)
+        want[n_want++] = (int)cJSON_GetNumberValue(id);
+    int ids[N_PREDICT], ids_tp2[N_PREDICT];
+    int n = generated_ids(model, prompt, "1", ids, N_PREDICT);
+    int n_tp2 = generated_ids(model, prompt, "2", ids_tp2, N_PREDICT);
+    CHECK_MSG(n == N_PREDICT, "%s '%s': %d ids", model, prompt, n);
+    CHECK_MSG(n_tp2 == n && memcmp(ids, ids_tp2, sizeof(int) * (size_t)n) == 0,
+              "%s '%s': --tp 2 generated other tokens", model, prompt);
+    n = drop_held_tokens(tok, ids, n);
+    return leading_agreement(ids, n, want, n_want);
+}
+
+static void check_file(const char *dir, const struct expectation *e, const cJSON *entries) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->file);
+    struct tokenizer *tok = test_load_vocabulary(path);
+    if (!tok) return;
+    int least = N_PREDICT, prompts = 0;
+    for (const cJSON *entry = entries ? entries->child : NULL; entry; entry = entry->next) {
+        int agree = check_prompt(path, tok, entry);
+        least = agree < least ? agree : least;
+        prompts++;
+    }
+    printf("%-20s leading tokens equal to llama.cpp's: at least %d of %d (expected %d)\n", e->file,
+           least, N_PREDICT, e->leading);
+    CHECK_MSG(prompts == 4, "%s: %d prompts in reference.json", e->file, prompts);
+    CHECK_MSG(least >= e->leading, "%s: a continuation agrees with llama.cpp on %d tokens, not %d",
+              e->file, least, e->leading);
+    tokenizer_free(tok);
+}
+
+/* `lockstep serve` on a k-quant file answers a completion with llama.cpp's
+ * text. */
+static void check_serve(const char *dir, const char *file, const cJSON *entries) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    struct test_service gateway;
+    int port = test_start_gateway(&gateway, path, NULL, NULL, DEADLINE);
+    CHECK_MSG(port > 0, "%s: the gateway did not start", file);
+    for (const cJSON *entry = entries->child; port > 0 && entry; entry = entry->next) {
+        const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItem(entry, "prompt"));
+        const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(entry, "text"));
+        char body[512];
+        snprintf(body, sizeof(body), "{\"prompt\": \"%s\", \"max_tokens\": %d, \"temperature\": 0}",
+                 prompt, N_PREDICT);
+        struct test_http h = test_http_request(port, "POST", "/v1/completions", NULL, body, 60);
+        cJSON *answer = h.status == 200 ? cJSON_Parse(h.body) : NULL;
+        const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItem(answer, "choices"), 0);
+        const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(choice, "text"));
+        CHECK_MSG(text && want && strcmp(text, want) == 0, "%s '%s': served '%s', llama.cpp '%s'",
+                  file, prompt, text ? text : h.body, want ? want : "");
+        cJSON_Delete(answer);
+        test_http_free(&h);
+    }
+    if (port > 0)
+        CHECK_MSG(test_stop_service(&gateway, 20) == 0, "gateway exit status %d", gateway.status);
+}
+
+int main(void) {
+    char dir[512], reference_path[1024];
+    test_shared_path(dir, sizeof(dir), "fixtures/quant");
+    snprintf(reference_path, sizeof(reference_path), "%s/reference.json", dir);
+    if (!test_require_file(reference_path)) return TEST_SKIP_CODE;
+    char *text = test_read_file(reference_path, NULL);
+    cJSON *reference = text ? cJSON_Parse(text) : NULL;
+    const cJSON *models = cJSON_GetObjectItem(reference, "models");
+    CHECK_MSG(models != NULL, "%s: no models", reference_path);
+    int n = (int)(sizeof(expectations) / sizeof(expectations[0]));
+    CHECK_MSG(cJSON_GetArraySize(models) == n, "reference.json has %d files, this test knows %d",
+              cJSON_GetArraySize(models), n);
+    for (int i = 0; models && i < n; i++)
+        check_file(dir, &expectations[i], cJSON_GetObjectItem(models, expectations[i].file));
+    if (models) {
+        check_serve(dir, "kjv2m-q4_k_m.gguf", cJSON_GetObjectItem(models, "kjv2m-q4_k_m.gguf"));
+        check_serve(dir, "kjv2m-q5_k_m.gguf", cJSON_GetObjectItem(models, "kjv2m-q5_k_m.gguf"));
+    }
+    cJSON_Delete(reference);
+    free(text);
+    CHECK(test_kill_children() == 0);
+    return test_status("test_quant_fixtures");
+}
