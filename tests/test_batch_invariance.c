@@ -186,7 +186,8 @@ static void decode_sliced(struct engine *engine, const int *prompt, const int *o
 
 static void check_model_type(enum tensor_type type, enum model_arch arch) {
     char path[512], err[512];
-    struct model_random_params params = {arch, 128, 256, 2, 4, 2, 300, 128, type, 7};
+    struct model_random_params params = {arch, 128, 256,           2, 4, 2, 300, 128,
+                                         type, 7,   MODEL_MIX_NONE};
     struct model *model;
     struct engine engine;
     int prompt[PROMPT_LEN], other[PROMPT_LEN];

@@ -60,7 +60,8 @@ static int all_layers_packed(const struct model *m, enum tensor_layout layout) {
 
 static void check_arch(enum model_arch arch) {
     char path[512], err[512];
-    struct model_random_params params = {arch, 128, 256, 2, 4, 2, 300, 64, TENSOR_Q8_0, 7};
+    struct model_random_params params = {arch,        128, 256,           2, 4, 2, 300, 64,
+                                         TENSOR_Q8_0, 7,   MODEL_MIX_NONE};
     struct model *model = NULL;
     test_tmp_path(path, sizeof(path), "packed.gguf");
     CHECK_MSG(model_write_random(&params, path, err, sizeof(err)) == 0, "write: %s", err);

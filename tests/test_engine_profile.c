@@ -59,8 +59,8 @@ static int profile_is_zero(const struct engine_profile *p) {
 
 int main(void) {
     char path[512], err[512];
-    struct model_random_params params = {MODEL_ARCH_LLAMA, 128, 256, 2, 4, 2, 300, 64,
-                                         TENSOR_Q8_0,      7};
+    struct model_random_params params = {MODEL_ARCH_LLAMA, 128, 256,           2, 4, 2, 300, 64,
+                                         TENSOR_Q8_0,      7,   MODEL_MIX_NONE};
     struct model *model = NULL;
     struct engine engine;
     test_tmp_path(path, sizeof(path), "profile.gguf");

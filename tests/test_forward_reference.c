@@ -156,8 +156,8 @@ static void check_engine(const struct model *model, const int *tokens, const flo
 
 static void check_arch(enum model_arch arch, int dim, int n_heads, int n_kv_heads) {
     char path[512], err[512];
-    struct model_random_params params = {arch,       dim, 160, 2,          n_heads,
-                                         n_kv_heads, 280, 64,  TENSOR_F32, 11};
+    struct model_random_params params = {arch, dim, 160,        2,  n_heads,       n_kv_heads,
+                                         280,  64,  TENSOR_F32, 11, MODEL_MIX_NONE};
     struct model *model;
     test_tmp_path(path, sizeof(path), "reference.gguf");
     CHECK(model_write_random(&params, path, err, sizeof(err)) == 0);

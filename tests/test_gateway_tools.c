@@ -352,7 +352,9 @@ static int write_long_context(struct model *kjv, const struct tokenizer *tok, co
     struct model_vocab vocab = {
         "llama", n, texts, lengths, scores, types, tokenizer_bos(tok), tokenizer_eos(tok), 0, 1};
     kjv->config.context_length = 2048;
-    if (rc == 0) rc = model_write_gguf(kjv, TENSOR_Q8_0, &vocab, "kjv2m", path, err, sizeof(err));
+    if (rc == 0)
+        rc = model_write_gguf(kjv, TENSOR_Q8_0, MODEL_MIX_NONE, &vocab, "kjv2m", path, err,
+                              sizeof(err));
     CHECK_MSG(rc == 0, "writing %s: %s", path, rc ? err : "");
     free(texts);
     free(lengths);

@@ -259,7 +259,9 @@ static void check_against_llama_cpp(const struct model *kjv, const struct model_
     snprintf(name, sizeof(name), "kjv2m-%s.gguf", tensor_type_name(type));
     test_tmp_path(path, sizeof(path), name);
     test_shared_path(ref_path, sizeof(ref_path), reference);
-    CHECK_MSG(model_write_gguf(kjv, type, vocab, "kjv2m", path, err, sizeof(err)) == 0, "%s", err);
+    CHECK_MSG(model_write_gguf(kjv, type, MODEL_MIX_NONE, vocab, "kjv2m", path, err, sizeof(err)) ==
+                  0,
+              "%s", err);
     struct model *got = load(path), *want = load(ref_path);
     if (got && want) {
         CHECK(got->output.data == got->token_embd.data); /* still tied */
@@ -296,7 +298,8 @@ static void test_kjv2m(void) {
 
     /* F32: the same weights, config and vocabulary */
     test_tmp_path(path, sizeof(path), "kjv2m-f32.gguf");
-    CHECK_MSG(model_write_gguf(kjv, TENSOR_F32, &v.vocab, "kjv2m", path, err, sizeof(err)) == 0,
+    CHECK_MSG(model_write_gguf(kjv, TENSOR_F32, MODEL_MIX_NONE, &v.vocab, "kjv2m", path, err,
+                               sizeof(err)) == 0,
               "%s", err);
     struct model *f32 = load(path);
     if (f32) {
@@ -354,7 +357,7 @@ static void check_converted(const char *what, const struct tensor_matrix *got,
  * vectors and converted matrices match. */
 static void check_random_round_trip(enum model_arch arch, int dim, enum tensor_type type,
                                     enum tensor_type out_type) {
-    struct model_random_params p = {arch, dim, 64, 2, 4, 2, 300, 128, type, 11};
+    struct model_random_params p = {arch, dim, 64, 2, 4, 2, 300, 128, type, 11, MODEL_MIX_NONE};
     char src_path[512], path[512], what[128], err[512] = "";
     snprintf(what, sizeof(what), "%s dim %d %s->%s", model_arch_name(arch), dim,
              tensor_type_name(type), tensor_type_name(out_type));
@@ -364,8 +367,8 @@ static void check_random_round_trip(enum model_arch arch, int dim, enum tensor_t
     struct model *src = load(src_path), *got = NULL;
     struct test_vocab v;
     if (src && vocab_made_up(&v, p.vocab_size) == 0) {
-        CHECK_MSG(model_write_gguf(src, out_type, &v.vocab, "round trip", path, err, sizeof(err)) ==
-                      0,
+        CHECK_MSG(model_write_gguf(src, out_type, MODEL_MIX_NONE, &v.vocab, "round trip", path, err,
+                                   sizeof(err)) == 0,
                   "%s: %s", what, err);
         got = load(path);
         check_vocab_keys(path, &v.vocab);
@@ -393,9 +396,10 @@ static void check_random_round_trip(enum model_arch arch, int dim, enum tensor_t
 }
 
 /* Bad arguments are refused with the path named; a NULL vocabulary writes
- * a file that loads as a model. */
+ * a file that loads as a model, with the GGUF source's tokenizer keys. */
 static void test_errors(void) {
-    struct model_random_params p = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 260, 16, TENSOR_F32, 1};
+    struct model_random_params p = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 260, 16, TENSOR_F32, 1,
+                                    MODEL_MIX_NONE};
     char src_path[512], path[512], err[512] = "";
     struct test_vocab v;
     test_tmp_path(src_path, sizeof(src_path), "errors-src.gguf");
@@ -408,19 +412,23 @@ static void test_errors(void) {
         model_free(src);
         return;
     }
-    CHECK(model_write_gguf(src, TENSOR_Q8_0, &v.vocab, "x", path, err, sizeof(err)) == -1);
+    CHECK(model_write_gguf(src, TENSOR_Q8_0, MODEL_MIX_NONE, &v.vocab, "x", path, err,
+                           sizeof(err)) == -1);
     CHECK_MSG(strstr(err, path) && strstr(err, "the vocabulary has 5 tokens") &&
                   strstr(err, "vocab_size is 260"),
               "%s", err);
-    CHECK(model_write_gguf(src, (enum tensor_type)5, NULL, "x", path, err, sizeof(err)) == -1);
+    CHECK(model_write_gguf(src, (enum tensor_type)5, MODEL_MIX_NONE, NULL, "x", path, err,
+                           sizeof(err)) == -1);
     CHECK_MSG(strstr(err, path) && strstr(err, "unsupported weight type 5"), "%s", err);
     const char *missing = "/nonexistent-dir/x.gguf";
-    CHECK(model_write_gguf(src, TENSOR_F32, NULL, "x", missing, err, sizeof(err)) == -1);
+    CHECK(model_write_gguf(src, TENSOR_F32, MODEL_MIX_NONE, NULL, "x", missing, err, sizeof(err)) ==
+          -1);
     CHECK_MSG(strstr(err, missing) && strstr(err, "cannot create"), "%s", err);
     test_vocab_free(&v);
 
-    CHECK_MSG(model_write_gguf(src, TENSOR_F16, NULL, NULL, path, err, sizeof(err)) == 0, "%s",
-              err);
+    CHECK_MSG(
+        model_write_gguf(src, TENSOR_F16, MODEL_MIX_NONE, NULL, NULL, path, err, sizeof(err)) == 0,
+        "%s", err);
     struct model *got = load(path);
     if (got) check_converted("no vocab", &got->layers[0].wq, &src->layers[0].wq, TENSOR_F16);
     model_free(got);
@@ -428,7 +436,10 @@ static void test_errors(void) {
     CHECK_MSG(gguf_open(&f, path, err, sizeof(err)) == 0, "%s", err);
     struct gguf_string s = {0};
     if (f) {
-        CHECK(gguf_find(f, "tokenizer.ggml.tokens") == NULL);
+        /* a GGUF source's own tokenizer keys are carried over */
+        const struct gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
+        CHECK(tokens && tokens->value.type == GGUF_TYPE_ARRAY && tokens->value.v.arr.n == 260);
+        CHECK(gguf_find(f, "tokenizer.ggml.merges") != NULL);
         CHECK(gguf_get_string(f, "general.name", &s, err, sizeof(err)) == 0 &&
               gguf_string_equals(s, "llama"));
     }

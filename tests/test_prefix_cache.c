@@ -371,8 +371,8 @@ int main(void) {
     test_pool();
     /* head dimension 32 (q8_0 keys need a multiple of 32), two KV heads
      * (tp 2) */
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 128, 256, 2, 4, 2, 512, 512,
-                                        TENSOR_Q8_0,      11};
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 128, 256,           2, 4, 2, 512, 512,
+                                        TENSOR_Q8_0,      11,  MODEL_MIX_NONE};
     test_tmp_path(path, sizeof(path), "prefix-model.gguf");
     CHECK_MSG(model_write_random(&shape, path, err, sizeof(err)) == 0, "%s", err);
     CHECK_MSG(model_load(&model, path, err, sizeof(err)) == 0, "%s", err);

@@ -334,8 +334,8 @@ int main(void) {
     struct engine engine;
     /* a vocabulary big enough that 3 sequences or more sample on both threads of
      * the pool (runner.c, SAMPLE_SHARED_WORK) and one alone on the leader */
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128, 2, 4, 2, 12288, 512,
-                                        TENSOR_Q8_0,      7};
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128,           2, 4, 2, 12288, 512,
+                                        TENSOR_Q8_0,      7,  MODEL_MIX_NONE};
     test_tmp_path(path, sizeof(path), "runner-model.gguf");
     test_tmp_path(trace, sizeof(trace), "runner-trace.jsonl");
     CHECK_MSG(model_write_random(&shape, path, err, sizeof(err)) == 0, "%s", err);

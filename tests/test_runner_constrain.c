@@ -296,8 +296,8 @@ int main(void) {
     char path[512], err[256];
     struct model *model = NULL;
     struct tokenizer *loaded = NULL;
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128, 2, 4, 2, 512, 512,
-                                        TENSOR_Q8_0,      5};
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 64, 128,           2, 4, 2, 512, 512,
+                                        TENSOR_Q8_0,      5,  MODEL_MIX_NONE};
     test_tmp_path(path, sizeof(path), "constrain-model.gguf");
     CHECK_MSG(model_write_random(&shape, path, err, sizeof(err)) == 0, "%s", err);
     CHECK_MSG(model_load(&model, path, err, sizeof(err)) == 0, "%s", err);

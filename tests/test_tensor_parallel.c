@@ -108,7 +108,8 @@ static void check_model(const char *path, const char *refused_degree_message) {
 static void check_random(enum tensor_type type) {
     char path[512], err[512];
     /* 8 heads of 32, hidden 512: every slice of tp 2 and 4 is whole blocks */
-    struct model_random_params params = {MODEL_ARCH_LLAMA, 256, 512, 2, 8, 4, 300, 64, type, 3};
+    struct model_random_params params = {MODEL_ARCH_LLAMA, 256, 512, 2, 8, 4, 300, 64, type, 3,
+                                         MODEL_MIX_NONE};
     test_tmp_path(path, sizeof(path), "tp.gguf");
     CHECK(model_write_random(&params, path, err, sizeof(err)) == 0);
     check_model(path, NULL);

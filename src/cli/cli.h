@@ -43,9 +43,9 @@ int cli_model_load(struct cli_model *loaded, const char *command, const char *mo
 void cli_model_free(struct cli_model *loaded);
 
 /* Converts a llama2.c checkpoint and its tokenizer.bin to a GGUF file with
- * 2-D weights of type; prints the reason and returns -1 on failure. */
+ * 2-D weights of type (or mix); prints the reason and returns -1 on failure. */
 int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_type type,
-                    const char *output);
+                    enum model_mix mix, const char *output);
 
 /* Tensor-parallel options shared by generate and bench. */
 struct cli_parallel {

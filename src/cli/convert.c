@@ -1,6 +1,7 @@
 /* convert.c -- `lockstep convert`: writes GGUF files.
  *
  *   --random: a seeded random model of any shape (tests and benchmarks);
+ *   IN.gguf: a GGUF model requantized to --type, its tokenizer kept;
  *   IN.bin -z tok.bin: a llama2.c checkpoint and its tokenizer, with the
  *   weights quantized on the way if --type asks (see convert_llama2c.c). */
 #include "cli.h"
@@ -13,9 +14,11 @@ static void convert_usage(FILE *out) {
     fprintf(out,
             "usage: lockstep convert --random [--arch llama|qwen2|qwen3] [--dim N] [--hidden N]\n"
             "           [--layers N] [--heads N] [--kv-heads N] [--vocab N] [--ctx N]\n"
-            "           [--type f32|f16|q8_0|q4_0] [--seed N] -o FILE.gguf\n"
-            "       lockstep convert IN.bin -z TOKENIZER.bin [--type f32|f16|q8_0|q4_0] -o "
-            "FILE.gguf\n");
+            "           [--type TYPE] [--seed N] -o FILE.gguf\n"
+            "       lockstep convert IN.gguf --type TYPE -o FILE.gguf\n"
+            "       lockstep convert IN.bin -z TOKENIZER.bin [--type TYPE] -o FILE.gguf\n"
+            "TYPE: f32 f16 bf16 q8_0 q6_k q5_k q5_k_m q5_1 q5_0 q4_k q4_k_m q4_1 q4_0\n"
+            "      iq4_xs iq4_nl q3_k q2_k (default f32)\n");
 }
 
 struct convert_options {
@@ -65,8 +68,8 @@ static int parse_shape_option(const char *a, int argc, char **argv, int *i,
 static int parse_convert_options(int argc, char **argv, struct convert_options *o) {
     const char *cmd = "convert";
     memset(o, 0, sizeof(*o));
-    o->shape =
-        (struct model_random_params){MODEL_ARCH_LLAMA, 64, 128, 2, 4, 0, 512, 256, TENSOR_F32, 1};
+    o->shape = (struct model_random_params){MODEL_ARCH_LLAMA, 64, 128,           2, 4, 0, 512, 256,
+                                            TENSOR_F32,       1,  MODEL_MIX_NONE};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int matched, rc = 0;
@@ -93,14 +96,12 @@ static int parse_convert_options(int argc, char **argv, struct convert_options *
             o->input = a;
         if (rc) return -1;
     }
-    if (o->type_name) {
-        int type = tensor_type_from_name(o->type_name);
-        if (type < 0) {
-            fprintf(stderr, "lockstep convert: --type '%s' is not one of f32, f16, q8_0, q4_0\n",
-                    o->type_name);
-            return -1;
-        }
-        o->shape.type = (enum tensor_type)type;
+    if (o->type_name &&
+        model_file_type_from_name(o->type_name, &o->shape.type, &o->shape.mix) != 0) {
+        fprintf(stderr,
+                "lockstep convert: --type '%s' is not a type lockstep writes (see --help)\n",
+                o->type_name);
+        return -1;
     }
     if (o->arch_name && parse_arch(o->arch_name, &o->shape.arch)) return -1;
     if (o->shape.n_kv_heads == 0) o->shape.n_kv_heads = o->shape.n_heads;
@@ -109,6 +110,22 @@ static int parse_convert_options(int argc, char **argv, struct convert_options *
         return -1;
     }
     return 0;
+}
+
+/* IN.gguf requantized: its config, tensors and tokenizer keys, the
+ * matrices in the type asked for. */
+static int convert_gguf(const struct convert_options *o) {
+    char err[512];
+    struct model *model;
+    if (model_load(&model, o->input, err, sizeof(err))) {
+        fprintf(stderr, "lockstep convert: %s\n", err);
+        return -1;
+    }
+    int rc = model_write_gguf(model, o->shape.type, o->shape.mix, NULL, o->type_name, o->output,
+                              err, sizeof(err));
+    if (rc) fprintf(stderr, "lockstep convert: %s\n", err);
+    model_free(model);
+    return rc;
 }
 
 int cli_convert(int argc, char **argv) {
@@ -124,7 +141,9 @@ int cli_convert(int argc, char **argv) {
             fprintf(stderr, "lockstep convert: %s\n", err);
             return 1;
         }
-    } else if (convert_llama2c(o.input, o.tokenizer_path, o.shape.type, o.output)) {
+    } else if (model_is_gguf(o.input) ? convert_gguf(&o)
+                                      : convert_llama2c(o.input, o.tokenizer_path, o.shape.type,
+                                                        o.shape.mix, o.output)) {
         return 1;
     }
     printf("wrote %s\n", o.output);

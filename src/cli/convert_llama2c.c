@@ -60,7 +60,7 @@ static void free_vocab(struct model_vocab *vocab) {
 }
 
 int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_type type,
-                    const char *output) {
+                    enum model_mix mix, const char *output) {
     char err[512];
     struct cli_model m;
     struct model_vocab vocab;
@@ -79,7 +79,7 @@ int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_t
     if (rc)
         snprintf(err, sizeof(err), "out of memory building the vocabulary");
     else
-        rc = model_write_gguf(m.model, type, &vocab, "llama2.c", output, err, sizeof(err));
+        rc = model_write_gguf(m.model, type, mix, &vocab, "llama2.c", output, err, sizeof(err));
     if (rc) fprintf(stderr, "lockstep convert: %s\n", err);
     free_vocab(&vocab);
     cli_model_free(&m);

@@ -389,12 +389,27 @@ struct model_vocab {
     int add_bos;              /* tokenizer.ggml.add_bos_token */
 };
 
+/* How a file's matrices are typed: all in one type, or llama.cpp's "_M"
+ * mix of a k-quant (Q4_K_M, Q5_K_M): the classifier, and attn_v and
+ * ffn_down in the first and last eighth of the blocks and every third
+ * block between, in Q6_K; every other matrix in the k-quant. */
+enum model_mix {
+    MODEL_MIX_NONE = 0,
+    MODEL_MIX_M = 1,
+};
+
+/* A file type by name: a tensor type ("q4_k", "q8_0", "bf16", ...) or a
+ * mix ("q4_k_m", "q5_k_m"); 0, or -1 for a name that is neither. */
+int model_file_type_from_name(const char *name, enum tensor_type *type, enum model_mix *mix);
+
 /* Writes model (loaded from GGUF or llama2.c) as a GGUF v3 file with the
- * architecture's keys, the vocabulary, and its 2-D weights converted to type
- * (a matrix whose rows are not whole 32-element blocks stays F32 when type
- * is quantized, as llama.cpp's quantizer does); norms and biases stay F32.
+ * architecture's keys, the vocabulary (vocab; NULL: a GGUF model's own
+ * tokenizer keys), and its 2-D weights converted to type, or to the mix
+ * (as llama.cpp's quantizer falls back, a matrix whose rows are not whole
+ * 256-element super-blocks takes a 32-element type, and one whose rows
+ * are not whole 32-element blocks stays F32); norms and biases stay F32.
  * name goes to general.name. */
-int model_write_gguf(const struct model *model, enum tensor_type type,
+int model_write_gguf(const struct model *model, enum tensor_type type, enum model_mix mix,
                      const struct model_vocab *vocab, const char *name, const char *path, char *err,
                      size_t errlen);
 
@@ -404,6 +419,7 @@ struct model_random_params {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, context_length;
     enum tensor_type type; /* type of the 2-D weights; norms stay F32 */
     uint64_t seed;
+    enum model_mix mix; /* MODEL_MIX_M: llama.cpp's "_M" mix of type and Q6_K */
 };
 
 /* Writes a seeded random model with a byte-level BPE (gpt2) vocabulary of

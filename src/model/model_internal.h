@@ -16,6 +16,8 @@
 struct model_writer {
     struct gguf_writer *gguf; /* collects metadata and tensor infos */
     enum tensor_type type;    /* type of the 2-D weights (F32 fallback, see below) */
+    enum model_mix mix;       /* MODEL_MIX_M: some of them in Q6_K (model.h) */
+    int n_layers;             /* blocks of the model being written (for the mix) */
     void **buffers;           /* (buffer_capacity) owned allocations */
     int n_buffers;
     int buffer_capacity;
@@ -48,7 +50,7 @@ struct model_file_layout {
 };
 
 /* An empty file whose 2-D weights will be of type; -1 if out of memory. */
-int model_writer_init(struct model_writer *writer, enum tensor_type type);
+int model_writer_init(struct model_writer *writer, enum tensor_type type, enum model_mix mix);
 void model_writer_free(struct model_writer *writer);
 /* bytes that live until model_writer_free; NULL (and an error) if out of
  * memory. */

@@ -27,9 +27,10 @@ __attribute__((format(printf, 2, 3))) static void model_writer_fail(struct model
     va_end(ap);
 }
 
-int model_writer_init(struct model_writer *writer, enum tensor_type type) {
+int model_writer_init(struct model_writer *writer, enum tensor_type type, enum model_mix mix) {
     memset(writer, 0, sizeof(*writer));
     writer->type = type;
+    writer->mix = mix;
     writer->gguf = gguf_writer_create();
     return writer->gguf ? 0 : -1;
 }
@@ -66,7 +67,8 @@ void *model_writer_keep(struct model_writer *writer, size_t bytes) {
 
 /* llama.cpp's general.file_type for a weight type (LLAMA_FTYPE_*): the
  * k-quants written with one type throughout are its "_S" variants. */
-static uint32_t model_file_type(enum tensor_type type) {
+static uint32_t model_file_type(enum tensor_type type, enum model_mix mix) {
+    if (mix == MODEL_MIX_M) return type == TENSOR_Q5_K ? 17 : 15;
     static const uint32_t file_types[TENSOR_TYPE_COUNT] = {
         [TENSOR_F16] = 1,     [TENSOR_Q4_0] = 2,  [TENSOR_Q4_1] = 3,  [TENSOR_Q8_0] = 7,
         [TENSOR_Q5_0] = 8,    [TENSOR_Q5_1] = 9,  [TENSOR_Q2_K] = 10, [TENSOR_Q3_K] = 11,
@@ -83,7 +85,7 @@ void model_writer_set_config(struct model_writer *writer, const struct model_con
     char key[128];
     gguf_writer_set_string(w, "general.architecture", arch);
     gguf_writer_set_string(w, "general.name", name);
-    gguf_writer_set_u32(w, "general.file_type", model_file_type(writer->type));
+    gguf_writer_set_u32(w, "general.file_type", model_file_type(writer->type, writer->mix));
     gguf_writer_set_u32(w, "general.alignment", 32);
     const struct {
         const char *suffix;
@@ -148,7 +150,7 @@ static int model_tensor_spec_of(const struct model_file_layout *layout,
  * type: as llama.cpp's quantizer falls back, a row that is not whole
  * 256-element super-blocks takes a 32-element type of about the same
  * size, and one that is not whole 32-element blocks stays F32. */
-static enum tensor_type model_matrix_type(enum tensor_type type, int cols) {
+static enum tensor_type model_fallback_type(enum tensor_type type, int cols) {
     if (cols % tensor_type_block_elements(type) != 0) {
         switch (type) {
         case TENSOR_Q2_K:
@@ -172,6 +174,43 @@ static enum tensor_type model_matrix_type(enum tensor_type type, int cols) {
     return cols % tensor_type_block_elements(type) != 0 ? TENSOR_F32 : type;
 }
 
+/* llama.cpp's choice of the blocks whose attn_v and ffn_down get more
+ * bits in an "_M" mix: the first and last eighth, and every third. */
+static int model_more_bits(int layer, int n_layers) {
+    return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+/* The type matrix spec is stored in. */
+static enum tensor_type model_matrix_type(const struct model_writer *writer,
+                                          const struct model_tensor_spec *spec) {
+    enum tensor_type type = writer->type;
+    if (writer->mix == MODEL_MIX_M) {
+        int more =
+            spec->layer >= 0 && model_more_bits(spec->layer, writer->n_layers) &&
+            (!strcmp(spec->suffix, "attn_v.weight") || !strcmp(spec->suffix, "ffn_down.weight"));
+        if (more || !strcmp(spec->suffix, "output.weight")) type = TENSOR_Q6_K;
+    }
+    return model_fallback_type(type, spec->cols);
+}
+
+int model_file_type_from_name(const char *name, enum tensor_type *type, enum model_mix *mix) {
+    static const struct {
+        const char *name;
+        enum tensor_type base;
+    } mixes[] = {{"q4_k_m", TENSOR_Q4_K}, {"q5_k_m", TENSOR_Q5_K}};
+    for (size_t i = 0; name && i < sizeof(mixes) / sizeof(mixes[0]); i++)
+        if (!strcmp(name, mixes[i].name)) {
+            *type = mixes[i].base;
+            *mix = MODEL_MIX_M;
+            return 0;
+        }
+    int id = tensor_type_from_name(name);
+    if (!tensor_type_is_valid(id)) return -1;
+    *type = (enum tensor_type)id;
+    *mix = MODEL_MIX_NONE;
+    return 0;
+}
+
 /* Fills, converts and adds the tensor spec; -1 after a failure. */
 static int model_writer_add(struct model_writer *writer, const struct model_tensor_spec *spec,
                             model_tensor_fill_fn fill, void *context) {
@@ -180,9 +219,8 @@ static int model_writer_add(struct model_writer *writer, const struct model_tens
         snprintf(name, sizeof(name), "%s", spec->suffix);
     else
         snprintf(name, sizeof(name), "blk.%d.%s", spec->layer, spec->suffix);
-    enum tensor_type type = spec->kind == MODEL_TENSOR_MATRIX
-                                ? model_matrix_type(writer->type, spec->cols)
-                                : TENSOR_F32;
+    enum tensor_type type =
+        spec->kind == MODEL_TENSOR_MATRIX ? model_matrix_type(writer, spec) : TENSOR_F32;
     size_t n = (size_t)spec->rows * (size_t)spec->cols;
     size_t bytes = (size_t)spec->rows * tensor_row_bytes(type, spec->cols);
     void *data = model_writer_keep(writer, bytes);
@@ -223,6 +261,7 @@ static int model_writer_add_layer(struct model_writer *writer,
 
 void model_writer_add_tensors(struct model_writer *writer, const struct model_file_layout *layout,
                               model_tensor_fill_fn fill, void *context) {
+    writer->n_layers = layout->config->n_layers;
     for (int l = -1; l < layout->config->n_layers; l++)
         if (model_writer_add_layer(writer, layout, l, fill, context)) return;
 }
@@ -251,6 +290,21 @@ static void model_writer_set_vocab(struct model_writer *writer, const struct mod
     if (v->eos >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
     if (v->unk >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
     gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+}
+
+/* Every tokenizer.* key of a GGUF source, as it is (merges, chat template
+ * and token types included). */
+static void model_writer_copy_tokenizer(struct model_writer *writer, const struct gguf_file *file) {
+    char key[256];
+    for (uint64_t i = 0; i < file->n_kv; i++) {
+        const struct gguf_kv *kv = &file->kv[i];
+        if (kv->key.len >= sizeof(key) || kv->key.len < 10 ||
+            memcmp(kv->key.data, "tokenizer.", 10) != 0)
+            continue;
+        memcpy(key, kv->key.data, kv->key.len);
+        key[kv->key.len] = '\0';
+        gguf_writer_set_value(writer->gguf, key, &kv->value);
+    }
 }
 
 /* The values of a tensor of the loaded model: a matrix dequantized row by
@@ -303,21 +357,25 @@ static int model_check_write(const struct model *model, enum tensor_type type,
     return 0;
 }
 
-/* A NULL vocab writes no tokenizer.ggml.* keys (the file then loads as a
- * model but not as a tokenizer). */
-int model_write_gguf(const struct model *model, enum tensor_type type,
+/* A NULL vocab copies a GGUF model's tokenizer.* keys; for a llama2.c
+ * model it writes none (the file then loads as a model but not as a
+ * tokenizer). */
+int model_write_gguf(const struct model *model, enum tensor_type type, enum model_mix mix,
                      const struct model_vocab *vocab, const char *name, const char *path, char *err,
                      size_t errlen) {
     if (model_check_write(model, type, vocab, path, err, errlen)) return -1;
     struct model_writer writer;
-    if (model_writer_init(&writer, type) != 0) {
+    if (model_writer_init(&writer, type, mix) != 0) {
         model_writer_free(&writer);
         snprintf(err, errlen, "%s: out of memory", path);
         return -1;
     }
     model_writer_set_config(&writer, &model->config,
                             name ? name : model_arch_name(model->config.arch));
-    if (vocab) model_writer_set_vocab(&writer, vocab);
+    if (vocab)
+        model_writer_set_vocab(&writer, vocab);
+    else if (model->gguf)
+        model_writer_copy_tokenizer(&writer, model->gguf);
     struct model_file_layout layout = {&model->config, model, 0, 0, 0};
     model_writer_add_tensors(&writer, &layout, model_source_fill, NULL);
     int rc = model_writer_write(&writer, path, err, errlen);

@@ -419,7 +419,7 @@ int model_write_random(const struct model_random_params *params, const char *pat
     uint64_t state = params->seed;
     int rc = -1;
     if (vocab_build(&vocab, params->vocab_size) != 0 ||
-        model_writer_init(&writer, params->type) != 0) {
+        model_writer_init(&writer, params->type, params->mix) != 0) {
         model_fail(err, errlen, path, "random model: out of memory building a %d-token vocabulary",
                    params->vocab_size);
     } else {
