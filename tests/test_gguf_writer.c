@@ -421,8 +421,9 @@ static void test_refusals(void) {
     gguf_writer_add_tensor(w, "short", TENSOR_F32, 2, dims, data, 100);
     expect_write_error(w, "tensor 'short': 100 bytes of data, its shape needs 256");
     w = gguf_writer_create();
-    gguf_writer_add_tensor(w, "q4_1", (enum tensor_type)3, 2, dims, data, 256);
-    expect_write_error(w, "tensor 'q4_1': type 3 is not supported");
+    /* id 4 (Q4_2) is one ggml dropped */
+    gguf_writer_add_tensor(w, "q4_2", (enum tensor_type)4, 2, dims, data, 256);
+    expect_write_error(w, "tensor 'q4_2': type 4 is not supported");
     w = gguf_writer_create();
     gguf_writer_add_tensor(w, "flat", TENSOR_F32, 0, dims, data, 256);
     expect_write_error(w, "tensor 'flat': n_dims 0 is not in 1..4");

@@ -78,6 +78,10 @@ static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
                      dequantize_q8_0, quantize_q8_0, 1},
     TYPE_ROW(q8_1, TENSOR_Q8_1, TENSOR_QK, sizeof(struct tensor_block_q8_1), TENSOR_Q8_1, 0),
     TYPE_ROW(q8_k, TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k), TENSOR_Q8_K, 0),
+    TYPE_ROW(q4_1, TENSOR_Q4_1, TENSOR_QK, sizeof(struct tensor_block_q4_1), TENSOR_Q8_1, 1),
+    TYPE_ROW(q5_0, TENSOR_Q5_0, TENSOR_QK, sizeof(struct tensor_block_q5_0), TENSOR_Q8_0, 1),
+    TYPE_ROW(q5_1, TENSOR_Q5_1, TENSOR_QK, sizeof(struct tensor_block_q5_1), TENSOR_Q8_1, 1),
+    TYPE_ROW(iq4_nl, TENSOR_IQ4_NL, TENSOR_QK, sizeof(struct tensor_block_iq4_nl), TENSOR_Q8_0, 1),
     TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
 };
 
