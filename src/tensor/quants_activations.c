@@ -9,7 +9,11 @@
 #include <string.h>
 
 /* Q8_1: the Q8_0 quants and scale, plus d times the sum of the quants (the
- * term a weight's minimum multiplies). */
+ * term a weight's minimum multiplies). Values are scaled by 127 / amax and
+ * rounded to nearest even, as ggml's x86 build does (its reference code
+ * multiplies by 1 / d and rounds half away from zero, which moves a few
+ * quants by one): Q4_1 and Q5_1 continuations then follow llama.cpp's
+ * further on the fixtures. */
 void tensor_quantize_q8_1(void *out, const float *x, int64_t n) {
     struct tensor_block_q8_1 *blocks = out;
     for (int64_t block = 0; block < n / TENSOR_QK; block++) {
@@ -17,10 +21,10 @@ void tensor_quantize_q8_1(void *out, const float *x, int64_t n) {
         float amax = 0.0f;
         for (int j = 0; j < TENSOR_QK; j++) amax = fmaxf(amax, fabsf(v[j]));
         float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < TENSOR_QK; j++) {
-            blocks[block].qs[j] = (int8_t)roundf(v[j] * id);
+            blocks[block].qs[j] = (int8_t)nearbyintf(v[j] * id);
             sum += blocks[block].qs[j];
         }
         blocks[block].d = tensor_fp32_to_fp16(d);
