@@ -4,12 +4,17 @@
  * against Q8_K activations that the AVX2 ones (quants_k_avx2.c) must
  * reproduce.
  *
- * Row dot order. For each super-block, in order: the exact integer sums
- * sum_g scale_g * dot(q_g, x_g) and (Q4_K / Q5_K) sum_g min_g * bsum_g,
- * then acc = acc + d_x * d_w * sums - d_x * dmin_w * mins in single
- * precision. The sums fit 32 bits (at most 256 * 63 * 31 * 127 for Q5_K,
- * 256 * 128 * 32 * 127 for Q6_K), so every kernel that follows this order
- * gives the same bits.
+ * Row dot order (the AVX2 kernels follow it, so both give the same bits).
+ * Q4_K / Q5_K keep 8 single-precision lanes acc[l] and mins[l]. For each
+ * super-block, in order, with d = d_x * d_w and dmin = d_x * dmin_w:
+ * acc[l] = acc[l] + d * (float)S_l, where S_l = sum_g scale_g * (the dot
+ * of quants and activations 4l .. 4l + 3 of group g), exact in 32 bits;
+ * and mins[l] = mins[l] + dmin * (float)(min_l * (bsum_2l + bsum_2l+1)).
+ * The result is the tree ((t0 + t4) + (t2 + t6)) + ((t1 + t5) + (t3 + t7))
+ * of t_l = acc[l] - mins[l]. Q6_K adds, per super-block in order,
+ * d * (float)(sum_g scale_g * dot_g) to one sum. The integer sums fit 32
+ * bits (at most 256 * 63 * 31 * 127 for Q5_K, 256 * 128 * 32 * 127 for
+ * Q6_K).
  *
  * Quantizers. llama.cpp's reference (make_qkx2_quants for Q4_K / Q5_K,
  * make_qx_quants for Q6_K) weights each value's error by |x| plus the
@@ -236,51 +241,55 @@ void tensor_quantize_q5_k(void *out, const float *x, int64_t n) {
     }
 }
 
-/* The integer sums of one super-block's row dot: sum_g scale_g * dot_g
- * over the quants, and sum_g min_g * (the activation sums of group g). */
-static void k_block_sums(const uint8_t *scales, const void *block, int (*quant)(const void *, int),
-                         const struct tensor_block_q8_k *x, int32_t *sums, int32_t *mins) {
-    *sums = 0;
-    *mins = 0;
+/* Lanes of a Q4_K / Q5_K row dot (see the file comment). */
+struct k_lanes {
+    float acc[8], mins[8];
+};
+
+/* Adds one super-block whose quant i is quant(block, i) to the lanes. */
+static void add_k_block(struct k_lanes *lanes, const uint8_t *scales, uint16_t d16, uint16_t dmin16,
+                        const void *block, int (*quant)(const void *, int),
+                        const struct tensor_block_q8_k *x) {
+    float d = x->d * tensor_fp16_to_fp32(d16), dmin = x->d * tensor_fp16_to_fp32(dmin16);
+    int32_t sums[8] = {0};
     for (int g = 0; g < GROUPS_K; g++) {
-        int scale, min, dot = 0;
+        int scale, min;
         unpack_scale_min(scales, g, &scale, &min);
-        for (int l = 0; l < 32; l++) dot += quant(block, 32 * g + l) * x->qs[32 * g + l];
-        *sums += scale * dot;
-        *mins += min * (x->bsums[2 * g] + x->bsums[2 * g + 1]);
+        for (int l = 0; l < 8; l++) {
+            int dot = 0;
+            for (int i = 32 * g + 4 * l; i < 32 * g + 4 * l + 4; i++)
+                dot += quant(block, i) * x->qs[i];
+            sums[l] += scale * dot;
+        }
+        int32_t offset = min * (x->bsums[2 * g] + x->bsums[2 * g + 1]);
+        lanes->mins[g] = lanes->mins[g] + dmin * (float)offset;
     }
+    for (int l = 0; l < 8; l++) lanes->acc[l] = lanes->acc[l] + d * (float)sums[l];
 }
 
-/* Adds one super-block in the order of the file comment. */
-static float add_k_block(float acc, float d_x, uint16_t d, uint16_t dmin, int32_t sums,
-                         int32_t mins) {
-    float scale = d_x * tensor_fp16_to_fp32(d), offset = d_x * tensor_fp16_to_fp32(dmin);
-    float term = scale * (float)sums - offset * (float)mins;
-    return acc + term;
+/* The lanes' tree of the file comment. */
+static float k_lanes_total(const struct k_lanes *lanes) {
+    float t[8];
+    for (int l = 0; l < 8; l++) t[l] = lanes->acc[l] - lanes->mins[l];
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
 float tensor_row_dot_q4_k_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_q4_k *b = w;
     const struct tensor_block_q8_k *a = x;
-    float acc = 0.0f;
-    for (int k = 0; k < n / TENSOR_QK_K; k++) {
-        int32_t sums, mins;
-        k_block_sums(b[k].scales, &b[k], q4_k_quant_of, &a[k], &sums, &mins);
-        acc = add_k_block(acc, a[k].d, b[k].d, b[k].dmin, sums, mins);
-    }
-    return acc;
+    struct k_lanes lanes = {{0}, {0}};
+    for (int k = 0; k < n / TENSOR_QK_K; k++)
+        add_k_block(&lanes, b[k].scales, b[k].d, b[k].dmin, &b[k], q4_k_quant_of, &a[k]);
+    return k_lanes_total(&lanes);
 }
 
 float tensor_row_dot_q5_k_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_q5_k *b = w;
     const struct tensor_block_q8_k *a = x;
-    float acc = 0.0f;
-    for (int k = 0; k < n / TENSOR_QK_K; k++) {
-        int32_t sums, mins;
-        k_block_sums(b[k].scales, &b[k], q5_k_quant_of, &a[k], &sums, &mins);
-        acc = add_k_block(acc, a[k].d, b[k].d, b[k].dmin, sums, mins);
-    }
-    return acc;
+    struct k_lanes lanes = {{0}, {0}};
+    for (int k = 0; k < n / TENSOR_QK_K; k++)
+        add_k_block(&lanes, b[k].scales, b[k].d, b[k].dmin, &b[k], q5_k_quant_of, &a[k]);
+    return k_lanes_total(&lanes);
 }
 
 /* ---- Q6_K: 16 groups of 16 with an 8-bit scale, quants q - 32 ---- */

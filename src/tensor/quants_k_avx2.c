@@ -1,7 +1,7 @@
-/* quants_k_avx2.c -- the Q4_K, Q5_K and Q6_K row dots with AVX2: per
- * super-block the same exact integer sums as the scalar reference
- * (quants_k.c), then the same single-precision steps, so both give the
- * same bits.
+/* quants_k_avx2.c -- the Q4_K, Q5_K and Q6_K row dots with AVX2, in the
+ * order of the scalar references (quants_k.c): the same exact integer
+ * sums in the same lanes, then the same single-precision steps, so both
+ * give the same bits.
  *
  * Weight quants are unsigned bytes (Q6_K's q - 32 too: the 32 comes off
  * afterwards as 32 * sum_g scale_g * bsum_g), so _mm256_maddubs_epi16
@@ -13,10 +13,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-static inline float fp16_to_fp32(uint16_t h) {
-    return _cvtsh_ss(h);
-}
-
 /* The sum of the 8 i32 lanes of v. */
 static inline int32_t sum_lanes(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -25,40 +21,40 @@ static inline int32_t sum_lanes(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* The 8 i32 lanes of v summed with the 4 of mins: (sum of v, sum of mins). */
-static inline void sum_lanes_2(__m256i v, __m128i mins, int32_t *sums, int32_t *min_sums) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    __m128i pairs = _mm_hadd_epi32(s, mins);
-    pairs = _mm_hadd_epi32(pairs, pairs);
-    *sums = _mm_cvtsi128_si32(pairs);
-    *min_sums = _mm_extract_epi32(pairs, 1);
-}
-
 /* ---- Q4_K / Q5_K ---- */
 
-/* The 8 group scales and 8 minimums of ggml's 12-byte packing (see
- * unpack_scale_min in quants_k.c), four bytes at a time: scales in the low
- * half as i16, minimums in the high half. */
+/* The 8 group scales then the 8 minimums (bytes) out of ggml's 12-byte
+ * packing (see unpack_scale_min in quants_k.c), in both 16-byte halves.
+ * The unpacking is done four bytes at a time in general registers, which
+ * this kernel leaves idle, sparing the vector ports. */
 static inline __m256i unpack_scales_mins(const uint8_t *packed) {
     uint32_t w[3];
     memcpy(w, packed, sizeof(w));
-    uint32_t scales_lo = w[0] & 0x3f3f3f3fu, mins_lo = w[1] & 0x3f3f3f3fu;
-    uint32_t scales_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4;
-    uint32_t mins_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4;
-    return _mm256_cvtepu8_epi16(
-        _mm_set_epi32((int)mins_hi, (int)mins_lo, (int)scales_hi, (int)scales_lo));
+    uint64_t scales = (w[0] & 0x3f3f3f3fu) |
+                      (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4) << 32;
+    uint64_t mins = (w[1] & 0x3f3f3f3fu) |
+                    (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4)
+                        << 32;
+    return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)mins, (long long)scales));
 }
 
-/* Group g's scale in every i16 lane, from the scales in both halves. */
-static inline __m256i group_scale(__m256i scales, int g) {
-    return _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(0x0100 + 0x0202 * g)));
+/* Shuffle control bytes that widen byte b to an i16 lane (-1: a zero). */
+#define WIDE(b)  (b), -1
+#define WIDE8(b) WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b)
+
+/* Group g's scale in every i16 lane. */
+static inline __m256i group_scale(__m256i scales_mins, int g) {
+    return _mm256_shuffle_epi8(scales_mins, _mm256_setr_epi8(WIDE8(g), WIDE8(g)));
 }
 
-/* sum_g min_g * (bsum_2g + bsum_2g+1) as 4 i32 lanes. */
-static inline __m128i mins_times_sums(__m256i scales_mins, const int16_t *bsums) {
-    __m256i sums = _mm256_loadu_si256((const __m256i *)bsums);
-    __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), pairs);
+/* min_g * (bsum_2g + bsum_2g+1) in i32 lane g, each minimum widened
+ * twice to meet both 16-sums of its group. */
+static inline __m256i mins_times_sums(__m256i scales_mins, const int16_t *bsums) {
+    __m256i doubled = _mm256_shuffle_epi8(
+        scales_mins, _mm256_setr_epi8(WIDE(8), WIDE(8), WIDE(9), WIDE(9), WIDE(10), WIDE(10),
+                                      WIDE(11), WIDE(11), WIDE(12), WIDE(12), WIDE(13), WIDE(13),
+                                      WIDE(14), WIDE(14), WIDE(15), WIDE(15)));
+    return _mm256_madd_epi16(doubled, _mm256_loadu_si256((const __m256i *)bsums));
 }
 
 /* The scaled dot of 32 unsigned quants q with 32 activations at x. */
@@ -67,12 +63,33 @@ static inline __m256i group_dot(__m256i q, const int8_t *x, __m256i scale) {
     return _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, a));
 }
 
-/* Adds one super-block as add_k_block in quants_k.c does. */
-static inline float add_k_block(float acc, float d_x, uint16_t d, uint16_t dmin, int32_t sums,
-                                int32_t mins) {
-    float scale = d_x * fp16_to_fp32(d), offset = d_x * fp16_to_fp32(dmin);
-    float term = scale * (float)sums - offset * (float)mins;
-    return acc + term;
+/* Lanes of a Q4_K / Q5_K row dot (struct k_lanes in quants_k.c). */
+struct k_lanes {
+    __m256 acc, mins;
+};
+
+/* Adds one super-block's lane sums and minimum terms as add_k_block in
+ * quants_k.c does; d_w and dmin_w (the block's first 4 bytes) are
+ * converted together. */
+static inline void add_k_block(struct k_lanes *lanes, float d_x, const void *block, __m256i sums,
+                               __m256i mins) {
+    uint32_t d_dmin;
+    memcpy(&d_dmin, block, sizeof(d_dmin));
+    __m128 scales = _mm_mul_ps(_mm_set1_ps(d_x), _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)));
+    __m256 wide = _mm256_castps128_ps256(scales);
+    __m256 d = _mm256_permutevar8x32_ps(wide, _mm256_setzero_si256());
+    __m256 dmin = _mm256_permutevar8x32_ps(wide, _mm256_set1_epi32(1));
+    lanes->acc = _mm256_add_ps(lanes->acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums)));
+    lanes->mins = _mm256_add_ps(lanes->mins, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
+}
+
+/* k_lanes_total of quants_k.c: the same tree. */
+static inline float k_lanes_total(struct k_lanes lanes) {
+    __m256 t = _mm256_sub_ps(lanes.acc, lanes.mins);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
 /* The scaled sums of chunk c (64 values) of a Q4_K super-block: 32 low
@@ -90,20 +107,17 @@ static inline __m256i q4_k_chunk(const uint8_t *qs, const int8_t *x, __m256i sca
 float tensor_row_dot_q4_k_avx2(const void *w, const void *x, int n) {
     const struct tensor_block_q4_k *b = w;
     const struct tensor_block_q8_k *a = x;
-    float acc = 0.0f;
+    struct k_lanes lanes = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int k = 0; k < n / TENSOR_QK_K; k++) {
-        __m256i scales_mins = unpack_scales_mins(b[k].scales);
-        __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0x00);
+        __m256i scales = unpack_scales_mins(b[k].scales);
         const uint8_t *qs = b[k].qs;
         const int8_t *xs = a[k].qs;
         __m256i sum = _mm256_add_epi32(
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 0), q4_k_chunk(qs, xs, scales, 1)),
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 2), q4_k_chunk(qs, xs, scales, 3)));
-        int32_t sums, mins;
-        sum_lanes_2(sum, mins_times_sums(scales_mins, a[k].bsums), &sums, &mins);
-        acc = add_k_block(acc, a[k].d, b[k].d, b[k].dmin, sums, mins);
+        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
     }
-    return acc;
+    return k_lanes_total(lanes);
 }
 
 /* Bit `bit` of every byte of h moved to bit 4 (the fifth bit of a Q5_K
@@ -131,10 +145,9 @@ static inline __m256i q5_k_chunk(const uint8_t *qs, __m256i high, const int8_t *
 float tensor_row_dot_q5_k_avx2(const void *w, const void *x, int n) {
     const struct tensor_block_q5_k *b = w;
     const struct tensor_block_q8_k *a = x;
-    float acc = 0.0f;
+    struct k_lanes lanes = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int k = 0; k < n / TENSOR_QK_K; k++) {
-        __m256i scales_mins = unpack_scales_mins(b[k].scales);
-        __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0x00);
+        __m256i scales = unpack_scales_mins(b[k].scales);
         __m256i high = _mm256_loadu_si256((const __m256i *)b[k].qh);
         const uint8_t *qs = b[k].qs;
         const int8_t *xs = a[k].qs;
@@ -142,11 +155,9 @@ float tensor_row_dot_q5_k_avx2(const void *w, const void *x, int n) {
                                                         q5_k_chunk(qs, high, xs, scales, 1)),
                                        _mm256_add_epi32(q5_k_chunk(qs, high, xs, scales, 2),
                                                         q5_k_chunk(qs, high, xs, scales, 3)));
-        int32_t sums, mins;
-        sum_lanes_2(sum, mins_times_sums(scales_mins, a[k].bsums), &sums, &mins);
-        acc = add_k_block(acc, a[k].d, b[k].d, b[k].dmin, sums, mins);
+        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
     }
-    return acc;
+    return k_lanes_total(lanes);
 }
 
 /* ---- Q6_K ---- */
@@ -201,7 +212,7 @@ float tensor_row_dot_q6_k_avx2(const void *w, const void *x, int n) {
         /* the quants' offset: 32 * sum_g scale_g * bsum_g */
         __m256i bsums = _mm256_loadu_si256((const __m256i *)a[k].bsums);
         __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales, bsums), 5);
-        float scale = a[k].d * fp16_to_fp32(b[k].d);
+        float scale = a[k].d * _cvtsh_ss(b[k].d);
         float term = scale * (float)sum_lanes(_mm256_sub_epi32(sum, offset));
         acc = acc + term;
     }
