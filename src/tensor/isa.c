@@ -94,6 +94,19 @@ const char *tensor_isa_name(enum tensor_isa isa) {
     return "unknown";
 }
 
+/* The row dots (quants.h) of every type without a matmul kernel of its
+ * own, in one instruction set's versions. AVX-512 machines run the AVX2
+ * ones. */
+#define ROW_DOTS(isa)                                                                              \
+    {                                                                                              \
+        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##isa, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##isa,     \
+        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##isa, [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##isa, \
+        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##isa, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##isa,     \
+        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##isa,     \
+        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##isa, [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##isa, \
+        [TENSOR_BF16] = tensor_row_dot_bf16_##isa,                                               \
+    }
+
 const struct tensor_kernels tensor_kernels_scalar = {
     .isa = TENSOR_ISA_SCALAR,
     .matmul_f32 = tensor_matmul_f32_scalar,
@@ -118,11 +131,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
-    .row_dot = {[TENSOR_Q4_1] = tensor_row_dot_q4_1_scalar,
-                [TENSOR_Q5_0] = tensor_row_dot_q5_0_scalar,
-                [TENSOR_Q5_1] = tensor_row_dot_q5_1_scalar,
-                [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_scalar,
-                [TENSOR_BF16] = tensor_row_dot_bf16_scalar},
+    .row_dot = ROW_DOTS(scalar),
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -149,11 +158,7 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
-    .row_dot = {[TENSOR_Q4_1] = tensor_row_dot_q4_1_avx2,
-                [TENSOR_Q5_0] = tensor_row_dot_q5_0_avx2,
-                [TENSOR_Q5_1] = tensor_row_dot_q5_1_avx2,
-                [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_avx2,
-                [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
+    .row_dot = ROW_DOTS(avx2),
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -181,9 +186,5 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
-    .row_dot = {[TENSOR_Q4_1] = tensor_row_dot_q4_1_avx2,
-                [TENSOR_Q5_0] = tensor_row_dot_q5_0_avx2,
-                [TENSOR_Q5_1] = tensor_row_dot_q5_1_avx2,
-                [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_avx2,
-                [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
+    .row_dot = ROW_DOTS(avx2),
 };

@@ -82,6 +82,9 @@ static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
     TYPE_ROW(q5_0, TENSOR_Q5_0, TENSOR_QK, sizeof(struct tensor_block_q5_0), TENSOR_Q8_0, 1),
     TYPE_ROW(q5_1, TENSOR_Q5_1, TENSOR_QK, sizeof(struct tensor_block_q5_1), TENSOR_Q8_1, 1),
     TYPE_ROW(iq4_nl, TENSOR_IQ4_NL, TENSOR_QK, sizeof(struct tensor_block_iq4_nl), TENSOR_Q8_0, 1),
+    TYPE_ROW(q4_k, TENSOR_Q4_K, TENSOR_QK_K, sizeof(struct tensor_block_q4_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(q5_k, TENSOR_Q5_K, TENSOR_QK_K, sizeof(struct tensor_block_q5_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(q6_k, TENSOR_Q6_K, TENSOR_QK_K, sizeof(struct tensor_block_q6_k), TENSOR_Q8_K, 1),
     TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
 };
 
