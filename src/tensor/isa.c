@@ -118,7 +118,9 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
-    .row_dot = {[TENSOR_BF16] = tensor_row_dot_bf16_scalar},
+    .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_scalar,
+                [TENSOR_Q3_K] = tensor_row_dot_q3_k_scalar,
+                [TENSOR_BF16] = tensor_row_dot_bf16_scalar},
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -145,7 +147,9 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
-    .row_dot = {[TENSOR_BF16] = tensor_row_dot_bf16_avx2},
+    .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_avx2,
+                [TENSOR_Q3_K] = tensor_row_dot_q3_k_avx2,
+                [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -173,5 +177,7 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
-    .row_dot = {[TENSOR_BF16] = tensor_row_dot_bf16_avx2},
+    .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_avx2,
+                [TENSOR_Q3_K] = tensor_row_dot_q3_k_avx2,
+                [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
 };
