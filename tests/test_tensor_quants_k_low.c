@@ -1,7 +1,8 @@
-/* test_tensor_quants_k_low.c -- Q2_K and Q3_K weights:
+/* test_tensor_quants_k_low.c -- Q2_K, Q3_K and IQ4_XS weights:
  *  - known answers: hand-built blocks dequantize to ggml's formulas, element
  *    by element (group scales and minimums, Q3_K's 12 packed scale bytes
- *    and high bits), scales at the ends of their ranges included;
+ *    and high bits, IQ4_XS's split 6-bit scales and nibbles), scales at the
+ *    ends of their ranges included;
  *  - llama.cpp's own files (../shared/fixtures/quant, written by
  *    llama-quantize from rand3m-f32.gguf): every tensor of these types
  *    dequantizes to within a per-type relative RMS error of its F32 source
@@ -29,6 +30,10 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
+/* ggml's kvalues_iq4nl, written out to check tensor_iq4_values too. */
+static const int iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
+
 struct type_case {
     enum tensor_type type;
     const char *name;
@@ -37,10 +42,11 @@ struct type_case {
 };
 
 /* Bounds ~1.5 times the worst tensor measured on rand3m (Q2_K 0.2336, Q3_K
- * 0.1258). */
+ * 0.1258, IQ4_XS 0.0648). */
 static const struct type_case cases[] = {
     {TENSOR_Q2_K, "Q2_K", tensor_row_dot_q2_k_scalar, tensor_row_dot_q2_k_avx2, 0.35},
     {TENSOR_Q3_K, "Q3_K", tensor_row_dot_q3_k_scalar, tensor_row_dot_q3_k_avx2, 0.19},
+    {TENSOR_IQ4_XS, "IQ4_XS", tensor_row_dot_iq4_xs_scalar, tensor_row_dot_iq4_xs_avx2, 0.10},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
@@ -96,6 +102,27 @@ static void known_q3_k(void) {
      * 211 -> 3, hmask[16] = 255 bit 0 set -> 3 */
     CHECK(out[0] == 0.25f * -32.0f * 3.0f);
     CHECK(out[16] == 0.25f * 31.0f * 3.0f);
+}
+
+static void known_iq4_xs(void) {
+    for (int i = 0; i < 16; i++) CHECK(tensor_iq4_values[i] == iq4_values[i]);
+    struct tensor_block_iq4_xs b;
+    static const uint8_t scales_l[4] = {0x0f, 0xf0, 0x5a, 0x3c};
+    b.d = tensor_fp32_to_fp16(0.125f);
+    b.scales_h = 0xb1e4;
+    memcpy(b.scales_l, scales_l, 4);
+    for (int i = 0; i < 128; i++) b.qs[i] = (uint8_t)(i * 71 + 5);
+    float out[256];
+    tensor_dequantize_row(out, &b, TENSOR_IQ4_XS, 256);
+    for (int p = 0; p < N_PROBE; p++) {
+        int e = probe[p], g = e / 32, j = e % 32;
+        int ls = ((scales_l[g / 2] >> (4 * (g % 2))) & 15) | ((0xb1e4 >> (2 * g)) & 3) << 4;
+        int nibble = j < 16 ? b.qs[16 * g + j] & 15 : b.qs[16 * g + j - 16] >> 4;
+        float want = 0.125f * (float)(ls - 32) * (float)iq4_values[nibble];
+        CHECK_MSG(out[e] == want, "iq4_xs element %d: %g, want %g", e, out[e], want);
+    }
+    /* group 0: low 15, high 0 -> -17; element 0 nibble 5 -> -35 */
+    CHECK(out[0] == 0.125f * -17.0f * -35.0f);
 }
 
 /* ---- llama.cpp's files ---- */
@@ -164,14 +191,14 @@ static void check_file_tensor(const struct gguf_tensor *t, const struct gguf_fil
 
 /* Returns 0 if the fixtures are absent. */
 static int check_files(void) {
-    static const char *files[] = {"rand3m-q2_k.gguf", "rand3m-q3_k_m.gguf"};
+    static const char *files[] = {"rand3m-q2_k.gguf", "rand3m-q3_k_m.gguf", "rand3m-iq4_xs.gguf"};
     char path[512], err[256];
     if (!test_require_file(test_shared_path(path, sizeof(path), "fixtures/quant/rand3m-f32.gguf")))
         return 0;
     struct gguf_file *source = NULL;
     CHECK_MSG(gguf_open(&source, path, err, sizeof(err)) == 0, "%s", err);
     if (!source) return 1;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < 3; f++) {
         struct gguf_file *file = NULL;
         test_shared_path(path, sizeof(path), "fixtures/quant/");
         strncat(path, files[f], sizeof(path) - strlen(path) - 1);
@@ -229,8 +256,10 @@ static void random_blocks(void *blocks, enum tensor_type type, int n) {
             struct tensor_block_q2_k *b = (void *)(p + off);
             b->d = d;
             b->dmin = dmin;
-        } else {
+        } else if (type == TENSOR_Q3_K) {
             ((struct tensor_block_q3_k *)(void *)(p + off))->d = d;
+        } else {
+            ((struct tensor_block_iq4_xs *)(void *)(p + off))->d = d;
         }
     }
 }
@@ -396,7 +425,7 @@ static double ns_per_call(tensor_row_dot_fn dot, const void *w, const void *x, i
 
 static void time_row_dots(void) {
     float *w = malloc(sizeof(float) * 4096), *x = malloc(sizeof(float) * 4096);
-    void *blocks = malloc(tensor_row_bytes(TENSOR_Q3_K, 4096)); /* the larger of the two */
+    void *blocks = malloc(tensor_row_bytes(TENSOR_IQ4_XS, 4096)); /* the largest of the three */
     struct tensor_block_q8_k xq[16];
     if (!w || !x || !blocks) return;
     random_weights(w, 4096);
@@ -416,6 +445,7 @@ static void time_row_dots(void) {
 int main(void) {
     known_q2_k();
     known_q3_k();
+    known_iq4_xs();
     int avx2 = tensor_isa_best() >= TENSOR_ISA_AVX2;
     if (!avx2) printf("no AVX2: skipping the AVX2 row dot comparisons\n");
     struct tensor_pool *pool = tensor_pool_create(2);

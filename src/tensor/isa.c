@@ -120,6 +120,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
     .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_scalar,
                 [TENSOR_Q3_K] = tensor_row_dot_q3_k_scalar,
+                [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_scalar,
                 [TENSOR_BF16] = tensor_row_dot_bf16_scalar},
 };
 
@@ -149,6 +150,7 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
     .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_avx2,
                 [TENSOR_Q3_K] = tensor_row_dot_q3_k_avx2,
+                [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_avx2,
                 [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
 };
 
@@ -179,5 +181,6 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
     .row_dot = {[TENSOR_Q2_K] = tensor_row_dot_q2_k_avx2,
                 [TENSOR_Q3_K] = tensor_row_dot_q3_k_avx2,
+                [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_avx2,
                 [TENSOR_BF16] = tensor_row_dot_bf16_avx2},
 };

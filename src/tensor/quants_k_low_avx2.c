@@ -1,4 +1,4 @@
-/* quants_k_low_avx2.c -- the Q2_K and Q3_K row dots with AVX2.
+/* quants_k_low_avx2.c -- the Q2_K, Q3_K and IQ4_XS row dots with AVX2.
  *
  * Each takes 32 weights at a time as bytes against 32 activation quants:
  * _mm256_maddubs_epi16 multiplies unsigned weight bytes by signed quants
@@ -12,7 +12,9 @@
  * Q3_K takes its quants biased by 4 (low bits plus 4 times the high bit,
  * 0..7, unsigned as maddubs wants them) and subtracts 4 times each group's
  * sum of activation quants afterwards, from the Q8_K block's sums: one
- * multiply instead of ggml's two. */
+ * multiply instead of ggml's two. IQ4_XS looks its values up with
+ * _mm256_shuffle_epi8 and, the values being signed, moves their signs onto
+ * the activations first. */
 #include "tensor_internal.h"
 
 #include <immintrin.h>
@@ -145,6 +147,46 @@ float tensor_row_dot_q3_k_avx2(const void *w, const void *x, int n) {
             _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_slli_epi32(bias, 2));
         float d = _cvtsh_ss(wb[b].d) * xb[b].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(total), acc);
+    }
+    return sum_lanes(acc);
+}
+
+/* ---- IQ4_XS: groups of 32 ---- */
+
+/* Group g's 32 values (from its 16 nibble bytes) times its activation
+ * quants: 16 pair sums. */
+static inline __m256i iq4_pairs(__m256i values, const uint8_t *qs, const int8_t *q8) {
+    __m128i packed = _mm_loadu_si128((const __m128i *)qs);
+    /* elements 0..15 in the low nibbles, 16..31 in the high ones */
+    __m256i idx = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)),
+                                   _mm256_set1_epi8(15));
+    __m256i v = _mm256_shuffle_epi8(values, idx);
+    __m256i a = _mm256_loadu_si256((const __m256i *)q8);
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v));
+}
+
+float tensor_row_dot_iq4_xs_avx2(const void *w, const void *x, int n) {
+    const struct tensor_block_iq4_xs *wb = w;
+    const struct tensor_block_q8_k *xb = x;
+    const __m256i values =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tensor_iq4_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < n / TENSOR_QK_K; b++) {
+        __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+        unsigned high = wb[b].scales_h; /* two bits a group, consumed 4 at a time */
+#pragma GCC unroll 4
+        for (int g = 0; g < 8; g += 2, high >>= 4) {
+            unsigned low = wb[b].scales_l[g / 2];
+            short s0 = (short)(((low & 15) | (high << 4 & 0x30)) - 32);
+            short s1 = (short)(((low >> 4) | (high << 2 & 0x30)) - 32);
+            __m256i p0 = iq4_pairs(values, wb[b].qs + 16 * g, xb[b].qs + 32 * g);
+            __m256i p1 = iq4_pairs(values, wb[b].qs + 16 * g + 16, xb[b].qs + 32 * g + 32);
+            even = _mm256_add_epi32(even, _mm256_madd_epi16(_mm256_set1_epi16(s0), p0));
+            odd = _mm256_add_epi32(odd, _mm256_madd_epi16(_mm256_set1_epi16(s1), p1));
+        }
+        float d = _cvtsh_ss(wb[b].d) * xb[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(even, odd)),
+                              acc);
     }
     return sum_lanes(acc);
 }

@@ -80,6 +80,8 @@ static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
     TYPE_ROW(q8_k, TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k), TENSOR_Q8_K, 0),
     TYPE_ROW(q2_k, TENSOR_Q2_K, TENSOR_QK_K, sizeof(struct tensor_block_q2_k), TENSOR_Q8_K, 1),
     TYPE_ROW(q3_k, TENSOR_Q3_K, TENSOR_QK_K, sizeof(struct tensor_block_q3_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(iq4_xs, TENSOR_IQ4_XS, TENSOR_QK_K, sizeof(struct tensor_block_iq4_xs), TENSOR_Q8_K,
+             1),
     TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
 };
 
