@@ -99,12 +99,12 @@ const char *tensor_isa_name(enum tensor_isa isa) {
  * ones. */
 #define ROW_DOTS(isa)                                                                              \
     {                                                                                              \
-        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##isa, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##isa,     \
-        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##isa, [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##isa, \
-        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##isa, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##isa,     \
-        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##isa,     \
-        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##isa, [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##isa, \
-        [TENSOR_BF16] = tensor_row_dot_bf16_##isa,                                               \
+        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##isa, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##isa,      \
+        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##isa, [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##isa,  \
+        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##isa, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##isa,      \
+        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##isa,      \
+        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##isa, [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##isa,  \
+        [TENSOR_BF16] = tensor_row_dot_bf16_##isa,                                                 \
     }
 
 const struct tensor_kernels tensor_kernels_scalar = {

@@ -26,9 +26,6 @@
 #include <math.h>
 #include <string.h>
 
-const int8_t tensor_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                      1,    13,   25,  38,  53,  69,  89,  113};
-
 /* ---- unpacking ---- */
 
 /* The 32 nibbles of a block, in element order. */

@@ -85,6 +85,10 @@ static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
     TYPE_ROW(q4_k, TENSOR_Q4_K, TENSOR_QK_K, sizeof(struct tensor_block_q4_k), TENSOR_Q8_K, 1),
     TYPE_ROW(q5_k, TENSOR_Q5_K, TENSOR_QK_K, sizeof(struct tensor_block_q5_k), TENSOR_Q8_K, 1),
     TYPE_ROW(q6_k, TENSOR_Q6_K, TENSOR_QK_K, sizeof(struct tensor_block_q6_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(q2_k, TENSOR_Q2_K, TENSOR_QK_K, sizeof(struct tensor_block_q2_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(q3_k, TENSOR_Q3_K, TENSOR_QK_K, sizeof(struct tensor_block_q3_k), TENSOR_Q8_K, 1),
+    TYPE_ROW(iq4_xs, TENSOR_IQ4_XS, TENSOR_QK_K, sizeof(struct tensor_block_iq4_xs), TENSOR_Q8_K,
+             1),
     TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
 };
 

@@ -1,0 +1,192 @@
+/* quants_k_low_avx2.c -- the Q2_K, Q3_K and IQ4_XS row dots with AVX2.
+ *
+ * Each takes 32 weights at a time as bytes against 32 activation quants:
+ * _mm256_maddubs_epi16 multiplies unsigned weight bytes by signed quants
+ * and adds pairs (exact: no pair passes 16 bits), _mm256_madd_epi16 then
+ * multiplies the pair sums by the group scale and adds pairs again into 8
+ * exact 32-bit lane sums per super-block. The lanes are converted and
+ * multiplied by the super-block's float scale into 8 float sums, added with
+ * a fixed tree at the end; so the result differs from the scalar
+ * reference's (one float sum per super-block) by rounding only.
+ *
+ * Q3_K takes its quants biased by 4 (low bits plus 4 times the high bit,
+ * 0..7, unsigned as maddubs wants them) and subtracts 4 times each group's
+ * sum of activation quants afterwards, from the Q8_K block's sums: one
+ * multiply instead of ggml's two. IQ4_XS looks its values up with
+ * _mm256_shuffle_epi8 and, the values being signed, moves their signs onto
+ * the activations first. */
+#include "tensor_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+static inline float sum_lanes(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- Q2_K and Q3_K: groups of 16 ---- */
+
+/* 32 weights of shift k (0..3) of one half of a super-block are groups
+ * 2k (low 128-bit lane) and 2k + 1 (high lane) of that half; select[k]
+ * picks their 16-bit scales out of the half's 8 (repeated in both lanes). */
+struct scale_select {
+    __m256i select[4];
+};
+
+static inline struct scale_select scale_select_make(void) {
+    struct scale_select s;
+    for (int k = 0; k < 4; k++) {
+        short low = (short)((4 * k + 1) << 8 | (4 * k)),
+              high = (short)((4 * k + 3) << 8 | (4 * k + 2));
+        s.select[k] = _mm256_setr_m128i(_mm_set1_epi16(low), _mm_set1_epi16(high));
+    }
+    return s;
+}
+
+/* The 16 group scales (bytes) as two vectors of 16-bit values: half h's 8
+ * scales in both 128-bit lanes of halves[h]. */
+static inline void spread_scales(__m256i *halves, __m128i scales, int is_signed) {
+    __m128i low = _mm_unpacklo_epi64(scales, scales), high = _mm_unpackhi_epi64(scales, scales);
+    halves[0] = is_signed ? _mm256_cvtepi8_epi16(low) : _mm256_cvtepu8_epi16(low);
+    halves[1] = is_signed ? _mm256_cvtepi8_epi16(high) : _mm256_cvtepu8_epi16(high);
+}
+
+/* One half (128 weights) of a super-block: the 4 x 32 weight bytes q
+ * against its activation quants q8, times the half's group scales: 8 lane
+ * sums. */
+static inline __m256i half_dot(const __m256i *q, const int8_t *q8, __m256i scales,
+                               const struct scale_select *sel) {
+    __m256i p[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m256i pairs =
+            _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
+        p[k] = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, sel->select[k]), pairs);
+    }
+    return _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
+}
+
+float tensor_row_dot_q2_k_avx2(const void *w, const void *x, int n) {
+    const struct tensor_block_q2_k *wb = w;
+    const struct tensor_block_q8_k *xb = x;
+    const struct scale_select sel = scale_select_make();
+    const __m256i three = _mm256_set1_epi8(3);
+    const __m128i nibble = _mm_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < n / TENSOR_QK_K; b++) {
+        __m128i packed = _mm_loadu_si128((const __m128i *)wb[b].scales);
+        __m128i mins = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
+        __m256i min_sums = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins),
+                                             _mm256_loadu_si256((const __m256i *)xb[b].bsums));
+        __m256i halves[2], sums[2];
+        spread_scales(halves, _mm_and_si128(packed, nibble), 0);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(wb[b].qs + 32 * h)), q[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), three);
+            sums[h] = half_dot(q, xb[b].qs + 128 * h, halves[h], &sel);
+        }
+        float d = xb[b].d * _cvtsh_ss(wb[b].d), dmin = xb[b].d * _cvtsh_ss(wb[b].dmin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sums[0], sums[1])), acc);
+        acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min_sums), acc);
+    }
+    return sum_lanes(acc);
+}
+
+/* Q3_K's 16 scales (-32..31) from their 12 packed bytes, as bytes in
+ * group order: words 0, 1 take their low bits from the low nibbles of
+ * bytes 0..7, words 2, 3 from the high nibbles; word i its high bits from
+ * bits 2i, 2i + 1 of bytes 8..11. */
+static inline __m128i q3_scales(const uint8_t *packed) {
+    uint32_t p[3];
+    memcpy(p, packed, sizeof(p));
+    __m128i low =
+        _mm_and_si128(_mm_setr_epi32((int)p[0], (int)p[1], (int)(p[0] >> 4), (int)(p[1] >> 4)),
+                      _mm_set1_epi8(15));
+    __m128i high = _mm_srlv_epi32(_mm_set1_epi32((int)p[2]), _mm_setr_epi32(0, 2, 4, 6));
+    high = _mm_and_si128(_mm_slli_epi32(high, 4), _mm_set1_epi8(0x30));
+    return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
+}
+
+/* Bit `bit` of every byte of v moved to bit 2 (the value 4), others 0. */
+static inline __m256i bit_to_four(__m256i v, int bit) {
+    __m256i moved = bit < 2 ? _mm256_slli_epi16(v, 2 - bit) : _mm256_srli_epi16(v, bit - 2);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(4));
+}
+
+float tensor_row_dot_q3_k_avx2(const void *w, const void *x, int n) {
+    const struct tensor_block_q3_k *wb = w;
+    const struct tensor_block_q8_k *xb = x;
+    const struct scale_select sel = scale_select_make();
+    const __m256i three = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < n / TENSOR_QK_K; b++) {
+        __m128i scales8 = q3_scales(wb[b].scales);
+        /* the bias: 4 times each group's scale times its activation sum */
+        __m256i bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8),
+                                         _mm256_loadu_si256((const __m256i *)xb[b].bsums));
+        __m256i halves[2], sums[2];
+        spread_scales(halves, scales8, 1);
+        __m256i high = _mm256_loadu_si256((const __m256i *)wb[b].hmask);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(wb[b].qs + 32 * h)), q[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), three),
+                                       bit_to_four(high, 4 * h + k));
+            sums[h] = half_dot(q, xb[b].qs + 128 * h, halves[h], &sel);
+        }
+        __m256i total =
+            _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_slli_epi32(bias, 2));
+        float d = _cvtsh_ss(wb[b].d) * xb[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(total), acc);
+    }
+    return sum_lanes(acc);
+}
+
+/* ---- IQ4_XS: groups of 32 ---- */
+
+/* Group g's 32 values (from its 16 nibble bytes) times its activation
+ * quants: 16 pair sums. */
+static inline __m256i iq4_pairs(__m256i values, const uint8_t *qs, const int8_t *q8) {
+    __m128i packed = _mm_loadu_si128((const __m128i *)qs);
+    /* elements 0..15 in the low nibbles, 16..31 in the high ones */
+    __m256i idx = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)),
+                                   _mm256_set1_epi8(15));
+    __m256i v = _mm256_shuffle_epi8(values, idx);
+    __m256i a = _mm256_loadu_si256((const __m256i *)q8);
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v));
+}
+
+float tensor_row_dot_iq4_xs_avx2(const void *w, const void *x, int n) {
+    const struct tensor_block_iq4_xs *wb = w;
+    const struct tensor_block_q8_k *xb = x;
+    const __m256i values =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tensor_iq4_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < n / TENSOR_QK_K; b++) {
+        __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+        unsigned high = wb[b].scales_h; /* two bits a group, consumed 4 at a time */
+#pragma GCC unroll 4
+        for (int g = 0; g < 8; g += 2, high >>= 4) {
+            unsigned low = wb[b].scales_l[g / 2];
+            short s0 = (short)(((low & 15) | (high << 4 & 0x30)) - 32);
+            short s1 = (short)(((low >> 4) | (high << 2 & 0x30)) - 32);
+            __m256i p0 = iq4_pairs(values, wb[b].qs + 16 * g, xb[b].qs + 32 * g);
+            __m256i p1 = iq4_pairs(values, wb[b].qs + 16 * g + 16, xb[b].qs + 32 * g + 32);
+            even = _mm256_add_epi32(even, _mm256_madd_epi16(_mm256_set1_epi16(s0), p0));
+            odd = _mm256_add_epi32(odd, _mm256_madd_epi16(_mm256_set1_epi16(s1), p1));
+        }
+        float d = _cvtsh_ss(wb[b].d) * xb[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(even, odd)),
+                              acc);
+    }
+    return sum_lanes(acc);
+}
