@@ -28,21 +28,29 @@
 #define DEADLINE  120.0
 #define NEAR_TIE  0.1 /* nats between the two best candidates */
 
-/* The tokens every prompt of a file must agree on, at least (measured:
- * ties come early on a few prompts). */
+/* How far every prompt of a file must agree with llama.cpp: on kjv2m up
+ * to a near tie; on the random rand3m, whose close candidates let small
+ * differences of rounding part the engines anywhere, at least the leading
+ * count below (measured on AVX2 and AVX-512: the least of the four prompts
+ * was 5-7 for the k-quants, 8 for Q5_0, 20 for Q5_1, 6 for Q4_1, 3 for
+ * IQ4_NL and IQ4_XS; F32 and BF16 agree whole). */
 struct expectation {
     const char *file;
-    int leading;
+    int leading; /* N_PREDICT: the whole continuation (up to near ties, on kjv2m) */
+    int splits;  /* 1: --tp 2 runs; 0: it is refused (256-element blocks of 128 columns) */
 };
 
 static const struct expectation expectations[] = {
-    {"kjv2m-bf16.gguf", N_PREDICT}, {"kjv2m-q4_1.gguf", 2},         {"kjv2m-q4_k_m.gguf", 2},
-    {"kjv2m-q5_0.gguf", N_PREDICT}, {"kjv2m-q5_1.gguf", 2},         {"kjv2m-q5_k_m.gguf", 2},
-    {"kjv2m-q6_k.gguf", 2},         {"rand3m-f32.gguf", N_PREDICT}, {"rand3m-bf16.gguf", N_PREDICT},
-    {"rand3m-q6_k.gguf", 2},        {"rand3m-q5_k_m.gguf", 2},      {"rand3m-q4_k_m.gguf", 2},
-    {"rand3m-q3_k_m.gguf", 1},      {"rand3m-q2_k.gguf", 1},        {"rand3m-q5_0.gguf", 2},
-    {"rand3m-q5_1.gguf", 2},        {"rand3m-q4_1.gguf", 2},        {"rand3m-iq4_nl.gguf", 1},
-    {"rand3m-iq4_xs.gguf", 1},
+    {"kjv2m-bf16.gguf", N_PREDICT, 1},   {"kjv2m-q4_1.gguf", N_PREDICT, 1},
+    {"kjv2m-q4_k_m.gguf", N_PREDICT, 1}, {"kjv2m-q5_0.gguf", N_PREDICT, 1},
+    {"kjv2m-q5_1.gguf", N_PREDICT, 1},   {"kjv2m-q5_k_m.gguf", N_PREDICT, 1},
+    {"kjv2m-q6_k.gguf", N_PREDICT, 1},   {"rand3m-f32.gguf", N_PREDICT, 1},
+    {"rand3m-bf16.gguf", N_PREDICT, 1},  {"rand3m-q6_k.gguf", 4, 0},
+    {"rand3m-q5_k_m.gguf", 4, 0},        {"rand3m-q4_k_m.gguf", 4, 0},
+    {"rand3m-q3_k_m.gguf", 4, 0},        {"rand3m-q2_k.gguf", 4, 0},
+    {"rand3m-q5_0.gguf", 6, 1},          {"rand3m-q5_1.gguf", 12, 1},
+    {"rand3m-q4_1.gguf", 4, 1},          {"rand3m-iq4_nl.gguf", 2, 1},
+    {"rand3m-iq4_xs.gguf", 2, 0},
 };
 
 /* Length of the incomplete UTF-8 sequence text ends in (0 if none). */
@@ -78,7 +86,9 @@ static int drop_held_tokens(const struct tokenizer *tok, int *ids, int n, int *p
     return kept;
 }
 
-/* The ids `lockstep generate` prints on its last line (at most max). */
+/* The ids `lockstep generate` prints on its last line (at most max); -1
+ * if it refused the tensor-parallel degree, as it must for a model whose
+ * columns do not cut into whole blocks (the message is checked). */
 static int generated_ids(const char *model, const char *prompt, const char *tp, int *ids, int max) {
     char n_text[16];
     snprintf(n_text, sizeof(n_text), "%d", N_PREDICT);
@@ -86,6 +96,11 @@ static int generated_ids(const char *model, const char *prompt, const char *tp, 
                     n_text,       "--temp",   "0",  "--print-ids", "--tp", (char *)tp,     NULL};
     struct test_job job = test_run_job(argv, DEADLINE, NULL);
     int n = 0;
+    if (job.status == 1 && strstr(job.err, "cannot split") &&
+        strstr(job.err, "not whole 256-element") && strstr(job.err, "degrees that work: 1\n")) {
+        test_job_free(&job);
+        return -1;
+    }
     CHECK_MSG(job.status == 0, "%s --tp %s '%s': exit %d: %s", model, tp, prompt, job.status,
               job.err);
     if (job.status == 0) {
@@ -157,8 +172,8 @@ static void check_near_tie(int port, const char *file, const int *prompt, int n,
  * llama.cpp's ids, and where they part, ask the server whether that step
  * was a near tie; returns the leading tokens that agree, with the count
  * llama.cpp's list has in *n_reference. */
-static int check_prompt(const char *model, int port, const struct tokenizer *tok,
-                        const cJSON *entry, int *n_reference) {
+static int check_prompt(const struct expectation *e, const char *model, int port,
+                        const struct tokenizer *tok, const cJSON *entry, int *n_reference) {
     const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItem(entry, "prompt"));
     const cJSON *want_json = cJSON_GetObjectItem(entry, "generated_ids");
     int want[N_PREDICT], n_want = 0;
@@ -168,14 +183,17 @@ static int check_prompt(const char *model, int port, const struct tokenizer *tok
     int ids[N_PREDICT], ids_tp2[N_PREDICT], kept[N_PREDICT], positions[N_PREDICT];
     int n = generated_ids(model, prompt, "1", ids, N_PREDICT);
     int n_tp2 = generated_ids(model, prompt, "2", ids_tp2, N_PREDICT);
-    CHECK_MSG(n == N_PREDICT, "%s '%s': %d ids", model, prompt, n);
-    CHECK_MSG(n_tp2 == n && memcmp(ids, ids_tp2, sizeof(int) * (size_t)n) == 0,
-              "%s '%s': --tp 2 generated other tokens", model, prompt);
+    CHECK_MSG(n >= 1, "%s '%s': %d ids", model, prompt, n);
+    CHECK_MSG(e->splits ? n_tp2 == n && memcmp(ids, ids_tp2, sizeof(int) * (size_t)n) == 0
+                        : n_tp2 == -1,
+              "%s '%s': --tp 2 %s", model, prompt,
+              e->splits ? "generated other tokens" : "was not refused");
     memcpy(kept, ids, sizeof(int) * (size_t)n);
     int n_kept = drop_held_tokens(tok, kept, n, positions);
     int agree = leading_agreement(kept, n_kept, want, n_want);
     *n_reference = n_want;
-    if (agree < n_kept && agree < n_want && port > 0) {
+    int real_model = strncmp(e->file, "kjv2m", 5) == 0;
+    if (real_model && agree < n_kept && agree < n_want && port > 0) {
         /* the step that parted, as the server sees it: BOS, prompt, our tokens before it */
         int context[2 * N_PREDICT + 256], n_context = 0;
         char err[256];
@@ -211,8 +229,11 @@ static void check_file(const char *dir, const struct expectation *e, const cJSON
     CHECK_MSG(port > 0, "%s: the gateway did not start", e->file);
     printf("%-20s leading tokens equal to llama.cpp's (of its list):", e->file);
     for (const cJSON *entry = entries ? entries->child : NULL; entry; entry = entry->next) {
-        int n_reference = 0, agree = check_prompt(path, port, tok, entry, &n_reference);
-        int expected = e->leading < n_reference ? e->leading : n_reference;
+        int n_reference = 0, agree = check_prompt(e, path, port, tok, entry, &n_reference);
+        /* kjv2m: up to a near tie, which check_prompt has checked */
+        int expected = strncmp(e->file, "kjv2m", 5) == 0 ? 0
+                       : e->leading < n_reference        ? e->leading
+                                                         : n_reference;
         printf(" %d/%d", agree, n_reference);
         fflush(stdout);
         CHECK_MSG(agree >= expected, "%s prompt %d: agrees with llama.cpp on %d tokens, not %d",

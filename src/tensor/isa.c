@@ -3,13 +3,18 @@
  * The SIMD kernels live in files compiled for their instruction set
  * (*_avx2.c, *_avx512.c); nothing calls them unless cpuid says the CPU and
  * the operating system support those registers. The table in use is chosen
- * on first use and can be forced by tensor_isa_select (tests compare paths).
+ * on first use and can be forced by tensor_isa_select (tests compare paths)
+ * or capped for the whole process by the environment variable LOCKSTEP_ISA
+ * (scalar, avx2 or avx512), so one machine can run and measure every path
+ * it has.
  * The public kernels in ops.c and matmul.c go through it. */
 #include "tensor_internal.h"
 
 #include <cpuid.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* XCR0 bits: the OS saves SSE+AVX state (1, 2) and AVX-512 state (5, 6, 7). */
 #define XCR0_AVX    0x06u
@@ -39,6 +44,16 @@ static enum tensor_isa detect_isa(void) {
     return TENSOR_ISA_AVX2;
 }
 
+/* detect_isa capped by LOCKSTEP_ISA, when it names a set. */
+static enum tensor_isa capped_isa(void) {
+    enum tensor_isa isa = detect_isa();
+    const char *cap = getenv("LOCKSTEP_ISA");
+    for (int i = TENSOR_ISA_SCALAR; cap && i <= TENSOR_ISA_AVX512; i++)
+        if (strcmp(cap, tensor_isa_name((enum tensor_isa)i)) == 0 && i < (int)isa)
+            isa = (enum tensor_isa)i;
+    return isa;
+}
+
 static const struct tensor_kernels *kernels_for(enum tensor_isa isa) {
     switch (isa) {
     case TENSOR_ISA_AVX512:
@@ -57,7 +72,7 @@ static _Atomic(const struct tensor_kernels *) current_kernels; /* NULL until fir
 enum tensor_isa tensor_isa_best(void) {
     int isa = atomic_load_explicit(&best_isa, memory_order_relaxed);
     if (isa < 0) {
-        isa = (int)detect_isa();
+        isa = (int)capped_isa();
         atomic_store_explicit(&best_isa, isa, memory_order_relaxed);
     }
     return (enum tensor_isa)isa;
