@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,17 +162,23 @@ static void test_llama2c(void) {
 
 /* How to spoil a small GGUF model (dim 64, hidden 128, 2 layers, 4 heads). */
 struct spoil {
-    const char *arch;        /* general.architecture ("llama" if NULL) */
-    const char *drop_tensor; /* tensor left out */
-    const char *bad_shape;   /* tensor whose last dim is 12 short */
-    const char *f16_tensor;  /* tensor stored as F16 */
-    const char *drop_key;    /* <arch>.<key> left out */
-    const char *string_key;  /* <arch>.<key> written as a string */
-    int head_count_kv;       /* 0: 2 */
-    int embedding_length;    /* 0: 64 */
-    int with_biases;         /* add q/k/v biases */
-    int with_qk_norm;        /* add attn_q_norm/attn_k_norm */
+    const char *arch;         /* general.architecture ("llama" if NULL) */
+    const char *drop_tensor;  /* tensor left out */
+    const char *bad_shape;    /* tensor whose last dim is 12 short */
+    const char *f16_tensor;   /* tensor stored as F16 */
+    const char *drop_key;     /* <arch>.<key> left out */
+    const char *string_key;   /* <arch>.<key> written as a string */
+    int head_count_kv;        /* 0: 2 */
+    int embedding_length;     /* 0: 64 */
+    int with_biases;          /* add q/k/v biases */
+    int with_qk_norm;         /* add attn_q_norm/attn_k_norm */
+    const char *rope_scaling; /* llama.rope.scaling.type, or NULL */
+    float rope_factor;        /* llama.rope.scaling.factor (0: none) */
+    int rope_original;        /* llama.rope.scaling.original_context_length (0: none) */
+    int rope_freqs;           /* pairs of a rope_freqs.weight tensor of 2.0s (0: none) */
 };
+
+static float twos[64] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 
 static float zeros[300 * 64];
 
@@ -209,6 +216,16 @@ static int write_gguf(const char *path, const struct spoil *s) {
     add_key(w, s, arch, "attention.head_count", 4);
     add_key(w, s, arch, "attention.head_count_kv", (uint32_t)kv);
     add_key(w, s, arch, "context_length", 32);
+    if (s->rope_scaling) gguf_writer_set_string(w, "llama.rope.scaling.type", s->rope_scaling);
+    if (s->rope_factor > 0) gguf_writer_set_f32(w, "llama.rope.scaling.factor", s->rope_factor);
+    if (s->rope_original > 0)
+        gguf_writer_set_u32(w, "llama.rope.scaling.original_context_length",
+                            (uint32_t)s->rope_original);
+    if (s->rope_freqs > 0) {
+        uint64_t pairs = (uint64_t)s->rope_freqs;
+        gguf_writer_add_tensor(w, "rope_freqs.weight", TENSOR_F32, 1, &pairs, twos,
+                               pairs * sizeof(float));
+    }
     /* no vocab_size and no tokenizer: the vocabulary is token_embd's rows */
     add(w, s, "token_embd.weight", 2, 64, 300);
     add(w, s, "output_norm.weight", 1, 64, 0);
@@ -306,7 +323,77 @@ static void test_gguf(void) {
     remove(path);
 }
 
+/* Loads the model s describes and writes its rotary frequencies (8 pairs:
+ * head_dim 16) into out; 0, or -1 after a failed check. */
+static int rope_frequencies(const struct spoil *s, float *out, struct model_config *config) {
+    char path[512], err[512] = "";
+    struct model *m = NULL;
+    test_tmp_path(path, sizeof(path), "rope.gguf");
+    int rc = write_gguf(path, s);
+    if (rc == 0) {
+        rc = model_load(&m, path, err, sizeof(err));
+        CHECK_MSG(rc == 0, "%s", err);
+    }
+    if (m) {
+        *config = m->config;
+        model_rope_frequencies(m, out);
+        model_free(m);
+    }
+    remove(path);
+    return rc;
+}
+
+/* Rotary frequency scaling: linear divides every frequency by the factor;
+ * llama3 keeps short wavelengths, divides long ones, and ramps between
+ * (Meta's rule, computed here in double); rope_freqs.weight divides by
+ * its factors; YaRN and a rope_freqs.weight of the wrong length are
+ * refused by name. */
+static void test_rope_scaling(void) {
+    float plain[8], got[8];
+    struct model_config c;
+    struct spoil s = {0};
+    if (rope_frequencies(&s, plain, &c)) return;
+    CHECK(c.rope_scaling == MODEL_ROPE_SCALING_NONE && c.rope_factor == 1.0f);
+    for (int j = 0; j < 8; j++)
+        CHECK_MSG(fabs(plain[j] - pow(10000.0, -2.0 * j / 16)) < 1e-6 * plain[j], "pair %d", j);
+    s = (struct spoil){.rope_scaling = "linear", .rope_factor = 4};
+    if (rope_frequencies(&s, got, &c) == 0) {
+        CHECK(c.rope_scaling == MODEL_ROPE_SCALING_LINEAR && c.rope_factor == 4.0f);
+        for (int j = 0; j < 8; j++) CHECK(got[j] == plain[j] / 4.0f);
+    }
+    /* original context 64: wavelengths below 16 kept, above 64 divided by 8 */
+    s = (struct spoil){.rope_scaling = "llama3", .rope_factor = 8, .rope_original = 64};
+    if (rope_frequencies(&s, got, &c) == 0) {
+        CHECK(c.rope_scaling == MODEL_ROPE_SCALING_LLAMA3 && c.rope_original_context == 64);
+        int kept = 0, divided = 0, ramped = 0;
+        for (int j = 0; j < 8; j++) {
+            double f = pow(10000.0, -2.0 * j / 16), wavelength = 2 * M_PI / f, want;
+            if (wavelength < 64 / 4.0) {
+                want = f, kept++;
+            } else if (wavelength > 64 / 1.0) {
+                want = f / 8, divided++;
+            } else {
+                double smooth = (64 / wavelength - 1) / (4 - 1);
+                want = (1 - smooth) * f / 8 + smooth * f, ramped++;
+            }
+            CHECK_MSG(fabs(got[j] - want) <= 1e-5 * want, "llama3 pair %d: %g, want %g", j, got[j],
+                      want);
+        }
+        CHECK_MSG(kept > 0 && divided > 0 && ramped > 0, "kept %d divided %d ramped %d", kept,
+                  divided, ramped);
+    }
+    s = (struct spoil){.rope_scaling = "llama3", .rope_factor = 8, .rope_freqs = 8};
+    if (rope_frequencies(&s, got, &c) == 0)
+        for (int j = 0; j < 8; j++) CHECK(got[j] == plain[j] / 2.0f);
+    s = (struct spoil){.rope_freqs = 6};
+    expect_gguf_failure(&s, "tensor 'rope_freqs.weight' has shape [6], expected [8]");
+    s = (struct spoil){.rope_scaling = "yarn", .rope_factor = 4};
+    expect_gguf_failure(&s, "key 'llama.rope.scaling.type' is 'yarn': only none, linear and "
+                            "llama3 are supported");
+}
+
 int main(void) {
+    test_rope_scaling();
     test_llama2c();
     test_gguf();
     return test_status("test_model_errors");
