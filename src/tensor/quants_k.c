@@ -309,9 +309,11 @@ void tensor_dequantize_q6_k(float *out, const void *blocks, int64_t n) {
     const struct tensor_block_q6_k *b = blocks;
     for (int64_t k = 0; k < n / TENSOR_QK_K; k++) {
         float d = tensor_fp16_to_fp32(b[k].d);
-        for (int i = 0; i < TENSOR_QK_K; i++)
+        for (int i = 0; i < TENSOR_QK_K; i++) {
+            int group = i / 16;
             out[k * TENSOR_QK_K + i] =
-                d * (float)b[k].scales[i / 16] * (float)(q6_k_quant(&b[k], i) - 32);
+                d * (float)b[k].scales[group] * (float)(q6_k_quant(&b[k], i) - 32);
+        }
     }
 }
 

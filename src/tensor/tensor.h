@@ -60,9 +60,10 @@ struct tensor_block_q4_0 {
     uint8_t qs[TENSOR_QK / 2]; /* packed nibbles, see above */
 };
 
-/* Name of a type ("f32", "q8_0", "q4_k", ...), or NULL for an unknown id. */
+/* Name of a type as ggml prints it ("f32", "q8_0", "q4_K", ...), or NULL
+ * for an unknown id. */
 const char *tensor_type_name(int type);
-/* Type id from a name as above; -1 if unknown. */
+/* Type id from a name as above, in any case ("q4_k" too); -1 if unknown. */
 int tensor_type_from_name(const char *name);
 /* 1 if weights may be of type: every id of enum tensor_type but the
  * activation formats Q8_1 and Q8_K. */

@@ -70,13 +70,13 @@ static inline const int8_t *tensor_q8_0_quant(const void *row, int i) {
 
 /* A type's traits: the type table's row (types.c). */
 struct tensor_type_traits {
-    const char *name;                /* as GGUF tools print it */
-    enum tensor_type type;           /* ggml's id */
-    int block_elements;              /* elements per block */
+    const char *name;                /* as ggml names it ("q4_K"); parsed in any case */
     size_t block_bytes;              /* bytes per block */
-    enum tensor_type dot_type;       /* format a product quantizes its input to */
     tensor_dequantize_fn dequantize; /* blocks to floats */
     tensor_quantize_fn quantize;     /* floats to blocks */
+    enum tensor_type type;           /* ggml's id */
+    int block_elements;              /* elements per block */
+    enum tensor_type dot_type;       /* format a product quantizes its input to */
     int weights;                     /* 1 if weights may have the type */
 };
 

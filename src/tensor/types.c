@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 static void dequantize_f32(float *out, const void *blocks, int64_t n) {
     memcpy(out, blocks, (size_t)n * sizeof(float));
@@ -59,37 +60,50 @@ static void quantize_q4_0(void *out, const float *x, int64_t n) {
     tensor_quantize_q4_0(out, x, n);
 }
 
-/* A row of the type table: name, id, block elements and bytes, dot type,
- * converters, and whether weights may have the type. */
-#define TYPE_ROW(t, id, elements, bytes, dot, weight)                                              \
-    [id] = {#t, id, elements, bytes, dot, tensor_dequantize_##t, tensor_quantize_##t, weight}
+/* A row of the type table: ggml's name, id, block elements and bytes, the
+ * dot type, whether weights may have the type, and its converters. */
+#define TYPE_ROW(name, id, elements, bytes, dot, weight, dequantize, quantize)                     \
+    [id] = {name, bytes, dequantize, quantize, id, elements, dot, weight}
+/* ... for a type whose converters are tensor_dequantize_<t> and
+ * tensor_quantize_<t>. */
+#define TYPE_ROW_OF(t, name, id, elements, bytes, dot, weight)                                     \
+    TYPE_ROW(name, id, elements, bytes, dot, weight, tensor_dequantize_##t, tensor_quantize_##t)
 
 /* Indexed by type id; rows left empty (name NULL) are ids ggml has and
  * lockstep does not. The legacy types and IQ4_NL take their input as
  * Q8_0 (Q4_1, Q5_1: Q8_1), the k-quants and IQ4_XS as Q8_K, as ggml does. */
 static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
-    [TENSOR_F32] = {"f32", TENSOR_F32, 1, sizeof(float), TENSOR_F32, dequantize_f32, quantize_f32,
-                    1},
-    [TENSOR_F16] = {"f16", TENSOR_F16, 1, sizeof(uint16_t), TENSOR_F32, dequantize_f16,
-                    quantize_f16, 1},
-    [TENSOR_Q4_0] = {"q4_0", TENSOR_Q4_0, TENSOR_QK, sizeof(struct tensor_block_q4_0), TENSOR_Q8_0,
-                     dequantize_q4_0, quantize_q4_0, 1},
-    [TENSOR_Q8_0] = {"q8_0", TENSOR_Q8_0, TENSOR_QK, sizeof(struct tensor_block_q8_0), TENSOR_Q8_0,
-                     dequantize_q8_0, quantize_q8_0, 1},
-    TYPE_ROW(q8_1, TENSOR_Q8_1, TENSOR_QK, sizeof(struct tensor_block_q8_1), TENSOR_Q8_1, 0),
-    TYPE_ROW(q8_k, TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k), TENSOR_Q8_K, 0),
-    TYPE_ROW(q4_1, TENSOR_Q4_1, TENSOR_QK, sizeof(struct tensor_block_q4_1), TENSOR_Q8_1, 1),
-    TYPE_ROW(q5_0, TENSOR_Q5_0, TENSOR_QK, sizeof(struct tensor_block_q5_0), TENSOR_Q8_0, 1),
-    TYPE_ROW(q5_1, TENSOR_Q5_1, TENSOR_QK, sizeof(struct tensor_block_q5_1), TENSOR_Q8_1, 1),
-    TYPE_ROW(iq4_nl, TENSOR_IQ4_NL, TENSOR_QK, sizeof(struct tensor_block_iq4_nl), TENSOR_Q8_0, 1),
-    TYPE_ROW(q4_k, TENSOR_Q4_K, TENSOR_QK_K, sizeof(struct tensor_block_q4_k), TENSOR_Q8_K, 1),
-    TYPE_ROW(q5_k, TENSOR_Q5_K, TENSOR_QK_K, sizeof(struct tensor_block_q5_k), TENSOR_Q8_K, 1),
-    TYPE_ROW(q6_k, TENSOR_Q6_K, TENSOR_QK_K, sizeof(struct tensor_block_q6_k), TENSOR_Q8_K, 1),
-    TYPE_ROW(q2_k, TENSOR_Q2_K, TENSOR_QK_K, sizeof(struct tensor_block_q2_k), TENSOR_Q8_K, 1),
-    TYPE_ROW(q3_k, TENSOR_Q3_K, TENSOR_QK_K, sizeof(struct tensor_block_q3_k), TENSOR_Q8_K, 1),
-    TYPE_ROW(iq4_xs, TENSOR_IQ4_XS, TENSOR_QK_K, sizeof(struct tensor_block_iq4_xs), TENSOR_Q8_K,
-             1),
-    TYPE_ROW(bf16, TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
+    TYPE_ROW("f32", TENSOR_F32, 1, sizeof(float), TENSOR_F32, 1, dequantize_f32, quantize_f32),
+    TYPE_ROW("f16", TENSOR_F16, 1, sizeof(uint16_t), TENSOR_F32, 1, dequantize_f16, quantize_f16),
+    TYPE_ROW("q4_0", TENSOR_Q4_0, TENSOR_QK, sizeof(struct tensor_block_q4_0), TENSOR_Q8_0, 1,
+             dequantize_q4_0, quantize_q4_0),
+    TYPE_ROW("q8_0", TENSOR_Q8_0, TENSOR_QK, sizeof(struct tensor_block_q8_0), TENSOR_Q8_0, 1,
+             dequantize_q8_0, quantize_q8_0),
+    TYPE_ROW_OF(q8_1, "q8_1", TENSOR_Q8_1, TENSOR_QK, sizeof(struct tensor_block_q8_1), TENSOR_Q8_1,
+                0),
+    TYPE_ROW_OF(q8_k, "q8_K", TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k),
+                TENSOR_Q8_K, 0),
+    TYPE_ROW_OF(q4_1, "q4_1", TENSOR_Q4_1, TENSOR_QK, sizeof(struct tensor_block_q4_1), TENSOR_Q8_1,
+                1),
+    TYPE_ROW_OF(q5_0, "q5_0", TENSOR_Q5_0, TENSOR_QK, sizeof(struct tensor_block_q5_0), TENSOR_Q8_0,
+                1),
+    TYPE_ROW_OF(q5_1, "q5_1", TENSOR_Q5_1, TENSOR_QK, sizeof(struct tensor_block_q5_1), TENSOR_Q8_1,
+                1),
+    TYPE_ROW_OF(iq4_nl, "iq4_nl", TENSOR_IQ4_NL, TENSOR_QK, sizeof(struct tensor_block_iq4_nl),
+                TENSOR_Q8_0, 1),
+    TYPE_ROW_OF(q2_k, "q2_K", TENSOR_Q2_K, TENSOR_QK_K, sizeof(struct tensor_block_q2_k),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(q3_k, "q3_K", TENSOR_Q3_K, TENSOR_QK_K, sizeof(struct tensor_block_q3_k),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(q4_k, "q4_K", TENSOR_Q4_K, TENSOR_QK_K, sizeof(struct tensor_block_q4_k),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(q5_k, "q5_K", TENSOR_Q5_K, TENSOR_QK_K, sizeof(struct tensor_block_q5_k),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(q6_k, "q6_K", TENSOR_Q6_K, TENSOR_QK_K, sizeof(struct tensor_block_q6_k),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(iq4_xs, "iq4_xs", TENSOR_IQ4_XS, TENSOR_QK_K, sizeof(struct tensor_block_iq4_xs),
+                TENSOR_Q8_K, 1),
+    TYPE_ROW_OF(bf16, "bf16", TENSOR_BF16, 1, sizeof(uint16_t), TENSOR_BF16, 1),
 };
 
 _Static_assert(sizeof(struct tensor_block_q8_0) == 34, "block_q8_0 must match ggml");
@@ -124,7 +138,7 @@ const char *tensor_type_name(int type) {
 int tensor_type_from_name(const char *name) {
     if (!name) return -1;
     for (int i = 0; i < TENSOR_TYPE_COUNT; i++)
-        if (type_table[i].name && strcmp(type_table[i].name, name) == 0) return i;
+        if (type_table[i].name && strcasecmp(type_table[i].name, name) == 0) return i;
     return -1;
 }
 
