@@ -9,7 +9,11 @@
  * frame it would reject. Decoders first check the structure: each count
  * against its maximum and against the bytes left before anything is
  * allocated, and that the payload is consumed exactly. Every message names
- * the frame and the field: "runner protocol: ADD: top_p 1.5 out of range [0, 1]". */
+ * the frame and the field: "runner protocol: ADD: top_p 1.5 out of range [0, 1]".
+ *
+ * The ADD message (a request) is protocol_add.c's; protocol_internal.h is
+ * what the two share. */
+#include "protocol_internal.h"
 #include "runner/runner.h"
 
 #include <inttypes.h>
@@ -22,21 +26,6 @@
 
 _Static_assert(sizeof(int) == 4, "token ids and counts travel as 32-bit integers");
 _Static_assert(sizeof(float) == 4, "floats travel as IEEE-754 binary32");
-
-/* Bits of the ADD flags field. */
-#define PROTOCOL_FLAG_LOGPROBS   1u
-#define PROTOCOL_FLAG_IGNORE_EOS 2u
-#define PROTOCOL_FLAGS_KNOWN     (PROTOCOL_FLAG_LOGPROBS | PROTOCOL_FLAG_IGNORE_EOS)
-
-/* Room for a field name with an index, such as "stops[15].n_tokens". */
-#define PROTOCOL_FIELD_NAME 48
-
-/* Where check and read failures are reported. */
-struct protocol_report {
-    const char *context; /* frame type ("ADD") or "header" */
-    char *err;           /* message buffer; may be NULL */
-    size_t errlen;       /* its size in bytes */
-};
 
 static const char *protocol_message_name(unsigned type) {
     static const char *const names[] = {
@@ -65,9 +54,7 @@ const char *runner_finish_reason_name(enum runner_finish_reason reason) {
     return "unknown";
 }
 
-/* Writes "runner protocol: <context>: <detail>" to the report's buffer; returns -1. */
-__attribute__((format(printf, 2, 3))) static int protocol_fail(const struct protocol_report *report,
-                                                               const char *format, ...) {
+int protocol_fail(const struct protocol_report *report, const char *format, ...) {
     if (report->err == NULL || report->errlen == 0) return -1;
     char detail[256];
     va_list args;
@@ -104,16 +91,16 @@ static void protocol_store_u32(uint8_t *bytes, uint32_t value) {
 
 /* ---- value checks, shared by encoders and decoders ---- */
 
-static int protocol_check_range(const struct protocol_report *report, const char *field,
-                                long long value, long long min, long long max) {
+int protocol_check_range(const struct protocol_report *report, const char *field, long long value,
+                         long long min, long long max) {
     if (value >= min && value <= max) return 0;
     if (max == INT_MAX && value < min)
         return protocol_fail(report, "%s %lld must be >= %lld", field, value, min);
     return protocol_fail(report, "%s %lld out of range [%lld, %lld]", field, value, min, max);
 }
 
-static int protocol_check_at_least(const struct protocol_report *report, const char *field,
-                                   int value, int min) {
+int protocol_check_at_least(const struct protocol_report *report, const char *field, int value,
+                            int min) {
     return protocol_check_range(report, field, value, min, INT_MAX);
 }
 
@@ -123,9 +110,8 @@ static int protocol_check_finite(const struct protocol_report *report, const cha
     return protocol_fail(report, "%s %g is not finite", field, (double)value);
 }
 
-/* n token ids at tokens (the array called field), each >= 0. */
-static int protocol_check_tokens(const struct protocol_report *report, const char *field,
-                                 const int *tokens, int n) {
+int protocol_check_tokens(const struct protocol_report *report, const char *field,
+                          const int *tokens, int n) {
     if (n > 0 && tokens == NULL)
         return protocol_fail(report, "%s is NULL with %d tokens", field, n);
     for (int i = 0; i < n; i++)
@@ -152,64 +138,6 @@ static int protocol_check_hello(const struct protocol_report *report,
                    protocol_check_at_least(report, "tensor_parallel", hello->tensor_parallel, 1)
                ? -1
                : 0;
-}
-
-static int protocol_check_sampling(const struct protocol_report *report,
-                                   const struct runner_sampling *sampling) {
-    char field[32], why[160];
-    if (runner_check_sampling(sampling, field, sizeof(field), why, sizeof(why)) == 0) return 0;
-    return protocol_fail(report, "%s", why);
-}
-
-static int protocol_check_request(const struct protocol_report *report,
-                                  const struct runner_request *request) {
-    if (protocol_check_sampling(report, &request->sampling) ||
-        protocol_check_at_least(report, "max_tokens", request->max_tokens, 1) ||
-        protocol_check_range(report, "logprobs", request->logprobs, 0, 1) ||
-        protocol_check_range(report, "ignore_eos", request->ignore_eos, 0, 1) ||
-        protocol_check_range(report, "top_logprobs", request->top_logprobs, 0,
-                             RUNNER_TOP_LOGPROBS_MAX) ||
-        protocol_check_range(report, "n_stops", request->n_stops, 0, RUNNER_STOPS_MAX))
-        return -1;
-    if (request->n_stops > 0 && request->stops == NULL)
-        return protocol_fail(report, "stops is NULL with n_stops %d", request->n_stops);
-    for (int i = 0; i < request->n_stops; i++) {
-        const struct runner_stop *stop = &request->stops[i];
-        char field[PROTOCOL_FIELD_NAME];
-        snprintf(field, sizeof(field), "stops[%d].n_tokens", i);
-        if (protocol_check_range(report, field, stop->n_tokens, 1, RUNNER_STOP_TOKENS_MAX))
-            return -1;
-        snprintf(field, sizeof(field), "stops[%d].tokens", i);
-        if (protocol_check_tokens(report, field, stop->tokens, stop->n_tokens)) return -1;
-    }
-    if (protocol_check_range(report, "n_biases", request->n_biases, 0, RUNNER_BIASES_MAX))
-        return -1;
-    if (request->n_biases > 0 && request->biases == NULL)
-        return protocol_fail(report, "biases is NULL with n_biases %d", request->n_biases);
-    for (int i = 0; i < request->n_biases; i++) {
-        char field[PROTOCOL_FIELD_NAME];
-        snprintf(field, sizeof(field), "biases[%d].token", i);
-        if (protocol_check_at_least(report, field, request->biases[i].token, 0)) return -1;
-        snprintf(field, sizeof(field), "biases[%d].bias", i);
-        float bias = request->biases[i].bias;
-        if (!(bias >= -RUNNER_BIAS_LIMIT && bias <= RUNNER_BIAS_LIMIT))
-            return protocol_fail(report, "%s %g is not in [-%g, %g]", field, (double)bias,
-                                 (double)RUNNER_BIAS_LIMIT, (double)RUNNER_BIAS_LIMIT);
-    }
-    if (request->grammar && strlen(request->grammar) > RUNNER_GRAMMAR_MAX)
-        return protocol_fail(report, "grammar of %zu bytes exceeds %u", strlen(request->grammar),
-                             RUNNER_GRAMMAR_MAX);
-    if (request->grammar_trigger && strlen(request->grammar_trigger) > RUNNER_TRIGGER_MAX)
-        return protocol_fail(report, "grammar_trigger of %zu bytes exceeds %d",
-                             strlen(request->grammar_trigger), RUNNER_TRIGGER_MAX);
-    if (request->grammar_trigger && !request->grammar)
-        return protocol_fail(report, "grammar_trigger without a grammar");
-    if (protocol_check_at_least(report, "n_prompt", request->n_prompt, 1) ||
-        protocol_check_tokens(report, "prompt", request->prompt, request->n_prompt))
-        return -1;
-    /* resumed tokens are the generated tail of the prompt: one token at
-     * least is the original prompt */
-    return protocol_check_range(report, "resumed", request->resumed, 0, request->n_prompt - 1);
 }
 
 static int protocol_check_token(const struct protocol_report *report,
@@ -276,58 +204,46 @@ static int protocol_check_heartbeat(const struct protocol_report *report,
 
 /* ---- encoding ---- */
 
-/* A frame being appended to a buffer. */
-struct protocol_writer {
-    struct runner_buffer *out; /* the frame goes at its end */
-    size_t start;              /* out->length before the frame: where its header is */
-    int failed;                /* an append ran out of memory */
-};
-
-static void writer_put(struct protocol_writer *writer, const void *bytes, size_t n) {
+static void protocol_writer_put(struct protocol_writer *writer, const void *bytes, size_t n) {
     if (!writer->failed && runner_buffer_append(writer->out, bytes, n) != 0) writer->failed = 1;
 }
 
-static void writer_put_u32(struct protocol_writer *writer, uint32_t value) {
+void protocol_writer_put_u32(struct protocol_writer *writer, uint32_t value) {
     uint8_t bytes[4];
     protocol_store_u32(bytes, value);
-    writer_put(writer, bytes, sizeof(bytes));
+    protocol_writer_put(writer, bytes, sizeof(bytes));
 }
 
-static void writer_put_u64(struct protocol_writer *writer, uint64_t value) {
-    writer_put_u32(writer, (uint32_t)value);
-    writer_put_u32(writer, (uint32_t)(value >> 32));
+void protocol_writer_put_u64(struct protocol_writer *writer, uint64_t value) {
+    protocol_writer_put_u32(writer, (uint32_t)value);
+    protocol_writer_put_u32(writer, (uint32_t)(value >> 32));
 }
 
-/* Two's complement: the conversion to unsigned is defined as modulo 2^32. */
-static void writer_put_i32(struct protocol_writer *writer, int value) {
-    writer_put_u32(writer, (uint32_t)value);
+void protocol_writer_put_i32(struct protocol_writer *writer, int value) {
+    protocol_writer_put_u32(writer, (uint32_t)value);
 }
 
-static void writer_put_f32(struct protocol_writer *writer, float value) {
-    writer_put_u32(writer, protocol_float_bits(value));
+void protocol_writer_put_f32(struct protocol_writer *writer, float value) {
+    protocol_writer_put_u32(writer, protocol_float_bits(value));
 }
 
-/* A u32 length and the bytes, without a terminator. A length that does not
- * fit the field also makes the frame too long, which writer_end refuses. */
-static void writer_put_string(struct protocol_writer *writer, const char *text) {
+void protocol_writer_put_string(struct protocol_writer *writer, const char *text) {
     size_t n = strlen(text);
-    writer_put_u32(writer, (uint32_t)n);
-    writer_put(writer, text, n);
+    protocol_writer_put_u32(writer, (uint32_t)n);
+    protocol_writer_put(writer, text, n);
 }
 
-/* Appends the header; its payload length is filled in by writer_end. */
-static void writer_begin(struct protocol_writer *writer, struct runner_buffer *out,
-                         enum runner_message type) {
+void protocol_writer_begin(struct protocol_writer *writer, struct runner_buffer *out,
+                           enum runner_message type) {
     const uint8_t header[RUNNER_FRAME_HEADER] = {0, 0, 0, 0, RUNNER_PROTOCOL_VERSION, (uint8_t)type,
                                                  0, 0};
     writer->out = out;
     writer->start = out->length;
     writer->failed = 0;
-    writer_put(writer, header, sizeof(header));
+    protocol_writer_put(writer, header, sizeof(header));
 }
 
-/* Completes the frame, or removes what was appended of it. */
-static int writer_end(struct protocol_writer *writer, const struct protocol_report *report) {
+int protocol_writer_end(struct protocol_writer *writer, const struct protocol_report *report) {
     struct runner_buffer *out = writer->out;
     if (writer->failed) {
         out->length = writer->start;
@@ -350,65 +266,24 @@ int runner_encode_hello(struct runner_buffer *out, const struct runner_hello *he
         protocol_check_terminated(&report, "model", hello->model, sizeof(hello->model)))
         return -1;
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_HELLO);
-    writer_put_i32(&writer, hello->vocab_size);
-    writer_put_i32(&writer, hello->context_length);
-    writer_put_i32(&writer, hello->max_sequences);
-    writer_put_i32(&writer, hello->step_tokens);
-    writer_put_i32(&writer, hello->kv_block_size);
-    writer_put_i32(&writer, hello->kv_blocks_total);
-    writer_put_i32(&writer, hello->tensor_parallel);
-    writer_put_string(&writer, hello->model);
-    return writer_end(&writer, &report);
-}
-
-int runner_encode_add(struct runner_buffer *out, const struct runner_request *request, char *err,
-                      size_t errlen) {
-    const struct protocol_report report = {"ADD", err, errlen};
-    if (protocol_check_request(&report, request)) return -1;
-    const struct runner_sampling *sampling = &request->sampling;
-    uint32_t flags = (request->logprobs ? PROTOCOL_FLAG_LOGPROBS : 0) |
-                     (request->ignore_eos ? PROTOCOL_FLAG_IGNORE_EOS : 0);
-    struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_ADD);
-    writer_put_u64(&writer, request->id);
-    writer_put_f32(&writer, sampling->temperature);
-    writer_put_i32(&writer, sampling->top_k);
-    writer_put_f32(&writer, sampling->top_p);
-    writer_put_f32(&writer, sampling->min_p);
-    writer_put_f32(&writer, sampling->repeat_penalty);
-    writer_put_i32(&writer, sampling->repeat_last_n);
-    writer_put_u64(&writer, sampling->seed);
-    writer_put_f32(&writer, sampling->presence_penalty);
-    writer_put_f32(&writer, sampling->frequency_penalty);
-    writer_put_i32(&writer, request->max_tokens);
-    writer_put_u32(&writer, flags);
-    writer_put_i32(&writer, request->top_logprobs);
-    writer_put_i32(&writer, request->resumed);
-    writer_put_u32(&writer, (uint32_t)request->n_stops);
-    for (int i = 0; i < request->n_stops; i++) {
-        const struct runner_stop *stop = &request->stops[i];
-        writer_put_u32(&writer, (uint32_t)stop->n_tokens);
-        for (int j = 0; j < stop->n_tokens; j++) writer_put_i32(&writer, stop->tokens[j]);
-    }
-    writer_put_u32(&writer, (uint32_t)request->n_biases);
-    for (int i = 0; i < request->n_biases; i++) {
-        writer_put_i32(&writer, request->biases[i].token);
-        writer_put_f32(&writer, request->biases[i].bias);
-    }
-    writer_put_string(&writer, request->grammar ? request->grammar : "");
-    writer_put_string(&writer, request->grammar_trigger ? request->grammar_trigger : "");
-    writer_put_u32(&writer, (uint32_t)request->n_prompt);
-    for (int i = 0; i < request->n_prompt; i++) writer_put_i32(&writer, request->prompt[i]);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_HELLO);
+    protocol_writer_put_i32(&writer, hello->vocab_size);
+    protocol_writer_put_i32(&writer, hello->context_length);
+    protocol_writer_put_i32(&writer, hello->max_sequences);
+    protocol_writer_put_i32(&writer, hello->step_tokens);
+    protocol_writer_put_i32(&writer, hello->kv_block_size);
+    protocol_writer_put_i32(&writer, hello->kv_blocks_total);
+    protocol_writer_put_i32(&writer, hello->tensor_parallel);
+    protocol_writer_put_string(&writer, hello->model);
+    return protocol_writer_end(&writer, &report);
 }
 
 int runner_encode_cancel(struct runner_buffer *out, uint64_t id, char *err, size_t errlen) {
     const struct protocol_report report = {"CANCEL", err, errlen};
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_CANCEL);
-    writer_put_u64(&writer, id);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_CANCEL);
+    protocol_writer_put_u64(&writer, id);
+    return protocol_writer_end(&writer, &report);
 }
 
 /* The ranges of a fault's fields, for both directions. */
@@ -430,12 +305,12 @@ int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fa
     const struct protocol_report report = {"FAULT", err, errlen};
     struct protocol_writer writer;
     if (protocol_check_fault(&report, fault)) return -1;
-    writer_begin(&writer, out, RUNNER_MSG_FAULT);
-    writer_put_u32(&writer, (uint32_t)fault->kind);
-    writer_put_i32(&writer, fault->rank);
-    writer_put_i32(&writer, fault->delay_ms);
-    writer_put_i32(&writer, fault->steps);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_FAULT);
+    protocol_writer_put_u32(&writer, (uint32_t)fault->kind);
+    protocol_writer_put_i32(&writer, fault->rank);
+    protocol_writer_put_i32(&writer, fault->delay_ms);
+    protocol_writer_put_i32(&writer, fault->steps);
+    return protocol_writer_end(&writer, &report);
 }
 
 int runner_encode_token(struct runner_buffer *out, const struct runner_token *token, char *err,
@@ -443,16 +318,16 @@ int runner_encode_token(struct runner_buffer *out, const struct runner_token *to
     const struct protocol_report report = {"TOKEN", err, errlen};
     if (protocol_check_token(&report, token)) return -1;
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_TOKEN);
-    writer_put_u64(&writer, token->id);
-    writer_put_i32(&writer, token->token);
-    writer_put_f32(&writer, token->logprob);
-    writer_put_u32(&writer, (uint32_t)token->n_top);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_TOKEN);
+    protocol_writer_put_u64(&writer, token->id);
+    protocol_writer_put_i32(&writer, token->token);
+    protocol_writer_put_f32(&writer, token->logprob);
+    protocol_writer_put_u32(&writer, (uint32_t)token->n_top);
     for (int i = 0; i < token->n_top; i++) {
-        writer_put_i32(&writer, token->top[i].token);
-        writer_put_f32(&writer, token->top[i].logprob);
+        protocol_writer_put_i32(&writer, token->top[i].token);
+        protocol_writer_put_f32(&writer, token->top[i].logprob);
     }
-    return writer_end(&writer, &report);
+    return protocol_writer_end(&writer, &report);
 }
 
 int runner_encode_finished(struct runner_buffer *out, const struct runner_finished *finished,
@@ -462,15 +337,15 @@ int runner_encode_finished(struct runner_buffer *out, const struct runner_finish
         protocol_check_terminated(&report, "message", finished->message, sizeof(finished->message)))
         return -1;
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_FINISHED);
-    writer_put_u64(&writer, finished->id);
-    writer_put_u32(&writer, (uint32_t)finished->reason);
-    writer_put_i32(&writer, finished->n_prompt);
-    writer_put_i32(&writer, finished->n_generated);
-    writer_put_i32(&writer, finished->n_cached);
-    writer_put_u32(&writer, (uint32_t)finished->category);
-    writer_put_string(&writer, finished->message);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_FINISHED);
+    protocol_writer_put_u64(&writer, finished->id);
+    protocol_writer_put_u32(&writer, (uint32_t)finished->reason);
+    protocol_writer_put_i32(&writer, finished->n_prompt);
+    protocol_writer_put_i32(&writer, finished->n_generated);
+    protocol_writer_put_i32(&writer, finished->n_cached);
+    protocol_writer_put_u32(&writer, (uint32_t)finished->category);
+    protocol_writer_put_string(&writer, finished->message);
+    return protocol_writer_end(&writer, &report);
 }
 
 int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heartbeat *heartbeat,
@@ -478,20 +353,20 @@ int runner_encode_heartbeat(struct runner_buffer *out, const struct runner_heart
     const struct protocol_report report = {"HEARTBEAT", err, errlen};
     if (protocol_check_heartbeat(&report, heartbeat)) return -1;
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_HEARTBEAT);
-    writer_put_u64(&writer, heartbeat->step);
-    writer_put_u64(&writer, heartbeat->start_us);
-    writer_put_u64(&writer, heartbeat->end_us);
-    writer_put_i32(&writer, heartbeat->n_tokens);
-    writer_put_i32(&writer, heartbeat->n_decode);
-    writer_put_i32(&writer, heartbeat->n_sequences);
-    writer_put_i32(&writer, heartbeat->n_running);
-    writer_put_i32(&writer, heartbeat->n_waiting);
-    writer_put_i32(&writer, heartbeat->kv_blocks_used);
-    writer_put_i32(&writer, heartbeat->kv_blocks_total);
-    writer_put_i32(&writer, heartbeat->kv_blocks_cached);
-    writer_put_f32(&writer, heartbeat->comm_ms);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_HEARTBEAT);
+    protocol_writer_put_u64(&writer, heartbeat->step);
+    protocol_writer_put_u64(&writer, heartbeat->start_us);
+    protocol_writer_put_u64(&writer, heartbeat->end_us);
+    protocol_writer_put_i32(&writer, heartbeat->n_tokens);
+    protocol_writer_put_i32(&writer, heartbeat->n_decode);
+    protocol_writer_put_i32(&writer, heartbeat->n_sequences);
+    protocol_writer_put_i32(&writer, heartbeat->n_running);
+    protocol_writer_put_i32(&writer, heartbeat->n_waiting);
+    protocol_writer_put_i32(&writer, heartbeat->kv_blocks_used);
+    protocol_writer_put_i32(&writer, heartbeat->kv_blocks_total);
+    protocol_writer_put_i32(&writer, heartbeat->kv_blocks_cached);
+    protocol_writer_put_f32(&writer, heartbeat->comm_ms);
+    return protocol_writer_end(&writer, &report);
 }
 
 int runner_encode_error(struct runner_buffer *out, enum runner_error_category category,
@@ -502,10 +377,10 @@ int runner_encode_error(struct runner_buffer *out, enum runner_error_category ca
                              RUNNER_ERROR_OUT_OF_MEMORY))
         return -1;
     struct protocol_writer writer;
-    writer_begin(&writer, out, RUNNER_MSG_ERROR);
-    writer_put_u32(&writer, (uint32_t)category);
-    writer_put_string(&writer, message);
-    return writer_end(&writer, &report);
+    protocol_writer_begin(&writer, out, RUNNER_MSG_ERROR);
+    protocol_writer_put_u32(&writer, (uint32_t)category);
+    protocol_writer_put_string(&writer, message);
+    return protocol_writer_end(&writer, &report);
 }
 
 /* ---- frames ---- */
@@ -536,15 +411,8 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
 
 /* ---- decoding ---- */
 
-/* A payload being read front to back. */
-struct protocol_reader {
-    const uint8_t *at;             /* next unread byte */
-    size_t left;                   /* bytes not read yet */
-    struct protocol_report report; /* context is the frame type */
-};
-
-static int reader_begin(struct protocol_reader *reader, const struct runner_frame *frame,
-                        enum runner_message type, char *err, size_t errlen) {
+int protocol_reader_begin(struct protocol_reader *reader, const struct runner_frame *frame,
+                          enum runner_message type, char *err, size_t errlen) {
     reader->at = frame->payload;
     reader->left = frame->payload_length;
     reader->report = (struct protocol_report){protocol_message_name(type), err, errlen};
@@ -553,9 +421,8 @@ static int reader_begin(struct protocol_reader *reader, const struct runner_fram
                          protocol_message_name(frame->type));
 }
 
-/* The next n bytes, which hold field. */
-static int reader_take(struct protocol_reader *reader, size_t n, const char *field,
-                       const uint8_t **bytes) {
+int protocol_reader_take(struct protocol_reader *reader, size_t n, const char *field,
+                         const uint8_t **bytes) {
     if (n > reader->left) {
         protocol_fail(&reader->report, "payload ends inside %s (%zu bytes needed, %zu left)", field,
                       n, reader->left);
@@ -567,41 +434,37 @@ static int reader_take(struct protocol_reader *reader, size_t n, const char *fie
     return 0;
 }
 
-static int reader_u32(struct protocol_reader *reader, const char *field, uint32_t *value) {
+int protocol_reader_u32(struct protocol_reader *reader, const char *field, uint32_t *value) {
     const uint8_t *bytes = NULL;
-    if (reader_take(reader, 4, field, &bytes)) return -1;
+    if (protocol_reader_take(reader, 4, field, &bytes)) return -1;
     *value = protocol_load_u32(bytes);
     return 0;
 }
 
-static int reader_u64(struct protocol_reader *reader, const char *field, uint64_t *value) {
+int protocol_reader_u64(struct protocol_reader *reader, const char *field, uint64_t *value) {
     const uint8_t *bytes = NULL;
-    if (reader_take(reader, 8, field, &bytes)) return -1;
+    if (protocol_reader_take(reader, 8, field, &bytes)) return -1;
     *value = (uint64_t)protocol_load_u32(bytes) | (uint64_t)protocol_load_u32(bytes + 4) << 32;
     return 0;
 }
 
-/* Two's complement, spelled out: converting a u32 above INT_MAX to int is
- * implementation-defined in C. */
-static int reader_i32(struct protocol_reader *reader, const char *field, int *value) {
+int protocol_reader_i32(struct protocol_reader *reader, const char *field, int *value) {
     uint32_t bits;
-    if (reader_u32(reader, field, &bits)) return -1;
+    if (protocol_reader_u32(reader, field, &bits)) return -1;
     *value = bits <= INT_MAX ? (int)bits : (int)(bits - 0x80000000u) - INT_MAX - 1;
     return 0;
 }
 
-static int reader_f32(struct protocol_reader *reader, const char *field, float *value) {
+int protocol_reader_f32(struct protocol_reader *reader, const char *field, float *value) {
     uint32_t bits;
-    if (reader_u32(reader, field, &bits)) return -1;
+    if (protocol_reader_u32(reader, field, &bits)) return -1;
     *value = protocol_bits_float(bits);
     return 0;
 }
 
-/* A u32 count in [min, max] of elements of element_size bytes that must all
- * fit in what is left, checked before the caller allocates for them. */
-static int reader_count(struct protocol_reader *reader, const char *field, uint32_t min,
-                        uint32_t max, size_t element_size, uint32_t *count) {
-    if (reader_u32(reader, field, count) ||
+int protocol_reader_count(struct protocol_reader *reader, const char *field, uint32_t min,
+                          uint32_t max, size_t element_size, uint32_t *count) {
+    if (protocol_reader_u32(reader, field, count) ||
         protocol_check_range(&reader->report, field, *count, min, max))
         return -1;
     if ((uint64_t)*count * element_size > reader->left)
@@ -610,12 +473,11 @@ static int reader_count(struct protocol_reader *reader, const char *field, uint3
     return 0;
 }
 
-/* A count (named count_field) in [min, max] and that many i32 token ids
- * (named field) in a new array. */
-static int reader_tokens(struct protocol_reader *reader, const char *count_field, const char *field,
-                         uint32_t min, uint32_t max, int **tokens, int *n_tokens) {
+int protocol_reader_tokens(struct protocol_reader *reader, const char *count_field,
+                           const char *field, uint32_t min, uint32_t max, int **tokens,
+                           int *n_tokens) {
     uint32_t count;
-    if (reader_count(reader, count_field, min, max, 4, &count)) return -1;
+    if (protocol_reader_count(reader, count_field, min, max, 4, &count)) return -1;
     if (count == 0) return 0;
     *tokens = malloc((size_t)count * sizeof(**tokens));
     if (*tokens == NULL)
@@ -623,20 +485,21 @@ static int reader_tokens(struct protocol_reader *reader, const char *count_field
                              field);
     *n_tokens = (int)count;
     for (int i = 0; i < *n_tokens; i++)
-        if (reader_i32(reader, field, &(*tokens)[i])) return -1;
+        if (protocol_reader_i32(reader, field, &(*tokens)[i])) return -1;
     return 0;
 }
 
 /* A u32 length and that many bytes, none of them NUL, into text (size bytes).
  * A longer string is cut to fit, before a whole UTF-8 character, and text is
  * always NUL-terminated (when size > 0). */
-static int reader_string(struct protocol_reader *reader, const char *field, char *text,
-                         size_t size) {
+static int protocol_reader_string(struct protocol_reader *reader, const char *field, char *text,
+                                  size_t size) {
     char length_field[PROTOCOL_FIELD_NAME];
     snprintf(length_field, sizeof(length_field), "%s length", field);
     uint32_t length;
     const uint8_t *bytes = NULL;
-    if (reader_u32(reader, length_field, &length) || reader_take(reader, length, field, &bytes))
+    if (protocol_reader_u32(reader, length_field, &length) ||
+        protocol_reader_take(reader, length, field, &bytes))
         return -1;
     const uint8_t *nul = memchr(bytes, '\0', length);
     if (nul != NULL)
@@ -655,8 +518,7 @@ static int reader_string(struct protocol_reader *reader, const char *field, char
     return 0;
 }
 
-/* The payload must end after its last field. */
-static int reader_end(struct protocol_reader *reader, const char *last_field) {
+int protocol_reader_end(struct protocol_reader *reader, const char *last_field) {
     if (reader->left == 0) return 0;
     return protocol_fail(&reader->report, "%zu trailing byte%s after %s, the last field",
                          reader->left, reader->left == 1 ? "" : "s", last_field);
@@ -667,135 +529,26 @@ int runner_decode_hello(const struct runner_frame *frame, struct runner_hello *h
     struct protocol_reader reader;
     struct runner_hello decoded;
     memset(&decoded, 0, sizeof(decoded));
-    if (reader_begin(&reader, frame, RUNNER_MSG_HELLO, err, errlen) ||
-        reader_i32(&reader, "vocab_size", &decoded.vocab_size) ||
-        reader_i32(&reader, "context_length", &decoded.context_length) ||
-        reader_i32(&reader, "max_sequences", &decoded.max_sequences) ||
-        reader_i32(&reader, "step_tokens", &decoded.step_tokens) ||
-        reader_i32(&reader, "kv_block_size", &decoded.kv_block_size) ||
-        reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
-        reader_i32(&reader, "tensor_parallel", &decoded.tensor_parallel) ||
-        reader_string(&reader, "model", decoded.model, sizeof(decoded.model)) ||
-        reader_end(&reader, "model") || protocol_check_hello(&reader.report, &decoded))
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_HELLO, err, errlen) ||
+        protocol_reader_i32(&reader, "vocab_size", &decoded.vocab_size) ||
+        protocol_reader_i32(&reader, "context_length", &decoded.context_length) ||
+        protocol_reader_i32(&reader, "max_sequences", &decoded.max_sequences) ||
+        protocol_reader_i32(&reader, "step_tokens", &decoded.step_tokens) ||
+        protocol_reader_i32(&reader, "kv_block_size", &decoded.kv_block_size) ||
+        protocol_reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
+        protocol_reader_i32(&reader, "tensor_parallel", &decoded.tensor_parallel) ||
+        protocol_reader_string(&reader, "model", decoded.model, sizeof(decoded.model)) ||
+        protocol_reader_end(&reader, "model") || protocol_check_hello(&reader.report, &decoded))
         return -1;
     *hello = decoded;
     return 0;
 }
 
-/* The n_stops stop sequences of an ADD payload, each allocated as it is read. */
-static int reader_stops(struct protocol_reader *reader, struct runner_request *request) {
-    uint32_t n_stops;
-    /* Each stop takes at least its own u32 count. */
-    if (reader_count(reader, "n_stops", 0, RUNNER_STOPS_MAX, 4, &n_stops)) return -1;
-    if (n_stops == 0) return 0;
-    request->stops = calloc(n_stops, sizeof(*request->stops));
-    if (request->stops == NULL)
-        return protocol_fail(&reader->report, "out of memory for %" PRIu32 " stops", n_stops);
-    request->n_stops = (int)n_stops;
-    for (int i = 0; i < request->n_stops; i++) {
-        char count_field[PROTOCOL_FIELD_NAME], field[PROTOCOL_FIELD_NAME];
-        snprintf(count_field, sizeof(count_field), "stops[%d].n_tokens", i);
-        snprintf(field, sizeof(field), "stops[%d].tokens", i);
-        struct runner_stop *stop = &request->stops[i];
-        if (reader_tokens(reader, count_field, field, 1, RUNNER_STOP_TOKENS_MAX, &stop->tokens,
-                          &stop->n_tokens))
-            return -1;
-    }
-    return 0;
-}
-
-/* The n_biases (token, bias) pairs of an ADD payload. */
-static int reader_biases(struct protocol_reader *reader, struct runner_request *request) {
-    uint32_t n;
-    if (reader_count(reader, "n_biases", 0, RUNNER_BIASES_MAX, 8, &n)) return -1;
-    if (n == 0) return 0;
-    request->biases = calloc(n, sizeof(*request->biases));
-    if (request->biases == NULL)
-        return protocol_fail(&reader->report, "out of memory for %" PRIu32 " biases", n);
-    request->n_biases = (int)n;
-    for (int i = 0; i < request->n_biases; i++)
-        if (reader_i32(reader, "biases.token", &request->biases[i].token) ||
-            reader_f32(reader, "biases.bias", &request->biases[i].bias))
-            return -1;
-    return 0;
-}
-
-/* A text field of at most max bytes (named field; its length field is
- * "<field> length"), into a new NUL-terminated string: empty is none (NULL);
- * a NUL inside is an error. */
-static int reader_text(struct protocol_reader *reader, const char *field, uint32_t max,
-                       char **text) {
-    char length_field[PROTOCOL_FIELD_NAME];
-    snprintf(length_field, sizeof(length_field), "%s length", field);
-    uint32_t length;
-    const uint8_t *bytes = NULL;
-    if (reader_count(reader, length_field, 0, max, 1, &length) ||
-        reader_take(reader, length, field, &bytes))
-        return -1;
-    if (length == 0) return 0;
-    const uint8_t *nul = memchr(bytes, '\0', length);
-    if (nul != NULL)
-        return protocol_fail(&reader->report, "%s has a NUL byte at offset %td", field,
-                             nul - bytes);
-    *text = malloc((size_t)length + 1);
-    if (*text == NULL)
-        return protocol_fail(&reader->report, "out of memory for %s of %" PRIu32 " bytes", field,
-                             length);
-    memcpy(*text, bytes, length);
-    (*text)[length] = '\0';
-    return 0;
-}
-
-int runner_decode_add(const struct runner_frame *frame, struct runner_request *request, char *err,
-                      size_t errlen) {
-    struct protocol_reader reader;
-    struct runner_request decoded;
-    memset(&decoded, 0, sizeof(decoded));
-    struct runner_sampling *sampling = &decoded.sampling;
-    uint32_t flags;
-    if (reader_begin(&reader, frame, RUNNER_MSG_ADD, err, errlen) ||
-        reader_u64(&reader, "id", &decoded.id) ||
-        reader_f32(&reader, "temperature", &sampling->temperature) ||
-        reader_i32(&reader, "top_k", &sampling->top_k) ||
-        reader_f32(&reader, "top_p", &sampling->top_p) ||
-        reader_f32(&reader, "min_p", &sampling->min_p) ||
-        reader_f32(&reader, "repeat_penalty", &sampling->repeat_penalty) ||
-        reader_i32(&reader, "repeat_last_n", &sampling->repeat_last_n) ||
-        reader_u64(&reader, "seed", &sampling->seed) ||
-        reader_f32(&reader, "presence_penalty", &sampling->presence_penalty) ||
-        reader_f32(&reader, "frequency_penalty", &sampling->frequency_penalty) ||
-        reader_i32(&reader, "max_tokens", &decoded.max_tokens) ||
-        reader_u32(&reader, "flags", &flags))
-        goto fail;
-    if (flags & ~PROTOCOL_FLAGS_KNOWN) {
-        protocol_fail(&reader.report, "flags 0x%" PRIx32 " has unknown bits 0x%" PRIx32, flags,
-                      flags & ~PROTOCOL_FLAGS_KNOWN);
-        goto fail;
-    }
-    decoded.logprobs = (flags & PROTOCOL_FLAG_LOGPROBS) != 0;
-    decoded.ignore_eos = (flags & PROTOCOL_FLAG_IGNORE_EOS) != 0;
-    if (reader_i32(&reader, "top_logprobs", &decoded.top_logprobs) ||
-        reader_i32(&reader, "resumed", &decoded.resumed) || reader_stops(&reader, &decoded) ||
-        reader_biases(&reader, &decoded) ||
-        reader_text(&reader, "grammar", RUNNER_GRAMMAR_MAX, &decoded.grammar) ||
-        reader_text(&reader, "grammar_trigger", RUNNER_TRIGGER_MAX, &decoded.grammar_trigger) ||
-        reader_tokens(&reader, "n_prompt", "prompt", 1, INT_MAX, &decoded.prompt,
-                      &decoded.n_prompt) ||
-        reader_end(&reader, "prompt") || protocol_check_request(&reader.report, &decoded))
-        goto fail;
-    *request = decoded;
-    return 0;
-fail:
-    runner_request_free(&decoded);
-    memset(request, 0, sizeof(*request));
-    return -1;
-}
-
 int runner_decode_cancel(const struct runner_frame *frame, uint64_t *id, char *err, size_t errlen) {
     struct protocol_reader reader;
     uint64_t decoded;
-    if (reader_begin(&reader, frame, RUNNER_MSG_CANCEL, err, errlen) ||
-        reader_u64(&reader, "id", &decoded) || reader_end(&reader, "id"))
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_CANCEL, err, errlen) ||
+        protocol_reader_u64(&reader, "id", &decoded) || protocol_reader_end(&reader, "id"))
         return -1;
     *id = decoded;
     return 0;
@@ -806,10 +559,12 @@ int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *f
     struct protocol_reader reader;
     uint32_t kind;
     struct runner_fault decoded;
-    if (reader_begin(&reader, frame, RUNNER_MSG_FAULT, err, errlen) ||
-        reader_u32(&reader, "kind", &kind) || reader_i32(&reader, "rank", &decoded.rank) ||
-        reader_i32(&reader, "delay_ms", &decoded.delay_ms) ||
-        reader_i32(&reader, "steps", &decoded.steps) || reader_end(&reader, "steps"))
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_FAULT, err, errlen) ||
+        protocol_reader_u32(&reader, "kind", &kind) ||
+        protocol_reader_i32(&reader, "rank", &decoded.rank) ||
+        protocol_reader_i32(&reader, "delay_ms", &decoded.delay_ms) ||
+        protocol_reader_i32(&reader, "steps", &decoded.steps) ||
+        protocol_reader_end(&reader, "steps"))
         return -1;
     decoded.kind = kind <= RUNNER_FAULT_CLOSE ? (enum runner_fault_kind)kind : 0;
     if (kind > RUNNER_FAULT_CLOSE)
@@ -825,17 +580,19 @@ int runner_decode_token(const struct runner_frame *frame, struct runner_token *t
     struct runner_token decoded;
     memset(&decoded, 0, sizeof(decoded));
     uint32_t n_top;
-    if (reader_begin(&reader, frame, RUNNER_MSG_TOKEN, err, errlen) ||
-        reader_u64(&reader, "id", &decoded.id) || reader_i32(&reader, "token", &decoded.token) ||
-        reader_f32(&reader, "logprob", &decoded.logprob) ||
-        reader_count(&reader, "n_top", 0, RUNNER_TOP_LOGPROBS_MAX, 8, &n_top))
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_TOKEN, err, errlen) ||
+        protocol_reader_u64(&reader, "id", &decoded.id) ||
+        protocol_reader_i32(&reader, "token", &decoded.token) ||
+        protocol_reader_f32(&reader, "logprob", &decoded.logprob) ||
+        protocol_reader_count(&reader, "n_top", 0, RUNNER_TOP_LOGPROBS_MAX, 8, &n_top))
         return -1;
     decoded.n_top = (int)n_top;
     for (int i = 0; i < decoded.n_top; i++)
-        if (reader_i32(&reader, "top token", &decoded.top[i].token) ||
-            reader_f32(&reader, "top logprob", &decoded.top[i].logprob))
+        if (protocol_reader_i32(&reader, "top token", &decoded.top[i].token) ||
+            protocol_reader_f32(&reader, "top logprob", &decoded.top[i].logprob))
             return -1;
-    if (reader_end(&reader, "top") || protocol_check_token(&reader.report, &decoded)) return -1;
+    if (protocol_reader_end(&reader, "top") || protocol_check_token(&reader.report, &decoded))
+        return -1;
     *token = decoded;
     return 0;
 }
@@ -847,22 +604,24 @@ int runner_decode_finished(const struct runner_frame *frame, struct runner_finis
     memset(&decoded, 0, sizeof(decoded));
     uint32_t reason, category;
     /* The reason and the category are range-checked before they become enums. */
-    if (reader_begin(&reader, frame, RUNNER_MSG_FINISHED, err, errlen) ||
-        reader_u64(&reader, "id", &decoded.id) || reader_u32(&reader, "reason", &reason) ||
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_FINISHED, err, errlen) ||
+        protocol_reader_u64(&reader, "id", &decoded.id) ||
+        protocol_reader_u32(&reader, "reason", &reason) ||
         protocol_check_range(&reader.report, "reason", reason, RUNNER_FINISH_EOS,
                              RUNNER_FINISH_ERROR))
         return -1;
     decoded.reason = (enum runner_finish_reason)reason;
-    if (reader_i32(&reader, "n_prompt", &decoded.n_prompt) ||
-        reader_i32(&reader, "n_generated", &decoded.n_generated) ||
-        reader_i32(&reader, "n_cached", &decoded.n_cached) ||
-        reader_u32(&reader, "category", &category) ||
+    if (protocol_reader_i32(&reader, "n_prompt", &decoded.n_prompt) ||
+        protocol_reader_i32(&reader, "n_generated", &decoded.n_generated) ||
+        protocol_reader_i32(&reader, "n_cached", &decoded.n_cached) ||
+        protocol_reader_u32(&reader, "category", &category) ||
         protocol_check_range(&reader.report, "category", category, RUNNER_ERROR_INTERNAL,
                              RUNNER_ERROR_OUT_OF_MEMORY))
         return -1;
     decoded.category = (enum runner_error_category)category;
-    if (reader_string(&reader, "message", decoded.message, sizeof(decoded.message)) ||
-        reader_end(&reader, "message") || protocol_check_finished(&reader.report, &decoded))
+    if (protocol_reader_string(&reader, "message", decoded.message, sizeof(decoded.message)) ||
+        protocol_reader_end(&reader, "message") ||
+        protocol_check_finished(&reader.report, &decoded))
         return -1;
     *finished = decoded;
     return 0;
@@ -873,19 +632,20 @@ int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_hear
     struct protocol_reader reader;
     struct runner_heartbeat decoded;
     memset(&decoded, 0, sizeof(decoded));
-    if (reader_begin(&reader, frame, RUNNER_MSG_HEARTBEAT, err, errlen) ||
-        reader_u64(&reader, "step", &decoded.step) ||
-        reader_u64(&reader, "start_us", &decoded.start_us) ||
-        reader_u64(&reader, "end_us", &decoded.end_us) ||
-        reader_i32(&reader, "n_tokens", &decoded.n_tokens) ||
-        reader_i32(&reader, "n_decode", &decoded.n_decode) ||
-        reader_i32(&reader, "n_sequences", &decoded.n_sequences) ||
-        reader_i32(&reader, "n_running", &decoded.n_running) ||
-        reader_i32(&reader, "n_waiting", &decoded.n_waiting) ||
-        reader_i32(&reader, "kv_blocks_used", &decoded.kv_blocks_used) ||
-        reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
-        reader_i32(&reader, "kv_blocks_cached", &decoded.kv_blocks_cached) ||
-        reader_f32(&reader, "comm_ms", &decoded.comm_ms) || reader_end(&reader, "comm_ms") ||
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_HEARTBEAT, err, errlen) ||
+        protocol_reader_u64(&reader, "step", &decoded.step) ||
+        protocol_reader_u64(&reader, "start_us", &decoded.start_us) ||
+        protocol_reader_u64(&reader, "end_us", &decoded.end_us) ||
+        protocol_reader_i32(&reader, "n_tokens", &decoded.n_tokens) ||
+        protocol_reader_i32(&reader, "n_decode", &decoded.n_decode) ||
+        protocol_reader_i32(&reader, "n_sequences", &decoded.n_sequences) ||
+        protocol_reader_i32(&reader, "n_running", &decoded.n_running) ||
+        protocol_reader_i32(&reader, "n_waiting", &decoded.n_waiting) ||
+        protocol_reader_i32(&reader, "kv_blocks_used", &decoded.kv_blocks_used) ||
+        protocol_reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
+        protocol_reader_i32(&reader, "kv_blocks_cached", &decoded.kv_blocks_cached) ||
+        protocol_reader_f32(&reader, "comm_ms", &decoded.comm_ms) ||
+        protocol_reader_end(&reader, "comm_ms") ||
         protocol_check_heartbeat(&reader.report, &decoded))
         return -1;
     *heartbeat = decoded;
@@ -896,34 +656,15 @@ int runner_decode_error(const struct runner_frame *frame, enum runner_error_cate
                         char *message, size_t message_size, char *err, size_t errlen) {
     struct protocol_reader reader;
     uint32_t kind;
-    if (reader_begin(&reader, frame, RUNNER_MSG_ERROR, err, errlen) ||
-        reader_u32(&reader, "category", &kind) ||
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_ERROR, err, errlen) ||
+        protocol_reader_u32(&reader, "category", &kind) ||
         protocol_check_range(&reader.report, "category", kind, RUNNER_ERROR_INTERNAL,
                              RUNNER_ERROR_OUT_OF_MEMORY) ||
-        reader_string(&reader, "message", message, message_size) ||
-        reader_end(&reader, "message")) {
+        protocol_reader_string(&reader, "message", message, message_size) ||
+        protocol_reader_end(&reader, "message")) {
         if (message_size > 0) message[0] = '\0'; /* no half-checked text */
         return -1;
     }
     if (category) *category = (enum runner_error_category)kind;
     return 0;
-}
-
-void runner_request_free(struct runner_request *request) {
-    if (request == NULL) return;
-    for (int i = 0; request->stops != NULL && i < request->n_stops; i++)
-        free(request->stops[i].tokens);
-    free(request->stops);
-    free(request->prompt);
-    free(request->biases);
-    free(request->grammar);
-    free(request->grammar_trigger);
-    request->grammar_trigger = NULL;
-    request->biases = NULL;
-    request->n_biases = 0;
-    request->grammar = NULL;
-    request->stops = NULL;
-    request->n_stops = 0;
-    request->prompt = NULL;
-    request->n_prompt = 0;
 }
