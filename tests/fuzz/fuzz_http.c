@@ -522,7 +522,8 @@ static void put_in_place(const char *temporary, const char *path) {
  * uses; its name is the gateway's model name. */
 static void write_model(void) {
     char err[256], temporary[sizeof(model_path) + 32];
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 512, 128, TENSOR_F32, 1};
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 512, 128, TENSOR_F32, 1,
+                                        MODEL_MIX_NONE};
     path_here(model_path, sizeof(model_path), "fuzz_http-model.gguf");
     snprintf(temporary, sizeof(temporary), "%s.%d", model_path, (int)getpid());
     if (model_write_random(&shape, temporary, err, sizeof(err))) {
