@@ -122,6 +122,13 @@ const char *tensor_isa_name(enum tensor_isa isa) {
         [TENSOR_BF16] = tensor_row_dot_bf16_##isa,                                                 \
     }
 
+/* The multi-column row dots an instruction set has. */
+#define ROW_DOTS_COLUMNS(isa)                                                                      \
+    {                                                                                              \
+        [TENSOR_Q4_K] = tensor_row_dots_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dots_q5_k_##isa,    \
+        [TENSOR_Q6_K] = tensor_row_dots_q6_k_##isa,                                                \
+    }
+
 const struct tensor_kernels tensor_kernels_scalar = {
     .isa = TENSOR_ISA_SCALAR,
     .matmul_f32 = tensor_matmul_f32_scalar,
@@ -174,6 +181,7 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
     .row_dot = ROW_DOTS(avx2),
+    .row_dots = ROW_DOTS_COLUMNS(avx2),
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -202,4 +210,5 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
     .row_dot = ROW_DOTS(avx2),
+    .row_dots = ROW_DOTS_COLUMNS(avx2),
 };

@@ -7,7 +7,14 @@
  * afterwards as 32 * sum_g scale_g * bsum_g), so _mm256_maddubs_epi16
  * multiplies them by the int8 activations; _mm256_madd_epi16 then weighs
  * each pair sum with its group's scale into 32 bits. Q4_K / Q5_K minimums
- * meet the activations' 16-sums (bsums) only, never the quants. */
+ * meet the activations' 16-sums (bsums) only, never the quants.
+ *
+ * The multi-column dots (tensor_row_dots_*) unpack each weight super-block
+ * once into registers (struct unpacked) and take it with each of their
+ * TENSOR_DOT_COLUMNS activation rows in turn. Per column they make the
+ * same exact integer lane sums (integer addition is exact, so how the sums
+ * are grouped does not matter) and then the same float steps as the single
+ * dots, so they give the same bits. */
 #include "tensor_internal.h"
 
 #include <immintrin.h>
@@ -217,4 +224,160 @@ float tensor_row_dot_q6_k_avx2(const void *w, const void *x, int n) {
         acc = acc + term;
     }
     return acc;
+}
+
+/* ---- multi-column row dots ---- */
+
+/* One weight super-block unpacked for the columns of a multi-column dot:
+ * the unsigned quants of each run of 32 values, and the scale of the run's
+ * group (of each half: Q6_K's groups are 16 values) in its i16 lanes. */
+struct unpacked {
+    __m256i q[8], scale[8];
+};
+
+/* Block k of activation row c of a multi-column dot. */
+static inline const struct tensor_block_q8_k *column_block(const void *x, size_t x_stride, int c,
+                                                           int k) {
+    return (const struct tensor_block_q8_k *)((const char *)x + (size_t)c * x_stride) + k;
+}
+
+#define COLUMNS TENSOR_DOT_COLUMNS
+
+/* A Q4_K super-block's nibbles (q4_k_chunk's) and group scales. */
+static inline void unpack_q4_k(struct unpacked *u, const uint8_t *qs, __m256i scales) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+#pragma GCC unroll 8
+    for (int c = 0; c < 4; c++) {
+        __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        u->q[2 * c] = _mm256_and_si256(bits, low4);
+        u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        u->scale[2 * c] = group_scale(scales, 2 * c);
+        u->scale[2 * c + 1] = group_scale(scales, 2 * c + 1);
+    }
+}
+
+/* The lane sums of an unpacked super-block with the 256 activations of
+ * block k of each column: those of the single dots. Runs go outer and
+ * columns inner, each run's quants and scale loaded once; the empty asm
+ * keeps the compiler from regrouping the (exact) sums into a tree that
+ * needs every product at once and spills them. */
+static inline void unpacked_dots(__m256i *sums, const struct unpacked *u, const void *x,
+                                 size_t x_stride, int k) {
+    const int8_t *xs[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) {
+        xs[c] = column_block(x, x_stride, c, k)->qs;
+        sums[c] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 8
+        for (int c = 0; c < COLUMNS; c++) {
+            sums[c] = _mm256_add_epi32(sums[c], group_dot(u->q[j], xs[c] + 32 * j, u->scale[j]));
+            __asm__("" : "+x"(sums[c]));
+        }
+    }
+}
+
+/* Adds super-block k of a Q4_K / Q5_K row (block, unpacked in u) to the
+ * lanes of every column, as the single dots do. */
+static inline void add_k_block_columns(struct k_lanes *lanes, const struct unpacked *u,
+                                       __m256i scales, const void *block, const void *x,
+                                       size_t x_stride, int k) {
+    __m256i sums[COLUMNS];
+    unpacked_dots(sums, u, x, x_stride, k);
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) {
+        const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
+        add_k_block(&lanes[c], a->d, block, sums[c], mins_times_sums(scales, a->bsums));
+    }
+}
+
+/* The columns' results out of their lanes. */
+static inline void k_lanes_totals(float *out, const struct k_lanes *lanes) {
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) out[c] = k_lanes_total(lanes[c]);
+}
+
+void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q4_k *b = w;
+    struct k_lanes lanes[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++)
+        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = unpack_scales_mins(b[k].scales);
+        unpack_q4_k(&u, b[k].qs, scales);
+        add_k_block_columns(lanes, &u, scales, &b[k], x, x_stride, k);
+    }
+    k_lanes_totals(out, lanes);
+}
+
+void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q5_k *b = w;
+    struct k_lanes lanes[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++)
+        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = unpack_scales_mins(b[k].scales);
+        __m256i high = _mm256_loadu_si256((const __m256i *)b[k].qh);
+        unpack_q4_k(&u, b[k].qs, scales);
+        /* run j's fifth bits are bit j of the qh bytes (q5_k_chunk) */
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) u.q[j] = _mm256_or_si256(u.q[j], fifth_bit(high, j));
+        add_k_block_columns(lanes, &u, scales, &b[k], x, x_stride, k);
+    }
+    k_lanes_totals(out, lanes);
+}
+
+/* Runs 4h .. 4h + 3 of a Q6_K super-block: half h's quants as q6_k_half
+ * makes them, and its group scales (the half's 8 in both halves of
+ * scales). */
+static inline void unpack_q6_k_half(struct unpacked *u, int h, const uint8_t *ql, const uint8_t *qh,
+                                    __m256i scales) {
+    const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(48);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+    __m256i *q = u->q + 4 * h;
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                           _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                           _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                           _mm256_and_si256(hb, top2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2));
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) u->scale[4 * h + j] = chunk_scales(scales, j);
+}
+
+void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q6_k *b = w;
+    float acc[COLUMNS] = {0};
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[k].scales));
+        unpack_q6_k_half(&u, 0, b[k].ql, b[k].qh, _mm256_permute2x128_si256(scales, scales, 0x00));
+        unpack_q6_k_half(&u, 1, b[k].ql + 64, b[k].qh + 32,
+                         _mm256_permute2x128_si256(scales, scales, 0x11));
+        __m256i sums[COLUMNS];
+        unpacked_dots(sums, &u, x, x_stride, k);
+        float d_w = _cvtsh_ss(b[k].d);
+#pragma GCC unroll 8
+        for (int c = 0; c < COLUMNS; c++) {
+            const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
+            /* the quants' offset, then the float steps of the single dot */
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)a->bsums);
+            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales, bsums), 5);
+            float scale = a->d * d_w;
+            float term = scale * (float)sum_lanes(_mm256_sub_epi32(sums[c], offset));
+            acc[c] = acc[c] + term;
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) out[c] = acc[c];
 }

@@ -91,6 +91,7 @@ struct tensor_matmul_job {
     const char *xa;                /* other types: (batch) rows of the input in the dot type */
     size_t xa_stride;              /* bytes from one row of xa to the next */
     tensor_row_dot_fn row_dot;     /* other types: the row dot of w's type */
+    tensor_row_dots_fn row_dots;   /* ... and its multi-column version, or NULL */
     float *out;                    /* (batch, rows) results */
     int batch;                     /* activation rows */
 };
@@ -149,6 +150,8 @@ struct tensor_kernels {
     /* Row dots of the types without a matmul kernel of their own, indexed
      * by type id (NULL: not a weight type, or one of the four above). */
     tensor_row_dot_fn row_dot[TENSOR_TYPE_COUNT];
+    /* Their multi-column versions, by type id (NULL: none, row dots only). */
+    tensor_row_dots_fn row_dots[TENSOR_TYPE_COUNT];
 };
 
 extern const struct tensor_kernels tensor_kernels_scalar;
