@@ -2,10 +2,10 @@
  * against ggml's dequantization formulas; llama.cpp's own Q4_K_M / Q5_K_M
  * / Q6_K files against their F32 sources, and lockstep's quantizer against
  * llama.cpp's on the same rows; scalar row dots against double-precision
- * dots, AVX2 against scalar, multi-column AVX2 dots against single;
- * products of these weights batch invariant (every batch size has each
- * row's bits alone), whole and split into column parts. Exits 77 (after the other checks) if
- * ../shared is absent. */
+ * dots, AVX2 and AVX-512 against scalar, multi-column dots against single;
+ * products of these weights batch invariant (every batch size gives each
+ * row its bits alone), whole and split into column parts. Exits 77 (after
+ * the other checks) if ../shared is absent. */
 #include "model/model.h"
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
@@ -21,7 +21,9 @@ struct ktype {
     const char *name;
     tensor_row_dot_fn scalar, avx2;
     tensor_row_dots_fn avx2_columns; /* multi-column AVX2 dot */
-    double file_bound;               /* relative RMS error a llama.cpp file stays below */
+    tensor_row_dot_fn avx512;        /* AVX-512 dots, or NULL: the AVX2 ones */
+    tensor_row_dots_fn avx512_columns;
+    double file_bound; /* relative RMS error a llama.cpp file stays below */
 };
 
 /* The bounds are about 1.5 times the largest error of one tensor measured
@@ -29,11 +31,11 @@ struct ktype {
  * layout bug gives about 1. */
 static const struct ktype types[] = {
     {TENSOR_Q4_K, "q4_k", tensor_row_dot_q4_k_scalar, tensor_row_dot_q4_k_avx2,
-     tensor_row_dots_q4_k_avx2, 0.11},
+     tensor_row_dots_q4_k_avx2, tensor_row_dot_q4_k_avx512, tensor_row_dots_q4_k_avx512, 0.11},
     {TENSOR_Q5_K, "q5_k", tensor_row_dot_q5_k_scalar, tensor_row_dot_q5_k_avx2,
-     tensor_row_dots_q5_k_avx2, 0.054},
+     tensor_row_dots_q5_k_avx2, NULL, NULL, 0.054},
     {TENSOR_Q6_K, "q6_k", tensor_row_dot_q6_k_scalar, tensor_row_dot_q6_k_avx2,
-     tensor_row_dots_q6_k_avx2, 0.027},
+     tensor_row_dots_q6_k_avx2, tensor_row_dot_q6_k_avx512, tensor_row_dots_q6_k_avx512, 0.027},
 };
 #define N_TYPES ((int)(sizeof(types) / sizeof(types[0])))
 
@@ -287,6 +289,12 @@ static void check_row_dot(const struct ktype *kt, int n, int raw, uint64_t *stat
         CHECK_MSG(test_same_bits(&avx2, &scalar, 1), "%s n=%d raw=%d: avx2 %a, scalar %a", kt->name,
                   n, raw, avx2, scalar);
     }
+    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
+        /* the AVX-512 lanes end in the scalar lane sums too (quants_k_avx512.c) */
+        float avx512 = kt->avx512(w, xq, n);
+        CHECK_MSG(test_same_bits(&avx512, &scalar, 1), "%s n=%d raw=%d: avx512 %a, scalar %a",
+                  kt->name, n, raw, avx512, scalar);
+    }
     free(w);
     free(x);
     free(xq);
@@ -310,6 +318,15 @@ static void check_row_dot_columns(const struct ktype *kt, int n, int raw, uint64
         float one = kt->avx2(w, xq + c * stride, n);
         CHECK_MSG(test_same_bits(&columns[c], &one, 1), "%s n=%d raw=%d column %d: %a, single %a",
                   kt->name, n, raw, c, columns[c], one);
+    }
+    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
+        kt->avx512_columns(columns, w, xq, stride, n);
+        for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
+            float one = kt->avx512(w, xq + c * stride, n);
+            CHECK_MSG(test_same_bits(&columns[c], &one, 1),
+                      "%s n=%d raw=%d avx512 column %d: %a, single %a", kt->name, n, raw, c,
+                      columns[c], one);
+        }
     }
     free(w);
     free(xq);
@@ -350,7 +367,9 @@ static void check_matmul(const struct ktype *kt, enum tensor_isa isa, uint64_t *
     /* each element against the row dot of the quantized input */
     struct tensor_block_q8_k xq[COLS / TENSOR_QK_K];
     tensor_quantize_q8_k(xq, x + COLS, COLS);
-    tensor_row_dot_fn dot = isa == TENSOR_ISA_SCALAR ? kt->scalar : kt->avx2;
+    tensor_row_dot_fn dot = isa == TENSOR_ISA_SCALAR                 ? kt->scalar
+                            : isa == TENSOR_ISA_AVX512 && kt->avx512 ? kt->avx512
+                                                                     : kt->avx2;
     float direct = dot(data + 3 * row_bytes, xq, COLS);
     CHECK(test_same_bits(&direct, whole + ROWS + 3, 1));
     CHECK(tensor_matmul_parts(NULL, parts, &w, x, BATCH, 2) == 0);

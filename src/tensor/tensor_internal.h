@@ -16,7 +16,9 @@
  *    16 AVX-512), lane l accumulating elements i = l (mod L) in order of i
  *    with fused multiply-adds, then adds the lanes with a fixed tree.
  *  - every other type: one row dot (quants.h) per output element, on the
- *    input quantized to the type's dot type; fixed per instruction set. */
+ *    input quantized to the type's dot type; fixed per instruction set. A
+ *    multi-column row dot gives each column the single dot's bits. Q4_K,
+ *    Q5_K and Q6_K give the scalar reference's bits on every set. */
 #ifndef LOCKSTEP_TENSOR_INTERNAL_H
 #define LOCKSTEP_TENSOR_INTERNAL_H
 
