@@ -259,7 +259,7 @@ static inline void unpack_q6_k_half(struct unpacked *u, int h, const uint8_t *ql
 
 void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
     const struct tensor_block_q6_k *b = w;
-    float acc[COLUMNS] = {0};
+    __m256 acc = _mm256_setzero_ps();
     for (int k = 0; k < n / TENSOR_QK_K; k++) {
         struct unpacked u;
         __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[k].scales));
@@ -268,18 +268,15 @@ void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t 
                          _mm256_permute2x128_si256(scales, scales, 0x11));
         __m256i sums[COLUMNS];
         unpacked_dots(sums, &u, x, x_stride, k);
-        float d_w = _cvtsh_ss(b[k].d);
 #pragma GCC unroll 8
         for (int c = 0; c < COLUMNS; c++) {
+            /* the quants' offset: 32 * sum_g scale_g * bsum_g */
             const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
-            /* the quants' offset, then the float steps of the single dot */
             __m256i bsums = _mm256_loadu_si256((const __m256i *)a->bsums);
             __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales, bsums), 5);
-            float scale = a->d * d_w;
-            float term = scale * (float)sum_lanes(_mm256_sub_epi32(sums[c], offset));
-            acc[c] = acc[c] + term;
+            sums[c] = _mm256_sub_epi32(sums[c], offset);
         }
+        acc = add_q6_k_totals(acc, column_totals(sums), _cvtsh_ss(b[k].d), x, x_stride, k);
     }
-#pragma GCC unroll 8
-    for (int c = 0; c < COLUMNS; c++) out[c] = acc[c];
+    _mm256_storeu_ps(out, acc);
 }

@@ -116,9 +116,9 @@ static inline void unpack_q6_k(struct q6_k_unpacked *u, const struct tensor_bloc
     u->offset = _mm512_zextsi256_si512(_mm256_mullo_epi16(scales, _mm256_set1_epi16(-32)));
 }
 
-/* The super-block's exact integer sum, sum_g scale_g * (dot_g - 32 * bsum_g),
- * with the activation block a. */
-static inline int32_t q6_k_sum(const struct q6_k_unpacked *u, const struct tensor_block_q8_k *a) {
+/* The super-block's exact integer lane sums with the activation block a,
+ * folded to 8 lanes: their total is sum_g scale_g * (dot_g - 32 bsum_g). */
+static inline __m256i q6_k_sums(const struct q6_k_unpacked *u, const struct tensor_block_q8_k *a) {
     __m512i bsums = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)a->bsums));
     __m512i sums = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, u->offset);
 #pragma GCC unroll 4
@@ -126,35 +126,35 @@ static inline int32_t q6_k_sum(const struct q6_k_unpacked *u, const struct tenso
         __m512i x = _mm512_loadu_si512((const void *)(a->qs + 64 * m));
         sums = _mm512_dpwssd_epi32(sums, _mm512_maddubs_epi16(u->q[m], x), u->scale[m]);
     }
-    return _mm512_reduce_add_epi32(sums);
+    return _mm256_add_epi32(_mm512_castsi512_si256(sums), _mm512_extracti64x4_epi64(sums, 1));
 }
 
-/* Row dots of w with `columns` activation rows x_stride bytes apart, in
- * the float steps of tensor_row_dot_q6_k_scalar. */
-static inline __attribute__((always_inline)) void
-q6_k_dots(float *out, const void *w, const void *x, size_t x_stride, int n, int columns) {
+/* The float steps of tensor_row_dot_q6_k_scalar: acc + (d_x * d_w) * total
+ * per super-block; all columns' totals at once in the multi-column dot. */
+float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n) {
     const struct tensor_block_q6_k *b = w;
-    float acc[COLUMNS] = {0};
+    const struct tensor_block_q8_k *a = x;
+    float acc = 0.0f;
     for (int k = 0; k < n / TENSOR_QK_K; k++) {
         struct q6_k_unpacked u;
         unpack_q6_k(&u, &b[k]);
-        float d_w = _cvtsh_ss(b[k].d);
-        for (int c = 0; c < columns; c++) {
-            const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
-            float scale = a->d * d_w;
-            float term = scale * (float)q6_k_sum(&u, a);
-            acc[c] = acc[c] + term;
-        }
+        float scale = a[k].d * _cvtsh_ss(b[k].d);
+        float term = scale * (float)sum_lanes(q6_k_sums(&u, &a[k]));
+        acc = acc + term;
     }
-    for (int c = 0; c < columns; c++) out[c] = acc[c];
-}
-
-float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n) {
-    float out;
-    q6_k_dots(&out, w, x, 0, n, 1);
-    return out;
+    return acc;
 }
 
 void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n) {
-    q6_k_dots(out, w, x, x_stride, n, COLUMNS);
+    const struct tensor_block_q6_k *b = w;
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct q6_k_unpacked u;
+        unpack_q6_k(&u, &b[k]);
+        __m256i sums[COLUMNS];
+#pragma GCC unroll 8
+        for (int c = 0; c < COLUMNS; c++) sums[c] = q6_k_sums(&u, column_block(x, x_stride, c, k));
+        acc = add_q6_k_totals(acc, column_totals(sums), _cvtsh_ss(b[k].d), x, x_stride, k);
+    }
+    _mm256_storeu_ps(out, acc);
 }

@@ -106,4 +106,26 @@ static inline const struct tensor_block_q8_k *column_block(const void *x, size_t
 
 #define COLUMNS TENSOR_DOT_COLUMNS
 
+_Static_assert(COLUMNS == 8, "column_totals adds 8 columns' lanes");
+
+/* The sums of the 8 i32 lanes of each column's v[c], in lane c: exact, so
+ * the same integers as sum_lanes of each (a tree of horizontal adds). */
+static inline __m256i column_totals(const __m256i *v) {
+    __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                            _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+/* Adds super-block k of a Q6_K row to the columns' sums acc (lane c:
+ * column c), given each column's exact integer total: per lane the float
+ * steps of tensor_row_dot_q6_k_scalar, acc + (d_x * d_w) * total. */
+static inline __m256 add_q6_k_totals(__m256 acc, __m256i totals, float d_w, const void *x,
+                                     size_t x_stride, int k) {
+    float d_x[COLUMNS];
+    for (int c = 0; c < COLUMNS; c++) d_x[c] = column_block(x, x_stride, c, k)->d;
+    __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(d_x), _mm256_set1_ps(d_w));
+    return _mm256_add_ps(acc, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(totals)));
+}
+
 #endif
