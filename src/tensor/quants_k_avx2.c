@@ -42,7 +42,8 @@ float tensor_row_dot_q4_k_avx2(const void *w, const void *x, int n) {
         __m256i sum = _mm256_add_epi32(
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 0), q4_k_chunk(qs, xs, scales, 1)),
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 2), q4_k_chunk(qs, xs, scales, 3)));
-        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
+        add_k_block(&lanes, a[k].d, k_block_scales(&b[k]), sum,
+                    mins_times_sums(scales, a[k].bsums));
     }
     return k_lanes_total(lanes);
 }
@@ -82,7 +83,8 @@ float tensor_row_dot_q5_k_avx2(const void *w, const void *x, int n) {
                                                         q5_k_chunk(qs, high, xs, scales, 1)),
                                        _mm256_add_epi32(q5_k_chunk(qs, high, xs, scales, 2),
                                                         q5_k_chunk(qs, high, xs, scales, 3)));
-        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
+        add_k_block(&lanes, a[k].d, k_block_scales(&b[k]), sum,
+                    mins_times_sums(scales, a[k].bsums));
     }
     return k_lanes_total(lanes);
 }
@@ -188,10 +190,11 @@ static inline void add_k_block_columns(struct k_lanes *lanes, const struct unpac
                                        size_t x_stride, int k) {
     __m256i sums[COLUMNS];
     unpacked_dots(sums, u, x, x_stride, k);
+    struct k_block_scales dw = k_block_scales(block);
 #pragma GCC unroll 8
     for (int c = 0; c < COLUMNS; c++) {
         const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
-        add_k_block(&lanes[c], a->d, block, sums[c], mins_times_sums(scales, a->bsums));
+        add_k_block(&lanes[c], a->d, dw, sums[c], mins_times_sums(scales, a->bsums));
     }
 }
 

@@ -56,9 +56,10 @@ q4_k_dots(float *out, const void *w, const void *x, size_t x_stride, int n, int 
         struct q4_k_unpacked u;
         __m256i scales = unpack_scales_mins(b[k].scales);
         unpack_q4_k(&u, b[k].qs, scales);
+        struct k_block_scales dw = k_block_scales(&b[k]);
         for (int c = 0; c < columns; c++) {
             const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
-            add_k_block(&lanes[c], a->d, &b[k], q4_k_sums(&u, a->qs),
+            add_k_block(&lanes[c], a->d, dw, q4_k_sums(&u, a->qs),
                         mins_times_sums(scales, a->bsums));
         }
     }

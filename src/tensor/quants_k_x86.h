@@ -64,17 +64,26 @@ struct k_lanes {
     __m256 acc, mins;
 };
 
-/* Adds one super-block's lane sums and minimum terms as add_k_block in
- * quants_k.c does; d_w and dmin_w (the block's first 4 bytes) are
- * converted together. */
-static inline void add_k_block(struct k_lanes *lanes, float d_x, const void *block, __m256i sums,
-                               __m256i mins) {
+/* A Q4_K / Q5_K super-block's d_w and dmin_w (its first 4 bytes, fp16),
+ * each in every lane. */
+struct k_block_scales {
+    __m256 d, dmin;
+};
+
+static inline struct k_block_scales k_block_scales(const void *block) {
     uint32_t d_dmin;
     memcpy(&d_dmin, block, sizeof(d_dmin));
-    __m128 scales = _mm_mul_ps(_mm_set1_ps(d_x), _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)));
-    __m256 wide = _mm256_castps128_ps256(scales);
-    __m256 d = _mm256_permutevar8x32_ps(wide, _mm256_setzero_si256());
-    __m256 dmin = _mm256_permutevar8x32_ps(wide, _mm256_set1_epi32(1));
+    __m256 wide = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)));
+    return (struct k_block_scales){_mm256_permutevar8x32_ps(wide, _mm256_setzero_si256()),
+                                   _mm256_permutevar8x32_ps(wide, _mm256_set1_epi32(1))};
+}
+
+/* Adds one super-block's lane sums and minimum terms as add_k_block in
+ * quants_k.c does, with d = d_x * d_w and dmin = d_x * dmin_w. */
+static inline void add_k_block(struct k_lanes *lanes, float d_x, struct k_block_scales w,
+                               __m256i sums, __m256i mins) {
+    __m256 x = _mm256_set1_ps(d_x);
+    __m256 d = _mm256_mul_ps(x, w.d), dmin = _mm256_mul_ps(x, w.dmin);
     lanes->acc = _mm256_add_ps(lanes->acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums)));
     lanes->mins = _mm256_add_ps(lanes->mins, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
 }
