@@ -13,6 +13,7 @@
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I src bench/tensor_bench.c \
  *       build/liblockstep_tensor.a -lpthread -lm -o tensor_bench
  * Run: ./tensor_bench [threads=2] [types=f32,f16,q8_0,q8_0p,q4_0] [isas=avx2,avx512] [cpu]
+ * (the k-quants q4_k, q5_k and q6_k may be listed among the types too)
  * ("scalar" may be listed among the instruction sets; it is slow. "cpu"
  * times with the process's CPU time instead of wall time.) */
 #include "tensor/tensor.h"
@@ -62,8 +63,10 @@ static int make_matrix(struct tensor_matrix *m, enum tensor_type type, int rows,
             for (int i = 0; i < cols; i++) ((uint16_t *)row)[i] = tensor_fp32_to_fp16(values[i]);
         else if (type == TENSOR_Q8_0)
             tensor_quantize_q8_0((struct tensor_block_q8_0 *)row, values, cols);
-        else
+        else if (type == TENSOR_Q4_0)
             tensor_quantize_q4_0((struct tensor_block_q4_0 *)row, values, cols);
+        else
+            tensor_quantize_row(type, row, values, cols);
     }
     free(values);
     *m = tensor_matrix_make(data, type, rows, cols);
@@ -217,10 +220,12 @@ int main(int argc, char **argv) {
     printf("%-6s %-7s %10s %9s %9s | %9s %9s | %9s %9s\n", "type", "isa", "tg GB/s", "tg tok/s",
            "tg ms", "pp64 GF/s", "pp64 t/s", "pp512GF/s", "pp512 t/s");
     /* "q8_0p": Q8_0 packed into panels, as the engine runs it with AVX-512 */
-    static const enum tensor_type all_types[] = {TENSOR_F32, TENSOR_F16, TENSOR_Q8_0, TENSOR_Q8_0,
-                                                 TENSOR_Q4_0};
-    static const char *const names[] = {"f32", "f16", "q8_0", "q8_0p", "q4_0"};
-    for (int t = 0; t < 5; t++) {
+    static const enum tensor_type all_types[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_Q8_0,
+                                                 TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K,
+                                                 TENSOR_Q5_K, TENSOR_Q6_K};
+    static const char *const names[] = {"f32",  "f16",  "q8_0", "q8_0p",
+                                        "q4_0", "q4_k", "q5_k", "q6_k"};
+    for (int t = 0; t < 8; t++) {
         int packed = strcmp(names[t], "q8_0p") == 0;
         if (!listed(types, names[t])) continue;
         struct model model;

@@ -2,9 +2,10 @@
  * against ggml's dequantization formulas; llama.cpp's own Q4_K_M / Q5_K_M
  * / Q6_K files against their F32 sources, and lockstep's quantizer against
  * llama.cpp's on the same rows; scalar row dots against double-precision
- * dots, AVX2 against scalar; products of these weights batch invariant and
- * split into column parts. Exits 77 (after the other checks) if ../shared
- * is absent. */
+ * dots, AVX2 and AVX-512 against scalar, multi-column dots against single;
+ * products of these weights batch invariant (every batch size gives each
+ * row its bits alone), whole and split into column parts. Exits 77 (after
+ * the other checks) if ../shared is absent. */
 #include "model/model.h"
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
@@ -19,6 +20,9 @@ struct ktype {
     enum tensor_type type;
     const char *name;
     tensor_row_dot_fn scalar, avx2;
+    tensor_row_dots_fn avx2_columns; /* multi-column AVX2 dot */
+    tensor_row_dot_fn avx512;        /* AVX-512 dots, or NULL: the AVX2 ones */
+    tensor_row_dots_fn avx512_columns;
     double file_bound; /* relative RMS error a llama.cpp file stays below */
 };
 
@@ -26,9 +30,12 @@ struct ktype {
  * on the fixtures (Q4_K 0.0711 and Q5_K 0.0360 on kjv2m, Q6_K 0.0178); a
  * layout bug gives about 1. */
 static const struct ktype types[] = {
-    {TENSOR_Q4_K, "q4_k", tensor_row_dot_q4_k_scalar, tensor_row_dot_q4_k_avx2, 0.11},
-    {TENSOR_Q5_K, "q5_k", tensor_row_dot_q5_k_scalar, tensor_row_dot_q5_k_avx2, 0.054},
-    {TENSOR_Q6_K, "q6_k", tensor_row_dot_q6_k_scalar, tensor_row_dot_q6_k_avx2, 0.027},
+    {TENSOR_Q4_K, "q4_k", tensor_row_dot_q4_k_scalar, tensor_row_dot_q4_k_avx2,
+     tensor_row_dots_q4_k_avx2, tensor_row_dot_q4_k_avx512, tensor_row_dots_q4_k_avx512, 0.11},
+    {TENSOR_Q5_K, "q5_k", tensor_row_dot_q5_k_scalar, tensor_row_dot_q5_k_avx2,
+     tensor_row_dots_q5_k_avx2, NULL, NULL, 0.054},
+    {TENSOR_Q6_K, "q6_k", tensor_row_dot_q6_k_scalar, tensor_row_dot_q6_k_avx2,
+     tensor_row_dots_q6_k_avx2, tensor_row_dot_q6_k_avx512, tensor_row_dots_q6_k_avx512, 0.027},
 };
 #define N_TYPES ((int)(sizeof(types) / sizeof(types[0])))
 
@@ -282,6 +289,12 @@ static void check_row_dot(const struct ktype *kt, int n, int raw, uint64_t *stat
         CHECK_MSG(test_same_bits(&avx2, &scalar, 1), "%s n=%d raw=%d: avx2 %a, scalar %a", kt->name,
                   n, raw, avx2, scalar);
     }
+    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
+        /* the AVX-512 lanes end in the scalar lane sums too (quants_k_avx512.c) */
+        float avx512 = kt->avx512(w, xq, n);
+        CHECK_MSG(test_same_bits(&avx512, &scalar, 1), "%s n=%d raw=%d: avx512 %a, scalar %a",
+                  kt->name, n, raw, avx512, scalar);
+    }
     free(w);
     free(x);
     free(xq);
@@ -289,12 +302,46 @@ static void check_row_dot(const struct ktype *kt, int n, int raw, uint64_t *stat
     free(xf);
 }
 
+/* The multi-column dot against the single one, column by column. */
+static void check_row_dot_columns(const struct ktype *kt, int n, int raw, uint64_t *state) {
+    void *w = random_row(kt, n, raw, state);
+    size_t stride = tensor_row_bytes(TENSOR_Q8_K, n);
+    char *xq = malloc(stride * TENSOR_DOT_COLUMNS);
+    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
+        float *x = test_random_floats(n, state);
+        tensor_quantize_q8_k(xq + c * stride, x, n);
+        free(x);
+    }
+    float columns[TENSOR_DOT_COLUMNS];
+    kt->avx2_columns(columns, w, xq, stride, n);
+    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
+        float one = kt->avx2(w, xq + c * stride, n);
+        CHECK_MSG(test_same_bits(&columns[c], &one, 1), "%s n=%d raw=%d column %d: %a, single %a",
+                  kt->name, n, raw, c, columns[c], one);
+    }
+    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
+        kt->avx512_columns(columns, w, xq, stride, n);
+        for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
+            float one = kt->avx512(w, xq + c * stride, n);
+            CHECK_MSG(test_same_bits(&columns[c], &one, 1),
+                      "%s n=%d raw=%d avx512 column %d: %a, single %a", kt->name, n, raw, c,
+                      columns[c], one);
+        }
+    }
+    free(w);
+    free(xq);
+}
+
 static void test_row_dots(void) {
     uint64_t state = 42;
     static const int sizes[] = {256, 512, 4096};
     for (int t = 0; t < N_TYPES; t++)
         for (int s = 0; s < 3; s++)
-            for (int rep = 0; rep < 4; rep++) check_row_dot(&types[t], sizes[s], rep % 2, &state);
+            for (int rep = 0; rep < 4; rep++) {
+                check_row_dot(&types[t], sizes[s], rep % 2, &state);
+                if (tensor_isa_best() >= TENSOR_ISA_AVX2)
+                    check_row_dot_columns(&types[t], sizes[s], rep % 2, &state);
+            }
 }
 
 /* ---- products ---- */
@@ -320,7 +367,9 @@ static void check_matmul(const struct ktype *kt, enum tensor_isa isa, uint64_t *
     /* each element against the row dot of the quantized input */
     struct tensor_block_q8_k xq[COLS / TENSOR_QK_K];
     tensor_quantize_q8_k(xq, x + COLS, COLS);
-    tensor_row_dot_fn dot = isa == TENSOR_ISA_SCALAR ? kt->scalar : kt->avx2;
+    tensor_row_dot_fn dot = isa == TENSOR_ISA_SCALAR                 ? kt->scalar
+                            : isa == TENSOR_ISA_AVX512 && kt->avx512 ? kt->avx512
+                                                                     : kt->avx2;
     float direct = dot(data + 3 * row_bytes, xq, COLS);
     CHECK(test_same_bits(&direct, whole + ROWS + 3, 1));
     CHECK(tensor_matmul_parts(NULL, parts, &w, x, BATCH, 2) == 0);
@@ -339,12 +388,56 @@ static void check_matmul(const struct ktype *kt, enum tensor_isa isa, uint64_t *
     free(x);
 }
 
+/* Every batch size gives each input row the bits it gets alone, whole and
+ * in two column parts: the multi-column dots take whole groups of the
+ * batch and single dots the rest. */
+static void check_batches(const struct ktype *kt, enum tensor_isa isa, uint64_t *state) {
+    enum { ROWS = 19, COLS = 512, MAX_BATCH = 37 };
+    size_t row_bytes = tensor_row_bytes(kt->type, COLS);
+    uint8_t *data = malloc(ROWS * row_bytes);
+    for (int r = 0; r < ROWS; r++) {
+        void *row = random_row(kt, COLS, r % 2, state);
+        memcpy(data + r * row_bytes, row, row_bytes);
+        free(row);
+    }
+    struct tensor_matrix w = tensor_matrix_make(data, kt->type, ROWS, COLS);
+    float *x = test_random_floats(MAX_BATCH * COLS, state);
+    float alone[MAX_BATCH][ROWS], alone_parts[MAX_BATCH][2 * ROWS];
+    for (int b = 0; b < MAX_BATCH; b++) {
+        CHECK(tensor_matmul(NULL, alone[b], &w, x + b * COLS, 1) == 0);
+        CHECK(tensor_matmul_parts(NULL, alone_parts[b], &w, x + b * COLS, 1, 2) == 0);
+    }
+    static const int batches[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, MAX_BATCH};
+    float *whole = malloc(sizeof(float) * MAX_BATCH * ROWS);
+    float *parts = malloc(sizeof(float) * 2 * MAX_BATCH * ROWS);
+    for (int i = 0; i < (int)(sizeof(batches) / sizeof(batches[0])); i++) {
+        int batch = batches[i], bad = 0;
+        CHECK(tensor_matmul(NULL, whole, &w, x, batch) == 0);
+        CHECK(tensor_matmul_parts(NULL, parts, &w, x, batch, 2) == 0);
+        for (int b = 0; b < batch; b++) {
+            bad += !test_same_bits(whole + b * ROWS, alone[b], ROWS);
+            for (int p = 0; p < 2; p++)
+                bad += !test_same_bits(parts + (p * batch + b) * ROWS, alone_parts[b] + p * ROWS,
+                                       ROWS);
+        }
+        CHECK_MSG(bad == 0, "%s %s batch %d: %d rows differ from the row alone", kt->name,
+                  tensor_isa_name(isa), batch, bad);
+    }
+    free(whole);
+    free(parts);
+    free(data);
+    free(x);
+}
+
 static void test_matmul(void) {
     uint64_t state = 7;
     enum tensor_isa best = tensor_isa_best();
     for (int isa = TENSOR_ISA_SCALAR; isa <= (int)best; isa++) {
         CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
-        for (int t = 0; t < N_TYPES; t++) check_matmul(&types[t], (enum tensor_isa)isa, &state);
+        for (int t = 0; t < N_TYPES; t++) {
+            check_matmul(&types[t], (enum tensor_isa)isa, &state);
+            check_batches(&types[t], (enum tensor_isa)isa, &state);
+        }
     }
     tensor_isa_select(best);
 }

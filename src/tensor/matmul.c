@@ -183,7 +183,10 @@ static int quantized_for_kernel(const struct tensor_matrix *w) {
 static void set_row_dots(struct matmul_run *run, int n_jobs) {
     if (run->kernel != tensor_matmul_row_dots) return;
     run->dot_type = tensor_type_traits(tensor_type_traits((int)run->views[0].type)->dot_type);
-    for (int i = 0; i < n_jobs; i++) run->jobs[i].row_dot = run->k->row_dot[run->views[0].type];
+    for (int i = 0; i < n_jobs; i++) {
+        run->jobs[i].row_dot = run->k->row_dot[run->views[0].type];
+        run->jobs[i].row_dots = run->k->row_dots[run->views[0].type];
+    }
 }
 
 /* Lays out the pool's scratch for the parts' activations (unless they were

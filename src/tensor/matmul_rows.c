@@ -3,21 +3,49 @@
  * beyond Q4_0 / Q8_0, the k-quants, IQ4 and BF16.
  *
  * out[b][r] is one row dot of weight row r with input row b (quantized to
- * the type's dot type before the job starts, matmul.c). Rows are taken one
- * at a time and multiplied by every input row while they sit in the core's
- * cache, so each weight byte is read from memory once per product whatever
- * the batch. Which thread or batch computes an element does not change its
- * operations, so results are batch invariant. */
+ * the type's dot type before the job starts, matmul.c). Where the type has
+ * a multi-column row dot, input rows go TENSOR_DOT_COLUMNS at a time, so
+ * each weight block is unpacked once per group instead of once per row;
+ * the rest of the batch takes single row dots, which give the same bits.
+ * Rows go in blocks of ROW_BLOCK: a group of input rows meets every row of
+ * a block while both sit in the core's caches. Which thread or batch
+ * computes an element does not change its operations, so results are
+ * batch invariant. */
 #include "tensor_internal.h"
+
+/* Weight rows a group of input rows meets before the next group. */
+#define ROW_BLOCK 16
+
+/* Row r of w against input rows [b, b + TENSOR_DOT_COLUMNS). */
+static void dot_columns(const struct tensor_matmul_job *job, const void *row, int r, int b) {
+    const struct tensor_matrix *w = job->w;
+    float dots[TENSOR_DOT_COLUMNS];
+    job->row_dots(dots, row, job->xa + (size_t)b * job->xa_stride, job->xa_stride, w->cols);
+    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) job->out[(size_t)(b + c) * w->rows + r] = dots[c];
+}
+
+/* Rows [row_begin, row_end) against input rows [b_begin, b_end) one at a time. */
+static void dot_singles(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                        int b_begin, int b_end) {
+    const struct tensor_matrix *w = job->w;
+    for (int r = row_begin; r < row_end; r++) {
+        const void *row = (const char *)w->data + (size_t)r * w->row_stride;
+        for (int b = b_begin; b < b_end; b++)
+            job->out[(size_t)b * w->rows + r] =
+                job->row_dot(row, job->xa + (size_t)b * job->xa_stride, w->cols);
+    }
+}
 
 void tensor_matmul_row_dots(const struct tensor_matmul_job *job, int row_begin, int row_end,
                             void *scratch) {
     const struct tensor_matrix *w = job->w;
     (void)scratch;
-    for (int r = row_begin; r < row_end; r++) {
-        const void *row = (const char *)w->data + (size_t)r * w->row_stride;
-        for (int b = 0; b < job->batch; b++)
-            job->out[(size_t)b * w->rows + r] =
-                job->row_dot(row, job->xa + (size_t)b * job->xa_stride, w->cols);
+    int grouped = job->row_dots ? job->batch - job->batch % TENSOR_DOT_COLUMNS : 0;
+    for (int r0 = row_begin; r0 < row_end; r0 += ROW_BLOCK) {
+        int r1 = r0 + ROW_BLOCK < row_end ? r0 + ROW_BLOCK : row_end;
+        for (int b = 0; b < grouped; b += TENSOR_DOT_COLUMNS)
+            for (int r = r0; r < r1; r++)
+                dot_columns(job, (const char *)w->data + (size_t)r * w->row_stride, r, b);
+        dot_singles(job, r0, r1, grouped, job->batch);
     }
 }

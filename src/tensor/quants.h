@@ -19,6 +19,7 @@
 #ifndef LOCKSTEP_TENSOR_QUANTS_H
 #define LOCKSTEP_TENSOR_QUANTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tensor.h"
@@ -125,6 +126,15 @@ struct tensor_block_q8_k {
 /* A row dot: weights w (n elements of the weight type) times activations x
  * (n elements of its dot type). */
 typedef float (*tensor_row_dot_fn)(const void *w, const void *x, int n);
+/* Input rows a multi-column row dot takes at once. */
+#define TENSOR_DOT_COLUMNS 8
+/* A multi-column row dot: out[c] = row dot of weights w with the
+ * activation row at x + c * x_stride bytes, for c < TENSOR_DOT_COLUMNS,
+ * each weight block unpacked once for all of them. Every out[c] has the
+ * bits of the single row dot of the same instruction set, so a product
+ * does not depend on how its batch is grouped. */
+typedef void (*tensor_row_dots_fn)(float *out, const void *w, const void *x, size_t x_stride,
+                                   int n);
 /* Converts n elements of blocks to floats. */
 typedef void (*tensor_dequantize_fn)(float *out, const void *blocks, int64_t n);
 /* Quantizes n floats into blocks. */
@@ -137,6 +147,17 @@ typedef void (*tensor_quantize_fn)(void *out, const float *x, int64_t n);
     void tensor_quantize_##t(void *out, const float *x, int64_t n);                                \
     float tensor_row_dot_##t##_scalar(const void *w, const void *x, int n);                        \
     float tensor_row_dot_##t##_avx2(const void *w, const void *x, int n);
+
+/* Multi-column row dots (AVX2) of the types of Q4_K_M / Q5_K_M / Q6_K
+ * files. */
+void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
+/* AVX-512 row dots of Q4_K and Q6_K, single and multi-column. */
+float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
+void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)

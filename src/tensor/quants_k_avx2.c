@@ -7,90 +7,17 @@
  * afterwards as 32 * sum_g scale_g * bsum_g), so _mm256_maddubs_epi16
  * multiplies them by the int8 activations; _mm256_madd_epi16 then weighs
  * each pair sum with its group's scale into 32 bits. Q4_K / Q5_K minimums
- * meet the activations' 16-sums (bsums) only, never the quants. */
-#include "tensor_internal.h"
-
-#include <immintrin.h>
-#include <string.h>
-
-/* The sum of the 8 i32 lanes of v. */
-static inline int32_t sum_lanes(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
+ * meet the activations' 16-sums (bsums) only, never the quants.
+ *
+ * The multi-column dots (tensor_row_dots_*) unpack each weight super-block
+ * once into registers (struct unpacked) and take it with each of their
+ * TENSOR_DOT_COLUMNS activation rows in turn. Per column they make the
+ * same exact integer lane sums (integer addition is exact, so how the sums
+ * are grouped does not matter) and then the same float steps as the single
+ * dots, so they give the same bits. */
+#include "quants_k_x86.h"
 
 /* ---- Q4_K / Q5_K ---- */
-
-/* The 8 group scales then the 8 minimums (bytes) out of ggml's 12-byte
- * packing (see unpack_scale_min in quants_k.c), in both 16-byte halves.
- * The unpacking is done four bytes at a time in general registers, which
- * this kernel leaves idle, sparing the vector ports. */
-static inline __m256i unpack_scales_mins(const uint8_t *packed) {
-    uint32_t w[3];
-    memcpy(w, packed, sizeof(w));
-    uint64_t scales = (w[0] & 0x3f3f3f3fu) |
-                      (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4) << 32;
-    uint64_t mins = (w[1] & 0x3f3f3f3fu) |
-                    (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4)
-                        << 32;
-    return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)mins, (long long)scales));
-}
-
-/* Shuffle control bytes that widen byte b to an i16 lane (-1: a zero). */
-#define WIDE(b)  (b), -1
-#define WIDE8(b) WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b), WIDE(b)
-
-/* Group g's scale in every i16 lane. */
-static inline __m256i group_scale(__m256i scales_mins, int g) {
-    return _mm256_shuffle_epi8(scales_mins, _mm256_setr_epi8(WIDE8(g), WIDE8(g)));
-}
-
-/* min_g * (bsum_2g + bsum_2g+1) in i32 lane g, each minimum widened
- * twice to meet both 16-sums of its group. */
-static inline __m256i mins_times_sums(__m256i scales_mins, const int16_t *bsums) {
-    __m256i doubled = _mm256_shuffle_epi8(
-        scales_mins, _mm256_setr_epi8(WIDE(8), WIDE(8), WIDE(9), WIDE(9), WIDE(10), WIDE(10),
-                                      WIDE(11), WIDE(11), WIDE(12), WIDE(12), WIDE(13), WIDE(13),
-                                      WIDE(14), WIDE(14), WIDE(15), WIDE(15)));
-    return _mm256_madd_epi16(doubled, _mm256_loadu_si256((const __m256i *)bsums));
-}
-
-/* The scaled dot of 32 unsigned quants q with 32 activations at x. */
-static inline __m256i group_dot(__m256i q, const int8_t *x, __m256i scale) {
-    __m256i a = _mm256_loadu_si256((const __m256i *)x);
-    return _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, a));
-}
-
-/* Lanes of a Q4_K / Q5_K row dot (struct k_lanes in quants_k.c). */
-struct k_lanes {
-    __m256 acc, mins;
-};
-
-/* Adds one super-block's lane sums and minimum terms as add_k_block in
- * quants_k.c does; d_w and dmin_w (the block's first 4 bytes) are
- * converted together. */
-static inline void add_k_block(struct k_lanes *lanes, float d_x, const void *block, __m256i sums,
-                               __m256i mins) {
-    uint32_t d_dmin;
-    memcpy(&d_dmin, block, sizeof(d_dmin));
-    __m128 scales = _mm_mul_ps(_mm_set1_ps(d_x), _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)));
-    __m256 wide = _mm256_castps128_ps256(scales);
-    __m256 d = _mm256_permutevar8x32_ps(wide, _mm256_setzero_si256());
-    __m256 dmin = _mm256_permutevar8x32_ps(wide, _mm256_set1_epi32(1));
-    lanes->acc = _mm256_add_ps(lanes->acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums)));
-    lanes->mins = _mm256_add_ps(lanes->mins, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
-}
-
-/* k_lanes_total of quants_k.c: the same tree. */
-static inline float k_lanes_total(struct k_lanes lanes) {
-    __m256 t = _mm256_sub_ps(lanes.acc, lanes.mins);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* The scaled sums of chunk c (64 values) of a Q4_K super-block: 32 low
  * nibbles of group 2c, then 32 high nibbles of group 2c + 1. */
@@ -115,7 +42,8 @@ float tensor_row_dot_q4_k_avx2(const void *w, const void *x, int n) {
         __m256i sum = _mm256_add_epi32(
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 0), q4_k_chunk(qs, xs, scales, 1)),
             _mm256_add_epi32(q4_k_chunk(qs, xs, scales, 2), q4_k_chunk(qs, xs, scales, 3)));
-        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
+        add_k_block(&lanes, a[k].d, k_block_scales(&b[k]), sum,
+                    mins_times_sums(scales, a[k].bsums));
     }
     return k_lanes_total(lanes);
 }
@@ -155,22 +83,13 @@ float tensor_row_dot_q5_k_avx2(const void *w, const void *x, int n) {
                                                         q5_k_chunk(qs, high, xs, scales, 1)),
                                        _mm256_add_epi32(q5_k_chunk(qs, high, xs, scales, 2),
                                                         q5_k_chunk(qs, high, xs, scales, 3)));
-        add_k_block(&lanes, a[k].d, &b[k], sum, mins_times_sums(scales, a[k].bsums));
+        add_k_block(&lanes, a[k].d, k_block_scales(&b[k]), sum,
+                    mins_times_sums(scales, a[k].bsums));
     }
     return k_lanes_total(lanes);
 }
 
 /* ---- Q6_K ---- */
-
-/* For the 32 values j of a half's chunk k (groups 2k, 2k + 1 of the half):
- * the i16 scale of group 2k in the low 16 bytes, of 2k + 1 in the high,
- * out of the half's 8 scales in both halves of scales. */
-static inline __m256i chunk_scales(__m256i scales, int k) {
-    short first = (short)(0x0100 + 0x0404 * k), second = (short)(first + 0x0202);
-    __m256i pick = _mm256_setr_epi16(first, first, first, first, first, first, first, first, second,
-                                     second, second, second, second, second, second, second);
-    return _mm256_shuffle_epi8(scales, pick);
-}
 
 /* The integer sum of a 128-value half (quants 0..63): 64 ql bytes
  * (low nibbles: values 0-63, high: 64-127) and 32 qh bytes (2 bits for
@@ -217,4 +136,150 @@ float tensor_row_dot_q6_k_avx2(const void *w, const void *x, int n) {
         acc = acc + term;
     }
     return acc;
+}
+
+/* ---- multi-column row dots ---- */
+
+/* One weight super-block unpacked for the columns of a multi-column dot:
+ * the unsigned quants of each run of 32 values, and the scale of the run's
+ * group (of each half: Q6_K's groups are 16 values) in its i16 lanes. */
+struct unpacked {
+    __m256i q[8], scale[8];
+};
+
+/* A Q4_K super-block's nibbles (q4_k_chunk's) and group scales. */
+static inline void unpack_q4_k(struct unpacked *u, const uint8_t *qs, __m256i scales) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+#pragma GCC unroll 8
+    for (int c = 0; c < 4; c++) {
+        __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        u->q[2 * c] = _mm256_and_si256(bits, low4);
+        u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        u->scale[2 * c] = group_scale(scales, 2 * c);
+        u->scale[2 * c + 1] = group_scale(scales, 2 * c + 1);
+    }
+}
+
+/* The lane sums of an unpacked super-block with the 256 activations of
+ * block k of each column: those of the single dots. Runs go outer and
+ * columns inner, each run's quants and scale loaded once; the empty asm
+ * keeps the compiler from regrouping the (exact) sums into a tree that
+ * needs every product at once and spills them. */
+static inline void unpacked_dots(__m256i *sums, const struct unpacked *u, const void *x,
+                                 size_t x_stride, int k) {
+    const int8_t *xs[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) {
+        xs[c] = column_block(x, x_stride, c, k)->qs;
+        sums[c] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 8
+        for (int c = 0; c < COLUMNS; c++) {
+            sums[c] = _mm256_add_epi32(sums[c], group_dot(u->q[j], xs[c] + 32 * j, u->scale[j]));
+            __asm__("" : "+x"(sums[c]));
+        }
+    }
+}
+
+/* Adds super-block k of a Q4_K / Q5_K row (block, unpacked in u) to the
+ * lanes of every column, as the single dots do. */
+static inline void add_k_block_columns(struct k_lanes *lanes, const struct unpacked *u,
+                                       __m256i scales, const void *block, const void *x,
+                                       size_t x_stride, int k) {
+    __m256i sums[COLUMNS];
+    unpacked_dots(sums, u, x, x_stride, k);
+    struct k_block_scales dw = k_block_scales(block);
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) {
+        const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
+        add_k_block(&lanes[c], a->d, dw, sums[c], mins_times_sums(scales, a->bsums));
+    }
+}
+
+/* The columns' results out of their lanes. */
+static inline void k_lanes_totals(float *out, const struct k_lanes *lanes) {
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++) out[c] = k_lanes_total(lanes[c]);
+}
+
+void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q4_k *b = w;
+    struct k_lanes lanes[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++)
+        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = unpack_scales_mins(b[k].scales);
+        unpack_q4_k(&u, b[k].qs, scales);
+        add_k_block_columns(lanes, &u, scales, &b[k], x, x_stride, k);
+    }
+    k_lanes_totals(out, lanes);
+}
+
+void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q5_k *b = w;
+    struct k_lanes lanes[COLUMNS];
+#pragma GCC unroll 8
+    for (int c = 0; c < COLUMNS; c++)
+        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = unpack_scales_mins(b[k].scales);
+        __m256i high = _mm256_loadu_si256((const __m256i *)b[k].qh);
+        unpack_q4_k(&u, b[k].qs, scales);
+        /* run j's fifth bits are bit j of the qh bytes (q5_k_chunk) */
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) u.q[j] = _mm256_or_si256(u.q[j], fifth_bit(high, j));
+        add_k_block_columns(lanes, &u, scales, &b[k], x, x_stride, k);
+    }
+    k_lanes_totals(out, lanes);
+}
+
+/* Runs 4h .. 4h + 3 of a Q6_K super-block: half h's quants as q6_k_half
+ * makes them, and its group scales (the half's 8 in both halves of
+ * scales). */
+static inline void unpack_q6_k_half(struct unpacked *u, int h, const uint8_t *ql, const uint8_t *qh,
+                                    __m256i scales) {
+    const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(48);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+    __m256i *q = u->q + 4 * h;
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                           _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                           _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                           _mm256_and_si256(hb, top2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2));
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) u->scale[4 * h + j] = chunk_scales(scales, j);
+}
+
+void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    const struct tensor_block_q6_k *b = w;
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct unpacked u;
+        __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[k].scales));
+        unpack_q6_k_half(&u, 0, b[k].ql, b[k].qh, _mm256_permute2x128_si256(scales, scales, 0x00));
+        unpack_q6_k_half(&u, 1, b[k].ql + 64, b[k].qh + 32,
+                         _mm256_permute2x128_si256(scales, scales, 0x11));
+        __m256i sums[COLUMNS];
+        unpacked_dots(sums, &u, x, x_stride, k);
+#pragma GCC unroll 8
+        for (int c = 0; c < COLUMNS; c++) {
+            /* the quants' offset: 32 * sum_g scale_g * bsum_g */
+            const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)a->bsums);
+            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales, bsums), 5);
+            sums[c] = _mm256_sub_epi32(sums[c], offset);
+        }
+        acc = add_q6_k_totals(acc, column_totals(sums), _cvtsh_ss(b[k].d), x, x_stride, k);
+    }
+    _mm256_storeu_ps(out, acc);
 }

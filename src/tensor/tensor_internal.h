@@ -16,7 +16,9 @@
  *    16 AVX-512), lane l accumulating elements i = l (mod L) in order of i
  *    with fused multiply-adds, then adds the lanes with a fixed tree.
  *  - every other type: one row dot (quants.h) per output element, on the
- *    input quantized to the type's dot type; fixed per instruction set. */
+ *    input quantized to the type's dot type; fixed per instruction set. A
+ *    multi-column row dot gives each column the single dot's bits. Q4_K,
+ *    Q5_K and Q6_K give the scalar reference's bits on every set. */
 #ifndef LOCKSTEP_TENSOR_INTERNAL_H
 #define LOCKSTEP_TENSOR_INTERNAL_H
 
@@ -91,6 +93,7 @@ struct tensor_matmul_job {
     const char *xa;                /* other types: (batch) rows of the input in the dot type */
     size_t xa_stride;              /* bytes from one row of xa to the next */
     tensor_row_dot_fn row_dot;     /* other types: the row dot of w's type */
+    tensor_row_dots_fn row_dots;   /* ... and its multi-column version, or NULL */
     float *out;                    /* (batch, rows) results */
     int batch;                     /* activation rows */
 };
@@ -149,6 +152,8 @@ struct tensor_kernels {
     /* Row dots of the types without a matmul kernel of their own, indexed
      * by type id (NULL: not a weight type, or one of the four above). */
     tensor_row_dot_fn row_dot[TENSOR_TYPE_COUNT];
+    /* Their multi-column versions, by type id (NULL: none, row dots only). */
+    tensor_row_dots_fn row_dots[TENSOR_TYPE_COUNT];
 };
 
 extern const struct tensor_kernels tensor_kernels_scalar;
