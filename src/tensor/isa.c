@@ -3,13 +3,18 @@
  * The SIMD kernels live in files compiled for their instruction set
  * (*_avx2.c, *_avx512.c); nothing calls them unless cpuid says the CPU and
  * the operating system support those registers. The table in use is chosen
- * on first use and can be forced by tensor_isa_select (tests compare paths).
+ * on first use and can be forced by tensor_isa_select (tests compare paths);
+ * the environment variable LOCKSTEP_ISA (scalar, avx2 or avx512) caps the
+ * first choice, so that a machine with AVX-512 can measure the AVX2 kernels
+ * in a whole program (bench/batching, runner_bench).
  * The public kernels in ops.c and matmul.c go through it. */
 #include "tensor_internal.h"
 
 #include <cpuid.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* XCR0 bits: the OS saves SSE+AVX state (1, 2) and AVX-512 state (5, 6, 7). */
 #define XCR0_AVX    0x06u
@@ -63,10 +68,20 @@ enum tensor_isa tensor_isa_best(void) {
     return (enum tensor_isa)isa;
 }
 
+/* The best instruction set, capped by LOCKSTEP_ISA when it names one. */
+static enum tensor_isa first_isa(void) {
+    enum tensor_isa best = tensor_isa_best();
+    const char *name = getenv("LOCKSTEP_ISA");
+    if (!name) return best;
+    for (int isa = TENSOR_ISA_SCALAR; isa < (int)best; isa++)
+        if (strcmp(name, tensor_isa_name((enum tensor_isa)isa)) == 0) return (enum tensor_isa)isa;
+    return best;
+}
+
 const struct tensor_kernels *tensor_kernels_current(void) {
     const struct tensor_kernels *k = atomic_load_explicit(&current_kernels, memory_order_acquire);
     if (!k) {
-        k = kernels_for(tensor_isa_best());
+        k = kernels_for(first_isa());
         atomic_store_explicit(&current_kernels, k, memory_order_release);
     }
     return k;

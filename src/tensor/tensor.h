@@ -159,7 +159,8 @@ enum tensor_isa {
 enum tensor_isa tensor_isa_best(void);
 /* Use isa from now on (tests compare paths); returns -1 if unsupported. */
 int tensor_isa_select(enum tensor_isa isa);
-/* The instruction set in use. */
+/* The instruction set in use: the best one, or less if the environment
+ * variable LOCKSTEP_ISA names one (scalar, avx2), until tensor_isa_select. */
 enum tensor_isa tensor_isa_current(void);
 const char *tensor_isa_name(enum tensor_isa isa);
 
