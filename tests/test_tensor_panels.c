@@ -1,7 +1,7 @@
 /* test_tensor_panels.c -- Q8_0 weights packed into panels (tensor_pack_panels)
  * give the same products as the rows they came from, bit for bit:
- *  - for every instruction set this CPU has (AVX-512 has a kernel of its
- *    own; the others read panels with the scalar reference kernel);
+ *  - for every instruction set this CPU has (AVX2 and AVX-512 have
+ *    kernels of their own; scalar reads panels with the reference kernel);
  *  - for batch sizes 1..17 and larger, with 1, 2 and 3 threads;
  *  - for row counts that are not a multiple of 16 (padded panels) and odd
  *    block counts (panels padded to 64 bytes);
@@ -10,8 +10,12 @@
  *    packed column slice, which is how a tensor-parallel rank packs its
  *    share of ffn_down;
  *  - with the original rows overwritten after packing, so the products can
- *    only have come from the panels.
- * Also what may be packed, and that packing is preferred only on AVX-512. */
+ *    only have come from the panels;
+ *  - for the largest products of 8-bit pairs (quants -128 and 127 against
+ *    activations of 127 and -127), which AVX2's 16-bit pair sums must
+ *    hold without saturating.
+ * Also what may be packed, and that packing is preferred on AVX2 and
+ * AVX-512. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -103,6 +107,34 @@ static void check_column_slice(struct tensor_pool *pool) {
     free(x);
 }
 
+/* Every pair of quants -128, 127 against activations quantized to 127 of
+ * the same signs: the largest pair sums there are. */
+static void check_extremes(struct tensor_pool *pool) {
+    const int rows = 24, cols = 128, batch = 9;
+    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, rows, cols, &rng_state);
+    float *x = malloc(sizeof(float) * (size_t)batch * cols);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols / 32; j++) {
+            struct tensor_block_q8_0 *block =
+                (struct tensor_block_q8_0 *)((char *)w.data + (size_t)r * w.row_stride) + j;
+            for (int i = 0; i < 32; i++) block->qs[i] = (int8_t)(i % 2 ? 127 : -128);
+        }
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < cols; i++) x[(size_t)b * cols + i] = (i % 2 ? 1.0f : -1.0f) * (b + 1);
+    struct tensor_matrix panels = pack(&w);
+    float *expected = reference(&w, x, batch, 1);
+    for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
+        for (int n = 1; n <= batch; n += 3)
+            check_same(pool, &w, expected, &panels, x, n, 1, "extreme quants");
+    }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+    free(expected);
+    free((void *)w.data);
+    free((void *)panels.data);
+    free(x);
+}
+
 static void check_what_packs(void) {
     struct tensor_matrix q8 = test_random_weights(TENSOR_Q8_0, 16, 64, &rng_state);
     CHECK(tensor_panels_bytes(&q8) == 16 * tensor_row_bytes(TENSOR_Q8_0, 64));
@@ -113,7 +145,7 @@ static void check_what_packs(void) {
     CHECK(tensor_panels_bytes(&q4) == 0 && tensor_panels_bytes(&f32) == 0);
     for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
         if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
-        CHECK(tensor_panels_preferred(TENSOR_Q8_0) == (isa == TENSOR_ISA_AVX512));
+        CHECK(tensor_panels_preferred(TENSOR_Q8_0) == (isa >= TENSOR_ISA_AVX2));
         CHECK(!tensor_panels_preferred(TENSOR_Q4_0) && !tensor_panels_preferred(TENSOR_F32));
     }
     CHECK(tensor_isa_select(tensor_isa_best()) == 0);
@@ -131,6 +163,7 @@ int main(void) {
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         check_shape(pools, shapes[s][0], shapes[s][1]);
     check_column_slice(pools[1]);
+    check_extremes(pools[1]);
     check_what_packs();
     for (int t = 0; t < 3; t++) tensor_pool_free(pools[t]);
     return test_status("test_tensor_panels");

@@ -249,6 +249,11 @@ void tensor_matmul_q8_0_avx2(const struct tensor_matmul_job *job, int row_begin,
 void tensor_matmul_q4_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
                              void *scratch);
 size_t tensor_matmul_scratch_avx2(enum tensor_type type, int cols, int batch);
+/* Q8_0 in panel layout, every batch size (matmul_panels_avx2.c). */
+void tensor_matmul_q8_0_panels_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                    void *scratch);
+void tensor_matmul_q8_0_panels_parts_avx2(const struct tensor_matmul_job *jobs, int n_parts,
+                                          int row_begin, int row_end, void *scratch);
 void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                             int32_t offset);
 void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
