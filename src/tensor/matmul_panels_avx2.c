@@ -54,6 +54,7 @@ static ALWAYS_INLINE void q4_0_half(__m256 *acc, const char *quants, const char 
                 _mm256_add_epi16(pairs[c], _mm256_maddubs_epi16(low, _mm256_set1_epi32(x_low)));
             pairs[c] =
                 _mm256_add_epi16(pairs[c], _mm256_maddubs_epi16(high, _mm256_set1_epi32(x_high)));
+            __asm__("" : "+x"(pairs[c])); /* in order, as panel_half_avx2 adds */
         }
     }
     __m256 d_w = panel_scales_avx2(scales, h);
@@ -100,6 +101,7 @@ static ALWAYS_INLINE void panel_tile(const struct tensor_matmul_job *job, int r0
         if (next) prefetch_block(next, w->scales_offset, j, quant_bytes);
         if (q4) {
             q4_0_half(acc, quants, scales, 0, x, xq->d + x_block, xq->bias + x_block, nc);
+            __asm__("" : "+r"(x)); /* as panel_block_avx2 does */
             q4_0_half(acc, quants, scales, 1, x, xq->d + x_block, xq->bias + x_block, nc);
         } else {
             panel_block_avx2(acc, quants, scales, x, TENSOR_QK, xq->d + x_block, 1, nc);
