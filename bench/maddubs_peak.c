@@ -9,9 +9,9 @@
  *   peak        the multiply-add sequence alone: vpmaddubsw (32 products
  *               summed in 16-bit pairs), vpmaddwd by ones (to 8 sums of
  *               four), vpaddd into an accumulator; twelve independent
- *               chains a thread, enough to hide the latencies, each
- *               multiplying its own accumulator's bytes (with shared
- *               operands the compiler would make one product for all);
+ *               chains a thread, enough to hide the latencies (the
+ *               operands pass through an empty asm between chains, else
+ *               the compiler makes one product for all twelve);
  *   block step  the panel kernel's own block step (panel_block_avx2 in
  *               panel_avx2.h, run by maddubs_block_avx2.c) on a tile of
  *               16 rows and 8 batch columns with its operands in L1: per
@@ -39,17 +39,19 @@ struct worker {
 
 __attribute__((target("avx2"))) static void *multiply_add(void *arg) {
     struct worker *w = arg;
-    __m256i inputs = _mm256_set1_epi32(0x05060708), ones = _mm256_set1_epi16(1);
+    __m256i weights = _mm256_set1_epi32(0x01020304), inputs = _mm256_set1_epi32(0x05060708);
+    __m256i ones = _mm256_set1_epi16(1);
     __m256i acc[ACCUMULATORS];
     for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm256_set1_epi32(i);
     for (long n = 0; n < ITERATIONS; n++) {
 #pragma GCC unroll 12
-        for (int i = 0; i < ACCUMULATORS; i++)
+        for (int i = 0; i < ACCUMULATORS; i++) {
             acc[i] = _mm256_add_epi32(
-                acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(acc[i], inputs), ones));
-        /* the inputs may change every trip: the compiler must keep the
-         * multiply-adds in the loop */
-        __asm__ volatile("" : "+x"(inputs));
+                acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(weights, inputs), ones));
+            /* the operands may change between chains: each chain makes
+             * its own products */
+            __asm__ volatile("" : "+x"(inputs), "+x"(weights));
+        }
     }
     __m256i sum = acc[0];
     for (int i = 1; i < ACCUMULATORS; i++) sum = _mm256_add_epi32(sum, acc[i]);
