@@ -12,7 +12,7 @@
  * Build (not part of CMake; the library comes from a build directory):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I src bench/tensor_bench.c \
  *       build/liblockstep_tensor.a -lpthread -lm -o tensor_bench
- * Run: ./tensor_bench [threads=2] [types=f32,f16,q8_0,q8_0p,q4_0] [isas=avx2,avx512] [cpu]
+ * Run: ./tensor_bench [threads=2] [types=f32,f16,q8_0,q8_0p,q4_0,q4_0p] [isas=avx2,avx512] [cpu]
  * (the k-quants q4_k, q5_k and q6_k may be listed among the types too)
  * ("scalar" may be listed among the instruction sets; it is slow. "cpu"
  * times with the process's CPU time instead of wall time.) */
@@ -73,7 +73,8 @@ static int make_matrix(struct tensor_matrix *m, enum tensor_type type, int rows,
     return 0;
 }
 
-/* Replaces m by its panel layout (what the engine runs Q8_0 on with AVX-512). */
+/* Replaces m by its panel layout (what the engine runs Q8_0 on with AVX2
+ * and AVX-512, Q4_0 with AVX2). */
 static int pack_matrix(struct tensor_matrix *m) {
     size_t bytes = (tensor_panels_bytes(m) + 63) / 64 * 64;
     void *panels = aligned_alloc(64, bytes);
@@ -200,7 +201,7 @@ static int listed(const char *list, const char *name) {
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
-    const char *types = argc > 2 ? argv[2] : "f32,f16,q8_0,q8_0p,q4_0";
+    const char *types = argc > 2 ? argv[2] : "f32,f16,q8_0,q8_0p,q4_0,q4_0p";
     const char *isas = argc > 3 ? argv[3] : "avx2,avx512";
     if (argc > 4 && strcmp(argv[4], "cpu") == 0) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
     struct tensor_pool *pool = tensor_pool_create(threads);
@@ -219,14 +220,15 @@ int main(int argc, char **argv) {
            tensor_isa_name(tensor_isa_best()), read_bandwidth(pool));
     printf("%-6s %-7s %10s %9s %9s | %9s %9s | %9s %9s\n", "type", "isa", "tg GB/s", "tg tok/s",
            "tg ms", "pp64 GF/s", "pp64 t/s", "pp512GF/s", "pp512 t/s");
-    /* "q8_0p": Q8_0 packed into panels, as the engine runs it with AVX-512 */
+    /* "q8_0p", "q4_0p": packed into panels, as the engine runs them where
+     * the instruction set prefers that */
     static const enum tensor_type all_types[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_Q8_0,
-                                                 TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K,
-                                                 TENSOR_Q5_K, TENSOR_Q6_K};
-    static const char *const names[] = {"f32",  "f16",  "q8_0", "q8_0p",
-                                        "q4_0", "q4_k", "q5_k", "q6_k"};
-    for (int t = 0; t < 8; t++) {
-        int packed = strcmp(names[t], "q8_0p") == 0;
+                                                 TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_0,
+                                                 TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+    static const char *const names[] = {"f32",   "f16",  "q8_0", "q8_0p", "q4_0",
+                                        "q4_0p", "q4_k", "q5_k", "q6_k"};
+    for (int t = 0; t < 9; t++) {
+        int packed = names[t][strlen(names[t]) - 1] == 'p';
         if (!listed(types, names[t])) continue;
         struct model model;
         if (make_model(&model, all_types[t], packed)) {
@@ -237,7 +239,8 @@ int main(int argc, char **argv) {
         for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
             if (!listed(isas, tensor_isa_name((enum tensor_isa)isa))) continue;
             if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
-            if (packed && isa != TENSOR_ISA_AVX512) continue; /* others read panels slowly */
+            /* the others read panels slowly */
+            if (packed && !tensor_panels_preferred(all_types[t])) continue;
             int slow = isa == TENSOR_ISA_SCALAR;
             double tg = best_pass(pool, &model, x, out, 1, slow ? 1 : 10);
             double pp64 = best_pass(pool, &model, x, out, 64, slow ? 1 : 3);

@@ -2,14 +2,15 @@
  * logits of an engine on the file's rows, bit for bit.
  *
  * On a seeded random Q8_0 model (llama and qwen2) written to a file:
- *  - an engine started under AVX-512 packs every layer matrix and the
- *    classifier (and leaves the caller's model as it was);
- *  - an engine started under AVX2 packs nothing; it starts after the first
- *    one, so it reads the rows that the first released from memory (they
- *    must come back from the file unchanged);
- *  - both, running AVX-512 kernels, give the same logits for a prompt
+ *  - an engine started under AVX2, and one under AVX-512 where the CPU has
+ *    it, packs every layer matrix and the classifier (and leaves the
+ *    caller's model as it was);
+ *  - an engine started under the scalar kernels packs nothing; it starts
+ *    after the first one, so it reads the rows that the first released from
+ *    memory (they must come back from the file unchanged);
+ *  - both, running the packing one's kernels, give the same logits for a prompt
  *    prefilled in chunks of 5 and for 8 generated tokens.
- * Skipped (77) on a CPU without AVX-512, where nothing is packed. */
+ * Skipped (77) on a CPU without AVX2, where nothing is packed. */
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -58,7 +59,7 @@ static int all_layers_packed(const struct model *m, enum tensor_layout layout) {
     return 1;
 }
 
-static void check_arch(enum model_arch arch) {
+static void check_arch(enum model_arch arch, enum tensor_isa isa) {
     char path[512], err[512];
     struct model_random_params params = {arch,        128, 256,           2, 4, 2, 300, 64,
                                          TENSOR_Q8_0, 7,   MODEL_MIX_NONE};
@@ -78,19 +79,21 @@ static void check_arch(enum model_arch arch) {
                                .kv_type = TENSOR_F16};
     struct engine packed, rows;
 
+    CHECK(tensor_isa_select(isa) == 0);
     CHECK(engine_init(&packed, model, &ep, err, sizeof(err)) == 0);
     CHECK_MSG(packed.packed_weights != NULL &&
                   all_layers_packed(packed.model, TENSOR_LAYOUT_PANELS),
-              "%s: AVX-512 engine did not pack its layers", model_arch_name(arch));
+              "%s: %s engine did not pack its layers", model_arch_name(arch),
+              tensor_isa_name(tensor_isa_current()));
     CHECK_MSG(packed.model->output.data == model->token_embd.data ||
                   packed.model->output.layout == TENSOR_LAYOUT_PANELS,
               "%s: untied classifier not packed", model_arch_name(arch));
     CHECK_MSG(all_layers_packed(model, TENSOR_LAYOUT_ROWS), "the caller's model was changed");
 
-    CHECK(tensor_isa_select(TENSOR_ISA_AVX2) == 0);
+    CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
     CHECK(engine_init(&rows, model, &ep, err, sizeof(err)) == 0);
-    CHECK(tensor_isa_select(TENSOR_ISA_AVX512) == 0);
-    CHECK_MSG(rows.packed_weights == NULL && rows.model == model, "AVX2 engine packed");
+    CHECK(tensor_isa_select(isa) == 0);
+    CHECK_MSG(rows.packed_weights == NULL && rows.model == model, "scalar engine packed");
 
     run_sequence(&packed, packed_logits);
     run_sequence(&rows, row_logits);
@@ -106,11 +109,13 @@ static void check_arch(enum model_arch arch) {
 }
 
 int main(void) {
-    if (tensor_isa_select(TENSOR_ISA_AVX512) != 0) {
-        printf("skip: this CPU has no AVX-512, so the engine packs nothing\n");
+    if (tensor_isa_best() < TENSOR_ISA_AVX2) {
+        printf("skip: this CPU has no AVX2, so the engine packs nothing\n");
         return 77;
     }
-    check_arch(MODEL_ARCH_LLAMA);
-    check_arch(MODEL_ARCH_QWEN2);
+    for (int isa = TENSOR_ISA_AVX2; isa <= (int)tensor_isa_best(); isa++) {
+        check_arch(MODEL_ARCH_LLAMA, (enum tensor_isa)isa);
+        check_arch(MODEL_ARCH_QWEN2, (enum tensor_isa)isa);
+    }
     return test_status("test_engine_packed");
 }

@@ -1,7 +1,9 @@
-/* test_tensor_panels.c -- Q8_0 weights packed into panels (tensor_pack_panels)
- * give the same products as the rows they came from, bit for bit:
- *  - for every instruction set this CPU has (AVX-512 has a kernel of its
- *    own; the others read panels with the scalar reference kernel);
+/* test_tensor_panels.c -- Q8_0 and Q4_0 weights packed into panels
+ * (tensor_pack_panels) give the same products as the rows they came from,
+ * bit for bit:
+ *  - for every instruction set this CPU has (AVX2 has kernels of its own
+ *    for both types, AVX-512 for Q8_0; the others read panels with the
+ *    scalar reference kernels);
  *  - for batch sizes 1..17 and larger, with 1, 2 and 3 threads;
  *  - for row counts that are not a multiple of 16 (padded panels) and odd
  *    block counts (panels padded to 64 bytes);
@@ -10,8 +12,12 @@
  *    packed column slice, which is how a tensor-parallel rank packs its
  *    share of ffn_down;
  *  - with the original rows overwritten after packing, so the products can
- *    only have come from the panels.
- * Also what may be packed, and that packing is preferred only on AVX-512. */
+ *    only have come from the panels;
+ *  - for the largest products of 8-bit pairs (quants -128 and 127 against
+ *    activations of 127 and -127), which AVX2's 16-bit pair sums must
+ *    hold without saturating.
+ * Also what may be packed, and that packing Q8_0 is preferred on AVX2 and
+ * AVX-512, Q4_0 on AVX2. */
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -37,9 +43,9 @@ static void check_same(struct tensor_pool *pool, const struct tensor_matrix *row
     float *got = malloc(sizeof(float) * n);
     CHECK(tensor_matmul_parts(pool, got, panels, x, batch, n_parts) == 0);
     CHECK_MSG(memcmp(got, expected, sizeof(float) * n) == 0,
-              "%s: %s, rows %d cols %d batch %d parts %d threads %d differ from rows", what,
-              tensor_isa_name(tensor_isa_current()), rows_w->rows, rows_w->cols, batch, n_parts,
-              tensor_pool_size(pool));
+              "%s: %s %s, rows %d cols %d batch %d parts %d threads %d differ from rows", what,
+              tensor_type_name(rows_w->type), tensor_isa_name(tensor_isa_current()), rows_w->rows,
+              rows_w->cols, batch, n_parts, tensor_pool_size(pool));
     free(got);
 }
 
@@ -53,9 +59,9 @@ static float *reference(const struct tensor_matrix *w, const float *x, int batch
     return out;
 }
 
-static void check_shape(struct tensor_pool **pools, int rows, int cols) {
+static void check_shape(struct tensor_pool **pools, enum tensor_type type, int rows, int cols) {
     static const int batches[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33};
-    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, rows, cols, &rng_state);
+    struct tensor_matrix w = test_random_weights(type, rows, cols, &rng_state);
     struct tensor_matrix panels = pack(&w);
     int max_batch = 33, blocks = cols / 32;
     float *x = test_random_floats((max_batch) * (cols), &rng_state);
@@ -66,7 +72,7 @@ static void check_shape(struct tensor_pool **pools, int rows, int cols) {
             int parts = 1 << k;
             expected[b][k] = blocks % parts == 0 ? reference(&w, x, batches[b], parts) : NULL;
         }
-    memset((void *)w.data, 0x55, tensor_row_bytes(TENSOR_Q8_0, cols) * (size_t)rows);
+    memset((void *)w.data, 0x55, tensor_row_bytes(type, cols) * (size_t)rows);
     for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
         if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         for (int t = 0; t < 3; t++)
@@ -86,10 +92,10 @@ static void check_shape(struct tensor_pool **pools, int rows, int cols) {
 
 /* Columns [64, 64 + 96) of a (37, 256) matrix, packed as a view, against
  * the same columns under the row kernels. */
-static void check_column_slice(struct tensor_pool *pool) {
-    struct tensor_matrix whole = test_random_weights(TENSOR_Q8_0, 37, 256, &rng_state);
+static void check_column_slice(struct tensor_pool *pool, enum tensor_type type) {
+    struct tensor_matrix whole = test_random_weights(type, 37, 256, &rng_state);
     struct tensor_matrix slice = whole;
-    slice.data = (const char *)whole.data + tensor_row_bytes(TENSOR_Q8_0, 64);
+    slice.data = (const char *)whole.data + tensor_row_bytes(type, 64);
     slice.cols = 96;
     struct tensor_matrix panels = pack(&slice);
     float *x = test_random_floats((9) * (96), &rng_state);
@@ -103,6 +109,34 @@ static void check_column_slice(struct tensor_pool *pool) {
     free(x);
 }
 
+/* Every pair of quants -128, 127 against activations quantized to 127 of
+ * the same signs: the largest pair sums there are. */
+static void check_extremes(struct tensor_pool *pool) {
+    const int rows = 24, cols = 128, batch = 9;
+    struct tensor_matrix w = test_random_weights(TENSOR_Q8_0, rows, cols, &rng_state);
+    float *x = malloc(sizeof(float) * (size_t)batch * cols);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols / 32; j++) {
+            struct tensor_block_q8_0 *block =
+                (struct tensor_block_q8_0 *)((char *)w.data + (size_t)r * w.row_stride) + j;
+            for (int i = 0; i < 32; i++) block->qs[i] = (int8_t)(i % 2 ? 127 : -128);
+        }
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < cols; i++) x[(size_t)b * cols + i] = (i % 2 ? 1.0f : -1.0f) * (b + 1);
+    struct tensor_matrix panels = pack(&w);
+    float *expected = reference(&w, x, batch, 1);
+    for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
+        for (int n = 1; n <= batch; n += 3)
+            check_same(pool, &w, expected, &panels, x, n, 1, "extreme quants");
+    }
+    CHECK(tensor_isa_select(tensor_isa_best()) == 0);
+    free(expected);
+    free((void *)w.data);
+    free((void *)panels.data);
+    free(x);
+}
+
 static void check_what_packs(void) {
     struct tensor_matrix q8 = test_random_weights(TENSOR_Q8_0, 16, 64, &rng_state);
     CHECK(tensor_panels_bytes(&q8) == 16 * tensor_row_bytes(TENSOR_Q8_0, 64));
@@ -110,11 +144,13 @@ static void check_what_packs(void) {
     CHECK_MSG(tensor_panels_bytes(&panels) == 0, "a packed matrix packed again");
     struct tensor_matrix q4 = tensor_matrix_make(q8.data, TENSOR_Q4_0, 16, 64);
     struct tensor_matrix f32 = tensor_matrix_make(q8.data, TENSOR_F32, 16, 64);
-    CHECK(tensor_panels_bytes(&q4) == 0 && tensor_panels_bytes(&f32) == 0);
+    CHECK(tensor_panels_bytes(&q4) == 16 * tensor_row_bytes(TENSOR_Q4_0, 64));
+    CHECK(tensor_panels_bytes(&f32) == 0);
     for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++) {
         if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
-        CHECK(tensor_panels_preferred(TENSOR_Q8_0) == (isa == TENSOR_ISA_AVX512));
-        CHECK(!tensor_panels_preferred(TENSOR_Q4_0) && !tensor_panels_preferred(TENSOR_F32));
+        CHECK(tensor_panels_preferred(TENSOR_Q8_0) == (isa >= TENSOR_ISA_AVX2));
+        CHECK(tensor_panels_preferred(TENSOR_Q4_0) == (isa == TENSOR_ISA_AVX2));
+        CHECK(!tensor_panels_preferred(TENSOR_F32));
     }
     CHECK(tensor_isa_select(tensor_isa_best()) == 0);
     free((void *)q8.data);
@@ -128,9 +164,13 @@ int main(void) {
         pools[t] = tensor_pool_create(t + 1);
         CHECK(pools[t] != NULL);
     }
-    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-        check_shape(pools, shapes[s][0], shapes[s][1]);
-    check_column_slice(pools[1]);
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        check_shape(pools, TENSOR_Q8_0, shapes[s][0], shapes[s][1]);
+        check_shape(pools, TENSOR_Q4_0, shapes[s][0], shapes[s][1]);
+    }
+    check_column_slice(pools[1], TENSOR_Q8_0);
+    check_column_slice(pools[1], TENSOR_Q4_0);
+    check_extremes(pools[1]);
     check_what_packs();
     for (int t = 0; t < 3; t++) tensor_pool_free(pools[t]);
     return test_status("test_tensor_panels");

@@ -66,7 +66,7 @@ static const struct tensor_kernels *kernels_for(enum tensor_isa isa) {
     return &tensor_kernels_scalar;
 }
 
-static _Atomic int best_isa = -1;                              /* cached detect_isa() */
+static _Atomic int best_isa = -1;                              /* cached capped_isa() */
 static _Atomic(const struct tensor_kernels *) current_kernels; /* NULL until first use */
 
 enum tensor_isa tensor_isa_best(void) {
@@ -136,6 +136,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .matmul_q8_0 = tensor_matmul_q8_0_scalar,
     .matmul_q4_0 = tensor_matmul_q4_0_scalar,
     .matmul_q8_0_panels = tensor_matmul_q8_0_panels_scalar,
+    .matmul_q4_0_panels = tensor_matmul_q4_0_panels_scalar,
     .panels_preferred = 0,
     .panels_interleaved = 0,
     .matmul_scratch = tensor_matmul_scratch_none,
@@ -162,9 +163,12 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .matmul_f16 = tensor_matmul_f16_avx2,
     .matmul_q8_0 = tensor_matmul_q8_0_avx2,
     .matmul_q4_0 = tensor_matmul_q4_0_avx2,
-    .matmul_q8_0_panels = tensor_matmul_q8_0_panels_scalar,
-    .panels_preferred = 0,
-    .panels_interleaved = 0,
+    .matmul_q8_0_panels = tensor_matmul_q8_0_panels_avx2,
+    .matmul_q8_0_panels_parts = tensor_matmul_q8_0_panels_parts_avx2,
+    .matmul_q4_0_panels = tensor_matmul_q4_0_panels_avx2,
+    .panels_preferred = 1,
+    .q4_0_panels_preferred = 1,
+    .panels_interleaved = 1,
     .matmul_scratch = tensor_matmul_scratch_avx2,
     .q8_0_offset = 0,
     .q4_0_offset = 8,
@@ -192,6 +196,7 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .matmul_q4_0 = tensor_matmul_q4_0_avx512,
     .matmul_q8_0_panels = tensor_matmul_q8_0_panels_avx512,
     .matmul_q8_0_panels_parts = tensor_matmul_q8_0_panels_parts_avx512,
+    .matmul_q4_0_panels = tensor_matmul_q4_0_panels_scalar,
     .panels_preferred = 1,
     .panels_interleaved = 1,
     .matmul_scratch = tensor_matmul_scratch_avx512,

@@ -155,7 +155,7 @@ static void matmul_chunk(void *arg, int chunk, int thread) {
 
 static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
     if (w->layout == TENSOR_LAYOUT_PANELS)
-        return w->type == TENSOR_Q8_0 ? k->matmul_q8_0_panels : NULL;
+        return w->type == TENSOR_Q8_0 ? k->matmul_q8_0_panels : k->matmul_q4_0_panels;
     switch (w->type) {
     case TENSOR_F32:
         return k->matmul_f32;
@@ -266,9 +266,9 @@ static struct tensor_matrix column_view(const struct tensor_matrix *w, int first
     if (w->layout == TENSOR_LAYOUT_PANELS) {
         /* the view's panels start at its first block; its scales lie as far
          * beyond the whole matrix's scales as its first block is */
-        size_t block = (size_t)(first / TENSOR_QK);
-        view.data = (const char *)w->data + block * TENSOR_PANEL_QUANTS;
-        view.scales_offset = w->scales_offset - block * (TENSOR_PANEL_QUANTS - TENSOR_PANEL_SCALES);
+        size_t block = (size_t)(first / TENSOR_QK), quants = tensor_panel_quants(w->type);
+        view.data = (const char *)w->data + block * quants;
+        view.scales_offset = w->scales_offset - block * (quants - TENSOR_PANEL_SCALES);
     } else {
         view.data = (const char *)w->data + tensor_row_bytes(w->type, first);
     }

@@ -105,6 +105,45 @@ void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int r
     }
 }
 
+/* The Q4_0 panel layout read element by element: what the AVX2 Q4_0 panel
+ * kernel must compute, and the path of instruction sets without one.
+ * Element i of a block is a nibble of the block's byte i % 16 (low for the
+ * first 16), and that byte lies in group (i % 16) / 4 of the row's panel
+ * block. The activations may be interleaved (tensor_internal.h). */
+void tensor_matmul_q4_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
+                                      int row_end, void *scratch) {
+    const struct tensor_matrix *w = job->w;
+    const struct tensor_xq *xq = job->xq;
+    int blocks = w->cols / TENSOR_QK;
+    (void)scratch;
+    for (int r = row_begin; r < row_end; r++) {
+        const uint8_t *panel =
+            (const uint8_t *)w->data + (size_t)(r / TENSOR_PANEL_ROWS) * w->row_stride;
+        int m = r % TENSOR_PANEL_ROWS;
+        for (int b = 0; b < job->batch; b++) {
+            float acc = 0.0f;
+            for (int j = 0; j < blocks; j++) {
+                size_t number = xq->interleaved ? tensor_xq_number(job->batch, blocks, b, j)
+                                                : (size_t)b * blocks + j;
+                const int8_t *xj = xq->qs + number * TENSOR_QK;
+                const uint8_t *quants = panel + (size_t)j * TENSOR_PANEL_QUANTS_Q4_0;
+                int32_t dot = 0;
+                for (int i = 0; i < TENSOR_QK / 2; i++) {
+                    int stored = quants[(i / 4) * 64 + m * 4 + i % 4];
+                    dot += ((stored & 0x0f) - 8) * xj[i];
+                    dot += ((stored >> 4) - 8) * xj[i + TENSOR_QK / 2];
+                }
+                uint16_t d_w;
+                memcpy(&d_w,
+                       panel + w->scales_offset + (size_t)j * TENSOR_PANEL_SCALES + 2 * (size_t)m,
+                       sizeof(d_w));
+                acc = tensor_add_block(acc, dot, tensor_fp16_to_fp32(d_w), xq->d[number]);
+            }
+            job->out[(size_t)b * w->rows + r] = acc;
+        }
+    }
+}
+
 void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch) {
     const struct tensor_matrix *w = job->w;

@@ -83,7 +83,7 @@ uint16_t tensor_fp32_to_fp16(float f);
 /* How a matrix's bytes are arranged. */
 enum tensor_layout {
     TENSOR_LAYOUT_ROWS = 0,   /* row after row, each in the type's blocks (GGUF's layout) */
-    TENSOR_LAYOUT_PANELS = 1, /* Q8_0 only: panels of 16 rows, see tensor_pack_panels */
+    TENSOR_LAYOUT_PANELS = 1, /* Q8_0, Q4_0: panels of 16 rows, see tensor_pack_panels */
 };
 
 /* A weight matrix W of shape (rows, cols). Row layout: row r starts at
@@ -124,9 +124,10 @@ uint16_t tensor_fp32_to_bf16(float f);
 
 /* ---- panel layout ----
  *
- * A Q8_0 matrix packed for the AVX-512 kernels: with rows as stored, a
- * product of a few tokens must transpose every 16 rows before it can use
- * them (vpdpbusd adds 4 products into each of 16 row lanes), and paid that
+ * A Q8_0 matrix packed for the AVX-512 and AVX2 kernels (a Q4_0 one for
+ * AVX2): with rows as stored, a product of a few tokens must transpose
+ * every 16 rows before it can use them (vpdpbusd adds 4 products into each
+ * of 16 row lanes, vpmaddubsw with vpmaddwd into each of 8), and paid that
  * on every call. Packed once at load, the weights are read as they are
  * used, in one sequential stream per 16 rows.
  *
@@ -136,13 +137,17 @@ uint16_t tensor_fp32_to_bf16(float f);
  * quants 4g .. 4g+3 of each of the 16 rows (row m at bytes 4m .. 4m+3),
  * each plus 128 (unsigned, as vpdpbusd wants it). At scales_offset follow
  * the scales, 32 bytes per block: the 16 rows' fp16 scales in row order.
+ * Q4_0 is laid out the same way with 256 bytes of quants per block: 4
+ * groups of 64 bytes, group g holding bytes 4g .. 4g+3 of each row's
+ * block as stored (low nibbles: elements 4g .. 4g+3, high nibbles:
+ * elements 4g+16 .. 4g+19), unchanged.
  * Packing moves bytes and changes no value, so a product gives the same
  * bits in either layout. */
 
 /* 1 if the instruction set in use multiplies type faster from panels. */
 int tensor_panels_preferred(enum tensor_type type);
 /* Bytes the panel layout of w takes; 0 if w cannot be packed (w must be a
- * Q8_0 matrix in row layout). */
+ * Q8_0 or Q4_0 matrix in row layout). */
 size_t tensor_panels_bytes(const struct tensor_matrix *w);
 /* Packs w into out (64-byte aligned, tensor_panels_bytes(w) bytes) and
  * returns the matrix it now is. */
@@ -160,7 +165,8 @@ enum tensor_isa {
 enum tensor_isa tensor_isa_best(void);
 /* Use isa from now on (tests compare paths); returns -1 if unsupported. */
 int tensor_isa_select(enum tensor_isa isa);
-/* The instruction set in use. */
+/* The instruction set in use: the best one, or less if the environment
+ * variable LOCKSTEP_ISA names one (scalar, avx2), until tensor_isa_select. */
 enum tensor_isa tensor_isa_current(void);
 const char *tensor_isa_name(enum tensor_isa isa);
 

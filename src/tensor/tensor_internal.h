@@ -125,8 +125,10 @@ struct tensor_kernels {
     tensor_matmul_fn matmul_q8_0_panels;             /* Q8_0 packed by tensor_pack_panels */
     tensor_matmul_parts_fn matmul_q8_0_panels_parts; /* ... its column parts at once, or NULL:
                                                       * matmul_q8_0_panels for each part */
+    tensor_matmul_fn matmul_q4_0_panels;             /* Q4_0 packed by tensor_pack_panels */
     int panels_preferred;                            /* 1: packing Q8_0 makes products faster */
-    int panels_interleaved; /* 1: matmul_q8_0_panels reads interleaved activations */
+    int q4_0_panels_preferred;                       /* 1: packing Q4_0 makes them faster */
+    int panels_interleaved; /* 1: the panel kernels read interleaved activations */
     /* Per-thread scratch bytes a matmul of this type and width needs. */
     size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
     int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
@@ -196,10 +198,16 @@ struct tensor_ahead {
 #define TENSOR_ROW_TILE 16
 
 /* The panel layout (tensor.h): rows per panel, and bytes per 32-column
- * block of a panel's quants and of its scales. */
-#define TENSOR_PANEL_ROWS   16
-#define TENSOR_PANEL_QUANTS 512
-#define TENSOR_PANEL_SCALES 32
+ * block of a panel's quants (Q8_0, Q4_0) and of its scales. */
+#define TENSOR_PANEL_ROWS        16
+#define TENSOR_PANEL_QUANTS      512
+#define TENSOR_PANEL_QUANTS_Q4_0 256
+#define TENSOR_PANEL_SCALES      32
+
+/* Bytes of a panel's quants per block for type (Q8_0 or Q4_0). */
+static inline size_t tensor_panel_quants(enum tensor_type type) {
+    return type == TENSOR_Q4_0 ? TENSOR_PANEL_QUANTS_Q4_0 : TENSOR_PANEL_QUANTS;
+}
 
 /* Scratch memory owned by the pool, at least size bytes, 64-byte aligned;
  * NULL if it could not be grown. Valid until the next call. */
@@ -215,6 +223,8 @@ void tensor_matmul_q8_0_scalar(const struct tensor_matmul_job *job, int row_begi
 void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch);
 void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
+                                      int row_end, void *scratch);
+void tensor_matmul_q4_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch);
 size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch);
 /* Any type with a row dot: every output element one job->row_dot call
@@ -254,6 +264,13 @@ void tensor_matmul_q8_0_avx2(const struct tensor_matmul_job *job, int row_begin,
 void tensor_matmul_q4_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
                              void *scratch);
 size_t tensor_matmul_scratch_avx2(enum tensor_type type, int cols, int batch);
+/* Q8_0 in panel layout, every batch size (matmul_panels_avx2.c). */
+void tensor_matmul_q8_0_panels_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                    void *scratch);
+void tensor_matmul_q8_0_panels_parts_avx2(const struct tensor_matmul_job *jobs, int n_parts,
+                                          int row_begin, int row_end, void *scratch);
+void tensor_matmul_q4_0_panels_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                    void *scratch);
 void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                             int32_t offset);
 void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);

@@ -1,0 +1,113 @@
+/* maddubs_peak.c -- measures this machine's peak rate of 8-bit
+ * multiply-adds with AVX2 alone (vpmaddubsw, vpmaddwd, vpaddd), the
+ * ceiling of batched Q8_0 products on a CPU without AVX-512 VNNI, as
+ * vnni_peak does for AVX-512.
+ *
+ * usage: maddubs_peak [threads]   prints two rates in GMAC/s (multiply-adds
+ * of 8-bit pairs per second, all threads together), each the best of 7
+ * passes, or "0" and exit status 77 on a CPU without AVX2:
+ *   peak        the multiply-add sequence alone: vpmaddubsw (32 products
+ *               summed in 16-bit pairs), vpmaddwd by ones (to 8 sums of
+ *               four), vpaddd into an accumulator; twelve independent
+ *               chains a thread, enough to hide the latencies (the
+ *               operands pass through an empty asm between chains, else
+ *               the compiler makes one product for all twelve);
+ *   block step  the panel kernel's own block step (panel_block_avx2 in
+ *               panel_avx2.h, run by maddubs_block_avx2.c) on a tile of
+ *               16 rows and 8 batch columns with its operands in L1: per
+ *               weight vector an xor and an absolute value, per column a
+ *               sign, the three instructions above, and per block a scale
+ *               product, a conversion, a multiply and an add. The highest
+ *               rate the kernel can reach, whatever its memory does. */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define ITERATIONS   50000000L /* loop trips per thread and pass */
+#define ACCUMULATORS 12        /* independent chains per thread */
+#define LANE_PAIRS   32        /* 8-bit products one vpmaddubsw makes */
+#define BLOCKS       5000000L  /* block steps per thread and pass */
+#define BLOCK_MACS   4096      /* multiply-adds of a block step: 16 rows x 32 quants x 8 columns */
+
+struct worker {
+    pthread_t thread;
+    int32_t result; /* the sums, stored so the loop is not optimized away */
+};
+
+__attribute__((target("avx2"))) static void *multiply_add(void *arg) {
+    struct worker *w = arg;
+    __m256i weights = _mm256_set1_epi32(0x01020304), inputs = _mm256_set1_epi32(0x05060708);
+    __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[ACCUMULATORS];
+    for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm256_set1_epi32(i);
+    for (long n = 0; n < ITERATIONS; n++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < ACCUMULATORS; i++) {
+            acc[i] = _mm256_add_epi32(
+                acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(weights, inputs), ones));
+            /* the operands may change between chains: each chain makes
+             * its own products */
+            __asm__ volatile("" : "+x"(inputs), "+x"(weights));
+        }
+    }
+    __m256i sum = acc[0];
+    for (int i = 1; i < ACCUMULATORS; i++) sum = _mm256_add_epi32(sum, acc[i]);
+    int32_t lanes[8];
+    _mm256_storeu_si256((__m256i *)lanes, sum);
+    w->result = lanes[0] + lanes[7];
+    return NULL;
+}
+
+/* maddubs_block_avx2.c: n block steps of the panel kernel; a value of
+ * their sums. */
+int32_t maddubs_block_steps(long n_blocks);
+
+static void *block_step(void *arg) {
+    struct worker *w = arg;
+    w->result = maddubs_block_steps(BLOCKS);
+    return NULL;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Best rate of 7 passes of fn on n_threads threads, in GMAC/s, for
+ * macs_per_thread multiply-adds a thread and pass. */
+static double best_rate(void *(*fn)(void *), int n_threads, double macs_per_thread) {
+    struct worker workers[64];
+    double best = 0;
+    for (int pass = 0; pass < 7; pass++) {
+        double t0 = now();
+        for (int t = 0; t < n_threads; t++)
+            pthread_create(&workers[t].thread, NULL, fn, &workers[t]);
+        for (int t = 0; t < n_threads; t++) pthread_join(workers[t].thread, NULL);
+        double rate = n_threads * macs_per_thread / (now() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int n_threads = argc > 1 ? atoi(argv[1]) : 1;
+    if (n_threads < 1 || n_threads > 64) {
+        fprintf(stderr, "usage: maddubs_peak [threads 1..64]\n");
+        return 2;
+    }
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+        printf("0\n");
+        return 77;
+    }
+    double peak =
+        best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
+    double block = best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
+    printf("peak        %.1f GMAC/s\n", peak);
+    printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
+    return 0;
+}
