@@ -6,7 +6,8 @@
  *    1.3x of llama.cpp's error on the same rows (Q4_1 / Q5_0 / Q5_1 write
  *    the very blocks llama-quantize wrote);
  *  - scalar row dots equal the dot of the dequantized operands, AVX2 row
- *    dots the scalar ones, within float rounding;
+ *    dots the scalar ones, within float rounding, and AVX-512 row dots
+ *    have the AVX2 ones' bits;
  *  - tensor_matmul with these weights is batch invariant, equals the row
  *    dots, and its column parts add up to the whole. */
 #include "model/model.h"
@@ -20,7 +21,7 @@
 struct legacy_type {
     enum tensor_type type;
     enum tensor_type dot_type; /* TENSOR_Q8_0 or TENSOR_Q8_1 */
-    tensor_row_dot_fn scalar, avx2;
+    tensor_row_dot_fn scalar, avx2, avx512;
     float file_error;   /* bound on the relative RMS error of llama.cpp's files */
     int ggml_quantizer; /* 1: tensor_quantize_row writes llama-quantize's blocks */
 };
@@ -28,11 +29,14 @@ struct legacy_type {
 /* File bounds: ~1.5x the worst tensor measured (Q4_1 0.0791, Q5_0 0.0434,
  * Q5_1 0.0382, IQ4_NL 0.0643); a layout error gives ~1. */
 static const struct legacy_type types[] = {
-    {TENSOR_Q4_1, TENSOR_Q8_1, tensor_row_dot_q4_1_scalar, tensor_row_dot_q4_1_avx2, 0.12f, 1},
-    {TENSOR_Q5_0, TENSOR_Q8_0, tensor_row_dot_q5_0_scalar, tensor_row_dot_q5_0_avx2, 0.065f, 1},
-    {TENSOR_Q5_1, TENSOR_Q8_1, tensor_row_dot_q5_1_scalar, tensor_row_dot_q5_1_avx2, 0.057f, 1},
-    {TENSOR_IQ4_NL, TENSOR_Q8_0, tensor_row_dot_iq4_nl_scalar, tensor_row_dot_iq4_nl_avx2, 0.096f,
-     0},
+    {TENSOR_Q4_1, TENSOR_Q8_1, tensor_row_dot_q4_1_scalar, tensor_row_dot_q4_1_avx2,
+     tensor_row_dot_q4_1_avx512, 0.12f, 1},
+    {TENSOR_Q5_0, TENSOR_Q8_0, tensor_row_dot_q5_0_scalar, tensor_row_dot_q5_0_avx2,
+     tensor_row_dot_q5_0_avx512, 0.065f, 1},
+    {TENSOR_Q5_1, TENSOR_Q8_1, tensor_row_dot_q5_1_scalar, tensor_row_dot_q5_1_avx2,
+     tensor_row_dot_q5_1_avx512, 0.057f, 1},
+    {TENSOR_IQ4_NL, TENSOR_Q8_0, tensor_row_dot_iq4_nl_scalar, tensor_row_dot_iq4_nl_avx2,
+     tensor_row_dot_iq4_nl_avx512, 0.096f, 0},
 };
 #define N_TYPES (int)(sizeof(types) / sizeof(types[0]))
 
@@ -302,6 +306,12 @@ static void check_row_dot(const struct legacy_type *lt, int n, uint64_t *state) 
         float avx2 = lt->avx2(wq, xq, n);
         CHECK_MSG(fabs(avx2 - scalar) <= 1e-4 * magnitude, "%s n %d: avx2 %.7g, scalar %.7g",
                   tensor_type_name(lt->type), n, avx2, scalar);
+        if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
+            /* the same lanes and float steps (quants_legacy_avx512.c) */
+            float avx512 = lt->avx512(wq, xq, n);
+            CHECK_MSG(test_same_bits(&avx512, &avx2, 1), "%s n %d: avx512 %a, avx2 %a",
+                      tensor_type_name(lt->type), n, avx512, avx2);
+        }
     }
     free(w);
     free(x);
@@ -313,7 +323,7 @@ static void check_row_dot(const struct legacy_type *lt, int n, uint64_t *state) 
 
 static void test_row_dots(void) {
     uint64_t state = 99;
-    /* 96: an odd number of blocks, the AVX2 loops' tail */
+    /* 96: an odd number of blocks, the SIMD loops' tail */
     static const int sizes[] = {96, 256, 512, 4096};
     for (int t = 0; t < N_TYPES; t++)
         for (int s = 0; s < 4; s++)
@@ -331,7 +341,9 @@ static void check_matmul(struct tensor_pool *pool, const struct legacy_type *lt,
     struct tensor_matrix w = tensor_matrix_make(wq, lt->type, ROWS, COLS);
     float out[BATCH * ROWS], one[ROWS], parts[2 * BATCH * ROWS];
     const char *isa = tensor_isa_name(tensor_isa_current());
-    tensor_row_dot_fn row_dot = tensor_isa_current() == TENSOR_ISA_SCALAR ? lt->scalar : lt->avx2;
+    tensor_row_dot_fn row_dot = tensor_isa_current() == TENSOR_ISA_SCALAR ? lt->scalar
+                                : tensor_isa_current() == TENSOR_ISA_AVX2 ? lt->avx2
+                                                                          : lt->avx512;
     CHECK(tensor_matmul(pool, out, &w, x, BATCH) == 0);
     float xf[COLS];
     for (int b = 0; b < BATCH; b++) {

@@ -158,6 +158,11 @@ float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
 void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
+/* AVX-512 row dots of Q4_1, Q5_0, Q5_1 and IQ4_NL (the AVX2 ones' bits). */
+float tensor_row_dot_q4_1_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q5_0_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q5_1_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_iq4_nl_avx512(const void *w, const void *x, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)
