@@ -110,23 +110,25 @@ const char *tensor_isa_name(enum tensor_isa isa) {
 }
 
 /* The row dots (quants.h) of every type without a matmul kernel of its
- * own, in one instruction set's versions, Q4_K and Q6_K in those of
- * k_isa. AVX-512 machines run the AVX2 ones of the other types. */
-#define ROW_DOTS(isa, k_isa)                                                                       \
+ * own, each type's in the instruction set named for it, so the AVX-512
+ * table keeps the AVX2 dots of the types without AVX-512 ones. */
+#define ROW_DOTS(q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, bf16)             \
     {                                                                                              \
-        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##isa, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##isa,      \
-        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##isa, [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##isa,  \
-        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##isa, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##isa,      \
-        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##k_isa, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##isa,    \
-        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##k_isa,                                               \
-        [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##isa, [TENSOR_BF16] = tensor_row_dot_bf16_##isa,  \
+        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##q4_1, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##q5_0,    \
+        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##q5_1,                                                \
+        [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##iq4_nl,                                          \
+        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##q2_k, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##q3_k,    \
+        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##q4_k, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##q5_k,    \
+        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##q6_k,                                                \
+        [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##iq4_xs,                                          \
+        [TENSOR_BF16] = tensor_row_dot_bf16_##bf16,                                                \
     }
 
 /* The multi-column row dots an instruction set has (as ROW_DOTS). */
-#define ROW_DOTS_COLUMNS(isa, k_isa)                                                               \
+#define ROW_DOTS_COLUMNS(q4_k, q5_k, q6_k)                                                         \
     {                                                                                              \
-        [TENSOR_Q4_K] = tensor_row_dots_q4_k_##k_isa, [TENSOR_Q5_K] = tensor_row_dots_q5_k_##isa,  \
-        [TENSOR_Q6_K] = tensor_row_dots_q6_k_##k_isa,                                              \
+        [TENSOR_Q4_K] = tensor_row_dots_q4_k_##q4_k, [TENSOR_Q5_K] = tensor_row_dots_q5_k_##q5_k,  \
+        [TENSOR_Q6_K] = tensor_row_dots_q6_k_##q6_k,                                               \
     }
 
 const struct tensor_kernels tensor_kernels_scalar = {
@@ -154,7 +156,8 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
-    .row_dot = ROW_DOTS(scalar, scalar),
+    .row_dot = ROW_DOTS(scalar, scalar, scalar, scalar, scalar, scalar, scalar, scalar, scalar,
+                        scalar, scalar),
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -184,8 +187,8 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
-    .row_dot = ROW_DOTS(avx2, avx2),
-    .row_dots = ROW_DOTS_COLUMNS(avx2, avx2),
+    .row_dot = ROW_DOTS(avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2),
+    .row_dots = ROW_DOTS_COLUMNS(avx2, avx2, avx2),
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -214,6 +217,6 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
-    .row_dot = ROW_DOTS(avx2, avx512),
-    .row_dots = ROW_DOTS_COLUMNS(avx2, avx512),
+    .row_dot = ROW_DOTS(avx2, avx2, avx2, avx2, avx2, avx2, avx512, avx512, avx512, avx2, avx2),
+    .row_dots = ROW_DOTS_COLUMNS(avx512, avx512, avx512),
 };

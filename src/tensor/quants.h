@@ -153,10 +153,12 @@ typedef void (*tensor_quantize_fn)(void *out, const float *x, int64_t n);
 void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
-/* AVX-512 row dots of Q4_K and Q6_K, single and multi-column. */
+/* AVX-512 row dots of Q4_K, Q5_K and Q6_K, single and multi-column. */
 float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q5_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
 void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_q5_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
