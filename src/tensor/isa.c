@@ -217,6 +217,7 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
-    .row_dot = ROW_DOTS(avx2, avx2, avx2, avx2, avx2, avx2, avx512, avx512, avx512, avx2, avx2),
+    .row_dot =
+        ROW_DOTS(avx2, avx2, avx2, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx2),
     .row_dots = ROW_DOTS_COLUMNS(avx512, avx512, avx512),
 };

@@ -160,6 +160,10 @@ float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
 void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q5_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
+/* AVX-512 row dots of Q2_K, Q3_K and IQ4_XS. */
+float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)
