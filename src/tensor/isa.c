@@ -218,6 +218,6 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
     .row_dot =
-        ROW_DOTS(avx2, avx2, avx2, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx2),
+        ROW_DOTS(avx2, avx2, avx2, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx512),
     .row_dots = ROW_DOTS_COLUMNS(avx512, avx512, avx512),
 };

@@ -164,6 +164,8 @@ void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_
 float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n);
+/* The AVX-512 BF16 row dot (AVX512F only, no AVX512_BF16). */
+float tensor_row_dot_bf16_avx512(const void *w, const void *x, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)
