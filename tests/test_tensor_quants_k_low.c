@@ -433,10 +433,9 @@ static double ns_per_call(tensor_row_dot_fn dot, const void *w, const void *x, i
 }
 
 static void time_row_dots(void) {
-    float *w = malloc(sizeof(float) * 4096), *x = malloc(sizeof(float) * 4096);
-    void *blocks = malloc(tensor_row_bytes(TENSOR_IQ4_XS, 4096)); /* the largest of the three */
+    static float w[4096], x[4096];
+    static struct tensor_block_iq4_xs blocks[16]; /* the largest of the three types */
     struct tensor_block_q8_k xq[16];
-    if (!w || !x || !blocks) return;
     random_weights(w, 4096);
     random_weights(x, 4096);
     tensor_quantize_q8_k(xq, x, 4096);
@@ -449,9 +448,6 @@ static void time_row_dots(void) {
             printf(", avx512 %.0f ns", ns_per_call(cases[c].avx512, blocks, xq, 4096, 50000));
         printf("\n");
     }
-    free(w);
-    free(x);
-    free(blocks);
 }
 
 int main(void) {

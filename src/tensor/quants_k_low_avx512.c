@@ -26,6 +26,11 @@ static inline int32_t sum_lanes(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* The i32 lanes of v added in pairs to 8 (exact: the same total). */
+static inline __m256i fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
 /* ---- Q2_K and Q3_K: groups of 16 ---- */
 
 /* The 16 group scales (i16 lanes of scales) spread for vectors m = 0..3:
@@ -52,15 +57,24 @@ static inline __m512i low_bits(const uint8_t *qs, int m) {
     return _mm512_and_si512(_mm512_srlv_epi16(bits, shift), _mm512_set1_epi8(3));
 }
 
-/* sum_g scale_g * sum_{j in g} q_j * x_j over a super-block, exact. */
-static inline int32_t groups16_dot(const __m512i *q, const __m512i *scale, const int8_t *x) {
+/* Lanes whose total is sum_g scale_g * sum_{j in g} q_j * x_j over a
+ * super-block, exact. */
+static inline __m512i groups16_dot(const __m512i *q, const __m512i *scale, const int8_t *x) {
     __m512i sums = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int m = 0; m < 4; m++) {
         __m512i a = _mm512_loadu_si512((const void *)(x + 64 * m));
         sums = _mm512_dpwssd_epi32(sums, _mm512_maddubs_epi16(q[m], a), scale[m]);
     }
-    return _mm512_reduce_add_epi32(sums);
+    return sums;
+}
+
+/* The totals of the i32 lanes of a (in i32 lane 0) and of b (lane 1), in
+ * one tree. */
+static inline __m128i two_totals(__m512i a, __m256i b) {
+    __m256i h = _mm256_hadd_epi32(fold(a), b);
+    h = _mm256_hadd_epi32(h, h);
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n) {
@@ -70,14 +84,18 @@ float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n) {
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
         __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)wb[b].scales));
         __m256i bsums = _mm256_loadu_si256((const __m256i *)xb[b].bsums);
-        int32_t mins = sum_lanes(_mm256_madd_epi16(_mm256_srli_epi16(packed, 4), bsums));
+        __m256i mins = _mm256_madd_epi16(_mm256_srli_epi16(packed, 4), bsums);
         __m512i q[4], scale[4];
         spread_scales(scale, _mm256_and_si256(packed, _mm256_set1_epi16(15)));
 #pragma GCC unroll 4
         for (int m = 0; m < 4; m++) q[m] = low_bits(wb[b].qs, m);
-        int32_t dots = groups16_dot(q, scale, xb[b].qs);
-        float d = xb[b].d * _cvtsh_ss(wb[b].d), dmin = xb[b].d * _cvtsh_ss(wb[b].dmin);
-        sum += d * (float)dots - dmin * (float)mins;
+        /* the scalar steps d * dots - dmin * mins, d and dmin side by side */
+        __m128 totals = _mm_cvtepi32_ps(two_totals(groups16_dot(q, scale, xb[b].qs), mins));
+        uint32_t d_dmin;
+        memcpy(&d_dmin, &wb[b].d, sizeof(d_dmin));
+        __m128 d = _mm_mul_ps(_mm_set1_ps(xb[b].d), _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)));
+        __m128 terms = _mm_mul_ps(d, totals);
+        sum += _mm_cvtss_f32(_mm_sub_ss(terms, _mm_movehdup_ps(terms)));
     }
     return sum;
 }
@@ -100,13 +118,14 @@ float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n) {
         __m256i scales = _mm256_cvtepi8_epi16(q3_scales(wb[b].scales));
         /* the bias: 4 times each group's scale times its activation sum */
         __m256i bsums = _mm256_loadu_si256((const __m256i *)xb[b].bsums);
-        int32_t bias = sum_lanes(_mm256_madd_epi16(scales, bsums));
+        __m256i bias = _mm256_madd_epi16(scales, bsums);
         __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb[b].hmask));
         __m512i q[4], scale[4];
         spread_scales(scale, scales);
 #pragma GCC unroll 4
         for (int m = 0; m < 4; m++) q[m] = q3_biased(wb[b].qs, high, m);
-        int32_t dots = groups16_dot(q, scale, xb[b].qs) - 4 * bias;
+        int32_t dots = sum_lanes(
+            _mm256_sub_epi32(fold(groups16_dot(q, scale, xb[b].qs)), _mm256_slli_epi32(bias, 2)));
         sum += _cvtsh_ss(wb[b].d) * xb[b].d * (float)dots;
     }
     return sum;
@@ -168,10 +187,9 @@ float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n) {
         /* each group's activation sum: its two 16-sums */
         __m256i group_sums = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[b].bsums),
                                                _mm256_set1_epi16(1));
-        int32_t bias = sum_lanes(_mm256_mullo_epi32(scales, group_sums));
-        int32_t dots =
-            _mm512_reduce_add_epi32(iq4_biased_dots(&wb[b], xb[b].qs, scales, biased_values)) -
-            128 * bias;
+        __m256i bias = _mm256_slli_epi32(_mm256_mullo_epi32(scales, group_sums), 7);
+        int32_t dots = sum_lanes(
+            _mm256_sub_epi32(fold(iq4_biased_dots(&wb[b], xb[b].qs, scales, biased_values)), bias));
         sum += _cvtsh_ss(wb[b].d) * xb[b].d * (float)dots;
     }
     return sum;
