@@ -33,7 +33,7 @@ static const struct ktype types[] = {
     {TENSOR_Q4_K, "q4_k", tensor_row_dot_q4_k_scalar, tensor_row_dot_q4_k_avx2,
      tensor_row_dots_q4_k_avx2, tensor_row_dot_q4_k_avx512, tensor_row_dots_q4_k_avx512, 0.11},
     {TENSOR_Q5_K, "q5_k", tensor_row_dot_q5_k_scalar, tensor_row_dot_q5_k_avx2,
-     tensor_row_dots_q5_k_avx2, NULL, NULL, 0.054},
+     tensor_row_dots_q5_k_avx2, tensor_row_dot_q5_k_avx512, tensor_row_dots_q5_k_avx512, 0.054},
     {TENSOR_Q6_K, "q6_k", tensor_row_dot_q6_k_scalar, tensor_row_dot_q6_k_avx2,
      tensor_row_dots_q6_k_avx2, tensor_row_dot_q6_k_avx512, tensor_row_dots_q6_k_avx512, 0.027},
 };

@@ -13,12 +13,12 @@
  *    blocks of random bits) against activations quantized to Q8_K: the
  *    scalar row dot equals the double-precision dot of the dequantized rows
  *    within 1e-4 of the sum of |products|, the AVX2 one the scalar within
- *    1e-5;
+ *    1e-5, the AVX-512 one (where the CPU has it) the scalar bit for bit;
  *  - tensor_matmul on each instruction set: each element is the kernel
  *    table's row dot bit for bit, rows of a batch of 5 equal the same rows
  *    alone, and two column parts add up to the whole within rounding.
  * With LOCKSTEP_TIME_ROW_DOTS set it also prints ns per row dot of 4096
- * weights, scalar and AVX2. */
+ * weights, scalar, AVX2 and (where the CPU has it) AVX-512. */
 #include "model/model.h"
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
@@ -37,16 +37,19 @@ static const int iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 struct type_case {
     enum tensor_type type;
     const char *name;
-    tensor_row_dot_fn scalar, avx2;
+    tensor_row_dot_fn scalar, avx2, avx512;
     double file_bound; /* relative RMS error llama.cpp's files stay under */
 };
 
 /* Bounds ~1.5 times the worst tensor measured on rand3m (Q2_K 0.2336, Q3_K
  * 0.1258, IQ4_XS 0.0648). */
 static const struct type_case cases[] = {
-    {TENSOR_Q2_K, "Q2_K", tensor_row_dot_q2_k_scalar, tensor_row_dot_q2_k_avx2, 0.35},
-    {TENSOR_Q3_K, "Q3_K", tensor_row_dot_q3_k_scalar, tensor_row_dot_q3_k_avx2, 0.19},
-    {TENSOR_IQ4_XS, "IQ4_XS", tensor_row_dot_iq4_xs_scalar, tensor_row_dot_iq4_xs_avx2, 0.10},
+    {TENSOR_Q2_K, "Q2_K", tensor_row_dot_q2_k_scalar, tensor_row_dot_q2_k_avx2,
+     tensor_row_dot_q2_k_avx512, 0.35},
+    {TENSOR_Q3_K, "Q3_K", tensor_row_dot_q3_k_scalar, tensor_row_dot_q3_k_avx2,
+     tensor_row_dot_q3_k_avx512, 0.19},
+    {TENSOR_IQ4_XS, "IQ4_XS", tensor_row_dot_iq4_xs_scalar, tensor_row_dot_iq4_xs_avx2,
+     tensor_row_dot_iq4_xs_avx512, 0.10},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
@@ -288,6 +291,12 @@ static void check_row_dot(const struct type_case *c, const void *w, const float 
                       "%s %s n=%d: avx2 %.9g, scalar %.9g (sum |products| %.4g)", c->name, kind, n,
                       vector, scalar, magnitude);
         }
+        if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
+            /* one exact integer per super-block, then the scalar float steps */
+            float wide = c->avx512(w, xq, n);
+            CHECK_MSG(test_same_bits(&wide, &scalar, 1), "%s %s n=%d: avx512 %a, scalar %a",
+                      c->name, kind, n, wide, scalar);
+        }
     }
     free(wf);
     free(xf);
@@ -322,7 +331,7 @@ static void check_row_dots(const struct type_case *c, int avx2) {
 
 /* The row dot tensor_matmul must use on isa. */
 static tensor_row_dot_fn kernel_of(const struct type_case *c, enum tensor_isa isa) {
-    return isa == TENSOR_ISA_SCALAR ? c->scalar : c->avx2;
+    return isa == TENSOR_ISA_SCALAR ? c->scalar : isa == TENSOR_ISA_AVX2 ? c->avx2 : c->avx512;
 }
 
 /* The products of a matrix: the weights as stored, and the sums of
@@ -424,10 +433,9 @@ static double ns_per_call(tensor_row_dot_fn dot, const void *w, const void *x, i
 }
 
 static void time_row_dots(void) {
-    float *w = malloc(sizeof(float) * 4096), *x = malloc(sizeof(float) * 4096);
-    void *blocks = malloc(tensor_row_bytes(TENSOR_IQ4_XS, 4096)); /* the largest of the three */
+    static float w[4096], x[4096];
+    static struct tensor_block_iq4_xs blocks[16]; /* the largest of the three types */
     struct tensor_block_q8_k xq[16];
-    if (!w || !x || !blocks) return;
     random_weights(w, 4096);
     random_weights(x, 4096);
     tensor_quantize_q8_k(xq, x, 4096);
@@ -435,11 +443,11 @@ static void time_row_dots(void) {
         tensor_quantize_row(cases[c].type, blocks, w, 4096);
         double scalar = ns_per_call(cases[c].scalar, blocks, xq, 4096, 2000);
         double avx2 = ns_per_call(cases[c].avx2, blocks, xq, 4096, 50000);
-        printf("%s row dot n=4096: scalar %.0f ns, avx2 %.0f ns\n", cases[c].name, scalar, avx2);
+        printf("%s row dot n=4096: scalar %.0f ns, avx2 %.0f ns", cases[c].name, scalar, avx2);
+        if (tensor_isa_best() >= TENSOR_ISA_AVX512)
+            printf(", avx512 %.0f ns", ns_per_call(cases[c].avx512, blocks, xq, 4096, 50000));
+        printf("\n");
     }
-    free(w);
-    free(x);
-    free(blocks);
 }
 
 int main(void) {

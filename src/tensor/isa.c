@@ -110,28 +110,22 @@ const char *tensor_isa_name(enum tensor_isa isa) {
 }
 
 /* The row dots (quants.h) of every type without a matmul kernel of its
- * own, each in the instruction set its argument names (the suffix of
- * tensor_row_dot_T_isa). */
-#define ROW_DOTS(q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, bf16)             \
+ * own, in one instruction set's versions (tensor_row_dot_T_isa). */
+#define ROW_DOTS(isa)                                                                              \
     {                                                                                              \
-        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##q4_1, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##q5_0,    \
-        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##q5_1,                                                \
-        [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##iq4_nl,                                          \
-        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##q2_k, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##q3_k,    \
-        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##q4_k, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##q5_k,    \
-        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##q6_k,                                                \
-        [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##iq4_xs,                                          \
-        [TENSOR_BF16] = tensor_row_dot_bf16_##bf16,                                                \
+        [TENSOR_Q4_1] = tensor_row_dot_q4_1_##isa, [TENSOR_Q5_0] = tensor_row_dot_q5_0_##isa,      \
+        [TENSOR_Q5_1] = tensor_row_dot_q5_1_##isa, [TENSOR_IQ4_NL] = tensor_row_dot_iq4_nl_##isa,  \
+        [TENSOR_Q2_K] = tensor_row_dot_q2_k_##isa, [TENSOR_Q3_K] = tensor_row_dot_q3_k_##isa,      \
+        [TENSOR_Q4_K] = tensor_row_dot_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dot_q5_k_##isa,      \
+        [TENSOR_Q6_K] = tensor_row_dot_q6_k_##isa, [TENSOR_IQ4_XS] = tensor_row_dot_iq4_xs_##isa,  \
+        [TENSOR_BF16] = tensor_row_dot_bf16_##isa,                                                 \
     }
 
-/* Every type's row dot in one instruction set's version. */
-#define ROW_DOTS_OF(isa) ROW_DOTS(isa, isa, isa, isa, isa, isa, isa, isa, isa, isa, isa)
-
-/* The multi-column row dots an instruction set has (as ROW_DOTS). */
-#define ROW_DOTS_COLUMNS(q4_k, q5_k, q6_k)                                                         \
+/* The multi-column row dots (the k-quants'), as ROW_DOTS. */
+#define ROW_DOTS_COLUMNS(isa)                                                                      \
     {                                                                                              \
-        [TENSOR_Q4_K] = tensor_row_dots_q4_k_##q4_k, [TENSOR_Q5_K] = tensor_row_dots_q5_k_##q5_k,  \
-        [TENSOR_Q6_K] = tensor_row_dots_q6_k_##q6_k,                                               \
+        [TENSOR_Q4_K] = tensor_row_dots_q4_k_##isa, [TENSOR_Q5_K] = tensor_row_dots_q5_k_##isa,    \
+        [TENSOR_Q6_K] = tensor_row_dots_q6_k_##isa,                                                \
     }
 
 const struct tensor_kernels tensor_kernels_scalar = {
@@ -159,7 +153,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,
     .fp16_from_fp32 = tensor_fp16_from_fp32_scalar,
-    .row_dot = ROW_DOTS_OF(scalar),
+    .row_dot = ROW_DOTS(scalar),
 };
 
 const struct tensor_kernels tensor_kernels_avx2 = {
@@ -189,8 +183,8 @@ const struct tensor_kernels tensor_kernels_avx2 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
-    .row_dot = ROW_DOTS_OF(avx2),
-    .row_dots = ROW_DOTS_COLUMNS(avx2, avx2, avx2),
+    .row_dot = ROW_DOTS(avx2),
+    .row_dots = ROW_DOTS_COLUMNS(avx2),
 };
 
 const struct tensor_kernels tensor_kernels_avx512 = {
@@ -219,8 +213,6 @@ const struct tensor_kernels tensor_kernels_avx512 = {
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
-    /* AVX-512 machines run the AVX2 row dots of the types without their own */
-    .row_dot =
-        ROW_DOTS(avx512, avx512, avx512, avx512, avx2, avx2, avx512, avx2, avx512, avx2, avx2),
-    .row_dots = ROW_DOTS_COLUMNS(avx512, avx2, avx512),
+    .row_dot = ROW_DOTS(avx512),
+    .row_dots = ROW_DOTS_COLUMNS(avx512),
 };

@@ -153,16 +153,24 @@ typedef void (*tensor_quantize_fn)(void *out, const float *x, int64_t n);
 void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
-/* AVX-512 row dots of Q4_K and Q6_K, single and multi-column. */
+/* AVX-512 row dots of Q4_K, Q5_K and Q6_K, single and multi-column. */
 float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q5_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
 void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_q5_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
 /* AVX-512 row dots of Q4_1, Q5_0, Q5_1 and IQ4_NL (the AVX2 ones' bits). */
 float tensor_row_dot_q4_1_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q5_0_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q5_1_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_iq4_nl_avx512(const void *w, const void *x, int n);
+/* AVX-512 row dots of Q2_K, Q3_K and IQ4_XS. */
+float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n);
+float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n);
+/* The AVX-512 BF16 row dot (AVX512F only, no AVX512_BF16). */
+float tensor_row_dot_bf16_avx512(const void *w, const void *x, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)

@@ -1,4 +1,4 @@
-/* quants_k_avx512.c -- the Q4_K and Q6_K row dots, single and
+/* quants_k_avx512.c -- the Q4_K, Q5_K and Q6_K row dots, single and
  * multi-column, with AVX-512 (BW and VNNI): 64 values per vector, and
  * vpdpwssd weighs each pair sum of _mm512_maddubs_epi16 with its group's
  * scale and adds it in one step (AVX2 needs a multiply and an add).
@@ -13,7 +13,7 @@
  * dot's. */
 #include "quants_k_x86.h"
 
-/* ---- Q4_K ---- */
+/* ---- Q4_K / Q5_K ---- */
 
 /* A Q4_K super-block unpacked: vector r holds values 64r .. 64r + 63
  * (groups 2r, 2r + 1) and their scales in the matching i16 lanes. */
@@ -45,23 +45,34 @@ static inline __m256i q4_k_sums(const struct q4_k_unpacked *u, const int8_t *x) 
     return _mm256_add_epi32(_mm512_castsi512_si256(sums), _mm512_extracti64x4_epi64(sums, 1));
 }
 
+/* Adds super-block k (its scales, unpacked in u) to the lanes of
+ * `columns` activation rows x_stride bytes apart, as add_k_block does. */
+static inline __attribute__((always_inline)) void
+add_k_columns(struct k_lanes *lanes, const struct q4_k_unpacked *u, __m256i scales,
+              const void *block, const void *x, size_t x_stride, int k, int columns) {
+    struct k_block_scales dw = k_block_scales(block);
+    for (int c = 0; c < columns; c++) {
+        const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
+        add_k_block(&lanes[c], a->d, dw, q4_k_sums(u, a->qs), mins_times_sums(scales, a->bsums));
+    }
+}
+
+static inline void k_lanes_zero(struct k_lanes *lanes, int columns) {
+    for (int c = 0; c < columns; c++)
+        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+
 /* Row dots of w with `columns` activation rows x_stride bytes apart. */
 static inline __attribute__((always_inline)) void
 q4_k_dots(float *out, const void *w, const void *x, size_t x_stride, int n, int columns) {
     const struct tensor_block_q4_k *b = w;
     struct k_lanes lanes[COLUMNS];
-    for (int c = 0; c < columns; c++)
-        lanes[c] = (struct k_lanes){_mm256_setzero_ps(), _mm256_setzero_ps()};
+    k_lanes_zero(lanes, columns);
     for (int k = 0; k < n / TENSOR_QK_K; k++) {
         struct q4_k_unpacked u;
         __m256i scales = unpack_scales_mins(b[k].scales);
         unpack_q4_k(&u, b[k].qs, scales);
-        struct k_block_scales dw = k_block_scales(&b[k]);
-        for (int c = 0; c < columns; c++) {
-            const struct tensor_block_q8_k *a = column_block(x, x_stride, c, k);
-            add_k_block(&lanes[c], a->d, dw, q4_k_sums(&u, a->qs),
-                        mins_times_sums(scales, a->bsums));
-        }
+        add_k_columns(lanes, &u, scales, &b[k], x, x_stride, k, columns);
     }
     for (int c = 0; c < columns; c++) out[c] = k_lanes_total(lanes[c]);
 }
@@ -74,6 +85,46 @@ float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n) {
 
 void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n) {
     q4_k_dots(out, w, x, x_stride, n, COLUMNS);
+}
+
+/* Sets bit 4 (the fifth bit) of the Q4_K-unpacked quants from the 32 qh
+ * bytes: vector r's group 2r (low half) takes bit 2r of each byte, group
+ * 2r + 1 (high half) bit 2r + 1; a byte test makes the mask in one step
+ * and a masked add of 16 sets the bit (the nibbles are below 16). */
+static inline void add_fifth_bits(struct q4_k_unpacked *u, const uint8_t *qh) {
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << 2 * r)),
+                                         _mm256_set1_epi8((char)(1 << (2 * r + 1))), 1);
+        u->q[r] = _mm512_mask_add_epi8(u->q[r], _mm512_test_epi8_mask(h, bit), u->q[r], sixteen);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q5_k_dots(float *out, const void *w, const void *x, size_t x_stride, int n, int columns) {
+    const struct tensor_block_q5_k *b = w;
+    struct k_lanes lanes[COLUMNS];
+    k_lanes_zero(lanes, columns);
+    for (int k = 0; k < n / TENSOR_QK_K; k++) {
+        struct q4_k_unpacked u;
+        __m256i scales = unpack_scales_mins(b[k].scales);
+        unpack_q4_k(&u, b[k].qs, scales);
+        add_fifth_bits(&u, b[k].qh);
+        add_k_columns(lanes, &u, scales, &b[k], x, x_stride, k, columns);
+    }
+    for (int c = 0; c < columns; c++) out[c] = k_lanes_total(lanes[c]);
+}
+
+float tensor_row_dot_q5_k_avx512(const void *w, const void *x, int n) {
+    float out;
+    q5_k_dots(&out, w, x, 0, n, 1);
+    return out;
+}
+
+void tensor_row_dots_q5_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n) {
+    q5_k_dots(out, w, x, x_stride, n, COLUMNS);
 }
 
 /* ---- Q6_K ---- */

@@ -15,10 +15,7 @@
  * multiply instead of ggml's two. IQ4_XS looks its values up with
  * _mm256_shuffle_epi8 and, the values being signed, moves their signs onto
  * the activations first. */
-#include "tensor_internal.h"
-
-#include <immintrin.h>
-#include <string.h>
+#include "quants_k_low_x86.h"
 
 static inline float sum_lanes(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -97,21 +94,6 @@ float tensor_row_dot_q2_k_avx2(const void *w, const void *x, int n) {
         acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min_sums), acc);
     }
     return sum_lanes(acc);
-}
-
-/* Q3_K's 16 scales (-32..31) from their 12 packed bytes, as bytes in
- * group order: words 0, 1 take their low bits from the low nibbles of
- * bytes 0..7, words 2, 3 from the high nibbles; word i its high bits from
- * bits 2i, 2i + 1 of bytes 8..11. */
-static inline __m128i q3_scales(const uint8_t *packed) {
-    uint32_t p[3];
-    memcpy(p, packed, sizeof(p));
-    __m128i low =
-        _mm_and_si128(_mm_setr_epi32((int)p[0], (int)p[1], (int)(p[0] >> 4), (int)(p[1] >> 4)),
-                      _mm_set1_epi8(15));
-    __m128i high = _mm_srlv_epi32(_mm_set1_epi32((int)p[2]), _mm_setr_epi32(0, 2, 4, 6));
-    high = _mm_and_si128(_mm_slli_epi32(high, 4), _mm_set1_epi8(0x30));
-    return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
 }
 
 /* Bit `bit` of every byte of v moved to bit 2 (the value 4), others 0. */
