@@ -247,6 +247,7 @@ static inline void unpack_q6_k_half(struct unpacked *u, int h, const uint8_t *ql
     __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
     __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
     __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+    /* cppcheck-suppress ctuuninitvar ; u is what this call fills in */
     __m256i *q = u->q + 4 * h;
     q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
                            _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2));
