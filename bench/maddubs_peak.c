@@ -19,23 +19,19 @@
  *               sign, the three instructions above, and per block a scale
  *               product, a conversion, a multiply and an add. The highest
  *               rate the kernel can reach, whatever its memory does. */
+#include "peak.h"
+
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define ITERATIONS   50000000L /* loop trips per thread and pass */
 #define ACCUMULATORS 12        /* independent chains per thread */
 #define LANE_PAIRS   32        /* 8-bit products one vpmaddubsw makes */
 #define BLOCKS       5000000L  /* block steps per thread and pass */
 #define BLOCK_MACS   4096      /* multiply-adds of a block step: 16 rows x 32 quants x 8 columns */
-
-struct worker {
-    pthread_t thread;
-    int32_t result; /* the sums, stored so the loop is not optimized away */
-};
 
 __attribute__((target("avx2"))) static void *multiply_add(void *arg) {
     struct worker *w = arg;
@@ -71,28 +67,6 @@ static void *block_step(void *arg) {
     return NULL;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Best rate of 7 passes of fn on n_threads threads, in GMAC/s, for
- * macs_per_thread multiply-adds a thread and pass. */
-static double best_rate(void *(*fn)(void *), int n_threads, double macs_per_thread) {
-    struct worker workers[64];
-    double best = 0;
-    for (int pass = 0; pass < 7; pass++) {
-        double t0 = now();
-        for (int t = 0; t < n_threads; t++)
-            pthread_create(&workers[t].thread, NULL, fn, &workers[t]);
-        for (int t = 0; t < n_threads; t++) pthread_join(workers[t].thread, NULL);
-        double rate = n_threads * macs_per_thread / (now() - t0) / 1e9;
-        if (rate > best) best = rate;
-    }
-    return best;
-}
-
 int main(int argc, char **argv) {
     int n_threads = argc > 1 ? atoi(argv[1]) : 1;
     if (n_threads < 1 || n_threads > 64) {
@@ -105,8 +79,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     double peak =
-        best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
-    double block = best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
+        peak_best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
+    double block = peak_best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
     printf("peak        %.1f GMAC/s\n", peak);
     printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
     return 0;

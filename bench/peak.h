@@ -1,0 +1,19 @@
+/* peak.h -- what the multiply-add ceiling benchmarks (vnni_peak,
+ * maddubs_peak) share: a worker thread's record and the best rate of a
+ * kernel run on several threads at once (peak.c). */
+#ifndef LOCKSTEP_BENCH_PEAK_H
+#define LOCKSTEP_BENCH_PEAK_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct worker {
+    pthread_t thread;
+    int32_t result; /* the sums, stored so the loop is not optimized away */
+};
+
+/* Best rate of 7 passes of fn on n_threads threads (at most 64), in GMAC/s,
+ * for macs_per_thread multiply-adds a thread and pass. */
+double peak_best_rate(void *(*fn)(void *), int n_threads, double macs_per_thread);
+
+#endif
