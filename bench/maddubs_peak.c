@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
         printf("0\n");
         return 77;
     }
