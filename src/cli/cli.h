@@ -16,6 +16,7 @@ int cli_tokenize(int argc, char **argv);
 int cli_runner(int argc, char **argv);
 int cli_client(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_probe(int argc, char **argv);
 
 /* Parses the value of option argv[*i] (advancing *i past it). Each returns 0,
  * or -1 after printing "lockstep <command>: ..." naming the option. */

@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
     {"runner", cli_runner, "serve one model instance on a unix socket (runner protocol)"},
     {"client", cli_client, "send requests to a runner (for tests and debugging)"},
     {"serve", cli_serve, "serve models over an OpenAI-compatible HTTP API"},
+    {"probe", cli_probe, "describe this machine (cores, memory, instruction set) as JSON"},
 };
 
 static void usage(FILE *out) {

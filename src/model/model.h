@@ -364,6 +364,10 @@ int model_is_gguf(const char *path);
  * dividing G then adds the same G partial sums in the same order. */
 int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
                 size_t errlen);
+/* 0 if whole can be split n ways; else -1 with "<path>: cannot split n ways:
+ * <reason>; degrees that work: 1, 2, 4" in why (whylen bytes). The rule
+ * model_shard applies, for callers that decide before loading a slice. */
+int model_check_degree(const struct model *whole, int n, char *why, size_t whylen);
 
 /* Upper bounds on hyperparameters that the loaders accept: far above any real
  * model, low enough that no size computed from them can overflow. */

@@ -110,15 +110,32 @@ static void shard_layer(struct model *m, const struct model_config *whole, int l
     }
 }
 
+/* "<reason>; degrees that work: 1, 2" into out and -1 if the model cannot
+ * be split n ways (or rank is not one of n), else 0. */
+static int degree_problem(const struct model *m, int n, int rank, char *out, size_t size) {
+    char reason[160], degrees[128];
+    split_problem(m, n, reason, sizeof(reason));
+    if (reason[0] == '\0' && rank >= 0 && rank < n) return 0;
+    possible_degrees(m, degrees, sizeof(degrees));
+    snprintf(out, size, "%s; degrees that work: %s", reason[0] ? reason : "rank out of range",
+             degrees);
+    return -1;
+}
+
+int model_check_degree(const struct model *whole, int n, char *why, size_t whylen) {
+    char problem[320];
+    if (degree_problem(whole, n, 0, problem, sizeof(problem)) == 0) return 0;
+    snprintf(why, whylen, "%s: cannot split %d ways: %s", whole->path, n, problem);
+    return -1;
+}
+
 int model_shard(const struct model *whole, int rank, int n, struct model **out, char *err,
                 size_t errlen) {
-    char reason[160], degrees[128];
+    char problem[320];
     *out = NULL;
-    split_problem(whole, n, reason, sizeof(reason));
-    if (reason[0] != '\0' || rank < 0 || rank >= n) {
-        possible_degrees(whole, degrees, sizeof(degrees));
-        snprintf(err, errlen, "%s: cannot split %d ways (rank %d): %s; degrees that work: %s",
-                 whole->path, n, rank, reason[0] ? reason : "rank out of range", degrees);
+    if (degree_problem(whole, n, rank, problem, sizeof(problem))) {
+        snprintf(err, errlen, "%s: cannot split %d ways (rank %d): %s", whole->path, n, rank,
+                 problem);
         return -1;
     }
     struct model *m = calloc(1, sizeof(*m));

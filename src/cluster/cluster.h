@@ -1,0 +1,191 @@
+/* cluster.h -- the machines `lockstep serve` may place ranks on, and where
+ * an instance's ranks go.
+ *
+ * Hosts come from an Open MPI hostfile (`--cluster FILE`; without one the
+ * cluster is this machine alone), and what each can hold is learnt by probing
+ * it (`lockstep probe`, run on the host through mpirun, prints one JSON line).
+ * A model's memory per rank at a tensor-parallel degree is known from its
+ * file before loading (cluster_model_need), and the placement policy
+ * (cluster_place) is a pure function of the hosts, what is already placed on
+ * them and the request, so it is tested with tables.
+ *
+ * The module sits above runner and below gateway; this header includes
+ * nothing of engine, comm or tensor (the gateway includes it). Functions that
+ * can fail return 0, or -1 with a one-line message in err/why (errlen bytes)
+ * for the caller to print. */
+#ifndef LOCKSTEP_CLUSTER_H
+#define LOCKSTEP_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct model;
+
+#define CLUSTER_HOST_NAME_MAX 64
+#define CLUSTER_HOSTS_MAX     64
+#define CLUSTER_RANKS_MAX     64 /* RUNNER_RANKS_MAX (static-asserted in place.c) */
+#define CLUSTER_ISA_MAX       16
+
+/* ======================= hosts (hostfile.c) ======================= */
+
+/* One host of the cluster: what the hostfile says, then what probes learn. */
+struct cluster_host {
+    char name[CLUSTER_HOST_NAME_MAX]; /* as in the hostfile: what mpirun's --host takes */
+    int slots;                        /* ranks it may hold (slots=N; default 1 as Open MPI) */
+    int max_slots;                    /* max_slots=N (0: not given); kept for mpirun */
+    int64_t memory_limit;             /* memory=SIZE in bytes (0: not given; use the probe's) */
+    int local;                        /* 1: this machine (localhost, 127.x, or gethostname()) */
+    /* learnt by probing */
+    int probed;                /* 1: a probe answered at least once */
+    int lost;                  /* 1: the latest probe failed (unreachable) */
+    int cores;                 /* online CPUs */
+    int64_t memory_total;      /* bytes (MemTotal) */
+    int64_t memory_available;  /* bytes (MemAvailable) */
+    char isa[CLUSTER_ISA_MAX]; /* "avx512", "avx2" or "scalar" as the tensor module names them */
+};
+
+/* Parses an Open MPI hostfile: one host per line, `NAME [slots=N] [max_slots=N]
+ * [memory=SIZE]`, `#` comments, blank lines; SIZE takes K/M/G/T suffixes
+ * (powers of 1024, optional "iB"/"B"). An unknown key, a bad number, a
+ * duplicate host, more than CLUSTER_HOSTS_MAX hosts or no host at all is an
+ * error naming path:line and the word. */
+int cluster_hostfile_parse(const char *text, size_t length, const char *path,
+                           struct cluster_host *hosts, int *n_hosts, char *err, size_t errlen);
+int cluster_hostfile_load(const char *path, struct cluster_host *hosts, int *n_hosts, char *err,
+                          size_t errlen);
+/* The cluster without a hostfile: this machine alone ("localhost", slots =
+ * online CPUs, local). */
+void cluster_host_local(struct cluster_host *host);
+/* 1 if name is this machine: "localhost", an address 127.x.y.z or ::1, or
+ * gethostname()'s name (or its first label). */
+int cluster_host_is_local(const char *name);
+/* The index of the host called name, or -1. */
+int cluster_host_find(const struct cluster_host *hosts, int n_hosts, const char *name);
+
+/* A size: digits with an optional fraction, then an optional K, M, G or T
+ * (powers of 1024, either case) and an optional "iB" or "B": "512M", "1.5GiB",
+ * "4096". 0, or -1 if text is not one or is out of range (above 2^62). */
+int cluster_size_parse(const char *text, int64_t *out);
+/* bytes as "512 B", "1.5 KiB", "2.0 GiB" (one decimal) into out. */
+void cluster_size_format(int64_t bytes, char *out, size_t size);
+
+/* ======================= probing (probe.c) ======================= */
+
+/* What a probe reports about the machine it runs on. */
+struct cluster_probe {
+    char hostname[CLUSTER_HOST_NAME_MAX];
+    int cores;
+    int64_t memory_total, memory_available;
+    char isa[CLUSTER_ISA_MAX];
+};
+
+/* Probes this machine: online CPUs (sysconf), MemTotal and MemAvailable
+ * (/proc/meminfo), and the instruction set a runner here would use (the
+ * tensor module's best, capped by LOCKSTEP_ISA). */
+int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen);
+/* One line of JSON (no newline), {"hostname":..,"cores":..,"memory_total":..,
+ * "memory_available":..,"isa":..}; its length, or -1 if it does not fit in
+ * size bytes or a field is out of range. */
+int cluster_probe_format(const struct cluster_probe *p, char *out, size_t size);
+/* The line back; every field is required and validated, other keys are
+ * refused. */
+int cluster_probe_parse(const char *line, struct cluster_probe *out, char *err, size_t errlen);
+/* Records a probe's answer (or a failed probe: p NULL marks the host lost). */
+void cluster_host_update(struct cluster_host *host, const struct cluster_probe *p);
+
+/* ======================= model sizes (need.c) ======================= */
+
+/* Memory a rank needs besides its weights and KV cache: activations, the
+ * sampler's scratch, the process itself. */
+#define CLUSTER_OVERHEAD_BYTES ((int64_t)64 << 20)
+
+/* How much memory a model needs per rank at a tensor-parallel degree, from
+ * its file's metadata (before loading weights): its weight shard (the tensor
+ * table's split rules: split tensors / tp, replicated ones whole) plus its KV
+ * cache shard for kv_positions positions (n_layers * 2 * kv_heads/tp *
+ * head_dim * bytes per element as the engine stores it) plus
+ * CLUSTER_OVERHEAD_BYTES. */
+struct cluster_need {
+    int tp;
+    int64_t weight_bytes; /* per rank */
+    int64_t kv_bytes;     /* per rank */
+    int64_t total_bytes;  /* per rank: the sum plus overhead */
+};
+/* With keys and values in half precision, the engine's default. */
+int cluster_model_need(const struct model *m, int tp, int64_t kv_positions,
+                       struct cluster_need *out, char *err, size_t errlen);
+/* With keys and values of kv_type (a tensor type the KV cache keeps: F16,
+ * F32 or Q8_0, as `--kv-type` names them). */
+int cluster_model_need_kv(const struct model *m, int tp, int64_t kv_positions, int kv_type,
+                          struct cluster_need *out, char *err, size_t errlen);
+/* 0 if the model splits tp ways; else -1 with the reason and the degrees
+ * that work (model_check_degree's rule). */
+int cluster_degree_check(const struct model *m, int tp, char *why, size_t whylen);
+
+/* ======================= placement (place.c) ======================= */
+
+/* What is already placed on each host (the gateway's own instances). */
+struct cluster_usage {
+    int slots_used;      /* ranks of instances placed there */
+    int64_t memory_used; /* their cluster_need total_bytes, summed */
+    double load;         /* outstanding tokens of those instances (for least-loaded) */
+};
+
+/* What to place. */
+struct cluster_request {
+    int tp;                         /* ranks */
+    int64_t bytes_per_rank;         /* cluster_need.total_bytes at tp */
+    int n_pinned;                   /* > 0: only these hosts, every one used (hosts:a+b) */
+    int pinned[CLUSTER_HOSTS_MAX];  /* host indices */
+    int exclude[CLUSTER_HOSTS_MAX]; /* host index -> 1: never (e.g. the instance being moved
+                                       off it, or a host being drained) -- n_hosts entries */
+};
+
+/* Where an instance's ranks go: ranks [first, first + ranks[k]) on host[k],
+ * first being the sum of ranks[0..k). Rank 0 (the leader, which the gateway
+ * talks to) is on host[0]. */
+struct cluster_placement {
+    int tp;
+    int n_hosts;
+    int host[CLUSTER_RANKS_MAX];  /* host indices */
+    int ranks[CLUSTER_RANKS_MAX]; /* ranks on each */
+};
+
+/* The placement policy, a pure function: among the hosts that are not lost
+ * and not excluded, with free slots (slots - slots_used) and free memory
+ * (memory_limit, or the probed memory_total when no limit was given, minus
+ * memory_used; an unprobed host with no limit counts as unknown = fits) for
+ * bytes_per_rank per rank: the fewest hosts first, then the least loaded
+ * (load, then fewest slots used, then hostfile order, so it is
+ * deterministic). Ranks on one host stay together, and the ranks are spread
+ * as evenly as the chosen hosts allow (the less loaded host takes the extra
+ * one). Pinned hosts: every pinned host gets tp / n_pinned ranks (tp must
+ * divide evenly), each must fit, else refused. 0 with *out, or -1 with a
+ * reason naming the host and the shortfall ("host b: 1.2 GiB free, needs
+ * 2.0 GiB per rank" / "host c is lost" / "4 ranks need 4 slots; 3 are free on
+ * 3 hosts"). */
+int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *usage, int n_hosts,
+                  const struct cluster_request *request, struct cluster_placement *out, char *why,
+                  size_t whylen);
+
+/* ======================= spellings (spec.c) ======================= */
+
+/* "a+b" / "a:2+b:2" spelling of a placement (a host holding one rank is its
+ * name alone); its length, or -1 if it does not fit in size bytes. */
+int cluster_placement_format(const struct cluster_host *hosts, const struct cluster_placement *p,
+                             char *out, size_t size);
+
+/* `--place NAME=tp:2,hosts:a+b`: NAME alone, or NAME= then tp:N and hosts:H+H
+ * in any order, each at most once. */
+struct cluster_place_spec {
+    char model[128]; /* NAME */
+    int tp;          /* tp:N (default 1) */
+    int n_hosts;     /* hosts:a+b (0: the policy chooses) */
+    char hosts[CLUSTER_HOSTS_MAX][CLUSTER_HOST_NAME_MAX];
+};
+/* Parses the whole spec; errors name the bad part. tp must divide evenly
+ * over the hosts named. */
+int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, char *err,
+                             size_t errlen);
+
+#endif

@@ -1,0 +1,16 @@
+/* cluster_internal.h -- what the files of the cluster module share and the
+ * rest of the program does not see. */
+#ifndef LOCKSTEP_CLUSTER_INTERNAL_H
+#define LOCKSTEP_CLUSTER_INTERNAL_H
+
+#include <stddef.h>
+
+#include "cluster/cluster.h"
+
+/* 1 if the length bytes at name are a host name this module takes: 1 to
+ * CLUSTER_HOST_NAME_MAX - 1 letters, digits, '.', '-' or '_'. Other
+ * characters would be ambiguous in a placement's spelling ("a:2+b") or in
+ * mpirun's --host list, or would need quoting in a shell. */
+int cluster_name_valid(const char *name, size_t length);
+
+#endif
