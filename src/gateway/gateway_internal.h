@@ -186,7 +186,8 @@ struct gateway_instance {
     struct gateway_move move; /* its latest move */
     struct gateway_instance_stats stats;
     atomic_int stop_requested; /* 1: the supervisor stops its runner and returns */
-    char socket_path[108];     /* where its runner listens */
+    int number;                /* its place in start order: names its files, spreads its ports */
+    char socket_path[108];     /* where its runner listens: a runner address (runner.h) */
     pthread_t thread;          /* supervisor: starts, reads, writes, restarts */
     int thread_started;
     int wake[2]; /* pipe: work for the supervisor (new requests, cancels) */

@@ -77,6 +77,7 @@ int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
     snprintf(in->name, sizeof(in->name), "%s", served->name);
     snprintf(in->id, sizeof(in->id), "%s", id);
     choose_launch(in);
+    in->number = number;
     snprintf(in->socket_path, sizeof(in->socket_path), "%s/%d.sock", gateway->runtime_dir, number);
     snprintf(in->status_path, sizeof(in->status_path), "%s/%d.status", gateway->runtime_dir,
              number);
@@ -526,15 +527,13 @@ static pid_t spawn_runner(struct gateway_instance *in) {
  * the runner exited (-2: reaped here, its status kept), the deadline
  * passed or the gateway stops. */
 static int connect_runner(struct gateway_instance *in, pid_t pid) {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    memcpy(a.sun_path, in->socket_path, strlen(in->socket_path) + 1);
+    char err[200];
     uint64_t start = runner_now_us();
     while (!instance_stopping(in) &&
            (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
         if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2;
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
-        if (fd >= 0) close(fd);
+        int fd = runner_connect(in->socket_path, 0.2, err, sizeof(err));
+        if (fd >= 0) return fd;
         struct timespec nap = {0, 20000000};
         nanosleep(&nap, NULL);
     }
@@ -659,7 +658,7 @@ static int stop_runner(struct gateway_instance *in, pid_t pid, int gently) {
     }
     /* connect_runner may have reaped it already, keeping its status */
     if (waitpid(pid, &status, 0) != pid) status = in->last_exit;
-    unlink(in->socket_path);
+    runner_address_release(in->socket_path);
     return status;
 }
 
@@ -685,6 +684,19 @@ static void describe_exit(char *out, size_t size, int status) {
         snprintf(out, size, "wait status %d", status);
 }
 
+/* Where the next runner listens: a unix socket here when its leader (the
+ * placement's first host) is this machine, else a TCP port on the leader's
+ * host, another one at each start (one an earlier runner holds, or that
+ * something else took, only costs a failed start). */
+static void choose_address(struct gateway_instance *in) {
+    const struct cluster_host *leader = &in->gateway->hosts[in->placement.host[0]];
+    if (leader->local) return;
+    unsigned spread =
+        (unsigned)getpid() * 7919u + (unsigned)in->number * 104729u + (unsigned)in->generation * 7u;
+    snprintf(in->socket_path, sizeof(in->socket_path), "tcp:%s:%u", leader->name,
+             20000u + spread % 40000u);
+}
+
 /* Starts a runner and waits until it listens (STARTING, or FAILED while
  * starts keep failing); returns its connection, or -1. */
 static int start_runner(struct gateway_instance *in, pid_t *pid) {
@@ -692,6 +704,7 @@ static int start_runner(struct gateway_instance *in, pid_t *pid) {
     if (in->state == INSTANCE_STOPPING)
         set_state(in, in->failures >= GATEWAY_START_ATTEMPTS ? INSTANCE_FAILED : INSTANCE_STARTING);
     in->generation++;
+    choose_address(in);
     *pid = spawn_runner(in);
     in->pid = *pid;
     pthread_mutex_unlock(&in->lock);
@@ -800,7 +813,7 @@ void gateway_instance_free(struct gateway_instance *in) {
     runner_buffer_free(&in->outbox);
     gateway_watchdog_free(in);
     unlink(in->status_path);
-    unlink(in->socket_path);
+    runner_address_release(in->socket_path);
     for (int i = 0; i < 2; i++)
         if (in->wake[i] >= 0) close(in->wake[i]);
     pthread_mutex_destroy(&in->lock);

@@ -406,10 +406,25 @@ int runner_trace_recent(const struct runner *runner, const struct runner_trace_s
 /* Microseconds on CLOCK_MONOTONIC. */
 uint64_t runner_now_us(void);
 
-/* ======================= the unix socket server (server.c) ======================= */
+/* ======================= where a runner listens (address.c) ======================= */
+
+/* An address is a unix socket path, or "tcp:HOST:PORT" (a leader on
+ * another host of the cluster). */
+/* Listens there (non-blocking; a stale socket file is replaced); the
+ * descriptor, or -1 with err. */
+int runner_listen(const char *address, char *err, size_t errlen);
+/* Removes what listening left behind (a socket file). */
+void runner_address_release(const char *address);
+/* Connects there (non-blocking), waiting up to wait_seconds for a TCP
+ * handshake; the descriptor, or -1 with err. */
+int runner_connect(const char *address, double wait_seconds, char *err, size_t errlen);
+/* Sends small frames at once on a TCP connection. */
+void runner_tune_connection(int fd);
+
+/* ======================= the protocol server (server.c) ======================= */
 
 struct runner_server_params {
-    const char *socket_path;   /* where to listen (a stale socket there is replaced) */
+    const char *socket_path;   /* where to listen: an address (a stale socket is replaced) */
     const char *model_name;    /* told to every connection in HELLO */
     size_t max_payload;        /* largest frame payload accepted (RUNNER_FRAME_MAX if 0) */
     int max_connections;       /* connections at once (16 if 0) */

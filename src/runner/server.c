@@ -236,6 +236,7 @@ static void accept_connection(struct runner_server *server) {
     char err[160];
     int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    runner_tune_connection(fd);
     struct server_connection c = {.fd = fd, .client = server->next_client++};
     if (server->n_connections == server->params.max_connections) {
         runner_encode_error(&c.out, RUNNER_ERROR_OVER_CAPACITY, "runner: too many connections", err,
@@ -340,32 +341,6 @@ static void *io_main(void *arg) {
 
 /* ---------- setup ---------- */
 
-/* Binds and listens on path, replacing a stale socket file. */
-static int listen_on(const char *path, char *err, size_t errlen) {
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    struct stat st;
-    if (strlen(path) >= sizeof(address.sun_path)) {
-        snprintf(err, errlen, "runner: socket path %s is longer than %zu bytes", path,
-                 sizeof(address.sun_path) - 1);
-        return -1;
-    }
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            snprintf(err, errlen, "runner: %s exists and is not a socket", path);
-            return -1;
-        }
-        unlink(path);
-    }
-    memcpy(address.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&address, sizeof(address)) || listen(fd, 64)) {
-        snprintf(err, errlen, "runner: cannot listen on %s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 int runner_server_create(struct runner_server **out, struct runner *runner,
                          const struct runner_server_params *params, char *err, size_t errlen) {
     struct runner_server *s = calloc(1, sizeof(*s));
@@ -394,7 +369,7 @@ int runner_server_create(struct runner_server **out, struct runner *runner,
         runner_server_free(s);
         return -1;
     }
-    s->listen_fd = listen_on(params->socket_path, err, errlen);
+    s->listen_fd = runner_listen(params->socket_path, err, errlen);
     if (s->listen_fd < 0) {
         runner_server_free(s);
         return -1;
@@ -419,7 +394,7 @@ void runner_server_free(struct runner_server *server) {
     for (int i = 0; i < server->outbox_count; i++) runner_buffer_free(&server->outbox[i].bytes);
     if (server->listen_fd >= 0) {
         close(server->listen_fd);
-        unlink(server->params.socket_path);
+        runner_address_release(server->params.socket_path);
     }
     for (int i = 0; i < 2; i++)
         if (server->wake[i] >= 0) close(server->wake[i]);
