@@ -28,7 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-#define MOVE_START_SECONDS 300.0 /* a move's placement must be ready in this time */
+#define MOVE_START_SECONDS 300.0    /* a move's placement must be ready in this time */
+#define REPLACE_EVERY_US   5000000u /* a failed instance is placed elsewhere this often */
 
 /* ---------- events ---------- */
 
@@ -253,39 +254,39 @@ int gateway_cluster_delete(struct gateway *g, const char *id, char *why, size_t 
     return 404;
 }
 
-int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *const *hosts,
-                         int n_hosts, char *why, size_t whylen) {
+/* Starts moving in to degree tp (0: its own) on hosts (none: where the
+ * policy says); 0, or an HTTP status with why (cluster lock held). */
+static int start_move(struct gateway *g, struct gateway_instance *in, int tp,
+                      const char *const *hosts, int n_hosts, char *why, size_t whylen) {
     struct cluster_placement placement;
     int64_t bytes = 0;
-    int status = 0;
-    pthread_mutex_lock(&g->cluster_lock);
-    struct gateway_instance *in = find_live(g, id);
-    if (!in) {
-        snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
-        status = 404;
-    } else if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING) {
-        snprintf(why, whylen, "%s is %s", id, in->deleting ? "being stopped" : "already moving");
-        status = 409;
+    if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING) {
+        snprintf(why, whylen, "%s is %s", in->id,
+                 in->deleting ? "being stopped" : "already moving");
+        return 409;
     }
-    if (!status) {
-        if (tp <= 0) tp = in->placement.tp;
-        /* without hosts, a move at the same degree goes elsewhere */
-        const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
-        status = choose_placement(g, in->served, tp, hosts, n_hosts, avoid, &placement, &bytes, why,
-                                  whylen);
-    }
+    if (tp <= 0) tp = in->placement.tp;
+    /* without hosts, a move at the same degree goes elsewhere */
+    const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
+    int status =
+        choose_placement(g, in->served, tp, hosts, n_hosts, avoid, &placement, &bytes, why, whylen);
     struct gateway_instance *next =
         status ? NULL : start_instance(g, in->served, in->id, &placement, bytes, why, whylen);
-    if (!status && !next) status = 500;
-    if (next) {
-        in->move = (struct gateway_move){.state = GATEWAY_MOVE_STARTING,
-                                         .tp = tp,
-                                         .started_us = runner_now_us(),
-                                         .successor = next};
-        snprintf(in->move.to, sizeof(in->move.to), "%s", next->hosts_text);
-        gateway_cluster_event(g, "move", in->id, NULL, "%s moving from %s to %s", in->id,
-                              in->hosts_text, next->hosts_text);
-    }
+    if (!next) return status ? status : 500;
+    in->move = (struct gateway_move){
+        .state = GATEWAY_MOVE_STARTING, .tp = tp, .started_us = runner_now_us(), .successor = next};
+    snprintf(in->move.to, sizeof(in->move.to), "%s", next->hosts_text);
+    gateway_cluster_event(g, "move", in->id, NULL, "%s moving from %s to %s", in->id,
+                          in->hosts_text, next->hosts_text);
+    return 0;
+}
+
+int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *const *hosts,
+                         int n_hosts, char *why, size_t whylen) {
+    pthread_mutex_lock(&g->cluster_lock);
+    struct gateway_instance *in = find_live(g, id);
+    int status = in ? start_move(g, in, tp, hosts, n_hosts, why, whylen) : 404;
+    if (!in) snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
     pthread_mutex_unlock(&g->cluster_lock);
     return status;
 }
@@ -408,10 +409,29 @@ static void retire(struct gateway *g, struct retiring *r) {
     r->n = 0;
 }
 
+/* An instance whose runner failed every start (a host lost or broken) is
+ * placed elsewhere, once in a while (cluster lock held). */
+static void replace_failed(struct gateway *g, struct gateway_instance *in) {
+    char why[512];
+    uint64_t now = runner_now_us();
+    if (g->n_hosts < 2 || in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
+        now - in->replaced_us < REPLACE_EVERY_US)
+        return;
+    pthread_mutex_lock(&in->lock);
+    int failed = in->state == INSTANCE_FAILED;
+    pthread_mutex_unlock(&in->lock);
+    if (!failed) return;
+    in->replaced_us = now;
+    if (start_move(g, in, 0, NULL, 0, why, sizeof(why)))
+        fprintf(stderr, "lockstep serve: %s failed and has no other placement now: %s\n", in->id,
+                why);
+}
+
 void gateway_cluster_step(struct gateway *g) {
     struct retiring out = {.n = 0};
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances && out.n < 62; i++) {
+        replace_failed(g, g->instances[i]);
         if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING) check_move(g, i, &out);
         if (g->instances[i]->deleting && check_delete(g, i, &out)) i--;
     }

@@ -184,6 +184,7 @@ struct gateway_instance {
     int routable;             /* 1: new requests may be routed here */
     int deleting;             /* 1: DELETE asked for: it stops once its table is empty */
     struct gateway_move move; /* its latest move */
+    uint64_t replaced_us;     /* when it was last placed elsewhere after failing */
     struct gateway_instance_stats stats;
     atomic_int stop_requested; /* 1: the supervisor stops its runner and returns */
     int number;                /* its place in start order: names its files, spreads its ports */

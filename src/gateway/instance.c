@@ -255,7 +255,8 @@ static int flush_outbox(struct gateway_instance *in) {
 void gateway_instance_submit(struct gateway_instance *in, struct gateway_request *r) {
     char why[512];
     pthread_mutex_lock(&in->lock);
-    if (in->state == INSTANCE_FAILED || in->state == INSTANCE_DRAINING) {
+    if ((in->state == INSTANCE_FAILED && in->gateway->n_hosts == 1) ||
+        in->state == INSTANCE_DRAINING) {
         snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name,
                  in->state == INSTANCE_DRAINING ? "the gateway is shutting down" : in->status);
         pthread_mutex_unlock(&in->lock);
@@ -668,6 +669,9 @@ static void give_up_requests(struct gateway_instance *in) {
     char why[512];
     snprintf(why, sizeof(why), "model %s is unavailable: %s", in->name, in->status);
     set_state(in, INSTANCE_FAILED);
+    /* with other hosts, the cluster places it elsewhere (cluster.c) and
+     * its requests wait for that, as for a move */
+    if (in->gateway->n_hosts > 1) return;
     for (int i = in->n_requests - 1; i >= 0; i--) {
         gateway_request_fail(in->requests[i]->request, 503, why);
         forget(in, i);
