@@ -174,6 +174,13 @@ function chart(points, label, format, now) {
     pen = 'L';
   }
   if (path) drawing.append(svg('path', { d: path, class: 'chart-line' }));
+  const last = points.filter((p) => p[1] !== null).pop();
+  if (last) {
+    // the latest value as a dot, so that a single interval shows too
+    const x = width - ((now - last[0]) / HISTORY_SECONDS) * width;
+    const y = height - 2 - (last[1] / top) * (height - 4);
+    drawing.append(svg('circle', { cx: x.toFixed(1), cy: y.toFixed(1), r: 1.8, class: 'chart-dot' }));
+  }
   box.append(drawing, el('figcaption', { text: `${label} ${format(latest)}` }));
   return box;
 }
@@ -185,14 +192,15 @@ function slots(host, instances) {
   const row = el('div', { class: 'slots', 'aria-label': `slots of ${host.name}` });
   let used = 0;
   for (const instance of instances) {
+    let rank = 0; // ranks are numbered through the placement in its order
     for (const place of instance.placement || []) {
-      if (place.host !== host.name) continue;
-      for (let r = 0; r < place.ranks; r++) {
+      for (let r = 0; r < place.ranks; r++, rank++) {
+        if (place.host !== host.name) continue;
         const slot = el('span', {
           class: 'slot',
-          title: `${instance.id} (${instance.model}, tp ${instance.tp})`,
-          dataset: { instanceId: instance.id },
-          text: instance.id,
+          title: `${instance.id} rank ${rank} (${instance.model}, tp ${instance.tp})`,
+          dataset: { instanceId: instance.id, rank },
+          text: `${instance.id} r${rank}`,
         });
         slot.style.background = colour(instance.id);
         row.append(slot);
@@ -263,48 +271,90 @@ function actionButton(action, instance, label) {
 }
 
 function stateCell(instance) {
-  const cell = el('td', { class: 'state' },
-    el('span', { class: `badge state-${instance.state}`, text: instance.state }));
+  const cell = [el('span', { class: `badge state-${instance.state}`, text: instance.state })];
   const move = instance.move;
   if (move) {
     const text = move.state === 'failed'
       ? `move to ${move.to} failed: ${move.reason}`
       : `moving to ${move.to} (${move.state})`;
-    cell.append(el('div', { class: `move move-${move.state}`, text }));
+    cell.push(el('div', { class: `move move-${move.state}`, text }));
   }
-  if (instance.status) cell.append(el('div', { class: 'status', text: instance.status }));
+  if (instance.status) cell.push(el('div', { class: 'status', text: instance.status }));
   return cell;
 }
 
-function instanceRow(instance, now) {
+// The cells of a row, in the table's order; the action buttons are made
+// once per row and kept, so a poll never takes a click or the focus away.
+const CELLS = ['id', 'model', 'tp', 'hosts', 'state', 'restarts', 'requests', 'queue', 'running', 'kv', 'charts'];
+
+function newRow(instance) {
+  const row = el('tr', { dataset: { instanceId: instance.id } });
+  for (const name of CELLS) {
+    const numeric = ['restarts', 'requests', 'queue', 'running', 'kv'].includes(name);
+    row.append(name === 'id' ? el('th', { scope: 'row', class: 'id' })
+      : el('td', { class: numeric ? `num ${name}` : name }));
+  }
+  row.append(el('td', { class: 'admin-only actions' },
+    actionButton('move', instance, 'move'), ' ', actionButton('stop', instance, 'stop')));
+  return row;
+}
+
+// What a cell shows: text, or nodes.
+function cellContents(instance, now) {
   const s = series(instance.id);
   const swatch = el('span', { class: 'swatch', 'aria-hidden': 'true' });
   swatch.style.background = colour(instance.id);
   const kv = instance.kv_total > 0 ? `${instance.kv_used}/${instance.kv_total}` : `${instance.kv_used}`;
-  const actions = el('td', { class: 'admin-only' },
-    actionButton('move', instance, 'move'), ' ', actionButton('stop', instance, 'stop'));
-  return el('tr', { dataset: { instanceId: instance.id, state: instance.state } },
-    el('th', { scope: 'row', class: 'id' }, swatch, instance.id),
-    el('td', { class: 'model', text: instance.model }),
-    el('td', { class: 'tp', text: instance.tp }),
-    el('td', { class: 'hosts', text: instance.hosts }),
-    stateCell(instance),
-    el('td', { class: 'num', text: instance.restarts }),
-    el('td', { class: 'num', text: instance.requests }),
-    el('td', { class: 'num', text: instance.queue_depth }),
-    el('td', { class: 'num', text: instance.running }),
-    el('td', { class: 'num kv', text: kv }),
-    el('td', { class: 'charts' },
+  return {
+    id: [swatch, instance.id],
+    model: instance.model,
+    tp: String(instance.tp),
+    hosts: instance.hosts,
+    state: stateCell(instance),
+    restarts: String(instance.restarts),
+    requests: String(instance.requests),
+    queue: String(instance.queue_depth),
+    running: String(instance.running),
+    kv,
+    charts: [
       chart(s.rate, 'tok/s', (v) => (v === null ? '–' : v.toFixed(1)), now),
       chart(s.ttft, 'TTFT', seconds, now),
-      chart(s.itl, 'ITL', seconds, now)),
-    actions);
+      chart(s.itl, 'ITL', seconds, now),
+    ],
+  };
+}
+
+function updateRow(row, instance, now) {
+  row.dataset.state = instance.state;
+  const contents = cellContents(instance, now);
+  CELLS.forEach((name, i) => {
+    const cell = row.cells[i];
+    const value = contents[name];
+    if (typeof value === 'string') {
+      if (cell.textContent !== value) cell.textContent = value;
+    } else {
+      cell.replaceChildren(...value);
+    }
+  });
 }
 
 function drawInstances(cluster, now) {
-  const rows = cluster.instances.map((i) => instanceRow(i, now));
-  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 12, class: 'empty', text: 'no instances' })));
-  $('instance-rows').replaceChildren(...rows);
+  const body = $('instance-rows');
+  const rows = new Map([...body.querySelectorAll('tr[data-instance-id]')].map((r) => [r.dataset.instanceId, r]));
+  const empty = body.querySelector('tr.empty');
+  if (empty && cluster.instances.length) empty.remove();
+  let previous = null;
+  for (const instance of cluster.instances) {
+    const row = rows.get(instance.id) || newRow(instance);
+    rows.delete(instance.id);
+    updateRow(row, instance, now);
+    const place = previous ? previous.nextSibling : body.firstChild;
+    if (row !== place) body.insertBefore(row, place);
+    previous = row;
+  }
+  for (const gone of rows.values()) gone.remove();
+  if (!cluster.instances.length && !body.querySelector('tr.empty'))
+    body.append(el('tr', { class: 'empty' }, el('td', { colspan: 12, text: 'no instances' })));
 }
 
 // ---------- events ----------
