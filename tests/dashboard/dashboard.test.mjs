@@ -261,21 +261,22 @@ describe('dashboard', () => {
     });
   });
 
-  test('the chat box streams the answer the API gives whole', async () => {
+  test('the chat box streams the answer the API gives whole', async (t) => {
     const c = await cluster();
     const model = c.models[0].name;
     const message = 'In the beginning';
-    const maxTokens = 24;
+    const maxTokens = 48; // run.sh's model writes them over a few hundred ms: several reads
     await page.select('#chat-model', model);
     await page.$eval('#chat-temperature', (e) => { e.value = '0'; });
     await page.$eval('#chat-max-tokens', (e, n) => { e.value = String(n); }, maxTokens);
     await page.type('#chat-input', message);
-    // every length #chat-output goes through, seen as it changes
+    // every length #chat-output goes through, seen as it changes, and
+    // whether the answer had ended then
     await page.evaluate(() => {
       window.chatLengths = [];
       const output = document.getElementById('chat-output');
-      new MutationObserver(() => window.chatLengths.push(output.textContent.length))
-        .observe(output, { childList: true, characterData: true, subtree: true });
+      new MutationObserver(() => window.chatLengths.push([output.textContent.length, output.dataset.done]))
+        .observe(output, { childList: true, characterData: true, subtree: true, attributes: true });
     });
     await page.click('#chat-send');
     await page.waitForFunction(() => document.getElementById('chat-output').dataset.done, { timeout: 60_000 });
@@ -291,9 +292,16 @@ describe('dashboard', () => {
     assert.ok(expected.length > 0, 'the whole answer is empty');
     assert.equal(shown.text, expected);
     assert.equal(shown.done, whole.choices[0].finish_reason);
-    const lengths = (await page.evaluate(() => window.chatLengths)).filter((n) => n > 0);
-    assert.ok(shown.chunks >= 2 && new Set(lengths).size >= 2, `streamed in ${shown.chunks} chunks, lengths ${lengths}`);
+    // Shown as it came: each event appended on its own, the text there before
+    // the stream ended, and never shrinking. (How many distinct lengths the
+    // page went through depends on how the tokens were packed into network
+    // reads, which a busy machine may merge: reported, not asserted.)
+    const seen = (await page.evaluate(() => window.chatLengths)).filter(([n]) => n > 0);
+    const lengths = seen.map(([n]) => n);
+    assert.ok(shown.chunks >= 2, `streamed in ${shown.chunks} chunks`);
+    assert.ok(seen.some(([, done]) => !done), `no text before the end: ${JSON.stringify(seen)}`);
     for (let i = 1; i < lengths.length; i++) assert.ok(lengths[i] >= lengths[i - 1], `shrank: ${lengths}`);
+    t.diagnostic(`${shown.chunks} chunks, ${new Set(lengths).size} distinct lengths shown: ${[...new Set(lengths)]}`);
   });
 
   test('loads nothing from elsewhere, logs no error, and draws a page that is not blank', async () => {

@@ -38,8 +38,10 @@ echo "dashboard: node $(node --version), $("$chromium" --version 2>/dev/null | h
 rm -rf "$dir"
 mkdir -p "$dir"
 model=$dir/dash-random.gguf
-"$lockstep" convert --random --dim 64 --hidden 128 --layers 2 --heads 4 --kv-heads 2 \
-    --vocab 512 --ctx 256 --type q8_0 --seed 1 -o "$model" >/dev/null
+# big enough that its tokens come a few ms apart, so the chat box sees the
+# stream grow over several reads
+"$lockstep" convert --random --dim 256 --hidden 768 --layers 6 --heads 8 --kv-heads 4 \
+    --vocab 512 --ctx 512 --type q8_0 --seed 1 -o "$model" >/dev/null
 model_name=dash-random # the gateway names a model after its file
 hostfile=$dir/hosts
 printf 'localhost slots=2\n127.0.0.2 slots=2\n' >"$hostfile"
