@@ -316,11 +316,10 @@ function cellContents(instance, now) {
     queue: String(instance.queue_depth),
     running: String(instance.running),
     kv,
-    charts: [
+    charts: [el('div', { class: 'chart-row' },
       chart(s.rate, 'tok/s', (v) => (v === null ? '–' : v.toFixed(1)), now),
       chart(s.ttft, 'TTFT', seconds, now),
-      chart(s.itl, 'ITL', seconds, now),
-    ],
+      chart(s.itl, 'ITL', seconds, now))],
   };
 }
 
