@@ -524,7 +524,8 @@ function stopClicked(button) {
 
 // ---------- chat ----------
 
-// Reads a server-sent event stream, calling onData with each data field.
+// Reads a server-sent event stream to its end, calling onData with each
+// data field (comments, such as keep-alives, have none).
 async function readEvents(response, onData) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -538,7 +539,7 @@ async function readEvents(response, onData) {
       const block = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart());
-      if (data.length && onData(data.join('\n')) === false) return;
+      if (data.length) onData(data.join('\n'));
     }
   }
 }
@@ -569,7 +570,7 @@ async function chat(event) {
     if (!response.ok) throw new Error(await errorText(response));
     let finish = null;
     await readEvents(response, (data) => {
-      if (data === '[DONE]') return false;
+      if (data === '[DONE]') return;
       const chunk = JSON.parse(data);
       if (chunk.error) throw new Error(chunk.error.message);
       const choice = chunk.choices && chunk.choices[0];
@@ -578,7 +579,6 @@ async function chat(event) {
         output.dataset.chunks = String(Number(output.dataset.chunks) + 1);
       }
       if (choice && choice.finish_reason) finish = choice.finish_reason;
-      return true;
     });
     status.textContent = `done (${finish || 'stream ended'}, ${output.dataset.chunks} chunks)`;
     output.dataset.done = finish || 'ended';
@@ -630,6 +630,12 @@ function start() {
     admin('POST', '/admin/instances', body, `starting ${body.model}`);
   });
   $('chat-form').addEventListener('submit', chat);
+  // Enter sends, Shift+Enter starts a new line
+  $('chat-input').addEventListener('keydown', (event) => {
+    if (event.key !== 'Enter' || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    if (!$('chat-send').disabled) $('chat-form').requestSubmit();
+  });
   checkKey();
   poll();
 }
