@@ -21,7 +21,9 @@ const state = {
   cluster: null, // the latest GET /v1/cluster
   history: new Map(), // instance id -> [{t, generated, ttftSum, ttftCount, itlSum, itlCount}]
   moving: null, // the instance the move form is for
-  timer: 0,
+  timer: 0, // the next poll's
+  polling: false, // a poll is in flight
+  pollAgain: false, // another was asked for meanwhile
 };
 
 const $ = (id) => document.getElementById(id);
@@ -423,7 +425,14 @@ function showPollError(text) {
   box.textContent = text || '';
 }
 
+// One poll at a time: asked for during one (after an admin action, a new
+// key), the next starts as soon as it ends, so there is only ever one timer.
 async function poll() {
+  if (state.polling) {
+    state.pollAgain = true;
+    return;
+  }
+  state.polling = true;
   clearTimeout(state.timer);
   try {
     const response = await fetch('/v1/cluster', { headers: headers(false), cache: 'no-store' });
@@ -436,9 +445,15 @@ async function poll() {
       showPollError(`GET /v1/cluster: ${await errorText(response)}${hint}`);
     }
   } catch (err) {
-    showPollError(`GET /v1/cluster: ${err.message} (is the gateway running?)`);
+    showPollError(`GET /v1/cluster: ${err.message}`);
   }
-  state.timer = setTimeout(poll, POLL_MS);
+  state.polling = false;
+  if (state.pollAgain) {
+    state.pollAgain = false;
+    poll();
+  } else {
+    state.timer = setTimeout(poll, POLL_MS);
+  }
 }
 
 // ---------- the key and the admin API ----------
