@@ -10,6 +10,7 @@
  * JSON body in OpenAI's shape, and nothing a client sends is more than that
  * client's problem (DESIGN.md I6). */
 #include "gateway_internal.h"
+#include "gateway/dashboard.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -468,6 +469,37 @@ static enum MHD_Result answer_preflight(struct MHD_Connection *c, struct http_ca
     return rc;
 }
 
+/* GET /, /dashboard and the page's files (dashboard.c), without a key: the
+ * page holds no data, and reads the API with the key its user types in.
+ * 0 when url is not the dashboard's; else 1 and *rc. */
+static int answer_dashboard(struct MHD_Connection *c, struct http_call *call, const char *url,
+                            enum MHD_Result *rc) {
+    const unsigned char *body;
+    size_t length;
+    const char *type;
+    struct openai_error e;
+    int found = gateway_dashboard_asset(url, &body, &length, &type);
+    if (found < 0) {
+        openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found",
+                         "no dashboard file %s", url);
+        *rc = send_error(c, call, &e);
+    }
+    if (found <= 0) return found != 0;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_PERSISTENT);
+    *rc = MHD_NO;
+    if (!r) return 1;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, DASHBOARD_CACHE_CONTROL);
+    MHD_add_response_header(r, "Content-Security-Policy", DASHBOARD_CSP);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    add_common_headers(call, r, 200);
+    *rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    call->status = 200;
+    return 1;
+}
+
 static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, const char *url,
                                   const char *method, struct http_call *call) {
     struct openai_error e;
@@ -479,6 +511,8 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
         return send_error(c, call, &e);
     }
     if (!strcmp(method, "OPTIONS") && call->origin) return answer_preflight(c, call);
+    enum MHD_Result rc;
+    if (!strcmp(method, "GET") && answer_dashboard(c, call, url, &rc)) return rc;
     /* with a key set, nothing but /health tells a stranger what exists */
     if (check_key(g, c, call->route, &e)) return send_error(c, call, &e);
     if (call->route == ROUTE_NONE) {
