@@ -129,13 +129,13 @@ static void test_sizes(void) {
         {"1.5G", (int64_t)3 << 29},
         {"0.25KiB", 256},
     };
-    static const char *const bad[] = {"", "G", "1.5", "1x", "1GiBs", "-1", "1.G", ".5G",
-                                      "99999999999T", "1 G", "1.0000000001G"};
+    static const char *const bad[] = {"",    "G",   "1.5",          "1x",  "1GiBs",        "-1",
+                                      "1.G", ".5G", "99999999999T", "1 G", "1.0000000001G"};
     int64_t v;
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         v = -1;
-        CHECK_MSG(cluster_size_parse(good[i].text, &v) == 0 && v == good[i].bytes,
-                  "'%s' gave %lld", good[i].text, (long long)v);
+        CHECK_MSG(cluster_size_parse(good[i].text, &v) == 0 && v == good[i].bytes, "'%s' gave %lld",
+                  good[i].text, (long long)v);
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK_MSG(cluster_size_parse(bad[i], &v) == -1, "'%s' accepted", bad[i]);
@@ -195,7 +195,8 @@ static void test_probe_exact(void) {
 }
 
 static void test_probe_malformed(void) {
-#define FIELDS_AFTER_HOST "\"cores\":2,\"memory_total\":100,\"memory_available\":50,\"isa\":\"avx2\"}"
+#define FIELDS_AFTER_HOST                                                                          \
+    "\"cores\":2,\"memory_total\":100,\"memory_available\":50,\"isa\":\"avx2\"}"
     static const struct {
         const char *line, *message;
     } cases[] = {

@@ -170,8 +170,7 @@ static void run_case(const struct place_case *c) {
         CHECK_MSG(rc == 0, "%s: refused: %s", c->what, why);
         if (rc != 0) return;
         cluster_placement_format(hosts, &p, text, sizeof(text));
-        CHECK_MSG(!strcmp(text, c->expect), "%s: placed %s, expected %s", c->what, text,
-                  c->expect);
+        CHECK_MSG(!strcmp(text, c->expect), "%s: placed %s, expected %s", c->what, text, c->expect);
         check_rules(c, hosts, usage, &r, &p);
     } else {
         if (rc == 0) cluster_placement_format(hosts, &p, text, sizeof(text));
@@ -184,8 +183,8 @@ static void run_case(const struct place_case *c) {
 /* The same state gives the same answer, and without usage nothing is
  * placed yet. */
 static void test_deterministic(void) {
-    struct cluster_host hosts[3] = {{.name = "a", .slots = 2}, {.name = "b", .slots = 2},
-                                    {.name = "c", .slots = 2}};
+    struct cluster_host hosts[3] = {
+        {.name = "a", .slots = 2}, {.name = "b", .slots = 2}, {.name = "c", .slots = 2}};
     struct cluster_request r = {.tp = 4};
     struct cluster_placement p1, p2;
     char why[256], t1[64], t2[64];
