@@ -19,11 +19,11 @@ _Static_assert(CLUSTER_RANKS_MAX == RUNNER_RANKS_MAX, "a placement's ranks fit a
 
 /* What one host can take of this request. */
 struct candidate {
+    int64_t free_memory; /* bytes; -1: unknown (unprobed, no memory= given) */
+    double load;         /* usage's load, for ordering */
     int index;           /* into hosts */
     int free_slots;      /* slots - slots_used, at least 0 */
-    int64_t free_memory; /* bytes; -1: unknown (unprobed, no memory= given) */
     int capacity;        /* ranks it can take: free slots, capped by free memory */
-    double load;         /* usage's load, for ordering */
     int slots_used;      /* usage's, for ordering */
 };
 
@@ -50,8 +50,11 @@ static struct candidate candidate_of(const struct cluster_host *hosts,
                                      int64_t bytes_per_rank) {
     struct cluster_usage none = {0, 0, 0.0};
     const struct cluster_usage *u = usage ? &usage[i] : &none;
-    struct candidate c = {
-        i, hosts[i].slots - u->slots_used, host_memory(&hosts[i]), 0, u->load, u->slots_used};
+    struct candidate c = {.free_memory = host_memory(&hosts[i]),
+                          .load = u->load,
+                          .index = i,
+                          .free_slots = hosts[i].slots - u->slots_used,
+                          .slots_used = u->slots_used};
     if (c.free_slots < 0) c.free_slots = 0;
     if (c.free_memory >= 0)
         c.free_memory = c.free_memory > u->memory_used ? c.free_memory - u->memory_used : 0;
