@@ -203,6 +203,7 @@ static void test_probe_malformed(void) {
         {"", "probe: not a JSON object: ''"},
         {"hello", "probe: not a JSON object: 'hello'"},
         {"[1,2]", "probe: not a JSON object: '[1,2]'"},
+        {"x\ny", "probe: not a JSON object: 'x'"},
         {"{\"hostname\":\"a\"," FIELDS_AFTER_HOST " x", "probe: not a JSON object"},
         {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"isa\":\"avx2\"}",
          "probe: no \"memory_available\""},
@@ -320,6 +321,7 @@ static void test_place_spec(void) {
         {"m=hosts:a:2", "--place: bad host name 'a:2' in hosts:a:2 (names only, joined by '+')"},
         {"m=hosts:a,hosts:b", "--place: hosts given twice"},
         {"m=tp:3,hosts:a+b", "--place: tp:3 does not divide evenly over 2 hosts"},
+        {"m=tp:2\n", "--place: a control character at byte 6"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';

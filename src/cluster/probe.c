@@ -59,7 +59,7 @@ int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen) {
                  name);
         return -1;
     }
-    snprintf(out->hostname, sizeof(out->hostname), "%s", name);
+    memcpy(out->hostname, name, strlen(name) + 1); /* shorter than hostname (valid) */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores >= 1 && cores <= PROBE_CORES_MAX ? (int)cores : 1;
     snprintf(out->isa, sizeof(out->isa), "%s", tensor_isa_name(tensor_isa_current()));
