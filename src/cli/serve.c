@@ -6,6 +6,7 @@
  * otherwise, prints the address it bound (useful with --port 0), and stops
  * on SIGTERM or SIGINT. */
 #include "cli.h"
+#include "cluster/cluster.h"
 #include "gateway/gateway.h"
 
 #include <pthread.h>
@@ -23,6 +24,8 @@ struct serve_options {
     struct gateway_model models[SERVE_MAX_MODELS];
     const char *runner_args[SERVE_MAX_RUNNER_ARGS + 1]; /* --runner-arg, for every model */
     int n_runner_args;
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];       /* --cluster's hostfile */
+    struct cluster_place_spec places[SERVE_MAX_MODELS]; /* --place */
 };
 
 static void serve_usage(FILE *out) {
@@ -59,7 +62,55 @@ static void serve_usage(FILE *out) {
             "  --max-client-connections N  connections at once from one address (default 512)\n"
             "  --cors-origin ORIGIN    answer CORS preflights and add CORS headers for\n"
             "                          ORIGIN (repeat; * for any)\n"
-            "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n");
+            "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n"
+            "cluster:\n"
+            "  --cluster FILE          the hosts ranks may run on: an Open MPI hostfile\n"
+            "                          (`host slots=N [memory=SIZE]`; default: this machine)\n"
+            "  --place NAME=tp:N[,hosts:a+b]  start an instance of model NAME at degree N\n"
+            "                          (on those hosts; else where the policy puts it);\n"
+            "                          repeat for replicas. Default: one per model at its --tp\n"
+            "  --admin-key KEY         enable the admin API (/admin/instances: start, stop,\n"
+            "                          move) with this key (also LOCKSTEP_ADMIN_KEY); it must\n"
+            "                          differ from the API key\n"
+            "  --probe-interval S      probe the hosts every S s (default 5)\n");
+}
+
+/* --cluster FILE, --place SPEC, --probe-interval S. */
+static int parse_cluster_option(const char *a, int argc, char **argv, int *i,
+                                struct serve_options *o) {
+    struct gateway_params *p = &o->params;
+    const char *text;
+    char err[512];
+    if (!strcmp(a, "--probe-interval")) {
+        float seconds;
+        if (cli_float_value("serve", argc, argv, i, &seconds)) return -1;
+        if (!(seconds >= 0.1f)) {
+            fprintf(stderr, "lockstep serve: --probe-interval %g is below 0.1 s\n", seconds);
+            return -1;
+        }
+        p->probe_seconds = seconds;
+        return 0;
+    }
+    if (cli_string_value("serve", argc, argv, i, &text)) return -1;
+    if (!strcmp(a, "--cluster")) {
+        if (cluster_hostfile_load(text, o->hosts, &p->n_hosts, err, sizeof(err))) {
+            fprintf(stderr, "lockstep serve: --cluster: %s\n", err);
+            return -1;
+        }
+        p->hosts = o->hosts;
+        return 0;
+    }
+    if (p->n_places == SERVE_MAX_MODELS) {
+        fprintf(stderr, "lockstep serve: at most %d --place\n", SERVE_MAX_MODELS);
+        return -1;
+    }
+    if (cluster_place_spec_parse(text, &o->places[p->n_places], err, sizeof(err))) {
+        fprintf(stderr, "lockstep serve: --place %s: %s\n", text, err);
+        return -1;
+    }
+    p->places = o->places;
+    p->n_places++;
+    return 0;
 }
 
 /* Options of the model being described (or the defaults). */
@@ -97,6 +148,9 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
     if (!strcmp(a, "--host")) return cli_string_value(cmd, argc, argv, i, &p->host);
     if (!strcmp(a, "--port")) return cli_int_value(cmd, argc, argv, i, 0, 65535, &p->port);
     if (!strcmp(a, "--api-key")) return cli_string_value(cmd, argc, argv, i, &p->api_key);
+    if (!strcmp(a, "--admin-key")) return cli_string_value(cmd, argc, argv, i, &p->admin_key);
+    if (!strcmp(a, "--cluster") || !strcmp(a, "--place") || !strcmp(a, "--probe-interval"))
+        return parse_cluster_option(a, argc, argv, i, o);
     if (!strcmp(a, "--max-prompt-tokens"))
         return cli_int_value(cmd, argc, argv, i, 1, 1 << 24, &p->max_prompt_tokens);
     if (!strcmp(a, "--max-tokens"))
@@ -158,6 +212,26 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
     return -1;
 }
 
+/* Checks the keys: an empty one would turn authentication off without a
+ * word, and one key for both would let every client run the cluster. */
+static int check_keys(const struct gateway_params *p) {
+    if (p->api_key && !*p->api_key) {
+        fprintf(stderr, "lockstep serve: the API key (--api-key or LOCKSTEP_API_KEY) is empty; "
+                        "give a key, or unset it to serve without one\n");
+        return -1;
+    }
+    if (p->admin_key && !*p->admin_key) {
+        fprintf(stderr, "lockstep serve: the admin key (--admin-key or LOCKSTEP_ADMIN_KEY) is "
+                        "empty; give a key, or unset it to serve without the admin API\n");
+        return -1;
+    }
+    if (p->admin_key && p->api_key && !strcmp(p->admin_key, p->api_key)) {
+        fprintf(stderr, "lockstep serve: the admin key must differ from the API key\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns 0, 1 for --help, or -1 on a bad option. */
 static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
     struct gateway_params *p = &o->params;
@@ -165,6 +239,7 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
     *p = (struct gateway_params){.host = "127.0.0.1",
                                  .port = 8080,
                                  .api_key = getenv("LOCKSTEP_API_KEY"),
+                                 .admin_key = getenv("LOCKSTEP_ADMIN_KEY"),
                                  .max_body_bytes = 1 << 20,
                                  .max_prompt_tokens = 1 << 24,
                                  .max_tokens_limit = 4096,
@@ -198,12 +273,7 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
         fprintf(stderr, "lockstep serve: no model given (-m FILE)\n");
         return -1;
     }
-    /* an empty key would turn authentication off without a word */
-    if (p->api_key && !*p->api_key) {
-        fprintf(stderr, "lockstep serve: the API key (--api-key or LOCKSTEP_API_KEY) is empty; "
-                        "give a key, or unset it to serve without one\n");
-        return -1;
-    }
+    if (check_keys(p)) return -1;
     for (int m = 0; m < p->n_models; m++) o->models[m].runner_args = o->runner_args;
     p->models = o->models;
     return 0;

@@ -1,6 +1,6 @@
-/* gateway.c -- the gateway's life: load the models' vocabularies, start a
- * supervised runner per model, serve HTTP, and send keep-alive comments to
- * quiet streams until asked to stop. */
+/* gateway.c -- the gateway's life: load the models' vocabularies, start
+ * the cluster's first instances, serve HTTP, and until asked to stop,
+ * complete moves and send keep-alive comments to quiet streams. */
 #include "gateway_internal.h"
 
 #include <dirent.h>
@@ -63,6 +63,27 @@ static int make_runtime_dir(struct gateway *g, char *err, size_t errlen) {
     return -1;
 }
 
+/* Loads every model's vocabulary; two models may not share a name. */
+static int load_served(struct gateway *g, char *err, size_t errlen) {
+    const struct gateway_params *p = &g->params;
+    g->served = calloc((size_t)p->n_models, sizeof(*g->served));
+    if (!g->served) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < p->n_models; i++) {
+        g->n_served = i + 1;
+        if (gateway_served_init(&g->served[i], &p->models[i], err, errlen)) return -1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(g->served[j].name, g->served[i].name)) {
+                snprintf(err, errlen, "two models are called '%s': name them (--name)",
+                         g->served[i].name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int gateway_create(struct gateway **out, const struct gateway_params *params, char *err,
                    size_t errlen) {
     struct gateway *g = calloc(1, sizeof(*g));
@@ -74,41 +95,18 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     g->params = *params;
     g->wake[0] = g->wake[1] = -1;
     pthread_mutex_init(&g->reports_lock, NULL);
+    pthread_mutex_init(&g->cluster_lock, NULL);
     atomic_init(&g->next_id, 1);
-    g->instances = calloc((size_t)params->n_models, sizeof(*g->instances));
-    if (!g->instances || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
+    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
         snprintf(err, errlen, "cannot set up the gateway");
         gateway_free(g);
         return -1;
     }
-    if (make_runtime_dir(g, err, errlen)) {
+    if (make_runtime_dir(g, err, errlen) || load_served(g, err, errlen) ||
+        gateway_http_start(g, err, errlen) || gateway_cluster_start(g, err, errlen)) {
         gateway_free(g);
         return -1;
     }
-    for (int i = 0; i < params->n_models; i++) {
-        if (gateway_instance_init(&g->instances[i], g, &params->models[i], i, err, errlen)) {
-            g->n_instances = i + 1;
-            gateway_free(g);
-            return -1;
-        }
-        g->n_instances = i + 1;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(g->instances[j].name, g->instances[i].name)) {
-                snprintf(err, errlen, "two models are called '%s': name them (--name)",
-                         g->instances[i].name);
-                gateway_free(g);
-                return -1;
-            }
-    }
-    if (gateway_http_start(g, err, errlen)) {
-        gateway_free(g);
-        return -1;
-    }
-    for (int i = 0; i < g->n_instances; i++)
-        if (gateway_instance_start(&g->instances[i], err, errlen)) {
-            gateway_free(g);
-            return -1;
-        }
     *out = g;
     return 0;
 }
@@ -125,12 +123,15 @@ void gateway_stop(struct gateway *g) {
 }
 
 void gateway_run(struct gateway *g) {
+    uint64_t last_keep_alive = 0;
     while (!atomic_load(&g->stopping)) {
         struct pollfd p = {g->wake[0], POLLIN, 0};
-        poll(&p, 1, 250);
+        poll(&p, 1, 20); /* a move completes this soon after its runner is ready */
+        gateway_cluster_step(g);
         uint64_t now = runner_now_us();
-        for (int i = 0; i < g->n_instances; i++)
-            gateway_instance_each(&g->instances[i], gateway_request_keep_alive, now);
+        if (now - last_keep_alive < 250000) continue;
+        last_keep_alive = now;
+        gateway_cluster_each(g, gateway_request_keep_alive, now);
     }
 }
 
@@ -139,14 +140,16 @@ void gateway_free(struct gateway *g) {
     atomic_store(&g->stopping, 1);
     /* runners first: their requests end with an error the clients still get;
      * then HTTP, whose last callbacks still reach the instances */
-    for (int i = 0; i < g->n_instances; i++) gateway_instance_stop(&g->instances[i]);
+    gateway_cluster_stop(g);
     gateway_http_stop(g);
-    for (int i = 0; i < g->n_instances; i++) gateway_instance_free(&g->instances[i]);
-    free(g->instances);
+    gateway_cluster_free(g);
+    for (int i = 0; i < g->n_served; i++) gateway_served_free(&g->served[i]);
+    free(g->served);
     if (g->runtime_dir[0]) remove_runtime_dir(g->runtime_dir);
     metrics_registry_free(&g->metrics.registry);
     for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
     pthread_mutex_destroy(&g->reports_lock);
+    pthread_mutex_destroy(&g->cluster_lock);
     for (int i = 0; i < 2; i++)
         if (g->wake[i] >= 0) close(g->wake[i]);
     free(g);

@@ -15,6 +15,9 @@
 
 #include <stddef.h>
 
+struct cluster_host;
+struct cluster_place_spec;
+
 enum gateway_launcher {
     GATEWAY_LAUNCHER_LOCAL = 0, /* the runner's ranks are threads of one child process */
     GATEWAY_LAUNCHER_MPI = 1,   /* one process per rank under mpirun */
@@ -56,6 +59,13 @@ struct gateway_params {
     const char *mpirun_path;   /* mpirun, for the mpi launcher */
     int n_models;
     const struct gateway_model *models; /* (n_models) */
+    /* the cluster */
+    const char *admin_key;                   /* the admin API's key; NULL: no admin API */
+    int n_hosts;                             /* 0: this machine alone */
+    const struct cluster_host *hosts;        /* (n_hosts) from --cluster's hostfile */
+    int n_places;                            /* 0: one instance per model, placed */
+    const struct cluster_place_spec *places; /* (n_places) --place: the first instances */
+    double probe_seconds;                    /* hosts are probed this often (default 5) */
 };
 
 struct gateway;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cluster/cluster.h"
 #include "gateway/gateway.h"
 #include "gateway/metrics.h"
 #include "gateway/openai.h"
@@ -53,6 +54,8 @@ struct gateway_choice {
     int done;                   /* 1: it ended (its last chunk went out) */
     uint64_t last_token_us;     /* when its latest token arrived */
     uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
+    struct gateway_instance *holder; /* request lock: the instance whose table holds it; tokens
+                                        from any other (one it was moved off) are ignored */
     /* tool calling (tool_calls.c), when the request's tool_choice is not "none" */
     struct runner_buffer all;       /* every byte decoded, to find and parse the calls */
     int in_calls;                   /* 1: the trigger was seen: the rest is calls */
@@ -70,7 +73,9 @@ struct gateway_request {
     uint64_t id;           /* its first choice's runner id (choice i has id + i) */
     atomic_int references; /* holders: HTTP connection, instance table entries */
     struct gateway *gateway;
-    struct gateway_instance *instance; /* the model instance serving it */
+    struct gateway_instance *instance; /* the instance it was first routed to: its model's
+                                          vocabulary and metric labels (never freed while the
+                                          gateway runs); where its choices are now is theirs */
     struct openai_request body;        /* the parsed request */
     struct openai_response response;   /* what every chunk repeats */
     char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
@@ -116,7 +121,48 @@ enum instance_state {
     INSTANCE_DRAINING,     /* the gateway stops: nothing new is taken */
 };
 
-/* A model instance: its vocabulary and the runner that serves it.
+/* A model the gateway serves (one -m): its file's metadata, vocabulary and
+ * chat template, shared by all its instances (replicas, and the placements
+ * a move goes through). Set up before any thread starts and read-only
+ * after, so it is read without a lock. */
+struct gateway_served {
+    struct gateway_model model; /* as configured (strings borrowed) */
+    char name[128];             /* what clients ask for */
+    struct model *file;         /* the model file (metadata; weights untouched) */
+    struct tokenizer *tokenizer;
+    enum tokenizer_chat_template chat_template;
+    char bos_text[64], eos_text[64]; /* for chat templates */
+    int context_length;
+};
+
+#define GATEWAY_PLACEMENT_TEXT 256 /* a placement spelt out, "a:2+b:2" */
+
+/* A move of an instance to another placement (cluster.c), as GET
+ * /v1/cluster shows it. */
+enum gateway_move_state {
+    GATEWAY_MOVE_NONE = 0, /* never moved */
+    GATEWAY_MOVE_STARTING, /* the new placement is starting; the old one serves */
+    GATEWAY_MOVE_DONE,     /* the last move completed */
+    GATEWAY_MOVE_FAILED,   /* the last move's placement did not start: the old one serves */
+};
+
+struct gateway_move {
+    enum gateway_move_state state;
+    int tp;                             /* the degree it moves to */
+    char to[GATEWAY_PLACEMENT_TEXT];    /* the placement it moves to ("b:1+c:1") */
+    char reason[256];                   /* why it failed */
+    uint64_t started_us, finished_us;   /* when it began and ended */
+    struct gateway_instance *successor; /* the new placement's instance while starting */
+};
+
+/* Counters of what an instance served, for GET /v1/cluster's rates. */
+struct gateway_instance_stats {
+    atomic_ullong generated;           /* tokens delivered */
+    atomic_ullong ttft_us, ttft_count; /* time to first token, summed */
+    atomic_ullong itl_us, itl_count;   /* inter-token latency, summed */
+};
+
+/* A model instance: one placement of a model and the runner that serves it.
  *
  * Lock order (the only nestings in the gateway): instance->lock, then a
  * request's lock, then the metrics registry's lock or the gateway's
@@ -126,15 +172,22 @@ enum instance_state {
  * it, and the HTTP thread never waits for a runner (DESIGN.md I7). */
 struct gateway_instance {
     struct gateway *gateway;
-    struct gateway_model model; /* as configured (strings borrowed) */
-    char name[128];             /* what clients ask for */
-    struct model *file;         /* the model file (metadata; weights untouched) */
-    struct tokenizer *tokenizer;
-    enum tokenizer_chat_template chat_template;
-    char bos_text[64], eos_text[64]; /* for chat templates */
-    int context_length;
-    char socket_path[108]; /* where its runner listens */
-    pthread_t thread;      /* supervisor: starts, reads, writes, restarts */
+    const struct gateway_served *served; /* its model */
+    struct gateway_model model; /* the served model's, with this placement's degree and launch */
+    char name[128];             /* its model's name (logs, metric labels) */
+    char id[160];               /* "NAME-N": what the admin API calls it (kept through moves) */
+    struct cluster_placement placement;      /* its ranks' hosts (indices into the gateway's) */
+    char hosts_text[GATEWAY_PLACEMENT_TEXT]; /* the placement spelt "a:2" */
+    char host_list[GATEWAY_PLACEMENT_TEXT];  /* mpirun's --host value, when it has one */
+    int64_t bytes_per_rank;                  /* memory its placement counts per rank */
+    /* cluster lock (cluster.c) */
+    int routable;             /* 1: new requests may be routed here */
+    int deleting;             /* 1: DELETE asked for: it stops once its table is empty */
+    struct gateway_move move; /* its latest move */
+    struct gateway_instance_stats stats;
+    atomic_int stop_requested; /* 1: the supervisor stops its runner and returns */
+    char socket_path[108];     /* where its runner listens */
+    pthread_t thread;          /* supervisor: starts, reads, writes, restarts */
     int thread_started;
     int wake[2]; /* pipe: work for the supervisor (new requests, cancels) */
 
@@ -186,14 +239,39 @@ struct gateway_metrics {
     struct metrics_metric *detection_seconds, *recovery_seconds; /* {model} */
 };
 
+#define GATEWAY_EVENTS 50 /* cluster events GET /v1/cluster keeps */
+
+/* Something that happened to the cluster (GET /v1/cluster's events). */
+struct gateway_event {
+    double time;   /* Unix seconds */
+    char kind[16]; /* start, ready, stop, move, move_failed, lost, back, stuck, restart, fault */
+    char instance[160];               /* its instance id, or "" */
+    char host[CLUSTER_HOST_NAME_MAX]; /* its host, or "" */
+    char text[256];
+};
+
 struct gateway {
     struct gateway_params params;
     struct MHD_Daemon *daemon;
     int port;
     atomic_int stopping;
-    int wake[2];                        /* pipe: gateway_stop -> gateway_run */
-    struct gateway_instance *instances; /* (n_instances) */
-    int n_instances;
+    int wake[2];                   /* pipe: gateway_stop -> gateway_run */
+    struct gateway_served *served; /* (n_served) the models, fixed at start */
+    int n_served;
+    /* the cluster (cluster.c); lock order: cluster_lock before any instance's lock */
+    pthread_mutex_t cluster_lock;
+    struct gateway_instance **instances; /* (n_instances) live instances, in start order */
+    int n_instances, instances_capacity;
+    struct gateway_instance **retired; /* (n_retired) stopped ones: requests may still name
+                                          them (request->instance) until the gateway ends */
+    int n_retired, retired_capacity;
+    int next_instance;                            /* instances made so far: their ids' numbers */
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX]; /* (n_hosts) */
+    int n_hosts;
+    struct gateway_event events[GATEWAY_EVENTS]; /* ring */
+    int n_events;                                /* events so far */
+    pthread_t probe_thread;                      /* probe.c: learns the hosts' state */
+    int probe_thread_started;
     atomic_int active; /* requests being served */
     atomic_ullong next_id;
     struct gateway_metrics metrics;
@@ -214,10 +292,14 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
                                                struct openai_request *body,
                                                struct openai_error *error);
 void gateway_request_release(struct gateway_request *request);
-/* Called by the instance for each frame about a choice (no lock held). */
-void gateway_request_on_token(struct gateway_choice *choice, const struct runner_token *token);
+/* Called by the instance `from` for each frame about a choice (no lock
+ * held); ignored unless the choice is still that instance's (a move hands
+ * it to another). */
+void gateway_request_on_token(struct gateway_choice *choice, const struct runner_token *token,
+                              struct gateway_instance *from);
 void gateway_request_on_finished(struct gateway_choice *choice,
-                                 const struct runner_finished *finished);
+                                 const struct runner_finished *finished,
+                                 struct gateway_instance *from);
 /* Ends it with an error (status, message) if it is not done; its choices
  * still in the instance's table are the caller's to drop. */
 void gateway_request_fail(struct gateway_request *request, int status, const char *message);
@@ -263,25 +345,49 @@ int gateway_tools_finish(struct gateway_choice *choice, enum openai_finish *fini
 /* Frees the choice's tool-call state. */
 void gateway_tools_free_choice(struct gateway_choice *choice);
 
+/* served.c */
+int gateway_served_init(struct gateway_served *served, const struct gateway_model *model, char *err,
+                        size_t errlen);
+void gateway_served_free(struct gateway_served *served);
+/* The served model called name, or NULL. */
+const struct gateway_served *gateway_served_find(const struct gateway *gateway, const char *name);
+
 /* instance.c */
+/* Sets up an instance of served at a placement (hosts indexing the
+ * gateway's); number names its socket and status files. */
 int gateway_instance_init(struct gateway_instance *instance, struct gateway *gateway,
-                          const struct gateway_model *model, int index, char *err, size_t errlen);
+                          const struct gateway_served *served, const char *id,
+                          const struct cluster_placement *placement, int number, char *err,
+                          size_t errlen);
 int gateway_instance_start(struct gateway_instance *instance, char *err, size_t errlen);
 /* Stops the supervisor (and its runner) and fails the unfinished requests;
  * the HTTP side may still call in (cancel) until gateway_instance_free. */
 void gateway_instance_stop(struct gateway_instance *instance);
+/* The same for an instance the cluster no longer uses (moved, deleted),
+ * while the gateway goes on: its table is empty by then. */
+void gateway_instance_retire(struct gateway_instance *instance);
+/* Takes every choice out of the table, telling the runner to drop them:
+ * *out (free() it) holds them with their references; their count, or -1. */
+int gateway_instance_take(struct gateway_instance *instance, struct gateway_choice ***out);
+/* Gives it choices (with their references) taken from another instance:
+ * its runner gets them with the tokens they have (DESIGN.md I4, I8); those
+ * whose request is over are released instead. */
+void gateway_instance_give(struct gateway_instance *instance, struct gateway_choice **choices,
+                           int n);
+/* Tokens it still has to work through: prompts not started and tokens not
+ * generated (the router's load figure). */
+int64_t gateway_instance_outstanding(struct gateway_instance *instance);
 void gateway_instance_free(struct gateway_instance *instance);
 /* Registers the request's choices and wakes the supervisor, which queues
  * their ADDs for the runner (now, or when one is up); never waits. A FAILED
  * or DRAINING instance fails it with 503 at once. */
 void gateway_instance_submit(struct gateway_instance *instance, struct gateway_request *request);
 /* The request is over on the gateway's side (client gone, an error): its
- * choices leave the table now, and the runner that has them is told to
- * drop them. */
-void gateway_instance_cancel(struct gateway_instance *instance, struct gateway_request *request);
+ * choices leave the tables that hold them now, and the runners that have
+ * them are told to drop them. */
+void gateway_instance_cancel(struct gateway_request *request);
 /* The same for one choice (its stop string matched). */
-void gateway_instance_cancel_choice(struct gateway_instance *instance,
-                                    struct gateway_choice *choice);
+void gateway_instance_cancel_choice(struct gateway_choice *choice);
 /* No new requests: they get 503 (the gateway stops). */
 void gateway_instance_drain(struct gateway_instance *instance);
 /* Wakes the supervisor to write the outbox (never blocks). */
@@ -333,6 +439,54 @@ int gateway_tokens_parse(const char *body, size_t length, int detokenize,
 char *gateway_tokens_answer(const struct gateway_instance *instance,
                             const struct gateway_tokens_body *body, struct openai_error *e);
 void gateway_tokens_free(struct gateway_tokens_body *body);
+
+/* cluster.c (takes the cluster lock unless said otherwise) */
+/* Sets up the hosts and starts the first instances. */
+int gateway_cluster_start(struct gateway *gateway, char *err, size_t errlen);
+/* Completes the moves whose placement is ready (or failed) and the
+ * deletions whose requests are handed over; called often by gateway_run. */
+void gateway_cluster_step(struct gateway *gateway);
+void gateway_cluster_stop(struct gateway *gateway);
+void gateway_cluster_free(struct gateway *gateway);
+/* Routes the request to the least-loaded routable instance of its model
+ * and submits it there; fails it with 503 when the model has none. */
+void gateway_cluster_submit(struct gateway *gateway, struct gateway_request *request);
+/* A routable instance of served (its vocabulary, fault injection), or NULL. */
+struct gateway_instance *gateway_cluster_any(struct gateway *gateway,
+                                             const struct gateway_served *served);
+/* gateway_instance_each over every instance, moving ones' new placements too. */
+void gateway_cluster_each(struct gateway *gateway, void (*fn)(struct gateway_request *, uint64_t),
+                          uint64_t arg);
+/* The admin operations: 0, or an HTTP status with why. */
+int gateway_cluster_add(struct gateway *gateway, const char *model, int tp,
+                        const char *const *hosts, int n_hosts, char *id, size_t idlen, char *why,
+                        size_t whylen);
+int gateway_cluster_delete(struct gateway *gateway, const char *id, char *why, size_t whylen);
+/* tp 0 keeps the degree; no hosts: the policy chooses (elsewhere, at the same degree). */
+int gateway_cluster_move(struct gateway *gateway, const char *id, int tp, const char *const *hosts,
+                         int n_hosts, char *why, size_t whylen);
+/* Moves every instance with a rank on a lost host elsewhere. */
+void gateway_cluster_leave_host(struct gateway *gateway, int host);
+/* What the live instances (and moves' new placements) hold on each host
+ * (cluster lock held). */
+void gateway_cluster_usage(struct gateway *gateway, struct cluster_usage *usage);
+/* Records an event and logs it (cluster lock held). */
+void gateway_cluster_event(struct gateway *gateway, const char *kind, const char *instance,
+                           const char *host, const char *format, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* probe.c */
+/* Probes every host once (no lock held by the caller). */
+void gateway_probe_hosts(struct gateway *gateway);
+int gateway_probe_start(struct gateway *gateway, char *err, size_t errlen);
+void gateway_probe_stop(struct gateway *gateway);
+
+/* admin.c */
+/* GET /v1/cluster's JSON text (free() it). */
+char *gateway_cluster_json(struct gateway *gateway);
+/* An /admin/instances call: the HTTP status with *json (free() it), or -1 with e. */
+int gateway_admin_call(struct gateway *gateway, const char *method, const char *url,
+                       const char *body, size_t length, char **json, struct openai_error *e);
 
 /* http.c */
 int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);

@@ -35,6 +35,8 @@ enum route {
     ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
     ROUTE_DETOKENIZE, /* POST /detokenize (llama.cpp's) */
+    ROUTE_CLUSTER,    /* GET /v1/cluster (either key) */
+    ROUTE_ADMIN,      /* /admin/instances...: POST, DELETE (the admin key only) */
 };
 
 /* One HTTP request in progress (MHD's per-request pointer). */
@@ -101,15 +103,17 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if (post && !strcmp(url, "/debug/fault") && g->params.enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
     if (post && !strcmp(url, "/detokenize")) return ROUTE_DETOKENIZE;
+    if (get && !strcmp(url, "/v1/cluster")) return ROUTE_CLUSTER;
+    if ((post || !strcmp(method, "DELETE")) && !strncmp(url, "/admin/instances", 16) &&
+        (url[16] == '\0' || url[16] == '/'))
+        return ROUTE_ADMIN;
     return ROUTE_NONE;
 }
 
-/* 1 if the request carries the API key (always, when none is set). The
- * scheme's name is case-insensitive (RFC 9110); the comparison of the key
- * takes the same time wherever the first difference is. */
-static int authorized(const struct gateway *g, struct MHD_Connection *c) {
-    const char *key = g->params.api_key;
-    if (!key) return 1;
+/* 1 if the request carries key. The scheme's name is case-insensitive
+ * (RFC 9110); the comparison of the key takes the same time wherever the
+ * first difference is. */
+static int carries_key(struct MHD_Connection *c, const char *key) {
     const char *header = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!header || strncasecmp(header, "Bearer ", 7) != 0) return 0;
     const char *given = header + 7;
@@ -118,6 +122,35 @@ static int authorized(const struct gateway *g, struct MHD_Connection *c) {
     unsigned difference = (unsigned)(n ^ m);
     for (size_t i = 0; i < n; i++) difference |= (unsigned)(key[i] ^ given[i < m ? i : 0]);
     return difference == 0;
+}
+
+/* Whether the call may go on: the inference key (when set) for the
+ * inference API; either key for GET /v1/cluster; the admin key alone for
+ * the admin API, which is off without one. 0, or -1 with e. */
+static int check_key(const struct gateway *g, struct MHD_Connection *c, enum route route,
+                     struct openai_error *e) {
+    const char *key = g->params.api_key, *admin = g->params.admin_key;
+    int admin_given = admin && carries_key(c, admin);
+    if (route == ROUTE_HEALTH) return 0;
+    if (route == ROUTE_ADMIN && !admin) {
+        openai_error_set(e, 403, "permission_error", NULL, "admin_disabled",
+                         "the admin API is off: start lockstep serve with --admin-key");
+        return -1;
+    }
+    if (route == ROUTE_ADMIN && !admin_given && key && carries_key(c, key)) {
+        openai_error_set(e, 403, "permission_error", NULL, "admin_key_required",
+                         "the admin API takes the admin key, not the inference key");
+        return -1;
+    }
+    int allowed = route == ROUTE_ADMIN     ? admin_given
+                  : route == ROUTE_CLUSTER ? admin_given || !key || carries_key(c, key)
+                                           : !key || carries_key(c, key);
+    if (route == ROUTE_CLUSTER && !key && admin && !admin_given) allowed = 0;
+    if (allowed) return 0;
+    openai_error_set(e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                     "a valid %s key is required: Authorization: Bearer KEY",
+                     route == ROUTE_ADMIN ? "admin" : "API");
+    return -1;
 }
 
 /* Counts the Content-Length headers and whether any two differ. */
@@ -148,25 +181,21 @@ static int conflicting_lengths(struct MHD_Connection *c) {
     return h.differ;
 }
 
-static struct gateway_instance *find_instance(struct gateway *g, const char *name) {
-    for (int i = 0; i < g->n_instances; i++)
-        if (!strcmp(g->instances[i].name, name)) return &g->instances[i];
-    return NULL;
-}
-
 /* ---------- GET endpoints ---------- */
 
 static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c,
                                      struct http_call *call) {
     cJSON *health = cJSON_CreateObject(), *models = cJSON_AddArrayToObject(health, "models");
     int all_ready = 1;
+    pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances; i++) {
-        struct gateway_instance *in = &g->instances[i];
+        struct gateway_instance *in = g->instances[i];
         cJSON *m = cJSON_CreateObject();
         pthread_mutex_lock(&in->lock);
         int ready = in->state == INSTANCE_READY;
         all_ready &= ready;
         cJSON_AddStringToObject(m, "model", in->name);
+        cJSON_AddStringToObject(m, "id", in->id);
         cJSON_AddBoolToObject(m, "ready", ready);
         cJSON_AddNumberToObject(m, "restarts", in->restarts);
         cJSON_AddNumberToObject(m, "runner_pid", (double)in->pid);
@@ -175,6 +204,8 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
         pthread_mutex_unlock(&in->lock);
         cJSON_AddItemToArray(models, m);
     }
+    if (g->n_instances == 0) all_ready = 0;
+    pthread_mutex_unlock(&g->cluster_lock);
     cJSON_AddStringToObject(health, "status", all_ready ? "ok" : "unavailable");
     char *text = cJSON_PrintUnformatted(health);
     cJSON_Delete(health);
@@ -184,19 +215,19 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
 static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c,
                                      struct http_call *call, const char *url) {
     const char *ids[64];
-    int contexts[64], n = g->n_instances < 64 ? g->n_instances : 64;
+    int contexts[64], n = g->n_served < 64 ? g->n_served : 64;
     for (int i = 0; i < n; i++) {
-        ids[i] = g->instances[i].name;
-        contexts[i] = g->instances[i].context_length;
+        ids[i] = g->served[i].name;
+        contexts[i] = g->served[i].context_length;
     }
     if (call->route == ROUTE_MODELS)
         return send_text(c, call, 200, "application/json",
                          openai_models_json(ids, contexts, n, (int64_t)time(NULL)));
     const char *name = url + strlen("/v1/models/");
-    const struct gateway_instance *in = find_instance(g, name);
-    if (in)
+    const struct gateway_served *s = gateway_served_find(g, name);
+    if (s)
         return send_text(c, call, 200, "application/json",
-                         openai_model_json(name, in->context_length, (int64_t)time(NULL)));
+                         openai_model_json(name, s->context_length, (int64_t)time(NULL)));
     struct openai_error e;
     openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
                      "the model '%s' does not exist", name);
@@ -295,18 +326,23 @@ static enum MHD_Result answer_when_ready(struct MHD_Connection *c, struct http_c
     return rc;
 }
 
-/* The instance the request names; without a name, the only one served. */
+/* An instance of the model the request names (without a name, the only
+ * one served): its vocabulary prepares the request, which the cluster
+ * routes to the replica with the least work when it is submitted. */
 static struct gateway_instance *choose_instance(struct gateway *g, const char *name,
                                                 struct openai_error *e) {
-    struct gateway_instance *in = name ? find_instance(g, name) : NULL;
-    if (!name && g->n_instances == 1) return &g->instances[0];
-    if (!name)
+    const struct gateway_served *s = name ? gateway_served_find(g, name) : NULL;
+    if (!name && g->n_served == 1) s = &g->served[0];
+    struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
+    if (!name && !s)
         openai_error_set(e, 400, "invalid_request_error", "model", NULL,
-                         "model is required: %d models are served (GET /v1/models)",
-                         g->n_instances);
-    else if (!in)
+                         "model is required: %d models are served (GET /v1/models)", g->n_served);
+    else if (!s)
         openai_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
                          "the model '%s' does not exist", name);
+    else if (!in)
+        openai_error_set(e, 503, "server_error", "model", NULL,
+                         "model %s has no instance (all were stopped)", s->name);
     return in;
 }
 
@@ -341,7 +377,7 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     if (!call->request) return send_error(c, call, &e);
     call->request->connection = c;
     gateway_observe_tokens(in, call->request->n_prompt, 0);
-    gateway_instance_submit(in, call->request);
+    gateway_cluster_submit(g, call->request);
     return answer_when_ready(c, call);
 }
 
@@ -377,7 +413,8 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     const cJSON *delay = cJSON_GetObjectItemCaseSensitive(j, "delay_ms");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
     const cJSON *count = cJSON_GetObjectItemCaseSensitive(j, "count");
-    struct gateway_instance *in = model ? find_instance(g, model) : NULL;
+    const struct gateway_served *s = model ? gateway_served_find(g, model) : NULL;
+    struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
     enum MHD_Result rc;
     if (!kind || !model) {
         openai_error_set(&e, 400, "invalid_request_error", NULL, NULL,
@@ -399,6 +436,22 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     return rc;
 }
 
+/* /admin/instances...: the admin API (admin.c). */
+static enum MHD_Result answer_admin(struct gateway *g, struct MHD_Connection *c,
+                                    struct http_call *call, const char *url, const char *method) {
+    struct openai_error e;
+    char *json = NULL;
+    if (call->too_large) {
+        openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+        return send_error(c, call, &e);
+    }
+    int status = gateway_admin_call(g, method, url, (const char *)call->body.data,
+                                    call->body.length, &json, &e);
+    return status < 0 ? send_error(c, call, &e)
+                      : send_text(c, call, status, "application/json", json);
+}
+
 /* ---------- the handler ---------- */
 
 /* OPTIONS from an allowed origin: the CORS preflight's answer. */
@@ -406,7 +459,7 @@ static enum MHD_Result answer_preflight(struct MHD_Connection *c, struct http_ca
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     add_common_headers(call, r, 204);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     enum MHD_Result rc = MHD_queue_response(c, 204, r);
@@ -427,11 +480,7 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
     }
     if (!strcmp(method, "OPTIONS") && call->origin) return answer_preflight(c, call);
     /* with a key set, nothing but /health tells a stranger what exists */
-    if (call->route != ROUTE_HEALTH && !authorized(g, c)) {
-        openai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
-                         "a valid API key is required: Authorization: Bearer KEY");
-        return send_error(c, call, &e);
-    }
+    if (check_key(g, c, call->route, &e)) return send_error(c, call, &e);
     if (call->route == ROUTE_NONE) {
         openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
                          method, url);
@@ -444,6 +493,9 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
         return answer_models(g, c, call, url);
     if (call->route == ROUTE_STUCK)
         return send_text(c, call, 200, "application/json", gateway_stuck_json(g));
+    if (call->route == ROUTE_CLUSTER)
+        return send_text(c, call, 200, "application/json", gateway_cluster_json(g));
+    if (call->route == ROUTE_ADMIN && !call->post) return answer_admin(g, c, call, url, method);
     return MHD_YES; /* a completion: the body comes next */
 }
 
@@ -477,6 +529,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (!call->post) return first_call(g, c, url, method, call);
     if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
+    if (call->route == ROUTE_ADMIN) return answer_admin(g, c, call, url, method);
     if (call->route == ROUTE_TOKENIZE || call->route == ROUTE_DETOKENIZE)
         return answer_tokens(g, c, call);
     if (!call->request) return start_completion(g, c, call);
@@ -500,7 +553,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         struct openai_usage usage = gateway_request_usage(r);
         pthread_mutex_unlock(&r->lock);
         /* every choice goes with the client */
-        if (abandoned) gateway_instance_cancel(r->instance, r);
+        if (abandoned) gateway_instance_cancel(r);
         gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
         gateway_observe_cached(r->instance, usage.cached_tokens);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);

@@ -36,72 +36,62 @@
 #define START_DEADLINE_SECONDS 300.0 /* a runner must be ready (model loaded) in this time */
 #define BACKOFF_MAX_SECONDS    5.0
 
-/* The name clients use: the file name without directory and .gguf/.bin. */
-static void default_name(char *out, size_t size, const char *path) {
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    snprintf(out, size, "%s", base);
-    char *dot = strrchr(out, '.');
-    if (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".bin"))) *dot = '\0';
+/* 1 if every host of the placement is this machine. */
+static int placement_is_local(const struct gateway *g, const struct cluster_placement *p) {
+    for (int k = 0; k < p->n_hosts; k++)
+        if (!g->hosts[p->host[k]].local) return 0;
+    return 1;
 }
 
-/* The vocabulary's spelling of a special token, for chat templates. */
-static void token_text(const struct tokenizer *tok, int id, char *out, size_t size) {
-    size_t length = 0;
-    const char *piece = id >= 0 ? tokenizer_piece(tok, id, &length) : NULL;
-    snprintf(out, size, "%.*s", piece ? (int)length : 0, piece ? piece : "");
+/* How its runner is launched: as the model was configured when the
+ * placement is one local host; under mpirun otherwise, on the placement's
+ * hosts when any is another machine (mpirun's --host a:1,b:1). */
+static void choose_launch(struct gateway_instance *in) {
+    const struct gateway *g = in->gateway;
+    const struct cluster_placement *p = &in->placement;
+    int local = placement_is_local(g, p);
+    in->model.tp = p->tp;
+    cluster_placement_format(g->hosts, p, in->hosts_text, sizeof(in->hosts_text));
+    if (local && p->n_hosts == 1) return;
+    in->model.launcher = GATEWAY_LAUNCHER_MPI;
+    in->model.hosts = NULL;
+    if (local) return; /* every rank here: mpirun needs no host list */
+    size_t used = 0;
+    for (int k = 0; k < p->n_hosts && used < sizeof(in->host_list); k++)
+        used += (size_t)snprintf(in->host_list + used, sizeof(in->host_list) - used, "%s%s:%d",
+                                 k ? "," : "", g->hosts[p->host[k]].name, p->ranks[k]);
 }
 
-static int load_vocabulary(struct gateway_instance *in, char *err, size_t errlen) {
-    const struct gateway_model *m = &in->model;
-    int failed;
-    if (model_load(&in->file, m->path, err, errlen)) return -1;
-    if (m->tokenizer_path)
-        failed = tokenizer_load_llama2c(&in->tokenizer, m->tokenizer_path,
-                                        in->file->config.vocab_size, err, errlen);
-    else if (in->file->gguf)
-        failed = tokenizer_load_gguf(&in->tokenizer, in->file->gguf, err, errlen);
-    else {
-        snprintf(err, errlen, "%s is a llama2.c checkpoint: give its tokenizer", m->path);
-        failed = 1;
-    }
-    if (failed) return -1;
-    in->context_length = in->file->config.context_length;
-    token_text(in->tokenizer, tokenizer_bos(in->tokenizer), in->bos_text, sizeof(in->bos_text));
-    token_text(in->tokenizer, tokenizer_eos(in->tokenizer), in->eos_text, sizeof(in->eos_text));
-    if (m->chat_template)
-        return tokenizer_chat_template_from_name(m->chat_template, &in->chat_template, err, errlen);
-    struct gguf_string jinja;
-    char message[64];
-    in->chat_template = TOKENIZER_CHAT_PLAIN;
-    if (in->file->gguf && gguf_get_string(in->file->gguf, "tokenizer.chat_template", &jinja,
-                                          message, sizeof(message)) == 0) {
-        char *text = strndup(jinja.data, jinja.len);
-        if (text) in->chat_template = tokenizer_chat_template_detect(text);
-        free(text);
+int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
+                          const struct gateway_served *served, const char *id,
+                          const struct cluster_placement *placement, int number, char *err,
+                          size_t errlen) {
+    memset(in, 0, sizeof(*in));
+    in->gateway = gateway;
+    in->served = served;
+    in->model = served->model;
+    in->placement = *placement;
+    in->fd = -1;
+    in->wake[0] = in->wake[1] = -1;
+    pthread_mutex_init(&in->lock, NULL);
+    snprintf(in->name, sizeof(in->name), "%s", served->name);
+    snprintf(in->id, sizeof(in->id), "%s", id);
+    choose_launch(in);
+    snprintf(in->socket_path, sizeof(in->socket_path), "%s/%d.sock", gateway->runtime_dir, number);
+    snprintf(in->status_path, sizeof(in->status_path), "%s/%d.status", gateway->runtime_dir,
+             number);
+    snprintf(in->status, sizeof(in->status), "starting the runner");
+    if (pipe2(in->wake, O_NONBLOCK | O_CLOEXEC)) {
+        snprintf(err, errlen, "cannot make the supervisor's pipe for %s", in->id);
+        return -1;
     }
     return 0;
 }
 
-int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
-                          const struct gateway_model *model, int index, char *err, size_t errlen) {
-    memset(in, 0, sizeof(*in));
-    in->gateway = gateway;
-    in->model = *model;
-    in->fd = -1;
-    in->wake[0] = in->wake[1] = -1;
-    pthread_mutex_init(&in->lock, NULL);
-    if (model->name)
-        snprintf(in->name, sizeof(in->name), "%s", model->name);
-    else
-        default_name(in->name, sizeof(in->name), model->path);
-    snprintf(in->socket_path, sizeof(in->socket_path), "%s/%d.sock", gateway->runtime_dir, index);
-    snprintf(in->status_path, sizeof(in->status_path), "%s/%d.status", gateway->runtime_dir, index);
-    snprintf(in->status, sizeof(in->status), "starting the runner");
-    if (pipe2(in->wake, O_NONBLOCK | O_CLOEXEC)) {
-        snprintf(err, errlen, "cannot make the supervisor's pipe for %s", in->name);
-        return -1;
-    }
-    return load_vocabulary(in, err, errlen);
+/* 1 when the supervisor must stop its runner and return: the gateway
+ * stops, or the instance is retired (moved or deleted). */
+static int instance_stopping(const struct gateway_instance *in) {
+    return atomic_load(&in->gateway->stopping) || atomic_load(&in->stop_requested);
 }
 
 /* ---------- the state machine ---------- */
@@ -134,7 +124,7 @@ static int transition_allowed(enum instance_state from, enum instance_state to) 
 static void set_state(struct gateway_instance *in, enum instance_state to) {
     if (in->state == INSTANCE_DRAINING && to != INSTANCE_DRAINING) return;
     if (!transition_allowed(in->state, to)) {
-        fprintf(stderr, "lockstep serve: model %s: no transition from %s to %s\n", in->name,
+        fprintf(stderr, "lockstep serve: %s: no transition from %s to %s\n", in->id,
                 state_name(in->state), state_name(to));
         return;
     }
@@ -195,9 +185,12 @@ static int queue_add(struct gateway_instance *in, struct gateway_choice *c, char
     } else {
         memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
         memcpy(prompt + r->n_prompt, c->generated, (size_t)c->n_generated * sizeof(int));
+        /* a choice whose last token came but not its FINISHED asks for one
+         * more, which it ignores, and then ends by length as it would have */
+        int remaining = r->max_tokens - c->n_generated;
         struct runner_request q = {.id = c->id,
                                    .sampling = c->sampling,
-                                   .max_tokens = r->max_tokens - c->n_generated,
+                                   .max_tokens = remaining > 0 ? remaining : 1,
                                    .ignore_eos = r->body.ignore_eos,
                                    .logprobs = 1,
                                    .top_logprobs = r->body.top_logprobs,
@@ -284,26 +277,118 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
         in->capacity = capacity;
     }
     /* all its choices at once: the runner may share their prompt's blocks */
+    pthread_mutex_lock(&r->lock);
     for (int i = 0; i < r->n_choices; i++) {
         atomic_fetch_add(&r->references, 1);
+        r->choices[i].holder = in;
         in->requests[in->n_requests++] = &r->choices[i];
+    }
+    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+}
+
+/* Drops r's choices (or only `only`) from one instance's table. */
+static void cancel_on(struct gateway_instance *in, struct gateway_request *r,
+                      struct gateway_choice *only) {
+    pthread_mutex_lock(&in->lock);
+    drop(in, r, only);
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+}
+
+void gateway_instance_cancel(struct gateway_request *r) {
+    struct gateway_instance *holders[OPENAI_CHOICES_MAX];
+    int n = 0;
+    /* its choices may sit in several tables while a move hands them over;
+     * a table they reach after this reads the request as over (give) */
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < r->n_choices; i++) {
+        struct gateway_instance *h = r->choices[i].holder;
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= holders[k] == h;
+        if (h && !seen && n < OPENAI_CHOICES_MAX) holders[n++] = h;
+    }
+    pthread_mutex_unlock(&r->lock);
+    for (int k = 0; k < n; k++) cancel_on(holders[k], r, NULL);
+}
+
+void gateway_instance_cancel_choice(struct gateway_choice *c) {
+    pthread_mutex_lock(&c->request->lock);
+    struct gateway_instance *h = c->holder;
+    pthread_mutex_unlock(&c->request->lock);
+    if (h) cancel_on(h, c->request, c);
+}
+
+int gateway_instance_take(struct gateway_instance *in, struct gateway_choice ***out) {
+    pthread_mutex_lock(&in->lock);
+    int n = in->n_requests;
+    struct gateway_choice **taken = malloc((size_t)(n ? n : 1) * sizeof(*taken));
+    if (!taken) {
+        pthread_mutex_unlock(&in->lock);
+        return -1;
+    }
+    char err[200];
+    for (int i = 0; i < n; i++) {
+        struct gateway_choice *c = in->requests[i];
+        if (in->state == INSTANCE_READY && c->queued_generation == in->generation)
+            runner_encode_cancel(&in->outbox, c->id, err, sizeof(err));
+        taken[i] = c;
+    }
+    in->n_requests = 0;
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+    *out = taken;
+    return n;
+}
+
+/* 1 if the choice will produce nothing more (request lock held). */
+static int choice_over(const struct gateway_choice *c) {
+    return c->done || c->request->done || c->request->abandoned;
+}
+
+void gateway_instance_give(struct gateway_instance *in, struct gateway_choice **choices, int n) {
+    pthread_mutex_lock(&in->lock);
+    if (in->n_requests + n > in->capacity) {
+        int capacity = in->capacity ? 2 * in->capacity : 64;
+        while (capacity < in->n_requests + n) capacity *= 2;
+        struct gateway_choice **grown =
+            realloc(in->requests, (size_t)capacity * sizeof(struct gateway_choice *));
+        if (grown) {
+            in->requests = grown;
+            in->capacity = capacity;
+        }
+    }
+    if (in->n_requests == 0) in->progress_us = runner_now_us();
+    for (int i = 0; i < n; i++) {
+        struct gateway_request *r = choices[i]->request;
+        pthread_mutex_lock(&r->lock);
+        int over = choice_over(choices[i]), keep = !over && in->n_requests < in->capacity;
+        if (keep) {
+            choices[i]->holder = in;
+            choices[i]->queued_generation = 0;
+            in->requests[in->n_requests++] = choices[i];
+        }
+        pthread_mutex_unlock(&r->lock);
+        if (!keep && !over) gateway_request_fail(r, 500, "out of memory for the request table");
+        if (!keep) gateway_request_release(r);
     }
     pthread_mutex_unlock(&in->lock);
     gateway_instance_wake(in);
 }
 
-void gateway_instance_cancel(struct gateway_instance *in, struct gateway_request *r) {
+int64_t gateway_instance_outstanding(struct gateway_instance *in) {
+    int64_t tokens = 0;
     pthread_mutex_lock(&in->lock);
-    drop(in, r, NULL);
+    for (int i = 0; i < in->n_requests; i++) {
+        const struct gateway_choice *c = in->requests[i];
+        pthread_mutex_lock(&c->request->lock);
+        tokens += c->request->max_tokens - c->n_generated;
+        if (c->n_generated == 0) tokens += c->request->n_prompt;
+        pthread_mutex_unlock(&c->request->lock);
+    }
     pthread_mutex_unlock(&in->lock);
-    gateway_instance_wake(in);
-}
-
-void gateway_instance_cancel_choice(struct gateway_instance *in, struct gateway_choice *c) {
-    pthread_mutex_lock(&in->lock);
-    drop(in, c->request, c);
-    pthread_mutex_unlock(&in->lock);
-    gateway_instance_wake(in);
+    return tokens;
 }
 
 void gateway_instance_each(struct gateway_instance *in,
@@ -337,13 +422,14 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
     struct gateway_choice *c;
     if (f->type == RUNNER_MSG_TOKEN && !runner_decode_token(f, &token, err, sizeof(err))) {
         if ((c = find_choice(in, token.id, 0))) {
-            gateway_request_on_token(c, &token);
+            atomic_fetch_add(&in->stats.generated, 1);
+            gateway_request_on_token(c, &token, in);
             gateway_request_release(c->request);
         }
     } else if (f->type == RUNNER_MSG_FINISHED &&
                !runner_decode_finished(f, &finished, err, sizeof(err))) {
         if ((c = find_choice(in, finished.id, 1))) {
-            gateway_request_on_finished(c, &finished);
+            gateway_request_on_finished(c, &finished, in);
             gateway_request_release(c->request);
         }
     } else if (f->type == RUNNER_MSG_ERROR &&
@@ -352,8 +438,8 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
          * what the gateway sent was malformed (a bug here), or it is full */
         static const char *const kinds[] = {"internal", "bad request", "over capacity",
                                             "out of memory"};
-        fprintf(stderr, "lockstep serve: model %s: the runner refused the connection (%s): %s\n",
-                in->name, kinds[category], message);
+        fprintf(stderr, "lockstep serve: %s: the runner refused the connection (%s): %s\n", in->id,
+                kinds[category], message);
     } else if (f->type == RUNNER_MSG_HEARTBEAT &&
                !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
         pthread_mutex_lock(&in->lock);
@@ -382,7 +468,10 @@ static pid_t spawn_runner(struct gateway_instance *in) {
         if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
         argv[n++] = "--bind-to";
         argv[n++] = "none";
-        if (m->hosts) {
+        if (in->host_list[0]) {
+            argv[n++] = "--host";
+            argv[n++] = in->host_list;
+        } else if (m->hosts) {
             argv[n++] = "--hostfile";
             argv[n++] = m->hosts;
         } else {
@@ -405,7 +494,8 @@ static pid_t spawn_runner(struct gateway_instance *in) {
     argv[n++] = threads;
     argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "--comm" : "--tp";
     argv[n++] = m->launcher == GATEWAY_LAUNCHER_MPI ? "mpi" : tp;
-    if (gateway_watchdog_prepare(in) == 0) {
+    /* ranks' status records name processes: only this machine's can be read and killed */
+    if (placement_is_local(in->gateway, &in->placement) && gateway_watchdog_prepare(in) == 0) {
         argv[n++] = "--status";
         argv[n++] = in->status_path;
     }
@@ -439,7 +529,7 @@ static int connect_runner(struct gateway_instance *in, pid_t pid) {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     memcpy(a.sun_path, in->socket_path, strlen(in->socket_path) + 1);
     uint64_t start = runner_now_us();
-    while (!atomic_load(&in->gateway->stopping) &&
+    while (!instance_stopping(in) &&
            (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
         if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2;
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -498,11 +588,11 @@ static int handle_frames(struct gateway_instance *in, struct runner_buffer *rece
         in->hello = hello;
         runner_ready(in);
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: model %s ready (runner pid %d)\n", in->name, (int)in->pid);
+        fprintf(stderr, "lockstep serve: %s ready (runner pid %d)\n", in->id, (int)in->pid);
     }
     runner_buffer_consume(received, used);
     if (rc == 0) return 0;
-    fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, err);
+    fprintf(stderr, "lockstep serve: %s: %s\n", in->id, err);
     return -1;
 }
 
@@ -532,7 +622,7 @@ static void drain_wake(struct gateway_instance *in) {
 static int serve_runner(struct gateway_instance *in, int fd) {
     struct runner_buffer received = {0};
     int stuck = 0, broken = 0;
-    while (!atomic_load(&in->gateway->stopping)) {
+    while (!instance_stopping(in)) {
         pthread_mutex_lock(&in->lock);
         if (in->state == INSTANCE_READY) queue_requests(in);
         broken = flush_outbox(in) != 0;
@@ -646,7 +736,7 @@ static double plan_restart(struct gateway_instance *in, int stuck, int was_ready
 
 static void *supervise(void *arg) {
     struct gateway_instance *in = arg;
-    while (!atomic_load(&in->gateway->stopping)) {
+    while (!instance_stopping(in)) {
         pid_t pid;
         int fd = start_runner(in, &pid);
         pthread_mutex_lock(&in->lock);
@@ -657,15 +747,14 @@ static void *supervise(void *arg) {
         int was_ready = runner_lost(in, stuck);
         pthread_mutex_unlock(&in->lock);
         if (fd >= 0) close(fd);
-        int status = pid > 0 ? stop_runner(in, pid, atomic_load(&in->gateway->stopping)) : 0;
-        if (atomic_load(&in->gateway->stopping)) break;
+        int status = pid > 0 ? stop_runner(in, pid, instance_stopping(in)) : 0;
+        if (instance_stopping(in)) break;
         pthread_mutex_lock(&in->lock);
         double backoff = plan_restart(in, stuck, was_ready, status);
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: model %s: %s\n", in->name, in->status);
+        fprintf(stderr, "lockstep serve: %s: %s\n", in->id, in->status);
         gateway_observe_restart(in);
-        for (double waited = 0; waited < backoff && !atomic_load(&in->gateway->stopping);
-             waited += 0.02) {
+        for (double waited = 0; waited < backoff && !instance_stopping(in); waited += 0.02) {
             struct timespec nap = {0, 20000000};
             nanosleep(&nap, NULL);
         }
@@ -689,6 +778,11 @@ void gateway_instance_drain(struct gateway_instance *in) {
     gateway_instance_wake(in);
 }
 
+void gateway_instance_retire(struct gateway_instance *in) {
+    atomic_store(&in->stop_requested, 1);
+    gateway_instance_stop(in);
+}
+
 void gateway_instance_stop(struct gateway_instance *in) {
     gateway_instance_drain(in);
     if (in->thread_started) pthread_join(in->thread, NULL);
@@ -709,7 +803,5 @@ void gateway_instance_free(struct gateway_instance *in) {
     unlink(in->socket_path);
     for (int i = 0; i < 2; i++)
         if (in->wake[i] >= 0) close(in->wake[i]);
-    tokenizer_free(in->tokenizer);
-    model_free(in->file);
     pthread_mutex_destroy(&in->lock);
 }

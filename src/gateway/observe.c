@@ -105,6 +105,14 @@ void gateway_observe_cached(struct gateway_instance *in, int cached) {
 
 void gateway_observe_latency(struct gateway_instance *in, double ttft, double itl) {
     struct gateway_metrics *m = &in->gateway->metrics;
+    if (ttft >= 0) {
+        atomic_fetch_add(&in->stats.ttft_us, (unsigned long long)(ttft * 1e6));
+        atomic_fetch_add(&in->stats.ttft_count, 1);
+    }
+    if (itl >= 0) {
+        atomic_fetch_add(&in->stats.itl_us, (unsigned long long)(itl * 1e6));
+        atomic_fetch_add(&in->stats.itl_count, 1);
+    }
     if (ttft >= 0)
         metrics_observe(metrics_series_get(m->time_to_first_token, in->name, NULL), ttft);
     if (itl >= 0) metrics_observe(metrics_series_get(m->inter_token_latency, in->name, NULL), itl);

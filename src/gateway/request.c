@@ -35,9 +35,9 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
         free(calls);
         return -1;
     }
-    int rc =
-        tokenizer_chat_apply_tools(in->chat_template, m, r->body.n_messages, tools, n_tools, 1,
-                                   in->bos_text, in->eos_text, &text, &length, err, sizeof(err));
+    int rc = tokenizer_chat_apply_tools(in->served->chat_template, m, r->body.n_messages, tools,
+                                        n_tools, 1, in->served->bos_text, in->served->eos_text,
+                                        &text, &length, err, sizeof(err));
     free(m);
     free(calls);
     free(tools);
@@ -45,12 +45,13 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
         openai_error_set(error, 400, "invalid_request_error", "messages", NULL, "%s", err);
         return -1;
     }
-    int add_bos =
-        tokenizer_adds_bos(in->tokenizer) && !tokenizer_chat_template_writes_bos(in->chat_template);
+    int add_bos = tokenizer_adds_bos(in->served->tokenizer) &&
+                  !tokenizer_chat_template_writes_bos(in->served->chat_template);
     int max_ids = tokenizer_max_ids(length);
     r->prompt = malloc((size_t)max_ids * sizeof(int));
-    if (!r->prompt || tokenizer_encode_special(in->tokenizer, text, length, add_bos, r->prompt,
-                                               max_ids, &r->n_prompt, err, sizeof(err))) {
+    if (!r->prompt ||
+        tokenizer_encode_special(in->served->tokenizer, text, length, add_bos, r->prompt, max_ids,
+                                 &r->n_prompt, err, sizeof(err))) {
         free(text);
         goto out_of_memory;
     }
@@ -62,7 +63,7 @@ out_of_memory:
 }
 
 static int completion_prompt(struct gateway_request *r, struct openai_error *error) {
-    const struct tokenizer *tok = r->instance->tokenizer;
+    const struct tokenizer *tok = r->instance->served->tokenizer;
     char err[256];
     if (r->body.prompt_tokens) {
         int vocab = tokenizer_vocab_size(tok);
@@ -101,7 +102,7 @@ static int completion_prompt(struct gateway_request *r, struct openai_error *err
 /* The limits: prompt length, context, max_tokens. */
 static int check_limits(struct gateway_request *r, struct openai_error *error) {
     const struct gateway_params *p = &r->gateway->params;
-    int context = r->instance->context_length;
+    int context = r->instance->served->context_length;
     if (r->n_prompt > p->max_prompt_tokens || r->n_prompt >= context) {
         int limit = p->max_prompt_tokens < context - 1 ? p->max_prompt_tokens : context - 1;
         openai_error_set(error, 400, "invalid_request_error", "messages", "context_length_exceeded",
@@ -174,7 +175,7 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
         c->token_reports = calloc((size_t)r->max_tokens, sizeof(*c->token_reports));
         c->token_start = malloc((size_t)r->max_tokens * sizeof(*c->token_start));
         if (!c->generated || !c->token_reports || !c->token_start) goto out_of_memory;
-        tokenizer_stream_init(&c->decoder, r->instance->tokenizer, 0);
+        tokenizer_stream_init(&c->decoder, r->instance->served->tokenizer, 0);
     }
     return 0;
 out_of_memory:
@@ -396,7 +397,7 @@ static void end_choice(struct gateway_choice *c, enum openai_finish finish) {
 /* Fills the logprobs report of the choice's newest token. */
 static void report_token(struct gateway_choice *c, const struct runner_token *t) {
     struct openai_token *report = &c->token_reports[c->n_generated - 1];
-    const struct tokenizer *tok = c->request->instance->tokenizer;
+    const struct tokenizer *tok = c->request->instance->served->tokenizer;
     report->text = tokenizer_token_bytes(tok, t->token, &report->length);
     report->logprob = t->logprob;
     report->n_top = t->n_top < OPENAI_TOP_LOGPROBS_MAX ? t->n_top : OPENAI_TOP_LOGPROBS_MAX;
@@ -410,14 +411,14 @@ static void report_token(struct gateway_choice *c, const struct runner_token *t)
 
 /* A token arrived now: the request's time to first token (its first of any
  * choice: what the client waits for) and the choice's inter-token latency. */
-static void observe_token(struct gateway_choice *c, uint64_t now) {
+static void observe_token(struct gateway_choice *c, struct gateway_instance *from, uint64_t now) {
     struct gateway_request *r = c->request;
     if (r->first_token_us == 0) {
         r->first_token_us = now;
-        gateway_observe_latency(r->instance, (double)(now - r->arrival_us) * 1e-6, -1);
+        gateway_observe_latency(from, (double)(now - r->arrival_us) * 1e-6, -1);
     }
     if (c->n_generated > 0)
-        gateway_observe_latency(r->instance, -1, (double)(now - c->last_token_us) * 1e-6);
+        gateway_observe_latency(from, -1, (double)(now - c->last_token_us) * 1e-6);
     c->last_token_us = now;
     if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
 }
@@ -443,7 +444,7 @@ static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
     if (rc < 0) {
         pthread_mutex_unlock(&r->lock);
         gateway_request_fail(r, 500, err);
-        gateway_instance_cancel(r->instance, r);
+        gateway_instance_cancel(r);
         return;
     }
     if (rc == 1) /* the calls' text stays content */
@@ -453,16 +454,17 @@ static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
     pthread_mutex_unlock(&r->lock);
 }
 
-void gateway_request_on_token(struct gateway_choice *c, const struct runner_token *t) {
+void gateway_request_on_token(struct gateway_choice *c, const struct runner_token *t,
+                              struct gateway_instance *from) {
     struct gateway_request *r = c->request;
     char text[1024];
     int stopped = 0;
     pthread_mutex_lock(&r->lock);
-    if (r->done || c->done || c->n_generated >= r->max_tokens) {
+    if (r->done || c->done || c->n_generated >= r->max_tokens || c->holder != from) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
-    observe_token(c, runner_now_us());
+    observe_token(c, from, runner_now_us());
     c->token_start[c->n_generated] = c->decoded;
     c->generated[c->n_generated++] = t->token;
     c->n_shown = c->n_generated;
@@ -474,7 +476,7 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
     gateway_request_wake(r);
     pthread_mutex_unlock(&r->lock);
     /* outside the request's lock: the instance lock is taken before it */
-    if (stopped) gateway_instance_cancel_choice(r->instance, c);
+    if (stopped) gateway_instance_cancel_choice(c);
 }
 
 void gateway_request_fail(struct gateway_request *r, int status, const char *message) {
@@ -493,9 +495,14 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
     pthread_mutex_unlock(&r->lock);
 }
 
-void gateway_request_on_finished(struct gateway_choice *c, const struct runner_finished *f) {
+void gateway_request_on_finished(struct gateway_choice *c, const struct runner_finished *f,
+                                 struct gateway_instance *from) {
     struct gateway_request *r = c->request;
     char text[64];
+    pthread_mutex_lock(&r->lock);
+    int moved = c->holder != from; /* it left that instance: its successor finishes it */
+    pthread_mutex_unlock(&r->lock);
+    if (moved) return;
     static const int status_of[] = {[RUNNER_ERROR_INTERNAL] = 500,
                                     [RUNNER_ERROR_BAD_REQUEST] = 400,
                                     [RUNNER_ERROR_OVER_CAPACITY] = 429,
@@ -504,7 +511,7 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
         /* the choices live and die together: one's error is the request's,
          * and the others are cancelled (outside the request's lock) */
         gateway_request_fail(r, status_of[f->category], f->message);
-        gateway_instance_cancel(r->instance, r);
+        gateway_instance_cancel(r);
         return;
     }
     pthread_mutex_lock(&r->lock);

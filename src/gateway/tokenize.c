@@ -288,6 +288,6 @@ static char *detokenize_json(const struct tokenizer *tok, const struct gateway_t
 
 char *gateway_tokens_answer(const struct gateway_instance *in,
                             const struct gateway_tokens_body *body, struct openai_error *e) {
-    if (body->detokenize) return detokenize_json(in->tokenizer, body, e);
-    return tokenize_json(in->tokenizer, body, e);
+    if (body->detokenize) return detokenize_json(in->served->tokenizer, body, e);
+    return tokenize_json(in->served->tokenizer, body, e);
 }

@@ -79,7 +79,7 @@ int gateway_tools_messages(const struct gateway_request *r, struct tokenizer_cha
 int gateway_tools_constrain(struct gateway_request *r, struct openai_error *error) {
     if (!gateway_tools_active(r)) return 0;
     const struct tokenizer_tool_format *format =
-        tokenizer_chat_tool_format(r->instance->chat_template);
+        tokenizer_chat_tool_format(r->instance->served->chat_template);
     if (!format) {
         openai_error_set(error, 500, "server_error", NULL, NULL,
                          "the chat template has no tool-call format");
@@ -102,8 +102,8 @@ static int is_space(char c) {
 int gateway_tools_limit(const struct gateway_choice *c, int final, size_t *limit) {
     const char *all = c->all.data ? (const char *)c->all.data : "";
     size_t length = c->all.length, at = length;
-    int found =
-        tokenizer_chat_find_tool_trigger(c->request->instance->chat_template, all, length, &at);
+    int found = tokenizer_chat_find_tool_trigger(c->request->instance->served->chat_template, all,
+                                                 length, &at);
     if (!found && final) {
         *limit = c->n_held;
         return 0;
@@ -154,7 +154,7 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     struct tokenizer_parsed_calls parsed = {0};
     char why[200];
     const char *all = c->all.data ? (const char *)c->all.data : "";
-    int rc = tokenizer_chat_parse_tool_calls(r->instance->chat_template, all, c->all.length,
+    int rc = tokenizer_chat_parse_tool_calls(r->instance->served->chat_template, all, c->all.length,
                                              &parsed, why, sizeof(why));
     if (rc == 0 && parsed.n_calls > 0 && take_calls(c, &parsed)) {
         rc = -1;

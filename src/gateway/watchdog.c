@@ -79,14 +79,14 @@ int gateway_watchdog_expired(const struct gateway_instance *in, uint64_t now_us)
 pid_t gateway_rank_pid(const struct gateway_instance *in, int rank) {
     struct runner_rank_status status = {0};
     if (in->rank_status && rank >= 0 && rank < RUNNER_RANKS_MAX)
-        runner_status_read(in->rank_status, rank, in->file->config.n_layers, &status);
+        runner_status_read(in->rank_status, rank, in->served->file->config.n_layers, &status);
     return status.pid > 0 ? (pid_t)status.pid : (rank == 0 ? in->pid : 0);
 }
 
 /* One rank's line of the report, and its JSON object. */
 static cJSON *report_rank(const struct gateway_instance *in, int rank, char *line, size_t size) {
     struct runner_rank_status r;
-    runner_status_read(in->rank_status, rank, in->file->config.n_layers, &r);
+    runner_status_read(in->rank_status, rank, in->served->file->config.n_layers, &r);
     cJSON *o = cJSON_CreateObject();
     unsigned long long step = r.step;
     cJSON_AddNumberToObject(o, "rank", rank);

@@ -1,0 +1,514 @@
+/* cluster.c -- the gateway's instances across the cluster's hosts: which
+ * exist, where their ranks are, which one a request goes to, and how they
+ * change while requests flow.
+ *
+ * An instance is a model at a placement (a degree and the hosts of its
+ * ranks); several of one model are replicas, and a request goes to the
+ * ready one with the fewest outstanding tokens. Instances are started at
+ * start (pinned with --place, or placed by the policy) and by the admin
+ * API, which also deletes and moves them. A move starts the new placement
+ * as a second instance that gets no requests; once its runner said HELLO,
+ * the cluster thread hands it every unfinished choice of the old one,
+ * with the tokens generated so far (the runner resumes them exactly as
+ * after a runner death: DESIGN.md I4, I5, I8), routes new requests to it,
+ * and retires the old one. If the new placement fails to start, the old
+ * one keeps serving and the move says why. A deleted instance hands its
+ * choices to a replica, or finishes them itself when it has none, then
+ * stops. The cluster thread also learns the hosts' state (probe.c) and
+ * moves the instances of a lost host elsewhere.
+ *
+ * Lock order: cluster_lock, then an instance's lock, then a request's.
+ * Nothing under cluster_lock waits on a runner or a child: retiring an
+ * instance (which joins its supervisor) happens after it is released. */
+#include "gateway_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MOVE_START_SECONDS 300.0 /* a move's placement must be ready in this time */
+
+/* ---------- events ---------- */
+
+void gateway_cluster_event(struct gateway *g, const char *kind, const char *instance,
+                           const char *host, const char *format, ...) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct gateway_event *e = &g->events[g->n_events % GATEWAY_EVENTS];
+    memset(e, 0, sizeof(*e));
+    e->time = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    snprintf(e->kind, sizeof(e->kind), "%s", kind);
+    snprintf(e->instance, sizeof(e->instance), "%s", instance ? instance : "");
+    snprintf(e->host, sizeof(e->host), "%s", host ? host : "");
+    va_list args;
+    va_start(args, format);
+    vsnprintf(e->text, sizeof(e->text), format, args);
+    va_end(args);
+    g->n_events++;
+    fprintf(stderr, "lockstep serve: %s\n", e->text);
+}
+
+/* ---------- the list ---------- */
+
+static int append(struct gateway_instance ***list, int *n, int *capacity,
+                  struct gateway_instance *in) {
+    if (*n == *capacity) {
+        int grown_capacity = *capacity ? 2 * *capacity : 8;
+        struct gateway_instance **grown = realloc(*list, (size_t)grown_capacity * sizeof(*grown));
+        if (!grown) return -1;
+        *list = grown;
+        *capacity = grown_capacity;
+    }
+    (*list)[(*n)++] = in;
+    return 0;
+}
+
+/* The live instance with this id, or NULL (cluster lock held). */
+static struct gateway_instance *find_live(struct gateway *g, const char *id) {
+    for (int i = 0; i < g->n_instances; i++)
+        if (!strcmp(g->instances[i]->id, id)) return g->instances[i];
+    return NULL;
+}
+
+/* What the hosts hold already: every live instance's ranks and memory,
+ * and a move's new placement too (cluster lock held). */
+void gateway_cluster_usage(struct gateway *g, struct cluster_usage *usage) {
+    memset(usage, 0, sizeof(*usage) * (size_t)g->n_hosts);
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *in = g->instances[i];
+        for (int pass = 0; pass < 2; pass++) {
+            const struct gateway_instance *at = pass ? in->move.successor : in;
+            if (!at || (pass && in->move.state != GATEWAY_MOVE_STARTING)) continue;
+            for (int k = 0; k < at->placement.n_hosts; k++) {
+                struct cluster_usage *u = &usage[at->placement.host[k]];
+                u->slots_used += at->placement.ranks[k];
+                u->memory_used += at->bytes_per_rank * at->placement.ranks[k];
+            }
+        }
+        double load = (double)gateway_instance_outstanding(in);
+        for (int k = 0; k < in->placement.n_hosts; k++) usage[in->placement.host[k]].load += load;
+    }
+}
+
+/* The host called name, or -1. */
+static int find_host(const struct gateway *g, const char *name) {
+    for (int i = 0; i < g->n_hosts; i++)
+        if (!strcmp(g->hosts[i].name, name)) return i;
+    return -1;
+}
+
+/* Chooses a placement for served at degree tp: on the named hosts when
+ * some are given, else where the policy says, never on `avoid` (a
+ * placement being left, or NULL). 0, or an HTTP status with why (cluster
+ * lock held). */
+static int choose_placement(struct gateway *g, const struct gateway_served *s, int tp,
+                            const char *const *hosts, int n_hosts,
+                            const struct cluster_placement *avoid, struct cluster_placement *out,
+                            int64_t *bytes_per_rank, char *why, size_t whylen) {
+    struct cluster_need need;
+    struct cluster_request request = {.tp = tp};
+    struct cluster_usage usage[CLUSTER_HOSTS_MAX];
+    if (cluster_degree_check(s->file, tp, why, whylen)) return 400;
+    if (cluster_model_need(s->file, tp, s->context_length, &need, why, whylen)) return 400;
+    request.bytes_per_rank = need.total_bytes;
+    for (int i = 0; i < n_hosts; i++) {
+        int h = find_host(g, hosts[i]);
+        if (h < 0) {
+            snprintf(why, whylen, "no host is called '%s' in the cluster", hosts[i]);
+            return 400;
+        }
+        if (request.n_pinned == CLUSTER_HOSTS_MAX) break;
+        request.pinned[request.n_pinned++] = h;
+    }
+    for (int k = 0; avoid && n_hosts == 0 && k < avoid->n_hosts; k++)
+        request.exclude[avoid->host[k]] = 1;
+    gateway_cluster_usage(g, usage);
+    if (cluster_place(g->hosts, usage, g->n_hosts, &request, out, why, whylen)) return 409;
+    *bytes_per_rank = need.total_bytes;
+    return 0;
+}
+
+/* Makes and starts an instance of served at placement (cluster lock
+ * held); NULL with why. */
+static struct gateway_instance *start_instance(struct gateway *g, const struct gateway_served *s,
+                                               const char *id,
+                                               const struct cluster_placement *placement,
+                                               int64_t bytes_per_rank, char *why, size_t whylen) {
+    struct gateway_instance *in = calloc(1, sizeof(*in));
+    int number = ++g->next_instance;
+    if (!in) {
+        snprintf(why, whylen, "out of memory for an instance");
+        return NULL;
+    }
+    char own_id[160];
+    snprintf(own_id, sizeof(own_id), "%s-%d", s->name, number);
+    if (gateway_instance_init(in, g, s, id ? id : own_id, placement, number, why, whylen) ||
+        gateway_instance_start(in, why, whylen)) {
+        gateway_instance_free(in);
+        free(in);
+        return NULL;
+    }
+    in->bytes_per_rank = bytes_per_rank;
+    return in;
+}
+
+/* ---------- routing ---------- */
+
+void gateway_cluster_submit(struct gateway *g, struct gateway_request *r) {
+    const struct gateway_served *s = r->instance->served;
+    struct gateway_instance *best = NULL;
+    int64_t best_load = 0;
+    int best_ready = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *in = g->instances[i];
+        if (in->served != s || !in->routable) continue;
+        pthread_mutex_lock(&in->lock);
+        int ready = in->state == INSTANCE_READY;
+        pthread_mutex_unlock(&in->lock);
+        int64_t load = gateway_instance_outstanding(in);
+        /* a ready replica first; then the one with the least work */
+        if (!best || ready > best_ready || (ready == best_ready && load < best_load)) {
+            best = in;
+            best_load = load;
+            best_ready = ready;
+        }
+    }
+    if (best) gateway_instance_submit(best, r);
+    pthread_mutex_unlock(&g->cluster_lock);
+    if (!best) {
+        char why[256];
+        snprintf(why, sizeof(why), "model %s has no instance (all were stopped)", s->name);
+        gateway_request_fail(r, 503, why);
+    }
+}
+
+struct gateway_instance *gateway_cluster_any(struct gateway *g, const struct gateway_served *s) {
+    struct gateway_instance *found = NULL;
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances && !found; i++)
+        if (g->instances[i]->served == s && g->instances[i]->routable) found = g->instances[i];
+    pthread_mutex_unlock(&g->cluster_lock);
+    return found;
+}
+
+void gateway_cluster_each(struct gateway *g, void (*fn)(struct gateway_request *, uint64_t),
+                          uint64_t arg) {
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances; i++) {
+        gateway_instance_each(g->instances[i], fn, arg);
+        if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING)
+            gateway_instance_each(g->instances[i]->move.successor, fn, arg);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+}
+
+/* ---------- the admin API's operations ---------- */
+
+int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char *const *hosts,
+                        int n_hosts, char *id, size_t idlen, char *why, size_t whylen) {
+    const struct gateway_served *s = gateway_served_find(g, model);
+    struct cluster_placement placement;
+    int64_t bytes = 0;
+    if (!s) {
+        snprintf(why, whylen, "the model '%s' is not served (GET /v1/models)", model);
+        return 404;
+    }
+    pthread_mutex_lock(&g->cluster_lock);
+    int status = choose_placement(g, s, tp, hosts, n_hosts, NULL, &placement, &bytes, why, whylen);
+    struct gateway_instance *in =
+        status ? NULL : start_instance(g, s, NULL, &placement, bytes, why, whylen);
+    if (!status && !in) status = 500;
+    if (in && append(&g->instances, &g->n_instances, &g->instances_capacity, in)) {
+        pthread_mutex_unlock(&g->cluster_lock);
+        gateway_instance_retire(in);
+        gateway_instance_free(in);
+        free(in);
+        snprintf(why, whylen, "out of memory for the instance list");
+        return 500;
+    }
+    if (in) {
+        in->routable = 1;
+        snprintf(id, idlen, "%s", in->id);
+        gateway_cluster_event(g, "start", in->id, NULL, "%s started on %s (tp %d)", in->id,
+                              in->hosts_text, tp);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    return status;
+}
+
+int gateway_cluster_delete(struct gateway *g, const char *id, char *why, size_t whylen) {
+    pthread_mutex_lock(&g->cluster_lock);
+    struct gateway_instance *in = find_live(g, id);
+    if (in && !in->deleting) {
+        in->deleting = 1;
+        in->routable = 0;
+        gateway_cluster_event(g, "stop", in->id, NULL, "%s is draining to stop", in->id);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    if (in) return 0;
+    snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
+    return 404;
+}
+
+int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *const *hosts,
+                         int n_hosts, char *why, size_t whylen) {
+    struct cluster_placement placement;
+    int64_t bytes = 0;
+    int status = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    struct gateway_instance *in = find_live(g, id);
+    if (!in) {
+        snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
+        status = 404;
+    } else if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING) {
+        snprintf(why, whylen, "%s is %s", id, in->deleting ? "being stopped" : "already moving");
+        status = 409;
+    }
+    if (!status) {
+        if (tp <= 0) tp = in->placement.tp;
+        /* without hosts, a move at the same degree goes elsewhere */
+        const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
+        status = choose_placement(g, in->served, tp, hosts, n_hosts, avoid, &placement, &bytes, why,
+                                  whylen);
+    }
+    struct gateway_instance *next =
+        status ? NULL : start_instance(g, in->served, in->id, &placement, bytes, why, whylen);
+    if (!status && !next) status = 500;
+    if (next) {
+        in->move = (struct gateway_move){.state = GATEWAY_MOVE_STARTING,
+                                         .tp = tp,
+                                         .started_us = runner_now_us(),
+                                         .successor = next};
+        snprintf(in->move.to, sizeof(in->move.to), "%s", next->hosts_text);
+        gateway_cluster_event(g, "move", in->id, NULL, "%s moving from %s to %s", in->id,
+                              in->hosts_text, next->hosts_text);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    return status;
+}
+
+/* ---------- the cluster thread: completing moves and deletions ---------- */
+
+/* Instances to retire once the cluster lock is released. */
+struct retiring {
+    struct gateway_instance *list[64];
+    int n;
+};
+
+/* Hands every choice of `from` to `to` (cluster lock held). */
+static void hand_over(struct gateway_instance *from, struct gateway_instance *to) {
+    struct gateway_choice **choices;
+    int n = gateway_instance_take(from, &choices);
+    if (n < 0) return; /* out of memory: they stay and finish where they are */
+    gateway_instance_give(to, choices, n);
+    free(choices);
+}
+
+/* The move's new placement is ready: it takes the old one's place in the
+ * list, its requests, and its counters (cluster lock held). */
+static void complete_move(struct gateway *g, int i, struct retiring *out) {
+    struct gateway_instance *old = g->instances[i], *next = old->move.successor;
+    uint64_t now = runner_now_us();
+    next->move = old->move;
+    next->move.state = GATEWAY_MOVE_DONE;
+    next->move.successor = NULL;
+    next->move.finished_us = now;
+    atomic_store(&next->stats.generated, atomic_load(&old->stats.generated));
+    atomic_store(&next->stats.ttft_us, atomic_load(&old->stats.ttft_us));
+    atomic_store(&next->stats.ttft_count, atomic_load(&old->stats.ttft_count));
+    atomic_store(&next->stats.itl_us, atomic_load(&old->stats.itl_us));
+    atomic_store(&next->stats.itl_count, atomic_load(&old->stats.itl_count));
+    next->routable = 1;
+    old->routable = 0;
+    old->move.successor = NULL;
+    g->instances[i] = next;
+    hand_over(old, next);
+    out->list[out->n++] = old;
+    gateway_cluster_event(g, "move", next->id, NULL, "%s moved from %s to %s in %.1f s", next->id,
+                          old->hosts_text, next->hosts_text,
+                          (double)(now - next->move.started_us) * 1e-6);
+}
+
+/* The move's new placement failed (cluster lock held): the old one serves on. */
+static void fail_move(struct gateway *g, struct gateway_instance *in, const char *reason,
+                      struct retiring *out) {
+    out->list[out->n++] = in->move.successor;
+    in->move.successor = NULL;
+    in->move.state = GATEWAY_MOVE_FAILED;
+    in->move.finished_us = runner_now_us();
+    snprintf(in->move.reason, sizeof(in->move.reason), "%s", reason);
+    gateway_cluster_event(g, "move_failed", in->id, NULL, "%s did not move to %s: %s", in->id,
+                          in->move.to, reason);
+}
+
+/* Looks at a move in progress (cluster lock held). */
+static void check_move(struct gateway *g, int i, struct retiring *out) {
+    struct gateway_instance *in = g->instances[i], *next = in->move.successor;
+    char status[256];
+    pthread_mutex_lock(&next->lock);
+    int ready = next->state == INSTANCE_READY, failed = next->failures > 0 || next->restarts > 0;
+    snprintf(status, sizeof(status), "%s", next->status);
+    pthread_mutex_unlock(&next->lock);
+    double waited = (double)(runner_now_us() - in->move.started_us) * 1e-6;
+    if (ready)
+        complete_move(g, i, out);
+    else if (failed)
+        fail_move(g, in, status, out);
+    else if (waited > MOVE_START_SECONDS)
+        fail_move(g, in, "its runner was not ready in time", out);
+}
+
+/* The ready routable replica of in with the least work, or NULL. */
+static struct gateway_instance *replica_of(struct gateway *g, const struct gateway_instance *in) {
+    struct gateway_instance *best = NULL;
+    int64_t best_load = 0;
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *other = g->instances[i];
+        if (other == in || other->served != in->served || !other->routable) continue;
+        int64_t load = gateway_instance_outstanding(other);
+        if (!best || load < best_load) {
+            best = other;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
+/* A deleted instance leaves the list once a replica took its requests, or
+ * once it finished them (cluster lock held); 1 if it left. */
+static int check_delete(struct gateway *g, int i, struct retiring *out) {
+    struct gateway_instance *in = g->instances[i], *replica = replica_of(g, in);
+    if (in->move.state == GATEWAY_MOVE_STARTING) return 0; /* the move ends first */
+    if (replica) hand_over(in, replica);
+    pthread_mutex_lock(&in->lock);
+    int empty = in->n_requests == 0;
+    pthread_mutex_unlock(&in->lock);
+    if (!empty) return 0;
+    g->instances[i] = g->instances[--g->n_instances];
+    out->list[out->n++] = in;
+    gateway_cluster_event(g, "stop", in->id, NULL, "%s stopped%s%s", in->id,
+                          replica ? "; its requests went to " : "", replica ? replica->id : "");
+    return 1;
+}
+
+/* Stops what the cluster no longer uses and keeps it (requests may name
+ * it) until the gateway ends. */
+static void retire(struct gateway *g, struct retiring *r) {
+    for (int i = 0; i < r->n; i++) gateway_instance_retire(r->list[i]);
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < r->n; i++)
+        if (append(&g->retired, &g->n_retired, &g->retired_capacity, r->list[i])) {
+            gateway_instance_free(r->list[i]);
+            free(r->list[i]);
+        }
+    pthread_mutex_unlock(&g->cluster_lock);
+    r->n = 0;
+}
+
+void gateway_cluster_step(struct gateway *g) {
+    struct retiring out = {.n = 0};
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances && out.n < 62; i++) {
+        if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING) check_move(g, i, &out);
+        if (g->instances[i]->deleting && check_delete(g, i, &out)) i--;
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    retire(g, &out);
+}
+
+void gateway_cluster_leave_host(struct gateway *g, int host) {
+    char ids[64][160], why[512];
+    int n = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances && n < 64; i++) {
+        const struct gateway_instance *in = g->instances[i];
+        int there = 0;
+        for (int k = 0; k < in->placement.n_hosts; k++) there |= in->placement.host[k] == host;
+        if (there && !in->deleting && in->move.state != GATEWAY_MOVE_STARTING)
+            snprintf(ids[n++], sizeof(ids[0]), "%s", in->id);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    /* the policy never places on a lost host; one that cannot be placed
+     * now is tried again at the next probe, and keeps restarting meanwhile */
+    for (int i = 0; i < n; i++)
+        if (gateway_cluster_move(g, ids[i], 0, NULL, 0, why, sizeof(why)))
+            fprintf(stderr, "lockstep serve: %s cannot leave host %s: %s\n", ids[i],
+                    g->hosts[host].name, why);
+}
+
+/* ---------- start and end ---------- */
+
+/* The instances the gateway starts with: those --place pins, else one
+ * per model at its configured degree where the policy puts it. */
+static int start_initial(struct gateway *g, char *err, size_t errlen) {
+    const struct gateway_params *p = &g->params;
+    char id[160], why[512];
+    for (int i = 0; i < (p->n_places ? p->n_places : g->n_served); i++) {
+        const struct cluster_place_spec *spec = p->n_places ? &p->places[i] : NULL;
+        const char *model = spec ? spec->model : g->served[i].name;
+        const struct gateway_served *s = gateway_served_find(g, model);
+        const char *hosts[CLUSTER_HOSTS_MAX];
+        int n_hosts = spec ? spec->n_hosts : 0, tp = spec ? spec->tp : g->served[i].model.tp;
+        for (int k = 0; k < n_hosts; k++) hosts[k] = spec->hosts[k];
+        int status =
+            s ? gateway_cluster_add(g, model, tp, hosts, n_hosts, id, sizeof(id), why, sizeof(why))
+              : 404;
+        if (!s) snprintf(why, sizeof(why), "no model is called '%s' (--name)", model);
+        if (status) {
+            snprintf(err, errlen, "cannot start %s at tp %d: %s", model, tp, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gateway_cluster_start(struct gateway *g, char *err, size_t errlen) {
+    const struct gateway_params *p = &g->params;
+    if (p->n_hosts > 0) {
+        g->n_hosts = p->n_hosts < CLUSTER_HOSTS_MAX ? p->n_hosts : CLUSTER_HOSTS_MAX;
+        memcpy(g->hosts, p->hosts, (size_t)g->n_hosts * sizeof(*g->hosts));
+    } else {
+        /* this machine alone, as without a cluster: its ranks are not
+         * limited to its cores */
+        cluster_host_local(&g->hosts[0]);
+        g->hosts[0].slots = CLUSTER_RANKS_MAX;
+        g->n_hosts = 1;
+    }
+    gateway_probe_hosts(g);
+    if (start_initial(g, err, errlen)) return -1;
+    return gateway_probe_start(g, err, errlen);
+}
+
+void gateway_cluster_stop(struct gateway *g) {
+    gateway_probe_stop(g);
+    /* what is still moving stops with the rest: a move's new placement
+     * holds no request of its own */
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *next = g->instances[i]->move.successor;
+        if (next) gateway_instance_stop(next);
+        gateway_instance_stop(g->instances[i]);
+    }
+}
+
+void gateway_cluster_free(struct gateway *g) {
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *next = g->instances[i]->move.successor;
+        if (next) {
+            gateway_instance_free(next);
+            free(next);
+        }
+        gateway_instance_free(g->instances[i]);
+        free(g->instances[i]);
+    }
+    for (int i = 0; i < g->n_retired; i++) {
+        gateway_instance_free(g->retired[i]);
+        free(g->retired[i]);
+    }
+    free(g->instances);
+    free(g->retired);
+    g->instances = g->retired = NULL;
+    g->n_instances = g->n_retired = 0;
+}

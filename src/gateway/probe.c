@@ -1,0 +1,156 @@
+/* probe.c -- what the gateway knows of its hosts: cores, memory,
+ * instruction set, and whether they answer.
+ *
+ * A thread asks every host every few seconds: this machine in-process,
+ * another through Open MPI's launcher (`mpirun -np 1 --host H lockstep
+ * probe`, which prints one JSON line), with a deadline after which the
+ * probe is killed and the host counts as lost. The instances with a rank
+ * on a lost host are moved to a placement without it (cluster.c); a host
+ * that answers again is used for new placements. No lock is held while a
+ * probe runs. */
+#include "gateway_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROBE_DEADLINE_SECONDS 10.0 /* a probe that has not answered by then failed */
+
+/* Starts `mpirun ... lockstep probe` on host with its stdout on *out. */
+static pid_t spawn_probe(const struct gateway *g, const char *host, int *out) {
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC)) return -1;
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = g->params.mpirun_path;
+    if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
+    argv[n++] = "-np";
+    argv[n++] = "1";
+    argv[n++] = "--host";
+    argv[n++] = host;
+    argv[n++] = g->params.lockstep_path;
+    argv[n++] = "probe";
+    argv[n] = NULL;
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+        dup2(pipe_fds[1], STDOUT_FILENO);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    if (pid < 0) {
+        close(pipe_fds[0]);
+        return -1;
+    }
+    setpgid(pid, pid);
+    *out = pipe_fds[0];
+    return pid;
+}
+
+/* Reads the probe's output until it ends or the deadline passes; the
+ * last line is the answer. 0 with *p, or -1. */
+static int read_probe(int fd, struct cluster_probe *p, const struct gateway *g) {
+    char text[4096], err[200];
+    size_t used = 0;
+    uint64_t start = runner_now_us();
+    for (;;) {
+        double left = PROBE_DEADLINE_SECONDS - (double)(runner_now_us() - start) * 1e-6;
+        if (left <= 0 || atomic_load(&g->stopping)) return -1;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int ready = poll(&pfd, 1, left < 0.1 ? 1 : 100);
+        if (ready < 0 && errno != EINTR) return -1;
+        if (ready <= 0) continue;
+        ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        used += (size_t)n;
+        if (used == sizeof(text) - 1) break;
+    }
+    text[used] = '\0';
+    while (used > 0 && (text[used - 1] == '\n' || text[used - 1] == '\r')) text[--used] = '\0';
+    const char *line = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+    return cluster_probe_parse(line, p, err, sizeof(err));
+}
+
+/* Probes one host; 0 with *p, or -1 when it did not answer in time. */
+static int probe_host(const struct gateway *g, const struct cluster_host *h,
+                      struct cluster_probe *p) {
+    char err[200];
+    if (h->local) return cluster_probe_local(p, err, sizeof(err));
+    int fd = -1, status = 0;
+    pid_t pid = spawn_probe(g, h->name, &fd);
+    if (pid < 0) return -1;
+    int rc = read_probe(fd, p, g);
+    close(fd);
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return rc;
+}
+
+/* Records a probe's answer (cluster lock held); 1 if the host was just
+ * found lost. */
+static int record(struct gateway *g, int host, const struct cluster_probe *p) {
+    struct cluster_host *h = &g->hosts[host];
+    int was_lost = h->lost;
+    cluster_host_update(h, p);
+    if (h->lost && !was_lost)
+        gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost: it did not answer",
+                              h->name);
+    if (!h->lost && was_lost)
+        gateway_cluster_event(g, "back", NULL, h->name, "host %s answers again", h->name);
+    return h->lost && !was_lost;
+}
+
+void gateway_probe_hosts(struct gateway *g) {
+    for (int i = 0; i < g->n_hosts && !atomic_load(&g->stopping); i++) {
+        struct cluster_host copy;
+        struct cluster_probe p;
+        pthread_mutex_lock(&g->cluster_lock);
+        copy = g->hosts[i];
+        pthread_mutex_unlock(&g->cluster_lock);
+        int ok = probe_host(g, &copy, &p) == 0;
+        pthread_mutex_lock(&g->cluster_lock);
+        record(g, i, ok ? &p : NULL);
+        int lost = g->hosts[i].lost;
+        pthread_mutex_unlock(&g->cluster_lock);
+        if (lost) gateway_cluster_leave_host(g, i);
+    }
+}
+
+static void *probe_loop(void *arg) {
+    struct gateway *g = arg;
+    double every = g->params.probe_seconds > 0 ? g->params.probe_seconds : 5.0;
+    while (!atomic_load(&g->stopping)) {
+        for (double waited = 0; waited < every && !atomic_load(&g->stopping); waited += 0.05) {
+            struct timespec nap = {0, 50000000};
+            nanosleep(&nap, NULL);
+        }
+        if (!atomic_load(&g->stopping)) gateway_probe_hosts(g);
+    }
+    return NULL;
+}
+
+int gateway_probe_start(struct gateway *g, char *err, size_t errlen) {
+    if (pthread_create(&g->probe_thread, NULL, probe_loop, g)) {
+        snprintf(err, errlen, "cannot start the host probes");
+        return -1;
+    }
+    g->probe_thread_started = 1;
+    return 0;
+}
+
+void gateway_probe_stop(struct gateway *g) {
+    atomic_store(&g->stopping, 1);
+    if (g->probe_thread_started) pthread_join(g->probe_thread, NULL);
+    g->probe_thread_started = 0;
+}

@@ -1,0 +1,347 @@
+/* test_gateway_cluster.c -- instances across the cluster's hosts: the
+ * admin API, live moves, replicas and deletions, with no failed request.
+ *
+ * The cluster is this machine under three names (localhost, 127.0.0.2 and
+ * 127.0.0.3, the last with too little memory for anything): all three are
+ * local, so their ranks run as threads of one runner, or under mpirun when
+ * a placement spans two of them. On a random model (seeded sampling, so
+ * the tokens depend on the seeded random stream's resumption too):
+ *   - keys: GET /v1/cluster takes either key; the admin API takes only the admin
+ *     key (401 without, 403 with the inference key); unknown ids are 404,
+ *     bad bodies 400, a degree the model cannot take 400 with the reason,
+ *     a placement that does not fit 409 naming the host;
+ *   - GET /v1/cluster shows the hosts and the instance --place pinned;
+ *   - a live move while 6 streams run (the runner slowed down so that they
+ *     are mid-way): tp 2 on localhost to tp 1 on 127.0.0.2, then to tp 2
+ *     across localhost and 127.0.0.2 (mpirun): every stream ends with
+ *     [DONE], a finish_reason and exactly the text of an undisturbed run;
+ *     the instance keeps its id and shows its new hosts;
+ *   - a replica started through the admin API shares the load (both serve
+ *     tokens), and deleting the first while streams run hands them to the
+ *     replica: the same texts, and one instance is left.
+ * ctest-labels: concurrency */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEADLINE   180.0
+#define N_STREAMS  6
+#define MAX_TOKENS 96
+#define ADMIN      "Authorization: Bearer admin-secret\r\n"
+#define INFERENCE  "Authorization: Bearer inference-secret\r\n"
+
+static int port;
+
+static void nap_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* ---------- the cluster's state ---------- */
+
+/* GET /v1/cluster, parsed (cJSON_Delete it), or NULL. */
+static cJSON *cluster_state(void) {
+    struct test_http h = test_http_request(port, "GET", "/v1/cluster", ADMIN, NULL, 10);
+    cJSON *j = h.status == 200 ? cJSON_Parse(h.body) : NULL;
+    test_http_free(&h);
+    return j;
+}
+
+/* The instance with this id in a /v1/cluster answer, or NULL. */
+static cJSON *find_instance(cJSON *cluster, const char *id) {
+    cJSON *in;
+    cJSON_ArrayForEach(in, cJSON_GetObjectItem(cluster, "instances")) {
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(in, "id")), id)) return in;
+    }
+    return NULL;
+}
+
+/* Waits until instance id is ready on hosts (its "hosts" text) with no
+ * move in progress; 1, or 0 at the deadline. */
+static int wait_placed(const char *id, const char *hosts, double deadline) {
+    double start = test_now();
+    while (test_now() - start < deadline) {
+        cJSON *c = cluster_state(), *in = find_instance(c, id);
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(in, "state"));
+        const char *at = cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts"));
+        int done = state && at && !strcmp(state, "ready") && !strcmp(at, hosts);
+        cJSON_Delete(c);
+        if (done) return 1;
+        nap_ms(50);
+    }
+    return 0;
+}
+
+/* An admin call's status (and its body in *body when asked: free() it). */
+static int admin(const char *method, const char *path, const char *key, const char *json,
+                 char **body) {
+    struct test_http h = test_http_request(port, method, path, key, json, 30);
+    int status = h.status;
+    if (body) *body = h.body ? strdup(h.body) : NULL;
+    if (status >= 400 && !body) fprintf(stderr, "%s %s: %d %s\n", method, path, status, h.body);
+    test_http_free(&h);
+    return status;
+}
+
+/* ---------- streams ---------- */
+
+struct stream {
+    pthread_t thread;
+    int index;
+    char *text;      /* the deltas joined */
+    char finish[16]; /* the last finish_reason */
+    int done;        /* 1: [DONE] arrived */
+    int status;
+};
+
+/* Joins the text deltas of an SSE body and notes its end. */
+static void read_events(struct stream *s, const char *body) {
+    size_t length = 0;
+    s->text = calloc(1, 1);
+    for (const char *line = body; line && *line; line = strchr(line, '\n') + 1) {
+        if (!strncmp(line, "data: [DONE]", 12)) s->done = 1;
+        const char *end = strchr(line, '\n');
+        if (!strncmp(line, "data: {", 7)) {
+            char *json = strndup(line + 6, end ? (size_t)(end - line - 6) : strlen(line + 6));
+            cJSON *j = cJSON_Parse(json), *choice;
+            choice = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+            const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(choice, "text"));
+            const char *finish = cJSON_GetStringValue(cJSON_GetObjectItem(choice, "finish_reason"));
+            if (text) {
+                s->text = realloc(s->text, length + strlen(text) + 1);
+                memcpy(s->text + length, text, strlen(text) + 1);
+                length += strlen(text);
+            }
+            if (finish) snprintf(s->finish, sizeof(s->finish), "%s", finish);
+            if (cJSON_GetObjectItem(j, "error")) snprintf(s->finish, sizeof(s->finish), "error");
+            cJSON_Delete(j);
+            free(json);
+        }
+        if (!end) break;
+    }
+}
+
+static void *run_stream(void *arg) {
+    struct stream *s = arg;
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"rand\",\"prompt\":\"stream %d\",\"max_tokens\":%d,\"stream\":true,"
+             "\"temperature\":0.9,\"seed\":%d,\"ignore_eos\":true}",
+             s->index, MAX_TOKENS, 100 + s->index);
+    struct test_http h =
+        test_http_request(port, "POST", "/v1/completions", INFERENCE, body, DEADLINE);
+    s->status = h.status;
+    read_events(s, h.body);
+    test_http_free(&h);
+    return NULL;
+}
+
+static void start_streams(struct stream *s, int n) {
+    for (int i = 0; i < n; i++) {
+        s[i] = (struct stream){.index = i};
+        pthread_create(&s[i].thread, NULL, run_stream, &s[i]);
+    }
+}
+
+static void join_streams(struct stream *s, int n) {
+    for (int i = 0; i < n; i++) pthread_join(s[i].thread, NULL);
+}
+
+/* Every stream ended whole with the reference's text; frees them. */
+static void check_streams(struct stream *s, struct stream *reference, int n, const char *what) {
+    int same = 0;
+    for (int i = 0; i < n; i++) {
+        int whole = s[i].status == 200 && s[i].done && !strcmp(s[i].finish, "length");
+        same += whole && s[i].text && reference[i].text && !strcmp(s[i].text, reference[i].text);
+        if (!whole)
+            fprintf(stderr, "%s: stream %d: status %d, finish '%s', done %d\n", what, i,
+                    s[i].status, s[i].finish, s[i].done);
+        free(s[i].text);
+        s[i].text = NULL;
+    }
+    CHECK_MSG(same == n, "%s: %d of %d streams gave the undisturbed text", what, same, n);
+}
+
+/* Slows the instance's runner down, so the streams are mid-way when the
+ * cluster changes. */
+static void slow_down(void) {
+    struct test_http h = test_http_request(
+        port, "POST", "/debug/fault", INFERENCE,
+        "{\"model\":\"rand\",\"kind\":\"delay\",\"delay_ms\":25,\"steps\":40}", 10);
+    CHECK_MSG(h.status == 200, "delay fault: %d %s", h.status, h.body ? h.body : "");
+    test_http_free(&h);
+}
+
+/* Waits until every stream has some tokens: the runner generated for all. */
+static void wait_generating(const char *id, int tokens) {
+    double start = test_now();
+    while (test_now() - start < 30) {
+        cJSON *c = cluster_state(), *in = find_instance(c, id);
+        double generated = cJSON_GetNumberValue(cJSON_GetObjectItem(in, "generated_tokens"));
+        cJSON_Delete(c);
+        if (generated >= tokens) return;
+        nap_ms(20);
+    }
+}
+
+/* ---------- the checks ---------- */
+
+static void test_keys(void) {
+    CHECK(admin("GET", "/v1/cluster", NULL, NULL, NULL) == 401);
+    CHECK(admin("GET", "/v1/cluster", INFERENCE, NULL, NULL) == 200);
+    CHECK(admin("POST", "/admin/instances", NULL, "{\"model\":\"rand\"}", NULL) == 401);
+    CHECK(admin("POST", "/admin/instances", INFERENCE, "{\"model\":\"rand\"}", NULL) == 403);
+    CHECK(admin("DELETE", "/admin/instances/rand-1", INFERENCE, NULL, NULL) == 403);
+    char *body = NULL;
+    CHECK(admin("DELETE", "/admin/instances/nope-9", ADMIN, NULL, &body) == 404);
+    free(body);
+    CHECK(admin("POST", "/admin/instances/nope-9/move", ADMIN, "{}", &body) == 404);
+    free(body);
+    CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":7}", &body) == 400);
+    free(body);
+    CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"other\"}", &body) == 404);
+    free(body);
+    CHECK(admin("POST", "/admin/instances/rand-1/move", ADMIN, "{\"tp\":3}", &body) == 400);
+    CHECK_MSG(body && strstr(body, "degrees that work"), "tp 3: %s", body ? body : "");
+    free(body);
+    CHECK(admin("POST", "/admin/instances/rand-1/move", ADMIN,
+                "{\"tp\":1,\"hosts\":[\"127.0.0.3\"]}", &body) == 409);
+    CHECK_MSG(body && strstr(body, "127.0.0.3"), "too small a host: %s", body ? body : "");
+    free(body);
+}
+
+static void test_shows_cluster(void) {
+    cJSON *c = cluster_state(), *in = find_instance(c, "rand-1");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "hosts")) == 3);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "instances")) == 1);
+    CHECK(in && cJSON_GetNumberValue(cJSON_GetObjectItem(in, "tp")) == 2);
+    const char *hosts = cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts"));
+    CHECK_MSG(hosts && !strcmp(hosts, "localhost:2"), "hosts %s", hosts ? hosts : "(none)");
+    cJSON *host = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "hosts"), 0);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(host, "slots_used")) == 2);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(host, "cores")) >= 1);
+    cJSON_Delete(c);
+}
+
+/* Moves rand-1 (body) while the streams run; returns how long it took. */
+static double move_during_streams(struct stream *reference, const char *body, const char *hosts,
+                                  const char *what) {
+    struct stream s[N_STREAMS];
+    slow_down();
+    start_streams(s, N_STREAMS);
+    wait_generating("rand-1", 1);
+    cJSON *c = cluster_state();
+    double in_flight =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "requests"));
+    cJSON_Delete(c);
+    double start = test_now();
+    CHECK(admin("POST", "/admin/instances/rand-1/move", ADMIN, body, NULL) == 202);
+    CHECK_MSG(wait_placed("rand-1", hosts, 120), "%s: rand-1 did not reach %s", what, hosts);
+    double took = test_now() - start;
+    join_streams(s, N_STREAMS);
+    check_streams(s, reference, N_STREAMS, what);
+    fprintf(stderr, "%s: the move took %.2f s, %.0f streams in flight\n", what, took, in_flight);
+    /* the streams were moved, not finished before the move */
+    CHECK_MSG(in_flight == N_STREAMS, "%s: %.0f streams were in flight", what, in_flight);
+    return took;
+}
+
+static void test_replica_and_delete(struct stream *reference) {
+    struct stream s[N_STREAMS];
+    char *body = NULL;
+    CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"rand\",\"tp\":1}", &body) == 201);
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    char id[64];
+    snprintf(id, sizeof(id), "%s", j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "id")) : "");
+    cJSON_Delete(j);
+    free(body);
+    cJSON *c = cluster_state(), *in = find_instance(c, id);
+    char hosts[64];
+    snprintf(hosts, sizeof(hosts), "%s", cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts")));
+    cJSON_Delete(c);
+    CHECK_MSG(wait_placed(id, hosts, 120), "the replica %s did not become ready", id);
+    /* both serve: a replica takes the requests the other has more of */
+    start_streams(s, N_STREAMS);
+    join_streams(s, N_STREAMS);
+    check_streams(s, reference, N_STREAMS, "two replicas");
+    c = cluster_state();
+    double first =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "generated_tokens"));
+    double second =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, id), "generated_tokens"));
+    cJSON_Delete(c);
+    CHECK_MSG(second > 0, "the replica served no token (rand-1: %.0f)", first);
+    /* deleting rand-1 mid-stream hands its requests to the replica */
+    slow_down();
+    start_streams(s, N_STREAMS);
+    wait_generating(id, 1);
+    CHECK(admin("DELETE", "/admin/instances/rand-1", ADMIN, NULL, NULL) == 202);
+    join_streams(s, N_STREAMS);
+    check_streams(s, reference, N_STREAMS, "delete");
+    double start = test_now();
+    int left = -1;
+    while (test_now() - start < 30 && left != 1) {
+        c = cluster_state();
+        left = cJSON_GetArraySize(cJSON_GetObjectItem(c, "instances"));
+        cJSON_Delete(c);
+        nap_ms(50);
+    }
+    CHECK_MSG(left == 1, "%d instances after the delete", left);
+}
+
+int main(void) {
+    char model[512], hostfile[512];
+    test_tmp_path(model, sizeof(model), "cluster-rand.gguf");
+    test_tmp_path(hostfile, sizeof(hostfile), "cluster-hosts");
+    char *const options[] = {
+        "--dim",   "128", "--hidden", "256", "--layers", "2",   "--heads", "4", "--kv-heads", "2",
+        "--vocab", "300", "--ctx",    "512", "--type",   "f32", "--seed",  "7", NULL};
+    if (!test_write_random_model(model, options)) return test_status("test_gateway_cluster");
+    FILE *f = fopen(hostfile, "w");
+    if (!f) return 1;
+    fputs("# this machine under three names\nlocalhost slots=4\n127.0.0.2 slots=4\n"
+          "127.0.0.3 slots=2 memory=1M\n",
+          f);
+    fclose(f);
+    struct test_service server;
+    char *const extra[] = {"--name",
+                           "rand",
+                           "--cluster",
+                           hostfile,
+                           "--place",
+                           "rand=tp:2,hosts:localhost",
+                           "--api-key",
+                           "inference-secret",
+                           "--admin-key",
+                           "admin-secret",
+                           "--enable-faults",
+                           "-t",
+                           "1",
+                           NULL};
+    port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
+    CHECK_MSG(port > 0, "the gateway did not start");
+    if (port > 0) {
+        struct stream reference[N_STREAMS];
+        test_keys();
+        test_shows_cluster();
+        start_streams(reference, N_STREAMS);
+        join_streams(reference, N_STREAMS);
+        for (int i = 0; i < N_STREAMS; i++)
+            CHECK_MSG(reference[i].status == 200 && reference[i].done && reference[i].text,
+                      "reference stream %d failed (%d)", i, reference[i].status);
+        move_during_streams(reference, "{\"tp\":1,\"hosts\":[\"127.0.0.2\"]}", "127.0.0.2",
+                            "move to tp 1 on 127.0.0.2");
+        move_during_streams(reference, "{\"tp\":2,\"hosts\":[\"localhost\",\"127.0.0.2\"]}",
+                            "localhost+127.0.0.2", "move to tp 2 across two hosts");
+        test_replica_and_delete(reference);
+        for (int i = 0; i < N_STREAMS; i++) free(reference[i].text);
+    }
+    int status = test_stop_service(&server, 20);
+    CHECK_MSG(port <= 0 || status == 0, "lockstep serve exited with %d", status);
+    CHECK_MSG(test_reap_children(10) == 0, "processes were left running");
+    return test_status("test_gateway_cluster");
+}
