@@ -19,11 +19,11 @@ _Static_assert(CLUSTER_RANKS_MAX == RUNNER_RANKS_MAX, "a placement's ranks fit a
 
 /* What one host can take of this request. */
 struct candidate {
+    int64_t free_memory; /* bytes; -1: unknown (unprobed, no memory= given) */
+    double load;         /* usage's load, for ordering */
     int index;           /* into hosts */
     int free_slots;      /* slots - slots_used, at least 0 */
-    int64_t free_memory; /* bytes; -1: unknown (unprobed, no memory= given) */
     int capacity;        /* ranks it can take: free slots, capped by free memory */
-    double load;         /* usage's load, for ordering */
     int slots_used;      /* usage's, for ordering */
 };
 
@@ -50,8 +50,11 @@ static struct candidate candidate_of(const struct cluster_host *hosts,
                                      int64_t bytes_per_rank) {
     struct cluster_usage none = {0, 0, 0.0};
     const struct cluster_usage *u = usage ? &usage[i] : &none;
-    struct candidate c = {
-        i, hosts[i].slots - u->slots_used, host_memory(&hosts[i]), 0, u->load, u->slots_used};
+    struct candidate c = {.free_memory = host_memory(&hosts[i]),
+                          .load = u->load,
+                          .index = i,
+                          .free_slots = hosts[i].slots - u->slots_used,
+                          .slots_used = u->slots_used};
     if (c.free_slots < 0) c.free_slots = 0;
     if (c.free_memory >= 0)
         c.free_memory = c.free_memory > u->memory_used ? c.free_memory - u->memory_used : 0;
@@ -91,11 +94,6 @@ static int best_sum(const struct candidate *c, int n, int from, int count) {
     return sum;
 }
 
-/* "2.0 GiB" into a caller's buffer. */
-#define SIZE_TEXT(name, bytes)                                                                     \
-    char name[32];                                                                                 \
-    cluster_size_format(bytes, name, sizeof(name))
-
 /* Why the hosts cannot take tp ranks of bytes_per_rank, host by host. */
 static void explain_shortfall(const struct cluster_host *hosts, const struct candidate *all,
                               int n_hosts, const struct cluster_request *r, char *why,
@@ -107,7 +105,8 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
             free_slots += all[i].free_slots;
             open_hosts++;
         }
-    SIZE_TEXT(per_rank, r->bytes_per_rank);
+    char per_rank[32], free_memory[32];
+    cluster_size_format(r->bytes_per_rank, per_rank, sizeof(per_rank));
     if (free_slots < r->tp)
         append(why, whylen, &used, "%d ranks need %d slots; %d are free on %d hosts", r->tp, r->tp,
                free_slots, open_hosts);
@@ -115,7 +114,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
         append(why, whylen, &used, "%d ranks of %s do not fit", r->tp, per_rank);
     for (int i = 0; i < n_hosts; i++) {
         const struct candidate *c = &all[i];
-        SIZE_TEXT(free_memory, c->free_memory);
+        cluster_size_format(c->free_memory, free_memory, sizeof(free_memory));
         if (hosts[i].lost)
             append(why, whylen, &used, "; host %s is lost", hosts[i].name);
         else if (r->exclude[i])
@@ -186,6 +185,8 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
                         size_t whylen) {
     struct candidate chosen[CLUSTER_HOSTS_MAX];
     int per = r->tp / r->n_pinned, seen[CLUSTER_HOSTS_MAX] = {0};
+    char per_rank[32], free_memory[32];
+    cluster_size_format(r->bytes_per_rank, per_rank, sizeof(per_rank));
     if (r->tp % r->n_pinned) {
         snprintf(why, whylen, "%d ranks do not divide evenly over %d pinned hosts", r->tp,
                  r->n_pinned);
@@ -199,8 +200,7 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
         }
         const char *name = hosts[i].name;
         const struct candidate *c = &all[i];
-        SIZE_TEXT(free_memory, c->free_memory);
-        SIZE_TEXT(per_rank, r->bytes_per_rank);
+        cluster_size_format(c->free_memory, free_memory, sizeof(free_memory));
         if (seen[i]++)
             snprintf(why, whylen, "host %s is pinned twice", name);
         else if (hosts[i].lost)

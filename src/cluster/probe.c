@@ -59,11 +59,19 @@ int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen) {
                  name);
         return -1;
     }
-    snprintf(out->hostname, sizeof(out->hostname), "%s", name);
+    memcpy(out->hostname, name, strlen(name) + 1); /* shorter than hostname (valid) */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores >= 1 && cores <= PROBE_CORES_MAX ? (int)cores : 1;
     snprintf(out->isa, sizeof(out->isa), "%s", tensor_isa_name(tensor_isa_current()));
     return read_meminfo(&out->memory_total, &out->memory_available, err, errlen);
+}
+
+/* The length of s's start up to max bytes and before any control
+ * character: what a one-line message may quote of it. */
+static int printable_prefix(const char *s, int max) {
+    int n = 0;
+    while (n < max && (unsigned char)s[n] >= ' ' && s[n] != 0x7f) n++;
+    return n;
 }
 
 /* 1 if isa is one the tensor module names. */
@@ -138,8 +146,8 @@ static int probe_fields(const cJSON *root, struct cluster_probe *out, char *err,
         size_t k = 0;
         while (k < 5 && strcmp(item->string, keys[k]) != 0) k++;
         if (k == 5 || seen[k]++) {
-            snprintf(err, errlen, "probe: %s key \"%.40s\"", k == 5 ? "unknown" : "duplicate",
-                     item->string);
+            snprintf(err, errlen, "probe: %s key \"%.*s\"", k == 5 ? "unknown" : "duplicate",
+                     printable_prefix(item->string, 40), item->string);
             return -1;
         }
     }
@@ -167,7 +175,7 @@ int cluster_probe_parse(const char *line, struct cluster_probe *out, char *err, 
     memset(out, 0, sizeof(*out));
     cJSON *root = cJSON_ParseWithOpts(line, NULL, 1);
     if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "probe: not a JSON object: '%.60s'", line);
+        snprintf(err, errlen, "probe: not a JSON object: '%.*s'", printable_prefix(line, 60), line);
         cJSON_Delete(root);
         return -1;
     }

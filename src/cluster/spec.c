@@ -123,6 +123,11 @@ int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, c
     out->tp = 1;
     const char *eq = strchr(text, '=');
     size_t length = strlen(text);
+    for (size_t i = 0; i < length; i++)
+        if ((unsigned char)text[i] < ' ' || text[i] == 0x7f) {
+            snprintf(err, errlen, "--place: a control character at byte %zu", i);
+            return -1;
+        }
     if (parse_name(text, eq ? (size_t)(eq - text) : length, out, err, errlen)) return -1;
     if (eq) {
         const char *p = eq + 1, *end = text + length;

@@ -57,7 +57,8 @@ static int append(struct gateway_instance ***list, int *n, int *capacity,
                   struct gateway_instance *in) {
     if (*n == *capacity) {
         int grown_capacity = *capacity ? 2 * *capacity : 8;
-        struct gateway_instance **grown = realloc(*list, (size_t)grown_capacity * sizeof(*grown));
+        struct gateway_instance **grown =
+            realloc(*list, (size_t)grown_capacity * sizeof(struct gateway_instance *));
         if (!grown) return -1;
         *list = grown;
         *capacity = grown_capacity;
@@ -79,6 +80,7 @@ void gateway_cluster_usage(struct gateway *g, struct cluster_usage *usage) {
     memset(usage, 0, sizeof(*usage) * (size_t)g->n_hosts);
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
+        if (!in) continue;
         for (int pass = 0; pass < 2; pass++) {
             const struct gateway_instance *at = pass ? in->move.successor : in;
             if (!at || (pass && in->move.state != GATEWAY_MOVE_STARTING)) continue;

@@ -1,0 +1,348 @@
+/* test_cluster.c -- the cluster module's parsers and spellings: Open MPI
+ * hostfiles (good files, and every error with its exact path:line message),
+ * sizes with K/M/G/T suffixes, this machine as a host, the probe line
+ * (this machine's, its round trip, and malformed lines refused naming the
+ * field), `lockstep probe` itself, and the placement spellings ("a:2+b",
+ * `--place NAME=tp:2,hosts:a+b`). The placement policy has its own table
+ * test (test_cluster_place.c), model sizes theirs (test_cluster_need.c). */
+#include "cluster/cluster.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Parses text as hostfile "f"; the error (or "") into err. */
+static int parse(const char *text, struct cluster_host *hosts, int *n, char *err, size_t errlen) {
+    err[0] = '\0';
+    return cluster_hostfile_parse(text, strlen(text), "f", hosts, n, err, errlen);
+}
+
+static void test_hostfile_good(void) {
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    char err[256];
+    int n = -1;
+    const char *text = "# the cluster\n"
+                       "node-a.example slots=2 memory=16G\n"
+                       "\n"
+                       "   node-b\tslots=4 max_slots=8   # the big one\r\n"
+                       "node_c\n"
+                       "localhost memory=1.5GiB\n"
+                       "127.0.0.1";
+    CHECK_MSG(parse(text, hosts, &n, err, sizeof(err)) == 0, "%s", err);
+    CHECK(n == 5);
+    if (n != 5) return;
+    CHECK(!strcmp(hosts[0].name, "node-a.example") && hosts[0].slots == 2);
+    CHECK(hosts[0].memory_limit == (int64_t)16 << 30 && hosts[0].max_slots == 0);
+    CHECK(!strcmp(hosts[1].name, "node-b") && hosts[1].slots == 4 && hosts[1].max_slots == 8);
+    CHECK(hosts[1].memory_limit == 0);
+    CHECK(!strcmp(hosts[2].name, "node_c") && hosts[2].slots == 1); /* Open MPI's default */
+    CHECK(hosts[3].memory_limit == (int64_t)3 << 29 && hosts[3].local == 1);
+    CHECK(hosts[4].local == 1 && hosts[0].local == cluster_host_is_local("node-a.example"));
+    for (int i = 0; i < n; i++) CHECK(!hosts[i].probed && !hosts[i].lost && hosts[i].cores == 0);
+    CHECK(cluster_host_find(hosts, n, "node_c") == 2 && cluster_host_find(hosts, n, "x") == -1);
+}
+
+/* A file of 65 hosts: one too many. */
+static void test_hostfile_too_many(void) {
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    char text[2048], err[256];
+    size_t used = 0;
+    int n;
+    for (int i = 0; i <= CLUSTER_HOSTS_MAX; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "h%d\n", i);
+    CHECK(parse(text, hosts, &n, err, sizeof(err)) == -1);
+    CHECK_MSG(!strcmp(err, "f:65: host 'h64' is one too many (at most 64)"), "%s", err);
+}
+
+static void test_hostfile_errors(void) {
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"a slots=x", "f:1: bad number in 'slots=x' (1 to 65536)"},
+        {"a slots=0", "f:1: bad number in 'slots=0' (1 to 65536)"},
+        {"a slots=70000", "f:1: bad number in 'slots=70000' (1 to 65536)"},
+        {"a slots=2x", "f:1: bad number in 'slots=2x' (1 to 65536)"},
+        {"a\nb foo=1", "f:2: unknown key in 'foo=1' (slots, max_slots, memory)"},
+        {"a\n\n# c\nb\na slots=2", "f:5: duplicate host 'a'"},
+        {"slots=2", "f:1: 'slots=2' where a host name should start the line"},
+        {"a slots", "f:1: 'slots' is not KEY=VALUE (slots, max_slots, memory)"},
+        {"a memory=12Q", "f:1: bad size in 'memory=12Q' (e.g. memory=16G, memory=512MiB)"},
+        {"a memory=0", "f:1: bad size in 'memory=0' (e.g. memory=16G, memory=512MiB)"},
+        {"a max_slots=1 slots=2", "f:1: host 'a': max_slots=1 is below slots=2"},
+        {"a+b", "f:1: bad host name 'a+b' (1 to 63 letters, digits, '.', '-', '_')"},
+        {"host:2", "f:1: bad host name 'host:2' (1 to 63 letters, digits, '.', '-', '_')"},
+        {"", "f: no host (lines are `NAME [slots=N] [memory=SIZE]`)"},
+        {"# only a comment\n\n  \n", "f: no host (lines are `NAME [slots=N] [memory=SIZE]`)"},
+    };
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    char err[256];
+    int n;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_MSG(parse(cases[i].text, hosts, &n, err, sizeof(err)) == -1, "'%s' accepted",
+                  cases[i].text);
+        CHECK_MSG(!strcmp(err, cases[i].message), "'%s': got '%s'", cases[i].text, err);
+    }
+    /* a NUL byte inside the text, and a word longer than any line needs */
+    CHECK(cluster_hostfile_parse("a\nb\0c", 5, "f", hosts, &n, err, sizeof(err)) == -1);
+    CHECK_MSG(!strcmp(err, "f:2: a NUL byte (not a text file)"), "%s", err);
+    char long_word[300];
+    memset(long_word, 'x', sizeof(long_word) - 1);
+    long_word[sizeof(long_word) - 1] = '\0';
+    CHECK(parse(long_word, hosts, &n, err, sizeof(err)) == -1);
+    CHECK_MSG(!strcmp(err, "f:1: a word of 160 bytes or more"), "%s", err);
+    test_hostfile_too_many();
+}
+
+static void test_hostfile_load(void) {
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    char path[512], err[512];
+    int n = 0;
+    test_tmp_path(path, sizeof(path), "cluster_hosts.txt");
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("alpha slots=2\nbeta slots=2 memory=4G\n", f);
+    fclose(f);
+    CHECK_MSG(cluster_hostfile_load(path, hosts, &n, err, sizeof(err)) == 0, "%s", err);
+    CHECK(n == 2 && !strcmp(hosts[1].name, "beta") && hosts[1].memory_limit == (int64_t)4 << 30);
+    remove(path);
+    CHECK(cluster_hostfile_load(path, hosts, &n, err, sizeof(err)) == -1);
+    CHECK_MSG(strstr(err, path) && strstr(err, "cannot open"), "%s", err);
+}
+
+static void test_sizes(void) {
+    static const struct {
+        const char *text;
+        int64_t bytes;
+    } good[] = {
+        {"0", 0},
+        {"512", 512},
+        {"100B", 100},
+        {"1K", 1024},
+        {"1k", 1024},
+        {"2M", (int64_t)2 << 20},
+        {"2MiB", (int64_t)2 << 20},
+        {"3G", (int64_t)3 << 30},
+        {"16GB", (int64_t)16 << 30},
+        {"1T", (int64_t)1 << 40},
+        {"1.5G", (int64_t)3 << 29},
+        {"0.25KiB", 256},
+    };
+    static const char *const bad[] = {"",    "G",   "1.5",          "1x",  "1GiBs",        "-1",
+                                      "1.G", ".5G", "99999999999T", "1 G", "1.0000000001G"};
+    int64_t v;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        v = -1;
+        CHECK_MSG(cluster_size_parse(good[i].text, &v) == 0 && v == good[i].bytes, "'%s' gave %lld",
+                  good[i].text, (long long)v);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_MSG(cluster_size_parse(bad[i], &v) == -1, "'%s' accepted", bad[i]);
+    char text[32];
+    cluster_size_format(512, text, sizeof(text));
+    CHECK_MSG(!strcmp(text, "512 B"), "%s", text);
+    cluster_size_format(1536, text, sizeof(text));
+    CHECK_MSG(!strcmp(text, "1.5 KiB"), "%s", text);
+    cluster_size_format((int64_t)2 << 30, text, sizeof(text));
+    CHECK_MSG(!strcmp(text, "2.0 GiB"), "%s", text);
+}
+
+static void test_local_host(void) {
+    struct cluster_host host;
+    char self[256];
+    cluster_host_local(&host);
+    CHECK(!strcmp(host.name, "localhost") && host.local == 1);
+    CHECK(host.slots == (int)sysconf(_SC_NPROCESSORS_ONLN) && host.memory_limit == 0);
+    CHECK(cluster_host_is_local("localhost") && cluster_host_is_local("127.0.0.5"));
+    CHECK(cluster_host_is_local("::1"));
+    CHECK(!cluster_host_is_local("10.0.0.1") && !cluster_host_is_local("127.x"));
+    CHECK(!cluster_host_is_local("no-such-host.invalid"));
+    if (gethostname(self, sizeof(self)) == 0) CHECK(cluster_host_is_local(self));
+}
+
+static void test_probe_local(void) {
+    struct cluster_probe p, back;
+    char err[256], line[512];
+    CHECK_MSG(cluster_probe_local(&p, err, sizeof(err)) == 0, "%s", err);
+    CHECK(p.cores >= 1 && p.memory_total > 0);
+    CHECK(p.memory_available >= 0 && p.memory_available <= p.memory_total);
+    CHECK(!strcmp(p.isa, "avx512") || !strcmp(p.isa, "avx2") || !strcmp(p.isa, "scalar"));
+    int n = cluster_probe_format(&p, line, sizeof(line));
+    CHECK(n > 0 && (size_t)n == strlen(line) && !strchr(line, '\n'));
+    CHECK_MSG(cluster_probe_parse(line, &back, err, sizeof(err)) == 0, "%s", err);
+    CHECK(!strcmp(back.hostname, p.hostname) && back.cores == p.cores);
+    CHECK(back.memory_total == p.memory_total && back.memory_available == p.memory_available);
+    CHECK(!strcmp(back.isa, p.isa));
+    CHECK(cluster_probe_format(&p, line, 20) == -1); /* too small a buffer */
+}
+
+static void test_probe_exact(void) {
+    struct cluster_probe p = {"node1", 8, (int64_t)64 << 30, (int64_t)60 << 30, "avx2"}, back;
+    char line[512], err[256];
+    CHECK(cluster_probe_format(&p, line, sizeof(line)) > 0);
+    CHECK_MSG(!strcmp(line, "{\"hostname\":\"node1\",\"cores\":8,\"memory_total\":68719476736,"
+                            "\"memory_available\":64424509440,\"isa\":\"avx2\"}"),
+              "%s", line);
+    /* whitespace and another key order are still the same probe */
+    CHECK(cluster_probe_parse(" {\"isa\":\"scalar\", \"cores\":1, \"hostname\":\"h\", "
+                              "\"memory_available\":0, \"memory_total\":1}\n",
+                              &back, err, sizeof(err)) == 0);
+    CHECK(back.cores == 1 && back.memory_total == 1 && !strcmp(back.isa, "scalar"));
+    struct cluster_probe bad = p;
+    bad.memory_available = bad.memory_total + 1;
+    CHECK(cluster_probe_format(&bad, line, sizeof(line)) == -1);
+}
+
+static void test_probe_malformed(void) {
+#define FIELDS_AFTER_HOST                                                                          \
+    "\"cores\":2,\"memory_total\":100,\"memory_available\":50,\"isa\":\"avx2\"}"
+    static const struct {
+        const char *line, *message;
+    } cases[] = {
+        {"", "probe: not a JSON object: ''"},
+        {"hello", "probe: not a JSON object: 'hello'"},
+        {"[1,2]", "probe: not a JSON object: '[1,2]'"},
+        {"x\ny", "probe: not a JSON object: 'x'"},
+        {"{\"hostname\":\"a\"," FIELDS_AFTER_HOST " x", "probe: not a JSON object"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"isa\":\"avx2\"}",
+         "probe: no \"memory_available\""},
+        {"{\"hostname\":\"a\",\"gpu\":1," FIELDS_AFTER_HOST, "probe: unknown key \"gpu\""},
+        {"{\"hostname\":\"a\",\"hostname\":\"b\"," FIELDS_AFTER_HOST,
+         "probe: duplicate key \"hostname\""},
+        {"{\"hostname\":\"a b\"," FIELDS_AFTER_HOST, "probe: hostname is out of range"},
+        {"{\"hostname\":\"\"," FIELDS_AFTER_HOST, "probe: hostname is out of range"},
+        {"{\"hostname\":7," FIELDS_AFTER_HOST,
+         "probe: \"hostname\" is not a string of at most 63 bytes"},
+        {"{\"hostname\":\"a\",\"cores\":0,\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"avx2\"}",
+         "probe: cores is out of range"},
+        {"{\"hostname\":\"a\",\"cores\":\"2\",\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"avx2\"}",
+         "probe: \"cores\" is not a whole number from 0 to 65536"},
+        {"{\"hostname\":\"a\",\"cores\":2.5,\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"avx2\"}",
+         "probe: \"cores\" is not a whole number from 0 to 65536"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":1e300,\"memory_available\":50,"
+         "\"isa\":\"avx2\"}",
+         "probe: \"memory_total\" is not a whole number from 0 to 9007199254740992"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":-5,"
+         "\"isa\":\"avx2\"}",
+         "probe: \"memory_available\" is not a whole number from 0 to 9007199254740992"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":101,"
+         "\"isa\":\"avx2\"}",
+         "probe: memory_available is out of range"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"sse2\"}",
+         "probe: isa is out of range"},
+    };
+#undef FIELDS_AFTER_HOST
+    struct cluster_probe p;
+    char err[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        err[0] = '\0';
+        CHECK_MSG(cluster_probe_parse(cases[i].line, &p, err, sizeof(err)) == -1, "'%s' accepted",
+                  cases[i].line);
+        CHECK_MSG(!strncmp(err, cases[i].message, strlen(cases[i].message)), "'%s': got '%s'",
+                  cases[i].line, err);
+        CHECK(p.cores == 0 && p.hostname[0] == '\0'); /* nothing half-filled */
+    }
+}
+
+static void test_host_update(void) {
+    struct cluster_host host = {.name = "a", .slots = 2};
+    struct cluster_probe p = {"a", 4, 1000, 600, "avx2"};
+    cluster_host_update(&host, &p);
+    CHECK(host.probed && !host.lost && host.cores == 4 && host.memory_total == 1000);
+    CHECK(host.memory_available == 600 && !strcmp(host.isa, "avx2") && host.slots == 2);
+    cluster_host_update(&host, NULL);
+    CHECK(host.lost && host.probed && host.memory_total == 1000); /* last figures kept */
+    cluster_host_update(&host, &p);
+    CHECK(!host.lost);
+}
+
+/* `lockstep probe` prints one line that parses; --help exits 0. */
+static void test_probe_command(void) {
+    char *const argv[] = {LOCKSTEP_BIN, "probe", NULL};
+    struct test_job job = test_run_job(argv, 60, NULL);
+    struct cluster_probe p;
+    char err[256];
+    CHECK_MSG(job.status == 0, "status %d: %s", job.status, job.err ? job.err : "");
+    char *newline = job.out ? strchr(job.out, '\n') : NULL;
+    CHECK(newline && newline[1] == '\0');
+    if (newline) *newline = '\0';
+    CHECK_MSG(job.out && cluster_probe_parse(job.out, &p, err, sizeof(err)) == 0, "%s", err);
+    test_job_free(&job);
+    char *const help[] = {LOCKSTEP_BIN, "probe", "--help", NULL};
+    job = test_run_job(help, 60, NULL);
+    CHECK(job.status == 0 && job.out && strstr(job.out, "usage: lockstep probe"));
+    test_job_free(&job);
+    char *const wrong[] = {LOCKSTEP_BIN, "probe", "--cores", NULL};
+    job = test_run_job(wrong, 60, NULL);
+    CHECK(job.status == 2 && job.err && strstr(job.err, "unknown argument '--cores'"));
+    test_job_free(&job);
+}
+
+static void test_placement_format(void) {
+    struct cluster_host hosts[2] = {{.name = "a"}, {.name = "node-b"}};
+    struct cluster_placement p = {.tp = 3, .n_hosts = 2, .host = {1, 0}, .ranks = {2, 1}};
+    char text[64];
+    CHECK(cluster_placement_format(hosts, &p, text, sizeof(text)) == 10);
+    CHECK_MSG(!strcmp(text, "node-b:2+a"), "%s", text);
+    CHECK(cluster_placement_format(hosts, &p, text, 6) == -1);
+}
+
+static void test_place_spec(void) {
+    struct cluster_place_spec s;
+    char err[256];
+    CHECK(cluster_place_spec_parse("llama", &s, err, sizeof(err)) == 0);
+    CHECK(!strcmp(s.model, "llama") && s.tp == 1 && s.n_hosts == 0);
+    CHECK_MSG(cluster_place_spec_parse("m-1.q8=tp:4,hosts:a+node-b", &s, err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK(!strcmp(s.model, "m-1.q8") && s.tp == 4 && s.n_hosts == 2);
+    CHECK(!strcmp(s.hosts[0], "a") && !strcmp(s.hosts[1], "node-b"));
+    CHECK(cluster_place_spec_parse("m=hosts:c,tp:2", &s, err, sizeof(err)) == 0);
+    CHECK(s.tp == 2 && s.n_hosts == 1 && !strcmp(s.hosts[0], "c"));
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"=tp:2", "--place: the model name must be 1 to 127 bytes, in NAME=tp:N,..."},
+        {"a b=tp:2", "--place: the model name 'a b' holds a space or ','"},
+        {"m=", "--place: nothing after 'm=' (tp:N, hosts:A+B)"},
+        {"m=tp:0", "--place: bad 'tp:0' (tp:N, N from 1 to 64)"},
+        {"m=tp:65", "--place: bad 'tp:65' (tp:N, N from 1 to 64)"},
+        {"m=tp:x", "--place: bad 'tp:x' (tp:N, N from 1 to 64)"},
+        {"m=tp:", "--place: bad 'tp:' (tp:N, N from 1 to 64)"},
+        {"m=tp:2,tp:2", "--place: tp given twice"},
+        {"m=tp:2,,hosts:a", "--place: unknown '' (tp:N, hosts:A+B)"},
+        {"m=gpus:1", "--place: unknown 'gpus:1' (tp:N, hosts:A+B)"},
+        {"m=hosts:a+a,tp:2", "--place: host 'a' named twice"},
+        {"m=hosts:a+", "--place: bad host name '' in hosts:a+ (names only, joined by '+')"},
+        {"m=hosts:a:2", "--place: bad host name 'a:2' in hosts:a:2 (names only, joined by '+')"},
+        {"m=hosts:a,hosts:b", "--place: hosts given twice"},
+        {"m=tp:3,hosts:a+b", "--place: tp:3 does not divide evenly over 2 hosts"},
+        {"m=tp:2\n", "--place: a control character at byte 6"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        CHECK_MSG(cluster_place_spec_parse(bad[i].text, &s, err, sizeof(err)) == -1,
+                  "'%s' accepted", bad[i].text);
+        CHECK_MSG(!strcmp(err, bad[i].message), "'%s': got '%s'", bad[i].text, err);
+    }
+}
+
+int main(void) {
+    test_hostfile_good();
+    test_hostfile_errors();
+    test_hostfile_load();
+    test_sizes();
+    test_local_host();
+    test_probe_local();
+    test_probe_exact();
+    test_probe_malformed();
+    test_host_update();
+    test_probe_command();
+    test_placement_format();
+    test_place_spec();
+    return test_status("test_cluster");
+}

@@ -1,0 +1,209 @@
+/* test_cluster_place.c -- the placement policy (cluster_place) as a table:
+ * each case is a cluster (hosts with slots, memory limits or probed
+ * memory, lost and excluded ones, what is already placed and its load) and
+ * a request (ranks, bytes per rank, pinned hosts), and either the placement
+ * expected, spelt as cluster_placement_format spells it ("b:2+a"), or a
+ * substring of the reason it is refused with. Every placement is also
+ * checked against the rules it must keep whatever the case: tp ranks in
+ * all, no host twice, none lost or excluded, slots and memory respected. */
+#include "cluster/cluster.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((int64_t)1 << 20)
+
+struct place_case {
+    const char *what;
+    /* hosts, '|' between them: NAME SLOTS, then any of limit=MIB (memory=),
+     * probed=MIB (a probe's memory_total), used=SLOTS and used_mib=MIB (what is
+     * placed there), load=TOKENS, and the words lost and excluded */
+    const char *hosts;
+    int tp;
+    int64_t mib_per_rank;
+    const char *pinned; /* "c+a", or NULL */
+    const char *expect; /* the placement, or NULL if refused */
+    const char *reason; /* a substring of the refusal */
+};
+
+/* clang-format off */
+static const struct place_case cases[] = {
+    {"one host that fits", "a 4 limit=8192", 2, 2048, NULL, "a:2", NULL},
+    {"a host whose memory holds one of two ranks", "a 4 limit=3072", 2, 2048, NULL, NULL,
+     "2 ranks of 2.0 GiB do not fit; host a: 3.0 GiB free holds 1 of 2.0 GiB"},
+    {"a host whose memory holds no rank", "a 4 limit=1024", 1, 2048, NULL, NULL,
+     "host a: 1.0 GiB free, needs 2.0 GiB per rank"},
+    {"probed memory when no limit is given", "a 4 probed=3072 | b 4 probed=8192 load=9", 2, 2048,
+     NULL, "b:2", NULL},
+    {"a limit overrides the probe", "a 4 limit=1024 probed=65536 | b 4 load=5", 1, 2048, NULL, "b",
+     NULL},
+    {"memory already used", "a 4 limit=8192 used=1 used_mib=6144 | b 4 limit=8192 used=1 load=7",
+     1, 4096, NULL, "b", NULL},
+    {"unknown memory counts as fits", "a 2", 2, 100 * 1024, NULL, "a:2", NULL},
+    {"the fewest hosts over spreading", "a 2 | b 4 load=50", 4, 1, NULL, "b:4", NULL},
+    {"the least loaded of equals", "a 4 load=5 | b 4 load=1 | c 4 load=3", 2, 1, NULL, "b:2", NULL},
+    {"fewest slots used breaks a load tie", "a 4 used=2 | b 4", 2, 1, NULL, "b:2", NULL},
+    {"hostfile order breaks a full tie", "a 4 | b 4", 2, 1, NULL, "a:2", NULL},
+    {"a lost host is skipped", "a 4 lost | b 4 load=9", 2, 1, NULL, "b:2", NULL},
+    {"an excluded host is skipped", "a 4 excluded | b 4 load=9", 1, 1, NULL, "b", NULL},
+    {"spread when no host holds all", "a 2 | b 2 | c 2", 4, 1, NULL, "a:2+b:2", NULL},
+    {"spread over the least loaded", "a 2 load=3 | b 2 load=2 | c 2 load=1", 4, 1, NULL, "c:2+b:2",
+     NULL},
+    {"the leader on the least loaded host", "a 2 load=3 | b 2 load=1", 3, 1, NULL, "b:2+a", NULL},
+    {"memory caps a host's share", "a 4 limit=4096 | b 4 limit=4096 load=1", 4, 2048, NULL,
+     "a:2+b:2", NULL},
+    {"a host with room for all over two", "a 4 limit=4096 | b 4 limit=8192 load=1", 4, 2048, NULL,
+     "b:4", NULL},
+    {"uneven capacities, as even as they allow", "a 3 | b 1 load=1 | c 2 load=2", 4, 1, NULL,
+     "a:3+b", NULL},
+    {"a loaded big host over two idle small ones", "a 1 | b 1 | c 2 load=99", 2, 1, NULL, "c:2",
+     NULL},
+    {"more ranks than slots", "a 1 | b 1 | c 1", 4, 1, NULL, NULL,
+     "4 ranks need 4 slots; 3 are free on 3 hosts"},
+    {"slots taken by other instances", "a 2 used=2 | b 2 used=1", 2, 1, NULL, NULL,
+     "2 ranks need 2 slots; 1 are free on 1 hosts"},
+    {"every host lost", "a 4 lost | b 4 lost", 1, 1, NULL, NULL,
+     "1 ranks need 1 slots; 0 are free on 0 hosts; host a is lost; host b is lost"},
+    {"memory short across hosts", "a 4 limit=4096 | b 4 limit=1024", 3, 2048, NULL, NULL,
+     "3 ranks of 2.0 GiB do not fit; host a: 4.0 GiB free holds 2 of 2.0 GiB; "
+     "host b: 1.0 GiB free, needs 2.0 GiB per rank"},
+    {"pinned hosts honoured in their order", "a 4 | b 4 | c 4", 4, 1, "c+a", "c:2+a:2", NULL},
+    {"pinned ignores load", "a 4 load=100 | b 4", 2, 1, "a", "a:2", NULL},
+    {"a pinned host lost", "a 4 | b 4 lost", 2, 1, "a+b", NULL, "host b is lost"},
+    {"a pinned host excluded", "a 4 excluded | b 4", 2, 1, "a+b", NULL, "host a is excluded"},
+    {"a pinned host short of memory", "a 4 limit=8192 | b 4 limit=3072", 4, 2048, "a+b", NULL,
+     "host b: 3.0 GiB free, needs 2.0 GiB per rank for 2 ranks"},
+    {"a pinned host short of slots", "a 1 | b 4", 4, 1, "a+b", NULL,
+     "host a: 1 slots free, needs 2"},
+    {"pinned hosts that do not divide tp", "a 4 | b 4", 3, 1, "a+b", NULL,
+     "3 ranks do not divide evenly over 2 pinned hosts"},
+    {"no ranks", "a 4", 0, 1, NULL, NULL, "0 ranks is out of range (1 to 64)"},
+    {"more ranks than a runner has", "a 128", 65, 1, NULL, NULL,
+     "65 ranks is out of range (1 to 64)"},
+};
+/* clang-format on */
+
+/* One word of a host's description into host, its usage and exclusion. */
+static void apply_word(const char *word, struct cluster_host *host, struct cluster_usage *usage,
+                       int *exclude) {
+    long long v = 0;
+    const char *eq = strchr(word, '=');
+    if (eq) v = atoll(eq + 1);
+    if (!strcmp(word, "lost"))
+        cluster_host_update(host, NULL);
+    else if (!strcmp(word, "excluded"))
+        *exclude = 1;
+    else if (!strncmp(word, "limit=", 6))
+        host->memory_limit = v * MIB;
+    else if (!strncmp(word, "probed=", 7)) {
+        struct cluster_probe p = {"x", 2, v * MIB, v * MIB, "avx2"};
+        int lost = host->lost;
+        cluster_host_update(host, &p);
+        host->lost = lost;
+    } else if (!strncmp(word, "used=", 5))
+        usage->slots_used = (int)v;
+    else if (!strncmp(word, "used_mib=", 9))
+        usage->memory_used = v * MIB;
+    else if (!strncmp(word, "load=", 5))
+        usage->load = (double)v;
+    else
+        CHECK_MSG(0, "bad word '%s' in a case", word);
+}
+
+/* The hosts, usage and request of case c; the number of hosts. */
+static int build(const struct place_case *c, struct cluster_host *hosts,
+                 struct cluster_usage *usage, struct cluster_request *r) {
+    char text[256], *save_host = NULL;
+    int n = 0;
+    memset(r, 0, sizeof(*r));
+    snprintf(text, sizeof(text), "%s", c->hosts);
+    for (char *h = strtok_r(text, "|", &save_host); h && n < 8;
+         h = strtok_r(NULL, "|", &save_host), n++) {
+        char *save = NULL, *name = strtok_r(h, " ", &save), *slots = strtok_r(NULL, " ", &save);
+        memset(&hosts[n], 0, sizeof(hosts[n]));
+        memset(&usage[n], 0, sizeof(usage[n]));
+        snprintf(hosts[n].name, sizeof(hosts[n].name), "%s", name ? name : "?");
+        hosts[n].slots = slots ? atoi(slots) : 0;
+        for (char *w = strtok_r(NULL, " ", &save); w; w = strtok_r(NULL, " ", &save))
+            apply_word(w, &hosts[n], &usage[n], &r->exclude[n]);
+    }
+    r->tp = c->tp;
+    r->bytes_per_rank = c->mib_per_rank * MIB;
+    char names[64];
+    snprintf(names, sizeof(names), "%s", c->pinned ? c->pinned : "");
+    for (char *save = NULL, *name = strtok_r(names, "+", &save); name;
+         name = strtok_r(NULL, "+", &save))
+        r->pinned[r->n_pinned++] = cluster_host_find(hosts, n, name);
+    return n;
+}
+
+/* The rules every placement keeps, whatever the case. */
+static void check_rules(const struct place_case *c, const struct cluster_host *hosts,
+                        const struct cluster_usage *usage, const struct cluster_request *r,
+                        const struct cluster_placement *p) {
+    int total = 0, seen[CLUSTER_HOSTS_MAX] = {0};
+    CHECK_MSG(p->tp == r->tp && p->n_hosts >= 1, "%s", c->what);
+    for (int k = 0; k < p->n_hosts; k++) {
+        int i = p->host[k];
+        total += p->ranks[k];
+        CHECK_MSG(!seen[i]++ && !hosts[i].lost && !r->exclude[i] && p->ranks[k] >= 1, "%s",
+                  c->what);
+        CHECK_MSG(usage[i].slots_used + p->ranks[k] <= hosts[i].slots, "%s: slots", c->what);
+        int64_t memory = hosts[i].memory_limit ? hosts[i].memory_limit : hosts[i].memory_total;
+        if (memory)
+            CHECK_MSG(usage[i].memory_used + p->ranks[k] * r->bytes_per_rank <= memory,
+                      "%s: memory", c->what);
+    }
+    CHECK_MSG(total == r->tp, "%s: %d ranks placed", c->what, total);
+}
+
+static void run_case(const struct place_case *c) {
+    struct cluster_host hosts[8];
+    struct cluster_usage usage[8];
+    struct cluster_request r;
+    struct cluster_placement p;
+    char why[512] = "", text[128] = "";
+    int n = build(c, hosts, usage, &r);
+    int rc = cluster_place(hosts, usage, n, &r, &p, why, sizeof(why));
+    if (c->expect) {
+        CHECK_MSG(rc == 0, "%s: refused: %s", c->what, why);
+        if (rc != 0) return;
+        cluster_placement_format(hosts, &p, text, sizeof(text));
+        CHECK_MSG(!strcmp(text, c->expect), "%s: placed %s, expected %s", c->what, text, c->expect);
+        check_rules(c, hosts, usage, &r, &p);
+    } else {
+        if (rc == 0) cluster_placement_format(hosts, &p, text, sizeof(text));
+        CHECK_MSG(rc == -1, "%s: placed %s", c->what, text);
+        CHECK_MSG(strstr(why, c->reason), "%s: reason '%s', expected '%s'", c->what, why,
+                  c->reason);
+    }
+}
+
+/* The same state gives the same answer, and without usage nothing is
+ * placed yet. */
+static void test_deterministic(void) {
+    struct cluster_host hosts[3] = {
+        {.name = "a", .slots = 2}, {.name = "b", .slots = 2}, {.name = "c", .slots = 2}};
+    struct cluster_request r = {.tp = 4};
+    struct cluster_placement p1, p2;
+    char why[256], t1[64], t2[64];
+    CHECK(cluster_place(hosts, NULL, 3, &r, &p1, why, sizeof(why)) == 0);
+    CHECK(cluster_place(hosts, NULL, 3, &r, &p2, why, sizeof(why)) == 0);
+    cluster_placement_format(hosts, &p1, t1, sizeof(t1));
+    cluster_placement_format(hosts, &p2, t2, sizeof(t2));
+    CHECK_MSG(!strcmp(t1, "a:2+b:2") && !strcmp(t1, t2), "%s %s", t1, t2);
+    r.n_pinned = 1;
+    r.pinned[0] = 7;
+    r.tp = 2;
+    CHECK(cluster_place(hosts, NULL, 3, &r, &p1, why, sizeof(why)) == -1);
+    CHECK_MSG(strstr(why, "pinned host index 7 is not one of the 3 hosts"), "%s", why);
+}
+
+int main(void) {
+    int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
+    for (int i = 0; i < n_cases; i++) run_case(&cases[i]);
+    test_deterministic();
+    printf("%d placement cases\n", n_cases);
+    return test_status("test_cluster_place");
+}
