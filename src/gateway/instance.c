@@ -325,7 +325,7 @@ void gateway_instance_cancel_choice(struct gateway_choice *c) {
 int gateway_instance_take(struct gateway_instance *in, struct gateway_choice ***out) {
     pthread_mutex_lock(&in->lock);
     int n = in->n_requests;
-    struct gateway_choice **taken = malloc((size_t)(n ? n : 1) * sizeof(*taken));
+    struct gateway_choice **taken = malloc((size_t)(n ? n : 1) * sizeof(struct gateway_choice *));
     if (!taken) {
         pthread_mutex_unlock(&in->lock);
         return -1;
