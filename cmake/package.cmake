@@ -37,6 +37,8 @@ across threads, processes and machines (Open MPI), with continuous batching,
 an OpenAI-compatible HTTP API and runner supervision that resumes every
 unfinished request when a runner dies.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# Debug information stays in the build tree; the package ships a stripped binary.
+set(CPACK_STRIP_FILES ON)
 # One package holding both components (the service one is excluded from a
 # plain install, so it must be asked for by name).
 set(CPACK_DEB_COMPONENT_INSTALL ON)

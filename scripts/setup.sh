@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # setup.sh -- installs the Debian packages lockstep builds and tests with, and
-# the openai npm SDK that tests/sdk drives `lockstep serve` with.
+# the openai npm SDK that tests/sdk drives `lockstep serve` with. dpkg-dev
+# and file are CPack's (the .deb's dependencies, scripts/package_check.sh),
+# groff-base the man page test's.
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 
 packages=(cmake gcc clang clang-format clang-tidy cppcheck libclang-rt-14-dev
-          libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2 curl)
+          libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2 curl
+          dpkg-dev file groff-base)
 # Node.js and npm (tests/sdk): Debian's nodejs and npm, asked for by command
 # rather than by package, since a machine may have a Node.js of another origin
 # whose nodejs package conflicts with Debian's npm.

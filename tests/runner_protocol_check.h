@@ -103,8 +103,8 @@ struct bad_field {
 
 static inline struct runner_hello sample_hello(void) {
     /* The build travels first: 4 + 16 bytes before vocab_size. */
-    struct runner_hello hello = {32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf",
-                                 "0.9.0 (git test)"};
+    struct runner_hello hello = {
+        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git test)"};
     return hello;
 }
 

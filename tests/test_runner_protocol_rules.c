@@ -361,9 +361,9 @@ static void test_hello_version(void) {
     struct runner_frame frame;
     snprintf(expected, sizeof(expected), "header: version %d, expected %d",
              RUNNER_PROTOCOL_VERSION + 1, RUNNER_PROTOCOL_VERSION);
-    CHECK_FAILS(runner_frame_next(buffer.data, buffer.length, RUNNER_FRAME_MAX, &frame, err,
-                                  sizeof(err)),
-                expected);
+    CHECK_FAILS(
+        runner_frame_next(buffer.data, buffer.length, RUNNER_FRAME_MAX, &frame, err, sizeof(err)),
+        expected);
     runner_buffer_free(&buffer);
 }
 

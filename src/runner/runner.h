@@ -173,12 +173,12 @@ struct runner_hello {
     int vocab_size;
     int context_length;
     int max_sequences;
-    int step_tokens;     /* token budget per step */
-    int kv_block_size;   /* positions per block */
-    int kv_blocks_total; /* blocks in the pool */
-    int tensor_parallel;           /* ranks */
-    char model[128];               /* model name (file name) */
-    char build[RUNNER_BUILD_MAX];  /* the runner's lockstep build (runner_build) */
+    int step_tokens;              /* token budget per step */
+    int kv_block_size;            /* positions per block */
+    int kv_blocks_total;          /* blocks in the pool */
+    int tensor_parallel;          /* ranks */
+    char model[128];              /* model name (file name) */
+    char build[RUNNER_BUILD_MAX]; /* the runner's lockstep build (runner_build) */
 };
 
 /* ======================= protocol frames (protocol.c) ======================= */
