@@ -5,7 +5,8 @@
 # usage: man_page.sh LOCKSTEP MANPAGE
 # Fails, naming what is missing, when a subcommand `lockstep --help` lists
 # has no section (.SS "lockstep NAME ...") in the page, or an option that
-# `lockstep --help` or `lockstep NAME --help` prints does not appear in it;
+# `lockstep --help` or `lockstep NAME --help` prints does not appear in it,
+# or its title line (.TH) names another version than `lockstep --version`;
 # and when groff warns about the page (groff -man -ww -z; skipped with a
 # note where groff is absent: Debian package groff-base).
 set -uo pipefail
@@ -42,6 +43,11 @@ check_options() { # what (for messages), then the help text on stdin
 }
 
 main_help=$("$lockstep" --help) || { echo "man_page: $lockstep --help failed"; exit 1; }
+version=$("$lockstep" --version | awk 'NR == 1 {print $2}')
+if ! grep -qE "^\.TH LOCKSTEP 1 .*\"lockstep ${version//./\\.}\"" "$page"; then
+    echo "man_page: the .TH line of $page does not say \"lockstep $version\" (lockstep --version)"
+    failed=1
+fi
 check_options "lockstep --help" <<<"$main_help"
 commands=$(awk '/^  [a-z]/ {print $1}' <<<"$main_help")
 [ -n "$commands" ] || { echo "man_page: no commands in lockstep --help"; exit 1; }
