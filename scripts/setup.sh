@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# setup.sh -- installs the Debian packages lockstep builds and tests with, the
-# openai npm SDK that tests/sdk drives `lockstep serve` with, and
-# puppeteer-core, with which tests/dashboard drives chromium on the dashboard.
+          dpkg-dev file groff-base chromium)
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 
 packages=(cmake gcc clang clang-format clang-tidy cppcheck libclang-rt-14-dev
           libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2 curl
-          chromium)
+          dpkg-dev file groff-base chromium)
 # Node.js and npm (tests/sdk): Debian's nodejs and npm, asked for by command
 # rather than by package, since a machine may have a Node.js of another origin
 # whose nodejs package conflicts with Debian's npm.

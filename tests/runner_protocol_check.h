@@ -102,7 +102,9 @@ struct bad_field {
 /* ---- sample messages ---- */
 
 static inline struct runner_hello sample_hello(void) {
-    struct runner_hello hello = {32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf"};
+    /* The build travels first: 4 + 16 bytes before vocab_size. */
+    struct runner_hello hello = {
+        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git test)"};
     return hello;
 }
 

@@ -19,6 +19,7 @@
  *   - with --api-key, --max-body and --max-concurrent: 401, 413 and 429;
  *     a second -m instance is listed and routed to by its --name.
  * ctest-labels: concurrency */
+#include "runner/runner.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -279,6 +280,11 @@ static double metric(const char *text, const char *prefix) {
 static void test_metrics_format(void) {
     struct test_http h = test_http_request(port, "GET", "/metrics", NULL, NULL, 30);
     CHECK(h.status == 200 && strstr(h.headers, "text/plain"));
+    char build_info[256];
+    snprintf(build_info, sizeof(build_info),
+             "\nlockstep_build_info{version=\"%s\",commit=\"%s\",protocol=\"%d\"} 1\n",
+             runner_version(), runner_commit(), RUNNER_PROTOCOL_VERSION);
+    CHECK_MSG(h.body && strstr(h.body, build_info), "no %s in /metrics", build_info);
     int samples = 0;
     for (char *line = h.body; line && *line;) {
         char *end = strchr(line, '\n');
@@ -414,6 +420,9 @@ static void test_limits(void) {
                  "invalid_api_key");
     struct test_http h = test_http_request(port, "GET", "/v1/models", key, NULL, 10);
     CHECK(h.status == 200 && strstr(h.body, "\"kjv2m-q8_0\"") && strstr(h.body, "\"second\""));
+    char version[64];
+    snprintf(version, sizeof(version), "\"lockstep_version\":\"%s\"", runner_version());
+    CHECK_MSG(strstr(h.body, version), "no %s in /v1/models: %s", version, h.body);
     test_http_free(&h);
     h = test_http_request(port, "POST", "/v1/completions", key,
                           "{\"model\":\"second\",\"prompt\":\"And\",\"max_tokens\":3}", 30);

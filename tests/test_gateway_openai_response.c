@@ -5,6 +5,7 @@
  * and checked field by field, including texts with quotes, newlines, control characters, non-ASCII
  * UTF-8 and bytes that are not UTF-8. The request parser is test_gateway_openai.c's. */
 #include "gateway/openai.h"
+#include "runner/runner.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -468,7 +469,9 @@ static void test_models(void) {
     CHECK(cJSON_IsArray(data) && cJSON_GetArraySize(data) == 2);
     for (int i = 0; i < 2 && i < cJSON_GetArraySize(data); i++) {
         const cJSON *model = cJSON_GetArrayItem(data, i);
-        CHECK(cJSON_GetArraySize(model) == 6);
+        CHECK(cJSON_GetArraySize(model) == 8);
+        CHECK(is_string(get(model, "lockstep_version"), runner_version()));
+        CHECK(is_string(get(model, "lockstep_commit"), runner_commit()));
         CHECK(is_number(get(model, "context_length"), contexts[i]));
         CHECK(is_number(get(model, "max_model_len"), contexts[i]));
         CHECK(is_string(get(model, "id"), ids[i]));
@@ -484,8 +487,12 @@ static void test_models(void) {
     free(text);
 
     text = openai_model_json("kjv2m", 0, 7);
-    CHECK(same_string(
-        text, "{\"id\":\"kjv2m\",\"object\":\"model\",\"created\":7,\"owned_by\":\"lockstep\"}"));
+    char want[256];
+    snprintf(want, sizeof(want),
+             "{\"id\":\"kjv2m\",\"object\":\"model\",\"created\":7,\"owned_by\":\"lockstep\","
+             "\"lockstep_version\":\"%s\",\"lockstep_commit\":\"%s\"}",
+             runner_version(), runner_commit());
+    CHECK(same_string(text, want));
     free(text);
 }
 

@@ -116,6 +116,7 @@ static void test_round_trip_others(void) {
     CHECK(hello_out.max_sequences == 8 && hello_out.step_tokens == 512);
     CHECK(hello_out.kv_block_size == 16 && hello_out.kv_blocks_total == 1024);
     CHECK(hello_out.tensor_parallel == 2 && strcmp(hello_out.model, "kjv2m-q8_0.gguf") == 0);
+    CHECK(strcmp(hello_out.build, "0.9.0 (git test)") == 0);
 
     const uint64_t ids[] = {0, 42, UINT64_MAX};
     for (int i = 0; i < 3; i++) {
@@ -203,7 +204,7 @@ static void test_exact_bytes(void) {
     token.logprob = -0.5f;
     token.top[0] = (struct runner_alternative){5, -1.0f};
     static const uint8_t token_frame[] = {
-        0x1C, 0x00, 0x00, 0x00, 0x03, 0x04, 0x00, 0x00, /* 28-byte payload, version 3, TOKEN */
+        0x1C, 0x00, 0x00, 0x00, 0x04, 0x04, 0x00, 0x00, /* 28-byte payload, version 4, TOKEN */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
         0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
         0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
@@ -213,7 +214,7 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x03, 0x07,
+    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x04, 0x07,
                                           0x00, 0x00, 0x02, 0x00, 0x00, 0x00, /* over capacity */
                                           0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
@@ -294,8 +295,8 @@ static void test_header_errors(void) {
         uint8_t value;
         const char *expected;
     } cases[] = {
-        {4, 1, "header: version 1, expected 3"},
-        {4, 0, "header: version 0, expected 3"},
+        {4, 1, "header: version 1, expected 4"},
+        {4, 0, "header: version 0, expected 4"},
         {5, 0, "header: type 0 is not a known message (1..8)"},
         {5, 9, "header: type 9 is not a known message (1..8)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
@@ -417,13 +418,14 @@ static void test_strings(void) {
     strcpy(text + 197, "\xf0\x9f\x98\x80");
     CHECK(finished_message_length(text, message) == 197);
 
-    /* The model name is cut to 127 bytes. */
-    static uint8_t bytes[RUNNER_FRAME_HEADER + 32 + 300];
+    /* The model name is cut to 127 bytes (after an empty build). */
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 36 + 300];
     uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
-    for (int i = 0; i < 7; i++) put_u32(payload + 4 * i, 1);
-    put_u32(payload + 28, 300);
-    memset(payload + 32, 'm', 300);
-    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_HELLO, 32 + 300);
+    put_u32(payload, 0);
+    for (int i = 1; i < 8; i++) put_u32(payload + 4 * i, 1);
+    put_u32(payload + 32, 300);
+    memset(payload + 36, 'm', 300);
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_HELLO, 36 + 300);
     struct runner_hello hello;
     CHECK_MSG(runner_decode_hello(&frame, &hello, err, sizeof(err)) == 0, "%s", err);
     CHECK(strlen(hello.model) == 127 && hello.model[0] == 'm');

@@ -293,7 +293,7 @@ static void test_hello_rules(void) {
     for (int i = 0; i < 7; i++) {
         char expected[128];
         snprintf(expected, sizeof(expected), "HELLO: %s 0 must be >= 1", names[i]);
-        CHECK_FAILS(decode_patched(&buffer, (size_t)i * 4, 0), expected);
+        CHECK_FAILS(decode_patched(&buffer, 20 + (size_t)i * 4, 0), expected);
         struct runner_hello bad = hello;
         int *fields[] = {&bad.vocab_size,     &bad.context_length, &bad.max_sequences,
                          &bad.step_tokens,    &bad.kv_block_size,  &bad.kv_blocks_total,
@@ -303,13 +303,67 @@ static void test_hello_rules(void) {
         CHECK_FAILS(runner_encode_hello(&buffer, &bad, err, sizeof(err)), expected);
         CHECK(buffer.length == before);
     }
-    CHECK_FAILS(decode_patched(&buffer, 28, 100),
+    CHECK_FAILS(decode_patched(&buffer, 48, 100),
                 "HELLO: payload ends inside model (100 bytes needed, 15 left)");
-    CHECK_FAILS(decode_patched(&buffer, 32, 0x67006A6Bu),
+    CHECK_FAILS(decode_patched(&buffer, 52, 0x67006A6Bu),
                 "HELLO: model has a NUL byte at offset 2");
+    CHECK_FAILS(decode_patched(&buffer, 4, 0x0039002Eu), "HELLO: build has a NUL byte at offset 1");
     memset(hello.model, 'm', sizeof(hello.model));
     CHECK_FAILS(runner_encode_hello(&buffer, &hello, err, sizeof(err)),
                 "HELLO: model is not NUL-terminated within its 128 bytes");
+    hello = sample_hello();
+    memset(hello.build, 'b', sizeof(hello.build));
+    CHECK_FAILS(runner_encode_hello(&buffer, &hello, err, sizeof(err)),
+                "HELLO: build is not NUL-terminated within its 64 bytes");
+    runner_buffer_free(&buffer);
+}
+
+/* Decodes the one HELLO in buffer sent as protocol version (header byte 4). */
+static int decode_hello_of_version(const struct runner_buffer *buffer, uint8_t version) {
+    uint8_t *copy = malloc(buffer->length);
+    memcpy(copy, buffer->data, buffer->length);
+    copy[4] = version;
+    struct runner_frame frame;
+    struct runner_hello hello;
+    int rc = runner_frame_next(copy, buffer->length, RUNNER_FRAME_MAX, &frame, err, sizeof(err));
+    CHECK_MSG(rc == 1 && frame.version == version, "HELLO of version %u: rc %d (%s)", version, rc,
+              err);
+    rc = rc == 1 ? runner_decode_hello(&frame, &hello, err, sizeof(err)) : 0;
+    free(copy);
+    return rc;
+}
+
+/* A runner of another build: its HELLO passes the header check and is
+ * refused by the decoder, naming both versions and both builds (an older
+ * runner's HELLO carries no build); every other frame of another version is
+ * refused at the header. */
+static void test_hello_version(void) {
+    struct runner_buffer buffer = {0};
+    struct runner_hello hello = sample_hello();
+    CHECK(runner_encode_hello(&buffer, &hello, err, sizeof(err)) == 0);
+    CHECK(buffer.data[4] == RUNNER_PROTOCOL_VERSION);
+    char expected[256];
+    snprintf(expected, sizeof(expected),
+             "HELLO: the runner speaks protocol version 5 (lockstep 0.9.0 (git test)), this "
+             "process %d (lockstep %s): the gateway and every rank must run the same build",
+             RUNNER_PROTOCOL_VERSION, runner_build());
+    CHECK_FAILS(decode_hello_of_version(&buffer, 5), expected);
+    snprintf(expected, sizeof(expected),
+             "HELLO: the runner speaks protocol version 3 (a build older than 0.9.0), this "
+             "process %d (lockstep %s): the gateway and every rank must run the same build",
+             RUNNER_PROTOCOL_VERSION, runner_build());
+    CHECK_FAILS(decode_hello_of_version(&buffer, 3), expected);
+    CHECK(decode_hello_of_version(&buffer, RUNNER_PROTOCOL_VERSION) == 0);
+
+    buffer.length = 0;
+    CHECK(runner_encode_cancel(&buffer, 7, err, sizeof(err)) == 0);
+    buffer.data[4] = RUNNER_PROTOCOL_VERSION + 1;
+    struct runner_frame frame;
+    snprintf(expected, sizeof(expected), "header: version %d, expected %d",
+             RUNNER_PROTOCOL_VERSION + 1, RUNNER_PROTOCOL_VERSION);
+    CHECK_FAILS(
+        runner_frame_next(buffer.data, buffer.length, RUNNER_FRAME_MAX, &frame, err, sizeof(err)),
+        expected);
     runner_buffer_free(&buffer);
 }
 
@@ -354,6 +408,7 @@ int main(void) {
     test_finished_rules();
     test_heartbeat_rules();
     test_hello_rules();
+    test_hello_version();
     test_fault();
     return test_status("test_runner_protocol_rules");
 }

@@ -1,5 +1,8 @@
-/* main.c -- the lockstep command: dispatches to its subcommands. */
+/* main.c -- the lockstep command: dispatches to its subcommands, and says
+ * which build it is (--version). */
 #include "cli.h"
+#include "runner/runner.h"
+#include "tensor/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,9 +25,21 @@ static const struct subcommand subcommands[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: lockstep <command> [options]   (lockstep <command> --help)\n\n");
+    fprintf(out, "usage: lockstep <command> [options]   (lockstep <command> --help)\n"
+                 "       lockstep -V, --version\n\n");
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
         fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+}
+
+/* The build, the runner protocol it speaks (ranks and gateway must agree)
+ * and the kernels' instruction sets: all are compiled in, the best the CPU
+ * has is used. */
+static void print_version(void) {
+    printf("lockstep %s\n", runner_build());
+    printf("runner protocol %d\n", RUNNER_PROTOCOL_VERSION);
+    printf("instruction sets: %s %s %s (this machine: %s)\n", tensor_isa_name(TENSOR_ISA_SCALAR),
+           tensor_isa_name(TENSOR_ISA_AVX2), tensor_isa_name(TENSOR_ISA_AVX512),
+           tensor_isa_name(tensor_isa_best()));
 }
 
 int main(int argc, char **argv) {
@@ -34,6 +49,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        print_version();
         return 0;
     }
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)

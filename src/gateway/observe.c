@@ -1,10 +1,13 @@
 /* observe.c -- what the gateway measures, in Prometheus families: requests
  * by status, tokens in and out, time to first token and inter-token
  * latency, and each runner's queue, running sequences, KV blocks, step
- * time and restarts (from its heartbeats). */
+ * time and restarts (from its heartbeats); and lockstep_build_info, which
+ * build answers. */
 #include "gateway_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Seconds: 1 ms to 60 s, roughly doubling. */
 static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -148,6 +151,30 @@ void gateway_observe_recovery(struct gateway_instance *in, double seconds) {
                     seconds);
 }
 
+/* lockstep_build_info, first: Prometheus's info-metric idiom (a gauge of 1
+ * whose labels say what runs). It has one more label than a registered
+ * family may have, and never changes, so it is written here; the version and
+ * the commit (digits, dots, hex, "-dirty") need no escaping. */
+static int build_info_text(char *text, size_t size) {
+    return snprintf(text, size,
+                    "# HELP lockstep_build_info the lockstep build serving: version, git commit, "
+                    "runner protocol version\n"
+                    "# TYPE lockstep_build_info gauge\n"
+                    "lockstep_build_info{version=\"%s\",commit=\"%s\",protocol=\"%d\"} 1\n",
+                    runner_version(), runner_commit(), RUNNER_PROTOCOL_VERSION);
+}
+
 char *gateway_metrics_text(struct gateway *g) {
-    return metrics_render(&g->metrics.registry, NULL);
+    size_t length;
+    char *families = metrics_render(&g->metrics.registry, &length);
+    if (families == NULL) return NULL;
+    char info[512];
+    int n = build_info_text(info, sizeof(info));
+    char *text = n > 0 && (size_t)n < sizeof(info) ? malloc((size_t)n + length + 1) : NULL;
+    if (text != NULL) {
+        memcpy(text, info, (size_t)n);
+        memcpy(text + n, families, length + 1);
+    }
+    free(families);
+    return text;
 }

@@ -9,6 +9,7 @@
  * digits that read back as the same float ("-0.123", not
  * "-0.12300000339746475"). */
 #include "gateway/openai.h"
+#include "runner/runner.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -460,13 +461,16 @@ char *openai_usage_chunk_json(const struct openai_response *response,
     return json_print(root, failed);
 }
 
-/* {"id","object":"model","created","owned_by":"lockstep"}. */
+/* {"id","object":"model","created","owned_by":"lockstep"}, and which
+ * lockstep serves it ("lockstep_version", "lockstep_commit"). */
 static cJSON *model_object(const char *id, int context_length, int64_t created, int *failed) {
     cJSON *model = cJSON_CreateObject();
     json_add(model, "id", json_string(id), failed);
     json_add(model, "object", cJSON_CreateString("model"), failed);
     json_add(model, "created", cJSON_CreateNumber((double)created), failed);
     json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
+    json_add(model, "lockstep_version", cJSON_CreateString(runner_version()), failed);
+    json_add(model, "lockstep_commit", cJSON_CreateString(runner_commit()), failed);
     if (context_length > 0) {
         json_add(model, "context_length", cJSON_CreateNumber(context_length), failed);
         json_add(model, "max_model_len", cJSON_CreateNumber(context_length), failed);

@@ -263,10 +263,12 @@ int runner_encode_hello(struct runner_buffer *out, const struct runner_hello *he
                         size_t errlen) {
     const struct protocol_report report = {"HELLO", err, errlen};
     if (protocol_check_hello(&report, hello) ||
+        protocol_check_terminated(&report, "build", hello->build, sizeof(hello->build)) ||
         protocol_check_terminated(&report, "model", hello->model, sizeof(hello->model)))
         return -1;
     struct protocol_writer writer;
     protocol_writer_begin(&writer, out, RUNNER_MSG_HELLO);
+    protocol_writer_put_string(&writer, hello->build);
     protocol_writer_put_i32(&writer, hello->vocab_size);
     protocol_writer_put_i32(&writer, hello->context_length);
     protocol_writer_put_i32(&writer, hello->max_sequences);
@@ -392,7 +394,7 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
     uint32_t payload = protocol_load_u32(data);
     unsigned version = data[4], type = data[5];
     unsigned reserved = (unsigned)data[6] | (unsigned)data[7] << 8;
-    if (version != RUNNER_PROTOCOL_VERSION)
+    if (version != RUNNER_PROTOCOL_VERSION && type != RUNNER_MSG_HELLO)
         return protocol_fail(&report, "version %u, expected %d", version, RUNNER_PROTOCOL_VERSION);
     if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_FAULT)
         return protocol_fail(&report, "type %u is not a known message (%d..%d)", type,
@@ -406,6 +408,7 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
     frame->payload = data + RUNNER_FRAME_HEADER;
     frame->payload_length = payload;
     frame->frame_length = RUNNER_FRAME_HEADER + (size_t)payload;
+    frame->version = version;
     return 1;
 }
 
@@ -524,12 +527,28 @@ int protocol_reader_end(struct protocol_reader *reader, const char *last_field) 
                          reader->left, reader->left == 1 ? "" : "s", last_field);
 }
 
+/* A HELLO of another protocol version: refused, naming both versions and
+ * both builds (the peer's is the first field from version 4 on). */
+static int protocol_refuse_version(struct protocol_reader *reader, unsigned version) {
+    char build[RUNNER_BUILD_MAX] = "";
+    char peer[RUNNER_BUILD_MAX + 16] = "a build older than 0.9.0";
+    if (version >= 4 && protocol_reader_string(reader, "build", build, sizeof(build)) == 0)
+        snprintf(peer, sizeof(peer), "lockstep %s", build);
+    return protocol_fail(&reader->report,
+                         "the runner speaks protocol version %u (%s), this process %d "
+                         "(lockstep %s): the gateway and every rank must run the same build",
+                         version, peer, RUNNER_PROTOCOL_VERSION, runner_build());
+}
+
 int runner_decode_hello(const struct runner_frame *frame, struct runner_hello *hello, char *err,
                         size_t errlen) {
     struct protocol_reader reader;
     struct runner_hello decoded;
     memset(&decoded, 0, sizeof(decoded));
-    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_HELLO, err, errlen) ||
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_HELLO, err, errlen)) return -1;
+    if (frame->version != RUNNER_PROTOCOL_VERSION)
+        return protocol_refuse_version(&reader, frame->version);
+    if (protocol_reader_string(&reader, "build", decoded.build, sizeof(decoded.build)) ||
         protocol_reader_i32(&reader, "vocab_size", &decoded.vocab_size) ||
         protocol_reader_i32(&reader, "context_length", &decoded.context_length) ||
         protocol_reader_i32(&reader, "max_sequences", &decoded.max_sequences) ||

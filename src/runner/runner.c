@@ -275,6 +275,7 @@ void runner_describe(const struct runner *runner, struct runner_hello *hello) {
     hello->kv_block_size = runner->engine->kv.block_size;
     hello->kv_blocks_total = runner->engine->kv.n_blocks;
     hello->tensor_parallel = runner->engine->model->shard_count;
+    snprintf(hello->build, sizeof(hello->build), "%s", runner_build());
 }
 
 /* The most likely n tokens of a logits row with their log-probabilities,

@@ -157,16 +157,28 @@ struct runner_heartbeat {
     int kv_blocks_cached; /* KV blocks in the prefix cache (held or evictable) */
 };
 
+/* ======================= version (version.c) ======================= */
+
+#define RUNNER_BUILD_MAX 64 /* bytes of a build's name with its terminator */
+
+/* The project version ("0.9.0"), the git commit built from ("0229c56",
+ * "0229c56-dirty"; "" outside a checkout), and both as one name
+ * ("0.9.0 (git 0229c56)"). Ranks and gateway must run the same build. */
+const char *runner_version(void);
+const char *runner_commit(void);
+const char *runner_build(void);
+
 /* What a runner tells a new connection first. */
 struct runner_hello {
     int vocab_size;
     int context_length;
     int max_sequences;
-    int step_tokens;     /* token budget per step */
-    int kv_block_size;   /* positions per block */
-    int kv_blocks_total; /* blocks in the pool */
-    int tensor_parallel; /* ranks */
-    char model[128];     /* model name (file name) */
+    int step_tokens;              /* token budget per step */
+    int kv_block_size;            /* positions per block */
+    int kv_blocks_total;          /* blocks in the pool */
+    int tensor_parallel;          /* ranks */
+    char model[128];              /* model name (file name) */
+    char build[RUNNER_BUILD_MAX]; /* the runner's lockstep build (runner_build) */
 };
 
 /* ======================= protocol frames (protocol.c) ======================= */
@@ -174,7 +186,9 @@ struct runner_hello {
 /* Every frame: an 8-byte header -- payload length (u32), version (u8),
  * type (u8), zero (u16) -- then the payload. Integers are little-endian,
  * floats IEEE-754 binary32 sent as their u32 bits. Payloads, by type:
- *   HELLO      i32 vocab, context, max_sequences, step_tokens, block_size,
+ *   HELLO      u32 n + n bytes build (runner_build; first in every version
+ *              from 4 on, so a peer of another version can be named); i32
+ *              vocab, context, max_sequences, step_tokens, block_size,
  *              blocks_total, tensor_parallel; u32 n + n bytes model name
  *   ADD        u64 id; f32 temperature; i32 top_k; f32 top_p, min_p,
  *              repeat_penalty; i32 repeat_last_n; u64 seed; f32 presence_penalty,
@@ -193,8 +207,11 @@ struct runner_hello {
  *              after it)
  *   FAULT      u32 kind; i32 rank, delay_ms, steps (tests and benchmarks only: a
  *              runner started without --allow-faults refuses it)
- * A payload must be consumed exactly: trailing bytes are an error. */
-#define RUNNER_PROTOCOL_VERSION 3
+ * A payload must be consumed exactly: trailing bytes are an error. A frame
+ * of another version is refused when it is found, except HELLO (type 1 in
+ * every version), which runner_decode_hello refuses naming both versions and
+ * both builds: the gateway learns why a runner of another build is refused. */
+#define RUNNER_PROTOCOL_VERSION 4
 #define RUNNER_FRAME_HEADER     8
 #define RUNNER_FRAME_MAX        (4u << 20) /* default largest payload */
 
@@ -282,17 +299,19 @@ struct runner_frame {
     const uint8_t *payload;
     size_t payload_length;
     size_t frame_length; /* header + payload: bytes to consume */
+    unsigned version;    /* the sender's protocol version; only HELLO's may differ from ours */
 };
 
 /* Looks for a frame at the start of data: 1 and *frame if a whole frame is
  * there, 0 if more bytes are needed, -1 with err if the header is malformed
- * (wrong version, unknown type, nonzero reserved bits, payload longer than
- * max_payload). */
+ * (wrong version but for HELLO, unknown type, nonzero reserved bits, payload
+ * longer than max_payload). */
 int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
                       struct runner_frame *frame, char *err, size_t errlen);
 
 /* Each decodes a frame of its type; -1 with err naming the field if the
- * payload is malformed or a value is out of range. runner_decode_add
+ * payload is malformed or a value is out of range (runner_decode_hello also
+ * if the runner speaks another protocol version). runner_decode_add
  * allocates the prompt and stops (runner_request_free them; nothing is
  * left allocated on failure). */
 int runner_decode_hello(const struct runner_frame *frame, struct runner_hello *hello, char *err,

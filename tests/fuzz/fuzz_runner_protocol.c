@@ -63,7 +63,8 @@ static void check_hello(const struct runner_frame *frame, struct runner_buffer *
     if (a->vocab_size != b.vocab_size || a->context_length != b.context_length ||
         a->max_sequences != b.max_sequences || a->step_tokens != b.step_tokens ||
         a->kv_block_size != b.kv_block_size || a->kv_blocks_total != b.kv_blocks_total ||
-        a->tensor_parallel != b.tensor_parallel || strcmp(a->model, b.model) != 0)
+        a->tensor_parallel != b.tensor_parallel || strcmp(a->model, b.model) != 0 ||
+        strcmp(a->build, b.build) != 0)
         abort();
     check_bytes(frame, out, 1);
 }

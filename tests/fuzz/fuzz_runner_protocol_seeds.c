@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
     int failed = 0;
     struct runner_buffer one = {0}, stream = {0};
 
-    const struct runner_hello hello = {32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf"};
+    const struct runner_hello hello = {
+        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git 0229c56)"};
     failed |= runner_encode_hello(&one, &hello, err, sizeof(err));
     failed |= write_seed(dir, "hello.bin", &one, one.length);
     failed |= runner_buffer_append(&stream, one.data, one.length);
