@@ -529,7 +529,25 @@ static void usage(FILE *out) {
                  "  --watchdog S        the gateway's --watchdog (default 3): stop-cancel watches\n"
                  "                      S + 2 s (at least 3 s) for a runner restart\n"
                  "  --gateway-limits    print the --max-concurrent and --max-client-connections\n"
-                 "                      the gateway needs for these options, and exit\n");
+                 "                      the gateway needs for these options, and exit\n"
+                 "  --hosts A,B,C       the cluster's hosts: adds the faults move (an instance to\n"
+                 "                      a random placement on them) and lose-host\n");
+}
+
+/* --hosts A,B,C: the host names of the cluster. */
+static int parse_hosts(const char *text, struct chaos_options *o) {
+    o->n_hosts = 0;
+    for (const char *at = text; *at;) {
+        size_t n = strcspn(at, ",");
+        if (n == 0 || n >= sizeof(o->hosts[0]) || o->n_hosts == CHAOS_HOSTS_MAX) {
+            fprintf(stderr, "chaos: --hosts %s: up to %d names of 1..63 bytes, comma-separated\n",
+                    text, CHAOS_HOSTS_MAX);
+            return -1;
+        }
+        snprintf(o->hosts[o->n_hosts++], sizeof(o->hosts[0]), "%.*s", (int)n, at);
+        at += n + (at[n] == ',');
+    }
+    return 0;
 }
 
 /* The integer options: name, where, bounds. */
@@ -614,6 +632,10 @@ static int parse_options(int argc, char **argv, struct chaos_options *o) {
         if (i + 1 == argc) {
             fprintf(stderr, "chaos: %s needs a value\n", argv[i]);
             return -1;
+        }
+        if (!strcmp(argv[i], "--hosts")) {
+            if (parse_hosts(argv[++i], o)) return -1;
+            continue;
         }
         if (parse_option(argv[i], argv[i + 1], o)) return -1;
         i++;

@@ -21,6 +21,7 @@
 #define CHAOS_CANCELS_MAX 64   /* streams of one stop-cancel fault */
 #define CHAOS_HALF_MAX    1000 /* connections of one half-open fault */
 #define CHAOS_NOTE_MAX    200  /* bytes of what a fault's own checks measured */
+#define CHAOS_HOSTS_MAX   8    /* hosts --hosts names */
 
 struct chaos_options {
     int port;                        /* the gateway's port */
@@ -43,6 +44,8 @@ struct chaos_options {
     int gateway_pid;                 /* whose open files half-open counts (0: not counted) */
     double watchdog;                 /* the gateway's --watchdog, seconds */
     int limits;                      /* 1: print the gateway limits the run needs, and exit */
+    int n_hosts;                     /* the cluster's hosts (--hosts): move and lose-host */
+    char hosts[CHAOS_HOSTS_MAX][64]; /* (n_hosts) their names */
 };
 
 /* What a set of requests that a fault sends gave. */
@@ -82,7 +85,7 @@ struct chaos_fault {
     int phase;                     /* the phase it belongs to (1: faults) */
     int model, rank;               /* instance and rank it hit */
     char kind[CHAOS_KIND_MAX];     /* kill, stop, stall, delay, close, refuse+kill, stop+flood,
-                                    * stop-cancel, half-open */
+                                    * stop-cancel, half-open, move, lose-host */
     int status;                    /* HTTP status of /debug/fault (the last post), 0: not sent;
                                     * 200 for stop-cancel and half-open, which post nothing */
     int disruptive;                /* 1: the runner must be replaced (not delay, stop-cancel,

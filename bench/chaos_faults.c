@@ -25,14 +25,15 @@
 #include <string.h>
 #include <time.h>
 
-#define CHAOS_KINDS   9                             /* distinct kinds */
+#define CHAOS_KINDS   11                            /* distinct kinds */
+#define CHAOS_CLUSTER 2                             /* the last ones need --hosts */
 #define CHAOS_REPEATS 5                             /* kinds a round holds twice */
-#define CHAOS_BAG     (CHAOS_KINDS + CHAOS_REPEATS) /* faults in one round */
+#define CHAOS_BAG     (CHAOS_KINDS + CHAOS_REPEATS) /* faults in one round, at most */
 
 /* Every kind, in the order of the faults' table. */
-static const char *const chaos_kinds[CHAOS_KINDS] = {"kill",       "stop",        "stall",
-                                                     "delay",      "close",       "refuse+kill",
-                                                     "stop+flood", "stop-cancel", "half-open"};
+static const char *const chaos_kinds[CHAOS_KINDS] = {
+    "kill",       "stop",        "stall",     "delay", "close",    "refuse+kill",
+    "stop+flood", "stop-cancel", "half-open", "move",  "lose-host"};
 static const char *const chaos_repeats[CHAOS_REPEATS] = {"kill", "stop", "stall", "delay", "close"};
 
 void chaos_sleep(double seconds) {
@@ -196,12 +197,36 @@ static int pick_model(struct chaos_run *run, uint64_t *rng, int quiet,
     return -1;
 }
 
+/* A move of the model's instance to a random placement on the cluster's
+ * hosts: tp 1 or 2, on one host or (tp 2) two; the gateway refuses one that
+ * does not fit (409), which counts as refused. */
+static int post_move(struct chaos_run *run, const char *model, uint64_t *rng, char *err,
+                     size_t errlen) {
+    const struct chaos_options *o = run->options;
+    char body[512];
+    struct loadgen_reply reply;
+    int tp = loadgen_random_range(rng, 1, 2), first = loadgen_random_range(rng, 0, o->n_hosts - 1);
+    int second = (first + loadgen_random_range(rng, 1, o->n_hosts - 1)) % o->n_hosts;
+    int two = tp == 2 && o->n_hosts > 1 && loadgen_random_range(rng, 0, 1);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"%s\",\"kind\":\"move\",\"tp\":%d,\"hosts\":[\"%s\"%s%s%s]}", model, tp,
+             o->hosts[first], two ? ",\"" : "", two ? o->hosts[second] : "", two ? "\"" : "");
+    if (loadgen_http(o->port, "POST", "/debug/fault", body, loadgen_now() + 10, &reply, err,
+                     errlen))
+        return 0;
+    int status = reply.status;
+    if (status != 200) snprintf(err, errlen, "HTTP %d: %.200s", status, reply.body);
+    loadgen_reply_free(&reply);
+    return status;
+}
+
 /* Posts what fault f needs: the HTTP status of /debug/fault (200 for the
  * faults a client makes, which post nothing). */
 static int post(struct chaos_run *run, struct chaos_fault *f, uint64_t *rng, int delay_ms,
                 int steps) {
     const char *model = f->model >= 0 ? run->options->names[f->model] : "";
     if (chaos_is_kind(f, "stop-cancel") || chaos_is_kind(f, "half-open")) return 200;
+    if (chaos_is_kind(f, "move")) return post_move(run, model, rng, f->error, sizeof(f->error));
     if (chaos_is_kind(f, "refuse+kill")) {
         int count = loadgen_random_range(rng, 1, 2);
         int status = post_fault(run, model, "refuse", 0, 0, 0, count, f->error, sizeof(f->error));
@@ -290,12 +315,15 @@ static void shuffle(const char **kinds, int n, uint64_t *rng) {
     }
 }
 
-/* A new round: every kind once, shuffled, then the repeats, shuffled. */
-static void new_round(const char **bag, uint64_t *rng) {
-    memcpy(bag, chaos_kinds, sizeof(chaos_kinds));
-    memcpy(bag + CHAOS_KINDS, chaos_repeats, sizeof(chaos_repeats));
-    shuffle(bag, CHAOS_KINDS, rng);
-    shuffle(bag + CHAOS_KINDS, CHAOS_REPEATS, rng);
+/* A new round: every kind once (the cluster's only with --hosts),
+ * shuffled, then the repeats, shuffled; returns its size. */
+static int new_round(const char **bag, uint64_t *rng, int cluster) {
+    int kinds = cluster ? CHAOS_KINDS : CHAOS_KINDS - CHAOS_CLUSTER;
+    memcpy(bag, chaos_kinds, (size_t)kinds * sizeof(chaos_kinds[0]));
+    memcpy(bag + kinds, chaos_repeats, sizeof(chaos_repeats));
+    shuffle(bag, kinds, rng);
+    shuffle(bag + kinds, CHAOS_REPEATS, rng);
+    return kinds + CHAOS_REPEATS;
 }
 
 void *chaos_injector_main(void *arg) {
@@ -304,12 +332,12 @@ void *chaos_injector_main(void *arg) {
     const struct chaos_options *o = run->options;
     uint64_t rng = o->seed ^ 0x6661756c74ULL; /* the faults' own stream */
     const char *bag[CHAOS_BAG];
-    int drawn = CHAOS_BAG;
+    int drawn = CHAOS_BAG, size = CHAOS_BAG;
     double next = loadgen_now() + o->fault_every;
     while (next < injector->end) {
         chaos_sleep(next - loadgen_now());
-        if (drawn == CHAOS_BAG) {
-            new_round(bag, &rng);
+        if (drawn == size) {
+            size = new_round(bag, &rng, o->n_hosts > 0);
             drawn = 0;
         }
         if (inject(injector, &rng, bag[drawn]) == 0) {
@@ -318,7 +346,7 @@ void *chaos_injector_main(void *arg) {
             continue;
         }
         /* it cannot be placed now: the next kind first, this one soon after */
-        if (drawn + 1 < CHAOS_BAG) {
+        if (drawn + 1 < size) {
             const char *kind = bag[drawn];
             bag[drawn] = bag[drawn + 1];
             bag[drawn + 1] = kind;

@@ -286,3 +286,31 @@ int gateway_admin_call(struct gateway *g, const char *method, const char *url, c
     cJSON_Delete(j);
     return status;
 }
+
+/* ---------- fault injection (POST /debug/fault, --enable-faults) ---------- */
+
+int gateway_admin_fault(struct gateway *g, struct gateway_instance *in, const char *kind,
+                        const cJSON *body, struct openai_error *e, int *failed) {
+    const char *model, *hosts[CLUSTER_HOSTS_MAX];
+    char why[512];
+    int tp, n_hosts;
+    *failed = 0;
+    if (!strcmp(kind, "move")) {
+        *failed = read_body(body, 0, &model, &tp, hosts, &n_hosts, e);
+        int status =
+            *failed ? 0 : gateway_cluster_move(g, in->id, tp, hosts, n_hosts, why, sizeof(why));
+        if (status) {
+            openai_error_set(e, status, "invalid_request_error", NULL, NULL, "%s", why);
+            *failed = 1;
+        }
+        return 1;
+    }
+    if (!strcmp(kind, "lose-host")) {
+        const cJSON *seconds = cJSON_GetObjectItemCaseSensitive(body, "seconds");
+        double lost =
+            cJSON_IsNumber(seconds) && seconds->valuedouble > 0 ? seconds->valuedouble : 15.0;
+        gateway_cluster_lose_host(g, in->placement.host[0], lost);
+        return 1;
+    }
+    return 0;
+}

@@ -22,6 +22,7 @@
  * instance (which joins its supervisor) happens after it is released. */
 #include "gateway_internal.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,35 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
         if (gateway_cluster_move(g, ids[i], 0, NULL, 0, why, sizeof(why)))
             fprintf(stderr, "lockstep serve: %s cannot leave host %s: %s\n", ids[i],
                     g->hosts[host].name, why);
+}
+
+int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
+    pid_t pids[128];
+    int n = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    struct cluster_host *h = &g->hosts[host];
+    g->lost_until_us[host] = runner_now_us() + (uint64_t)(seconds * 1e6);
+    if (!h->lost) {
+        cluster_host_update(h, NULL);
+        gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost (a fault, for %.0f s)",
+                              h->name, seconds);
+    }
+    for (int i = 0; i < g->n_instances; i++)
+        for (int pass = 0; pass < 2; pass++) {
+            struct gateway_instance *at = pass ? g->instances[i]->move.successor : g->instances[i];
+            int there = 0;
+            for (int k = 0; at && k < at->placement.n_hosts; k++)
+                there |= at->placement.host[k] == host;
+            if (!there || n == 128) continue;
+            pthread_mutex_lock(&at->lock);
+            if (at->pid > 0) pids[n++] = at->pid;
+            pthread_mutex_unlock(&at->lock);
+        }
+    pthread_mutex_unlock(&g->cluster_lock);
+    /* what ran there dies with it */
+    for (int i = 0; i < n; i++) kill(-pids[i], SIGKILL);
+    gateway_cluster_leave_host(g, host);
+    return n;
 }
 
 /* ---------- start and end ---------- */

@@ -269,6 +269,7 @@ struct gateway {
     int n_retired, retired_capacity;
     int next_instance;                            /* instances made so far: their ids' numbers */
     struct cluster_host hosts[CLUSTER_HOSTS_MAX]; /* (n_hosts) */
+    uint64_t lost_until_us[CLUSTER_HOSTS_MAX];    /* a lose-host fault's end, per host */
     int n_hosts;
     struct gateway_event events[GATEWAY_EVENTS]; /* ring */
     int n_events;                                /* events so far */
@@ -467,6 +468,9 @@ int gateway_cluster_delete(struct gateway *gateway, const char *id, char *why, s
 /* tp 0 keeps the degree; no hosts: the policy chooses (elsewhere, at the same degree). */
 int gateway_cluster_move(struct gateway *gateway, const char *id, int tp, const char *const *hosts,
                          int n_hosts, char *why, size_t whylen);
+/* Fault injection: host is lost for seconds (its probes count as failed)
+ * and the runners with ranks there are killed; returns how many. */
+int gateway_cluster_lose_host(struct gateway *gateway, int host, double seconds);
 /* Moves every instance with a rank on a lost host elsewhere. */
 void gateway_cluster_leave_host(struct gateway *gateway, int host);
 /* What the live instances (and moves' new placements) hold on each host
@@ -486,6 +490,13 @@ void gateway_probe_stop(struct gateway *gateway);
 /* admin.c */
 /* GET /v1/cluster's JSON text (free() it). */
 char *gateway_cluster_json(struct gateway *gateway);
+/* POST /debug/fault's cluster kinds on instance's model: "move" (to
+ * body's "tp" and "hosts") and "lose-host" (its leader's host, for
+ * body's "seconds", default 15); 1 if kind is one of them (done, or e
+ * set with its status), else 0. */
+int gateway_admin_fault(struct gateway *gateway, struct gateway_instance *instance,
+                        const char *kind, const struct cJSON *body, struct openai_error *e,
+                        int *failed);
 /* An /admin/instances call: the HTTP status with *json (free() it), or -1 with e. */
 int gateway_admin_call(struct gateway *gateway, const char *method, const char *url,
                        const char *body, size_t length, char **json, struct openai_error *e);

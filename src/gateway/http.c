@@ -417,7 +417,11 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     const struct gateway_served *s = model ? gateway_served_find(g, model) : NULL;
     struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
     enum MHD_Result rc;
-    if (!kind || !model) {
+    int failed = 0;
+    if (kind && in && gateway_admin_fault(g, in, kind, j, &e, &failed)) {
+        rc = failed ? send_error(c, call, &e)
+                    : send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
+    } else if (!kind || !model) {
         openai_error_set(&e, 400, "invalid_request_error", NULL, NULL,
                          "a fault needs \"model\" and \"kind\" strings");
         rc = send_error(c, call, &e);

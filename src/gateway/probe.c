@@ -102,6 +102,8 @@ static int probe_host(const struct gateway *g, const struct cluster_host *h,
 static int record(struct gateway *g, int host, const struct cluster_probe *p) {
     struct cluster_host *h = &g->hosts[host];
     int was_lost = h->lost;
+    /* a host a fault took down stays down for its time, whatever it says */
+    if (runner_now_us() < g->lost_until_us[host]) p = NULL;
     cluster_host_update(h, p);
     if (h->lost && !was_lost)
         gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost: it did not answer",
