@@ -24,9 +24,15 @@
  * data: [DONE] came in the window count as completed. A stall is a stream
  * with no token for more than --stall 5 seconds (the wait for the first
  * token included). Each part prints markdown table rows (--label names the
- * model file in them); exit status 1 when a request failed or stalled. */
+ * model file in them); exit status 1 when a request failed or stalled.
+ *
+ * With --move-every S (parts a and c; the gateway serves a cluster with
+ * --enable-faults) a mover moves --model's instance every S seconds to the
+ * next placement of --move-plan (POST /debug/fault's "move"), cycling, and
+ * times each move until GET /v1/cluster shows the instance ready there. */
 #include "loadgen.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +43,8 @@
 #define SOAK_CLIENTS_MAX 256 /* clients of one instance */
 #define SOAK_MODELS_MAX  4   /* models of part b */
 #define SOAK_REPS_MAX    1000
+#define SOAK_PLAN_MAX    8 /* placements of --move-plan */
+#define SOAK_MOVES_MAX   1000
 
 struct soak_options {
     int port;
@@ -53,7 +61,11 @@ struct soak_options {
     int prompt_tokens[SOAK_MODELS_MAX]; /* b: prompt length of each */
     int max_tokens[SOAK_MODELS_MAX];    /* b: tokens out of each */
     int n_models;
-    int reps, rounds; /* b */
+    int reps, rounds;                  /* b */
+    double move_every;                 /* a, c: seconds between moves (0: none) */
+    int n_plan;                        /* placements the moves cycle through */
+    int plan_tp[SOAK_PLAN_MAX];        /* each one's degree */
+    char plan_host[SOAK_PLAN_MAX][64]; /* and host */
 };
 
 /* ------------------------------------------------------------ part a, c */
@@ -131,6 +143,101 @@ static void print_load_row(const struct soak_options *o, const char *instance, i
     if (t->failed) fprintf(stderr, "soak: %s: first failure: %s\n", instance, t->first_error);
 }
 
+/* ------------------------------------------------------------- moves */
+
+struct soak_mover {
+    const struct soak_options *options;
+    double end;
+    int moves, completed;           /* posted; seen done */
+    double seconds[SOAK_MOVES_MAX]; /* (completed) each one's time to complete */
+    char first_error[LOADGEN_ERROR_MAX];
+    pthread_t thread;
+};
+
+/* "HOST:TP" as the gateway spells a placement on one host ("HOST" at tp 1). */
+static void placement_text(char *out, size_t size, const char *host, int tp) {
+    if (tp == 1)
+        snprintf(out, size, "%s", host);
+    else
+        snprintf(out, size, "%s:%d", host, tp);
+}
+
+/* 1 when GET /v1/cluster shows model's first instance ready on hosts. */
+static int placed(const struct soak_options *o, const char *hosts) {
+    struct loadgen_reply reply;
+    char err[LOADGEN_ERROR_MAX];
+    int done = 0;
+    if (loadgen_http(o->port, "GET", "/v1/cluster", NULL, loadgen_now() + 5, &reply, err,
+                     sizeof(err)))
+        return 0;
+    cJSON *root = reply.status == 200 ? cJSON_Parse(reply.body) : NULL, *in;
+    cJSON_ArrayForEach(in, cJSON_GetObjectItem(root, "instances")) {
+        const char *model = cJSON_GetStringValue(cJSON_GetObjectItem(in, "model"));
+        const char *at = cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts"));
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(in, "state"));
+        if (model && at && state && !strcmp(model, o->model))
+            done = !strcmp(at, hosts) && !strcmp(state, "ready");
+    }
+    cJSON_Delete(root);
+    loadgen_reply_free(&reply);
+    return done;
+}
+
+static void *soak_mover_main(void *arg) {
+    struct soak_mover *m = arg;
+    const struct soak_options *o = m->options;
+    char body[256], err[LOADGEN_ERROR_MAX], hosts[80];
+    for (double next = loadgen_now() + o->move_every; next < m->end; next += o->move_every) {
+        struct timespec nap = {0, 0};
+        double wait = next - loadgen_now();
+        nap.tv_sec = (time_t)(wait > 0 ? wait : 0);
+        nap.tv_nsec = wait > 0 ? (long)((wait - (double)nap.tv_sec) * 1e9) : 0;
+        nanosleep(&nap, NULL);
+        int k = m->moves % o->n_plan;
+        struct loadgen_reply reply;
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"kind\":\"move\",\"tp\":%d,\"hosts\":[\"%s\"]}", o->model,
+                 o->plan_tp[k], o->plan_host[k]);
+        placement_text(hosts, sizeof(hosts), o->plan_host[k], o->plan_tp[k]);
+        double start = loadgen_now();
+        m->moves++;
+        if (loadgen_http(o->port, "POST", "/debug/fault", body, start + 10, &reply, err,
+                         sizeof(err)) == 0) {
+            if (reply.status != 200)
+                snprintf(err, sizeof(err), "HTTP %d: %.200s", reply.status, reply.body);
+            int posted = reply.status == 200;
+            loadgen_reply_free(&reply);
+            while (posted && loadgen_now() - start < 120 && !placed(o, hosts)) {
+                struct timespec poll = {0, 50000000};
+                nanosleep(&poll, NULL);
+            }
+            if (posted && placed(o, hosts) && m->completed < SOAK_MOVES_MAX) {
+                m->seconds[m->completed++] = loadgen_now() - start;
+                continue;
+            }
+        }
+        if (!m->first_error[0]) snprintf(m->first_error, sizeof(m->first_error), "%s", err);
+    }
+    return NULL;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One line after the table: the moves and their times. */
+static int print_moves(struct soak_mover *m) {
+    qsort(m->seconds, (size_t)m->completed, sizeof(double), compare_doubles);
+    printf(
+        "\nmoves of %s: %d posted, %d completed; time to complete median %.2f s, max %.2f s%s%s\n",
+        m->options->model, m->moves, m->completed,
+        m->completed ? m->seconds[m->completed / 2] : 0.0,
+        m->completed ? m->seconds[m->completed - 1] : 0.0,
+        m->first_error[0] ? "; first failure: " : "", m->first_error);
+    return m->completed < m->moves;
+}
+
 /* Parts a and c: the clients of one or two instances for o->seconds. */
 static int run_load(const struct soak_options *o) {
     static struct soak_client clients[2 * SOAK_CLIENTS_MAX];
@@ -138,7 +245,11 @@ static int run_load(const struct soak_options *o) {
     const char *names[2] = {o->model, o->second};
     int counts[2] = {o->clients, o->part == 'c' ? o->second_clients : 0}, n = 0, rc = 0;
     double end = loadgen_now() + o->seconds;
+    static struct soak_mover mover;
     atomic_init(&next_seed, 1);
+    mover = (struct soak_mover){.options = o, .end = end};
+    int moving =
+        o->move_every > 0 && pthread_create(&mover.thread, NULL, soak_mover_main, &mover) == 0;
     for (int g = 0; g < 2; g++) {
         for (int i = 0; i < counts[g]; i++, n++) {
             clients[n] = (struct soak_client){
@@ -172,6 +283,10 @@ static int run_load(const struct soak_options *o) {
         rc |= all.failed > 0 || all.stalls > 0;
         loadgen_samples_free(&all.ttft);
         loadgen_samples_free(&all.itl);
+    }
+    if (moving) {
+        pthread_join(mover.thread, NULL);
+        rc |= print_moves(&mover);
     }
     return rc;
 }
@@ -329,7 +444,11 @@ static void usage(FILE *out) {
                  "  --max-tokens M,N      b: tokens out for each (default 256)\n"
                  "  --reps N              b: requests per model and round (default 20)\n"
                  "  --rounds N            b: rounds (default 2)\n"
-                 "  --deadline S          seconds a request may take (default 300)\n");
+                 "  --deadline S          seconds a request may take (default 300)\n"
+                 "  --move-every S        a, c: move --model's instance every S s (a cluster\n"
+                 "                        gateway with --enable-faults)\n"
+                 "  --move-plan P         the placements the moves cycle through: TP@HOST,...\n"
+                 "                        (default 1@127.0.0.3,2@localhost)\n");
 }
 
 static void print_header(char part) {
@@ -369,6 +488,26 @@ static int number_list(const char *name, const char *text, int *values) {
     return n > 0 ? 0 : -1;
 }
 
+/* --move-plan TP@HOST,...: the placements the moves cycle through. */
+static int parse_plan(const char *text, struct soak_options *o) {
+    char copy[512], *save = NULL;
+    o->n_plan = 0;
+    snprintf(copy, sizeof(copy), "%s", text);
+    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        char *at = strchr(p, '@');
+        int k = o->n_plan;
+        if (!at || k == SOAK_PLAN_MAX || strlen(at + 1) == 0 || strlen(at + 1) >= 64 ||
+            (o->plan_tp[k] = atoi(p)) < 1 || o->plan_tp[k] > 64) {
+            fprintf(stderr, "soak: --move-plan '%s': TP@HOST,... (up to %d)\n", text,
+                    SOAK_PLAN_MAX);
+            return -1;
+        }
+        snprintf(o->plan_host[k], sizeof(o->plan_host[k]), "%s", at + 1);
+        o->n_plan++;
+    }
+    return o->n_plan > 0 ? 0 : -1;
+}
+
 static int parse_option(const char *name, char *value, struct soak_options *o) {
     double v;
     const char **text = !strcmp(name, "--label")    ? &o->label
@@ -394,6 +533,8 @@ static int parse_option(const char *name, char *value, struct soak_options *o) {
     if (!strcmp(name, "--prompt-tokens")) return number_list(name, value, o->prompt_tokens);
     if (!strcmp(name, "--max-tokens")) return number_list(name, value, o->max_tokens);
     if (!strcmp(name, "--seconds")) return number(name, value, 0.1, 1e7, &o->seconds);
+    if (!strcmp(name, "--move-every")) return number(name, value, 1, 1e6, &o->move_every);
+    if (!strcmp(name, "--move-plan")) return parse_plan(value, o);
     if (!strcmp(name, "--stall")) return number(name, value, 0.01, 1e6, &o->stall);
     if (!strcmp(name, "--deadline")) return number(name, value, 0.1, 1e6, &o->deadline);
     int *whole = !strcmp(name, "--port")             ? &o->port
@@ -425,7 +566,10 @@ int main(int argc, char **argv) {
                              .prompt_tokens = {731, 731, 731, 731},
                              .max_tokens = {256, 256, 256, 256},
                              .reps = 20,
-                             .rounds = 2};
+                             .rounds = 2,
+                             .n_plan = 2,
+                             .plan_tp = {1, 2},
+                             .plan_host = {"127.0.0.3", "localhost"}};
     for (int i = 1; i < argc; i += 2) { /* every option takes one value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
