@@ -16,6 +16,9 @@
  *     across localhost and 127.0.0.2 (mpirun): every stream ends with
  *     [DONE], a finish_reason and exactly the text of an undisturbed run;
  *     the instance keeps its id and shows its new hosts;
+ *   - a move to a host where no runner starts (nowhere.invalid) fails with
+ *     the reason, and the instance serves on where it was, every stream
+ *     whole;
  *   - a replica started through the admin API shares the load (both serve
  *     tokens), and deleting the first while streams run hands them to the
  *     replica: the same texts, and one instance is left.
@@ -216,7 +219,7 @@ static void test_keys(void) {
 
 static void test_shows_cluster(void) {
     cJSON *c = cluster_state(), *in = find_instance(c, "rand-1");
-    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "hosts")) == 3);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "hosts")) == 4);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "instances")) == 1);
     CHECK(in && cJSON_GetNumberValue(cJSON_GetObjectItem(in, "tp")) == 2);
     const char *hosts = cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts"));
@@ -249,6 +252,42 @@ static double move_during_streams(struct stream *reference, const char *body, co
      * 1 is not slowed down by the delay fault, which acts on collectives) */
     CHECK_MSG(in_flight >= N_STREAMS / 2, "%s: %.0f streams were in flight", what, in_flight);
     return took;
+}
+
+/* A move to a host where no runner can start fails, and says why; the
+ * instance serves on where it was (the host may also be known lost by
+ * then: the move is refused at once with the reason). */
+static void test_failed_move(struct stream *reference) {
+    struct stream s[N_STREAMS];
+    char *body = NULL, was[64];
+    cJSON *c = cluster_state();
+    snprintf(was, sizeof(was), "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "hosts")));
+    cJSON_Delete(c);
+    start_streams(s, N_STREAMS);
+    int status = admin("POST", "/admin/instances/rand-1/move", ADMIN,
+                       "{\"tp\":1,\"hosts\":[\"nowhere.invalid\"]}", &body);
+    CHECK_MSG(status == 202 || (status == 409 && body && strstr(body, "nowhere.invalid")),
+              "move to nowhere: %d %s", status, body ? body : "");
+    free(body);
+    double start = test_now();
+    const char *reason = NULL;
+    while (status == 202 && test_now() - start < 60) {
+        c = cluster_state();
+        cJSON *move = cJSON_GetObjectItem(find_instance(c, "rand-1"), "move");
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(move, "state"));
+        int failed = state && !strcmp(state, "failed");
+        reason = failed ? cJSON_GetStringValue(cJSON_GetObjectItem(move, "reason")) : NULL;
+        if (failed) fprintf(stderr, "failed move: %s\n", reason ? reason : "(no reason)");
+        CHECK_MSG(!failed || (reason && *reason), "a failed move without a reason");
+        cJSON_Delete(c);
+        if (failed) break;
+        nap_ms(50);
+    }
+    CHECK_MSG(status != 202 || test_now() - start < 60, "the move to nowhere did not fail");
+    CHECK_MSG(wait_placed("rand-1", was, 30), "rand-1 left %s", was);
+    join_streams(s, N_STREAMS);
+    check_streams(s, reference, N_STREAMS, "failed move");
 }
 
 static void test_replica_and_delete(struct stream *reference) {
@@ -304,8 +343,8 @@ int main(void) {
     if (!test_write_random_model(model, options)) return test_status("test_gateway_cluster");
     FILE *f = fopen(hostfile, "w");
     if (!f) return 1;
-    fputs("# this machine under three names\nlocalhost slots=4\n127.0.0.2 slots=4\n"
-          "127.0.0.3 slots=2 memory=1M\n",
+    fputs("# this machine under three names, and one that does not exist\nlocalhost slots=4\n"
+          "127.0.0.2 slots=4\n127.0.0.3 slots=2 memory=1M\nnowhere.invalid slots=2\n",
           f);
     fclose(f);
     struct test_service server;
@@ -344,6 +383,7 @@ int main(void) {
         move_during_streams(reference, "{\"tp\":2,\"hosts\":[\"localhost\",\"127.0.0.2\"]}",
                             "localhost+127.0.0.2", "move to tp 2 across two hosts");
 #endif
+        test_failed_move(reference);
         test_replica_and_delete(reference);
         for (int i = 0; i < N_STREAMS; i++) free(reference[i].text);
     }

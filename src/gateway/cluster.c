@@ -529,7 +529,7 @@ int gateway_cluster_start(struct gateway *g, char *err, size_t errlen) {
         g->hosts[0].slots = CLUSTER_RANKS_MAX;
         g->n_hosts = 1;
     }
-    gateway_probe_hosts(g);
+    gateway_probe_hosts(g, 1); /* this machine now; the others from the probe thread */
     if (start_initial(g, err, errlen)) return -1;
     return gateway_probe_start(g, err, errlen);
 }

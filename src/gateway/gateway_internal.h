@@ -482,8 +482,9 @@ void gateway_cluster_event(struct gateway *gateway, const char *kind, const char
     __attribute__((format(printf, 5, 6)));
 
 /* probe.c */
-/* Probes every host once (no lock held by the caller). */
-void gateway_probe_hosts(struct gateway *gateway);
+/* Probes every host once, or only this machine's names (no lock held by
+ * the caller). */
+void gateway_probe_hosts(struct gateway *gateway, int local_only);
 int gateway_probe_start(struct gateway *gateway, char *err, size_t errlen);
 void gateway_probe_stop(struct gateway *gateway);
 

@@ -113,13 +113,14 @@ static int record(struct gateway *g, int host, const struct cluster_probe *p) {
     return h->lost && !was_lost;
 }
 
-void gateway_probe_hosts(struct gateway *g) {
+void gateway_probe_hosts(struct gateway *g, int local_only) {
     for (int i = 0; i < g->n_hosts && !atomic_load(&g->stopping); i++) {
         struct cluster_host copy;
         struct cluster_probe p;
         pthread_mutex_lock(&g->cluster_lock);
         copy = g->hosts[i];
         pthread_mutex_unlock(&g->cluster_lock);
+        if (local_only && !copy.local) continue;
         int ok = probe_host(g, &copy, &p) == 0;
         pthread_mutex_lock(&g->cluster_lock);
         record(g, i, ok ? &p : NULL);
@@ -132,12 +133,13 @@ void gateway_probe_hosts(struct gateway *g) {
 static void *probe_loop(void *arg) {
     struct gateway *g = arg;
     double every = g->params.probe_seconds > 0 ? g->params.probe_seconds : 5.0;
+    gateway_probe_hosts(g, 0); /* the other machines, at once */
     while (!atomic_load(&g->stopping)) {
         for (double waited = 0; waited < every && !atomic_load(&g->stopping); waited += 0.05) {
             struct timespec nap = {0, 50000000};
             nanosleep(&nap, NULL);
         }
-        if (!atomic_load(&g->stopping)) gateway_probe_hosts(g);
+        if (!atomic_load(&g->stopping)) gateway_probe_hosts(g, 0);
     }
     return NULL;
 }
