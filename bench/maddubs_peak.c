@@ -24,8 +24,6 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #define ITERATIONS   50000000L /* loop trips per thread and pass */
 #define ACCUMULATORS 12        /* independent chains per thread */
@@ -68,20 +66,10 @@ static void *block_step(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int n_threads = argc > 1 ? atoi(argv[1]) : 1;
-    if (n_threads < 1 || n_threads > 64) {
-        fprintf(stderr, "usage: maddubs_peak [threads 1..64]\n");
-        return 2;
-    }
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-        printf("0\n");
-        return 77;
-    }
-    double peak =
-        peak_best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
-    double block = peak_best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
-    printf("peak        %.1f GMAC/s\n", peak);
-    printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
-    return 0;
+    struct peak_kernels k = {
+        "maddubs_peak", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+        multiply_add,   (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS,
+        block_step,     (double)BLOCKS * BLOCK_MACS};
+    return peak_main(argc, argv, &k);
 }

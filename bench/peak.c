@@ -3,6 +3,8 @@
  * 7 passes counts, since a shared host slows some passes down. */
 #include "peak.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static double now(void) {
@@ -23,4 +25,21 @@ double peak_best_rate(void *(*fn)(void *), int n_threads, double macs_per_thread
         if (rate > best) best = rate;
     }
     return best;
+}
+
+int peak_main(int argc, char **argv, const struct peak_kernels *k) {
+    int n_threads = argc > 1 ? atoi(argv[1]) : 1;
+    if (n_threads < 1 || n_threads > 64) {
+        fprintf(stderr, "usage: %s [threads 1..64]\n", k->name);
+        return 2;
+    }
+    if (!k->supported) {
+        printf("0\n");
+        return 77;
+    }
+    double peak = peak_best_rate(k->peak, n_threads, k->peak_macs);
+    double block = peak_best_rate(k->block, n_threads, k->block_macs);
+    printf("peak        %.1f GMAC/s\n", peak);
+    printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
+    return 0;
 }

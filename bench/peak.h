@@ -16,4 +16,17 @@ struct worker {
  * for macs_per_thread multiply-adds a thread and pass. */
 double peak_best_rate(void *(*fn)(void *), int n_threads, double macs_per_thread);
 
+/* A ceiling benchmark: its kernels and whether this machine runs them. */
+struct peak_kernels {
+    const char *name;       /* for the usage line */
+    int supported;          /* 0: the machine lacks the instructions (prints 0, exits 77) */
+    void *(*peak)(void *);  /* the bare multiply-adds */
+    double peak_macs;       /* multiply-adds of one call, per thread */
+    void *(*block)(void *); /* the panel kernel's block steps */
+    double block_macs;      /* multiply-adds of one call, per thread */
+};
+
+/* The benchmark's main: `NAME [threads 1..64]`; prints both rates. */
+int peak_main(int argc, char **argv, const struct peak_kernels *kernels);
+
 #endif

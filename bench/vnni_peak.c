@@ -21,8 +21,6 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #define ITERATIONS   50000000L /* loop trips per thread and pass */
 #define ACCUMULATORS 12        /* independent vpdpbusd chains per thread */
@@ -60,20 +58,9 @@ static void *block_step(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int n_threads = argc > 1 ? atoi(argv[1]) : 1;
-    if (n_threads < 1 || n_threads > 64) {
-        fprintf(stderr, "usage: vnni_peak [threads 1..64]\n");
-        return 2;
-    }
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512vnni")) {
-        printf("0\n");
-        return 77;
-    }
-    double peak =
-        peak_best_rate(multiply_add, n_threads, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS);
-    double block = peak_best_rate(block_step, n_threads, (double)BLOCKS * BLOCK_MACS);
-    printf("peak        %.1f GMAC/s\n", peak);
-    printf("block step  %.1f GMAC/s (%.2f of peak)\n", block, block / peak);
-    return 0;
+    struct peak_kernels k = {"vnni_peak",  __builtin_cpu_supports("avx512vnni"),
+                             multiply_add, (double)ITERATIONS * ACCUMULATORS * LANE_PAIRS,
+                             block_step,   (double)BLOCKS * BLOCK_MACS};
+    return peak_main(argc, argv, &k);
 }
