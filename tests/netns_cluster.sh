@@ -36,17 +36,8 @@ ns=("" "${prefix}1-$$" "${prefix}2-$$" "${prefix}3-$$")
 ip_of=("10.216.0.254" "10.216.0.1" "10.216.0.2" "10.216.0.3")
 N_A=6 N_B=4 TOKENS=160
 
-remove_namespace() {
-    local pids
-    for _ in 1 2 3 4 5; do
-        pids=$(ip netns pids "$1" 2>/dev/null)
-        [ -z "$pids" ] && break
-        # shellcheck disable=SC2086
-        kill -KILL $pids 2>/dev/null
-        sleep 0.1
-    done
-    ip netns delete "$1" 2>/dev/null
-}
+# shellcheck source=tests/netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 
 work='' server=''
 cleanup() {
@@ -63,9 +54,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # Namespaces of earlier runs whose script is gone.
-for old in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}[g123]-[0-9]+$"); do
-    kill -0 "${old#*-}" 2>/dev/null || remove_namespace "$old"
-done
+remove_stale_namespaces "^${prefix}[g123]-[0-9]+$"
 
 work=$(mktemp -d /tmp/netns_cluster.XXXXXX) || exit 1
 chmod 755 "$work"

@@ -43,18 +43,8 @@ veth1=$prefix'a-'$$ veth2=$prefix'b-'$$
 ip1=10.213.0.1 ip2=10.213.0.2 subnet=10.213.0.0/24
 JOB_SECONDS=60                   # one mpirun job, should nothing else stop it
 
-# Kills every process in namespace $1 (by pid), then deletes it.
-remove_namespace() {
-    local pids
-    for _ in 1 2 3 4 5; do
-        pids=$(ip netns pids "$1" 2>/dev/null)
-        [ -z "$pids" ] && break
-        # shellcheck disable=SC2086
-        kill -KILL $pids 2>/dev/null
-        sleep 0.1
-    done
-    ip netns delete "$1" 2>/dev/null
-}
+# shellcheck source=tests/netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 
 work='' child=''
 cleanup() {
@@ -73,9 +63,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # Namespaces of earlier runs whose script is gone (killed with SIGKILL).
-for ns in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}[12]-[0-9]+$"); do
-    kill -0 "${ns#*-}" 2>/dev/null || remove_namespace "$ns"
-done
+remove_stale_namespaces "^${prefix}[12]-[0-9]+$"
 
 work=$(mktemp -d /tmp/netns_tp.XXXXXX) || exit 1
 export TMPDIR=$work                   # Open MPI's session directories go here
