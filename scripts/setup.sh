@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-          dpkg-dev file groff-base chromium)
+# setup.sh -- installs the Debian packages lockstep builds and tests with, the
+# openai npm SDK that tests/sdk drives `lockstep serve` with, and
+# puppeteer-core, with which tests/dashboard drives chromium on the dashboard.
+# dpkg-dev and file are CPack's (the .deb's dependencies,
+# scripts/package_check.sh), groff-base the man page test's.
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 
