@@ -31,6 +31,7 @@
 
 #define MOVE_START_SECONDS 300.0    /* a move's placement must be ready in this time */
 #define REPLACE_EVERY_US   5000000u /* a failed instance is placed elsewhere this often */
+#define WARM_SECONDS       10.0     /* a move waits this long at most for its warm-ups */
 
 /* ---------- events ---------- */
 
@@ -354,10 +355,18 @@ static void check_move(struct gateway *g, int i, struct retiring *out) {
     char status[256];
     pthread_mutex_lock(&next->lock);
     int ready = next->state == INSTANCE_READY, failed = next->failures > 0 || next->restarts > 0;
+    int warm = next->warm_pending == 0;
     snprintf(status, sizeof(status), "%s", next->status);
     pthread_mutex_unlock(&next->lock);
-    double waited = (double)(runner_now_us() - in->move.started_us) * 1e-6;
-    if (ready)
+    uint64_t now = runner_now_us();
+    double waited = (double)(now - in->move.started_us) * 1e-6;
+    if (ready && !in->move.warming) {
+        /* the old placement serves on while the new one computes the
+         * requests' KV; they then move with only a few tokens to compute */
+        in->move.warming = 1;
+        in->move.warm_started_us = now;
+        gateway_instance_warm(in, next);
+    } else if (ready && (warm || (double)(now - in->move.warm_started_us) * 1e-6 > WARM_SECONDS))
         complete_move(g, i, out);
     else if (failed)
         fail_move(g, in, status, out);

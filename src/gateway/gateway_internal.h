@@ -141,7 +141,7 @@ struct gateway_served {
  * /v1/cluster shows it. */
 enum gateway_move_state {
     GATEWAY_MOVE_NONE = 0, /* never moved */
-    GATEWAY_MOVE_STARTING, /* the new placement is starting; the old one serves */
+    GATEWAY_MOVE_STARTING, /* the new placement is starting (or warming); the old one serves */
     GATEWAY_MOVE_DONE,     /* the last move completed */
     GATEWAY_MOVE_FAILED,   /* the last move's placement did not start: the old one serves */
 };
@@ -153,6 +153,8 @@ struct gateway_move {
     char reason[256];                   /* why it failed */
     uint64_t started_us, finished_us;   /* when it began and ended */
     struct gateway_instance *successor; /* the new placement's instance while starting */
+    int warming;                        /* 1: its runner computes the requests' KV (warm-ups) */
+    uint64_t warm_started_us;           /* when the warm-ups were sent */
 };
 
 /* Counters of what an instance served, for GET /v1/cluster's rates. */
@@ -221,7 +223,11 @@ struct gateway_instance {
     int stuck_detections;
     unsigned refuse_starts; /* fault injection: starts still to refuse */
     int steps_since_ready;  /* steps the current runner completed */
-    int last_exit;          /* the last runner's wait status */
+    /* a move's warm-ups (cluster.c): requests of one token that fill its
+     * runner's prefix cache with the moving requests' KV before they come */
+    uint64_t warm_first, warm_last; /* their runner ids, [first, last] */
+    int warm_pending;               /* those not finished yet */
+    int last_exit;                  /* the last runner's wait status */
 };
 
 /* The metric families of GET /metrics (observe.c). */
@@ -377,6 +383,11 @@ int gateway_instance_take(struct gateway_instance *instance, struct gateway_choi
  * whose request is over are released instead. */
 void gateway_instance_give(struct gateway_instance *instance, struct gateway_choice **choices,
                            int n);
+/* Sends `to` a warm-up of every choice of `from`: a one-token request of
+ * its prompt and tokens so far, which leaves their KV blocks in the runner's
+ * prefix cache, so that when the choices come they compute only what was
+ * generated since (DESIGN.md I8: reuse is exact). Returns how many. */
+int gateway_instance_warm(struct gateway_instance *from, struct gateway_instance *to);
 /* Tokens it still has to work through: prompts not started and tokens not
  * generated (the router's load figure). */
 int64_t gateway_instance_outstanding(struct gateway_instance *instance);

@@ -379,6 +379,56 @@ void gateway_instance_give(struct gateway_instance *in, struct gateway_choice **
     gateway_instance_wake(in);
 }
 
+/* A copy of a choice's prompt and tokens so far (request lock held). */
+static int *copy_tokens(const struct gateway_choice *c, int *n) {
+    const struct gateway_request *r = c->request;
+    *n = r->n_prompt + c->n_generated;
+    int *tokens = malloc((size_t)*n * sizeof(int));
+    if (!tokens) return NULL;
+    memcpy(tokens, r->prompt, (size_t)r->n_prompt * sizeof(int));
+    memcpy(tokens + r->n_prompt, c->generated, (size_t)c->n_generated * sizeof(int));
+    return tokens;
+}
+
+int gateway_instance_warm(struct gateway_instance *from, struct gateway_instance *to) {
+    int n = 0, *lengths = NULL, **prompts = NULL;
+    char err[200];
+    pthread_mutex_lock(&from->lock);
+    if (from->n_requests > 0) {
+        prompts = calloc((size_t)from->n_requests, sizeof(int *));
+        lengths = calloc((size_t)from->n_requests, sizeof(int));
+    }
+    for (int i = 0; prompts && lengths && i < from->n_requests; i++) {
+        const struct gateway_choice *c = from->requests[i];
+        pthread_mutex_lock(&c->request->lock);
+        prompts[n] = copy_tokens(c, &lengths[n]);
+        pthread_mutex_unlock(&c->request->lock);
+        n += prompts[n] != NULL;
+    }
+    pthread_mutex_unlock(&from->lock);
+    uint64_t first = atomic_fetch_add(&from->gateway->next_id, (unsigned long long)(n ? n : 1));
+    pthread_mutex_lock(&to->lock);
+    to->warm_first = first;
+    to->warm_last = first + (uint64_t)n - 1;
+    to->warm_pending = n;
+    for (int i = 0; i < n; i++) {
+        /* greedy, one token: only the prompt's KV matters */
+        struct runner_request q = {.id = first + (uint64_t)i,
+                                   .max_tokens = 1,
+                                   .n_prompt = lengths[i],
+                                   .prompt = prompts[i]};
+        runner_sampling_default(&q.sampling);
+        q.sampling.temperature = 0;
+        if (runner_encode_add(&to->outbox, &q, err, sizeof(err))) to->warm_pending--;
+        free(prompts[i]);
+    }
+    pthread_mutex_unlock(&to->lock);
+    gateway_instance_wake(to);
+    free(prompts);
+    free(lengths);
+    return n;
+}
+
 int64_t gateway_instance_outstanding(struct gateway_instance *in) {
     int64_t tokens = 0;
     pthread_mutex_lock(&in->lock);
@@ -430,6 +480,10 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
         }
     } else if (f->type == RUNNER_MSG_FINISHED &&
                !runner_decode_finished(f, &finished, err, sizeof(err))) {
+        pthread_mutex_lock(&in->lock);
+        if (finished.id >= in->warm_first && finished.id <= in->warm_last && in->warm_pending > 0)
+            in->warm_pending--; /* a move's warm-up: its token is not anyone's */
+        pthread_mutex_unlock(&in->lock);
         if ((c = find_choice(in, finished.id, 1))) {
             gateway_request_on_finished(c, &finished, in);
             gateway_request_release(c->request);
