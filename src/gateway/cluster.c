@@ -53,6 +53,18 @@ void gateway_cluster_event(struct gateway *g, const char *kind, const char *inst
     fprintf(stderr, "lockstep serve: %s\n", e->text);
 }
 
+void gateway_cluster_note(struct gateway *g, const char *kind, const char *instance,
+                          const char *format, ...) {
+    char text[256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    pthread_mutex_lock(&g->cluster_lock);
+    gateway_cluster_event(g, kind, instance, NULL, "%s", text);
+    pthread_mutex_unlock(&g->cluster_lock);
+}
+
 /* ---------- the list ---------- */
 
 static int append(struct gateway_instance ***list, int *n, int *capacity,
@@ -472,7 +484,7 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
 }
 
 int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
-    pid_t pids[128];
+    pid_t pids[128] = {0};
     int n = 0;
     pthread_mutex_lock(&g->cluster_lock);
     struct cluster_host *h = &g->hosts[host];
@@ -485,8 +497,9 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
     for (int i = 0; i < g->n_instances; i++)
         for (int pass = 0; pass < 2; pass++) {
             struct gateway_instance *at = pass ? g->instances[i]->move.successor : g->instances[i];
+            if (!at) continue;
             int there = 0;
-            for (int k = 0; at && k < at->placement.n_hosts; k++)
+            for (int k = 0; k < at->placement.n_hosts; k++)
                 there |= at->placement.host[k] == host;
             if (!there || n == 128) continue;
             pthread_mutex_lock(&at->lock);

@@ -487,6 +487,9 @@ void gateway_cluster_leave_host(struct gateway *gateway, int host);
 /* What the live instances (and moves' new placements) hold on each host
  * (cluster lock held). */
 void gateway_cluster_usage(struct gateway *gateway, struct cluster_usage *usage);
+/* The same, taking the cluster lock (no instance lock may be held). */
+void gateway_cluster_note(struct gateway *gateway, const char *kind, const char *instance,
+                          const char *format, ...) __attribute__((format(printf, 4, 5)));
 /* Records an event and logs it (cluster lock held). */
 void gateway_cluster_event(struct gateway *gateway, const char *kind, const char *instance,
                            const char *host, const char *format, ...)

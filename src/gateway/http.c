@@ -419,6 +419,8 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     enum MHD_Result rc;
     int failed = 0;
     if (kind && in && gateway_admin_fault(g, in, kind, j, &e, &failed)) {
+        if (!failed)
+            gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
         rc = failed ? send_error(c, call, &e)
                     : send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
     } else if (!kind || !model) {
@@ -435,6 +437,7 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
                                       cJSON_IsNumber(count) ? count->valueint : 1, &e)) {
         rc = send_error(c, call, &e);
     } else {
+        gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
         rc = send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
     }
     cJSON_Delete(j);

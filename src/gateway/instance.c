@@ -641,8 +641,10 @@ static int handle_frames(struct gateway_instance *in, struct runner_buffer *rece
         pthread_mutex_lock(&in->lock);
         in->hello = hello;
         runner_ready(in);
+        int pid = (int)in->pid;
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: %s ready (runner pid %d)\n", in->id, (int)in->pid);
+        gateway_cluster_note(in->gateway, "ready", in->id, "%s ready on %s (runner pid %d)", in->id,
+                             in->hosts_text, pid);
     }
     runner_buffer_consume(received, used);
     if (rc == 0) return 0;
@@ -820,10 +822,13 @@ static void *supervise(void *arg) {
         if (fd >= 0) close(fd);
         int status = pid > 0 ? stop_runner(in, pid, instance_stopping(in)) : 0;
         if (instance_stopping(in)) break;
+        char why[sizeof(in->status)];
         pthread_mutex_lock(&in->lock);
         double backoff = plan_restart(in, stuck, was_ready, status);
+        snprintf(why, sizeof(why), "%s", in->status);
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: %s: %s\n", in->id, in->status);
+        gateway_cluster_note(in->gateway, stuck ? "stuck" : "restart", in->id, "%s: %s", in->id,
+                             why);
         gateway_observe_restart(in);
         for (double waited = 0; waited < backoff && !instance_stopping(in); waited += 0.02) {
             struct timespec nap = {0, 20000000};
