@@ -49,7 +49,7 @@ void gateway_cluster_event(struct gateway *g, const char *kind, const char *inst
     vsnprintf(e->text, sizeof(e->text), format, args);
     va_end(args);
     g->n_events++;
-    fprintf(stderr, "lockstep serve: %s\n", e->text);
+    log_event(LOG_LEVEL_INFO, "gateway", "%s", e->text);
 }
 
 /* ---------- the list ---------- */
@@ -426,8 +426,8 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     if (!failed) return;
     in->replaced_us = now;
     if (start_move(g, in, 0, NULL, 0, why, sizeof(why)))
-        fprintf(stderr, "lockstep serve: %s failed and has no other placement now: %s\n", in->id,
-                why);
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s failed and has no other placement now: %s",
+                  in->id, why);
 }
 
 void gateway_cluster_step(struct gateway *g) {
@@ -458,8 +458,8 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
      * now is tried again at the next probe, and keeps restarting meanwhile */
     for (int i = 0; i < n; i++)
         if (gateway_cluster_move(g, ids[i], 0, NULL, 0, why, sizeof(why)))
-            fprintf(stderr, "lockstep serve: %s cannot leave host %s: %s\n", ids[i],
-                    g->hosts[host].name, why);
+            log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave host %s: %s", ids[i],
+                      g->hosts[host].name, why);
 }
 
 int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {

@@ -125,8 +125,8 @@ static int transition_allowed(enum instance_state from, enum instance_state to) 
 static void set_state(struct gateway_instance *in, enum instance_state to) {
     if (in->state == INSTANCE_DRAINING && to != INSTANCE_DRAINING) return;
     if (!transition_allowed(in->state, to)) {
-        fprintf(stderr, "lockstep serve: %s: no transition from %s to %s\n", in->id,
-                state_name(in->state), state_name(to));
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s: no transition from %s to %s", in->id,
+                  state_name(in->state), state_name(to));
         return;
     }
     in->state = to;
@@ -440,8 +440,8 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
          * what the gateway sent was malformed (a bug here), or it is full */
         static const char *const kinds[] = {"internal", "bad request", "over capacity",
                                             "out of memory"};
-        fprintf(stderr, "lockstep serve: %s: the runner refused the connection (%s): %s\n", in->id,
-                kinds[category], message);
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s: the runner refused the connection (%s): %s",
+                  in->id, kinds[category], message);
     } else if (f->type == RUNNER_MSG_HEARTBEAT &&
                !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
         pthread_mutex_lock(&in->lock);
@@ -588,11 +588,11 @@ static int handle_frames(struct gateway_instance *in, struct runner_buffer *rece
         in->hello = hello;
         runner_ready(in);
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: %s ready (runner pid %d)\n", in->id, (int)in->pid);
+        log_event(LOG_LEVEL_INFO, "gateway", "%s ready (runner pid %d)", in->id, (int)in->pid);
     }
     runner_buffer_consume(received, used);
     if (rc == 0) return 0;
-    fprintf(stderr, "lockstep serve: %s: %s\n", in->id, err);
+    log_event(LOG_LEVEL_ERROR, "gateway", "%s: %s", in->id, err);
     return -1;
 }
 
@@ -769,7 +769,7 @@ static void *supervise(void *arg) {
         pthread_mutex_lock(&in->lock);
         double backoff = plan_restart(in, stuck, was_ready, status);
         pthread_mutex_unlock(&in->lock);
-        fprintf(stderr, "lockstep serve: %s: %s\n", in->id, in->status);
+        log_event(LOG_LEVEL_WARN, "gateway", "%s: %s", in->id, in->status);
         gateway_observe_restart(in);
         for (double waited = 0; waited < backoff && !instance_stopping(in); waited += 0.02) {
             struct timespec nap = {0, 20000000};
