@@ -189,12 +189,9 @@ static void test_errors(void) {
 }
 
 static void test_packaged(void) {
-    char *argv[] = {LOCKSTEP_BIN,
-                    "serve",
-                    "--check-config",
-                    "--config",
-                    LOCKSTEP_SOURCE_DIR "/packaging/lockstep.conf",
-                    NULL};
+    char packaged[1024];
+    snprintf(packaged, sizeof(packaged), "%s/packaging/lockstep.conf", LOCKSTEP_SOURCE_DIR);
+    char *argv[] = {LOCKSTEP_BIN, "serve", "--check-config", "--config", packaged, NULL};
     struct test_job job = test_run_job(argv, DEADLINE, NULL);
     cJSON *s = settings_of(&job, "packaging/lockstep.conf");
     CHECK(s && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s, "models")) >= 1);
@@ -244,9 +241,9 @@ static void check_json_lines(const char *log) {
         size_t n = end ? (size_t)(end - at) : strlen(at);
         cJSON *j = cJSON_ParseWithLength(at, n);
         CHECK_MSG(j && strlen(text_at(j, "time")) == 24 &&
-                      strcmp(text_at(j, "level"), "(not a string)") &&
-                      strcmp(text_at(j, "component"), "(not a string)") &&
-                      strcmp(text_at(j, "message"), "(not a string)"),
+                      strcmp(text_at(j, "level"), "(not a string)") != 0 &&
+                      strcmp(text_at(j, "component"), "(not a string)") != 0 &&
+                      strcmp(text_at(j, "message"), "(not a string)") != 0,
                   "not a JSON log line: %.*s", (int)n, at);
         cJSON_Delete(j);
         lines++;

@@ -132,7 +132,7 @@ static int set_launcher(struct serve_options *o, struct gateway_model *m,
                         const struct serve_option *row, const char *value, const char *label,
                         char *err, size_t errlen) {
     (void)o, (void)row;
-    if (strcmp(value, "local") && strcmp(value, "mpi")) {
+    if (strcmp(value, "local") != 0 && strcmp(value, "mpi") != 0) {
         snprintf(err, errlen, "%s: '%s' is not local or mpi", label, value);
         return -1;
     }
