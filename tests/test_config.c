@@ -6,9 +6,10 @@
  * written in the file, a world-readable key file, a key given twice,
  * broken JSON) is refused with exit code 2 and one message naming the
  * file, the line and the key; the packaged example passes. Then a gateway
- * on a random model logs JSON lines that parse, with the request line's
- * fields and without the prompt's text, and text lines with a timestamp,
- * level and component. */
+ * on a random model, configured by a file (its key from a key file, JSON
+ * logs, request lines), takes the key, and logs JSON lines that parse,
+ * with the request line's fields and without the prompt's text; without
+ * the file its lines are text with a timestamp, level and component. */
 #include "runner/runner.h"
 #include "testutil.h"
 
@@ -64,7 +65,7 @@ static const cJSON *model_at(const cJSON *settings, int i) {
 
 static void test_valid(void) {
     char text[2048], source[700];
-    write_file(key_path, "s3cret\n", 0600);
+    write_file(key_path, "s3cret\nsecond line\n", 0600);
     snprintf(text, sizeof(text),
              "{\n"
              "  \"port\": 9000,\n"
@@ -84,7 +85,7 @@ static void test_valid(void) {
              "  ]\n"
              "}\n",
              key_path, config_path);
-    const char *env[] = {"TEST_ADMIN=other", NULL};
+    const char *env[] = {"TEST_ADMIN=adm1n-s3cret", NULL};
     struct test_job job = check_config(text, NULL, env);
     cJSON *s = settings_of(&job, "valid file");
     snprintf(source, sizeof(source), "(from file %s)", key_path);
@@ -94,7 +95,8 @@ static void test_valid(void) {
         CHECK_MSG(!strcmp(text_at(s, "api_key"), source), "api_key %s", text_at(s, "api_key"));
         CHECK_MSG(!strcmp(text_at(s, "admin_key"), "(from $TEST_ADMIN)"), "admin_key %s",
                   text_at(s, "admin_key"));
-        CHECK_MSG(!strstr(job.out, "s3cret") && !strstr(job.out, "other"), "a key was printed");
+        CHECK_MSG(!strstr(job.out, "s3cret") && !strstr(job.out, "adm1n-s3cret"),
+                  "a key was printed");
         CHECK(number_at(s, "watchdog") == 2.5);
         CHECK(!strcmp(text_at(s, "prefix_cache"), "off"));
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "log_requests")));
@@ -277,12 +279,23 @@ static void check_request_line(const char *log) {
 
 static void test_request_log(const char *model) {
     struct test_service gateway;
-    char *extra[] = {"--name", "config-random", "--log-format", "json", "--log-requests", NULL};
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"api_key_file\": \"%s\", \"log_format\": \"json\", \"log_requests\": true}",
+             key_path);
+    write_file(config_path, text, 0644);
+    write_file(key_path, "s3cret\n", 0600);
+    char *extra[] = {"--name", "config-random", "--config", config_path, NULL};
     int port = test_start_gateway(&gateway, model, extra, NULL, DEADLINE);
     CHECK_MSG(port > 0, "the gateway did not start");
+    /* the key is the file's */
+    struct test_http h = test_http_request(port, "GET", "/v1/models", NULL, NULL, 10);
+    CHECK_MSG(port <= 0 || h.status == 401, "no key: %d", h.status);
+    test_http_free(&h);
     const char *body = "{\"model\":\"config-random\",\"prompt\":\"zebracadabra\",\"max_tokens\":3,"
                        "\"temperature\":0,\"ignore_eos\":true}";
-    struct test_http h = test_http_request(port, "POST", "/v1/completions", NULL, body, 60);
+    h = test_http_request(port, "POST", "/v1/completions", "Authorization: Bearer s3cret\r\n", body,
+                          60);
     CHECK_MSG(port <= 0 || h.status == 200, "completion: %d %s", h.status, h.body ? h.body : "");
     test_http_free(&h);
     char *log = port > 0 ? wait_for_text(gateway.err_path, "\"id\":\"cmpl-") : NULL;

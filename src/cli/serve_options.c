@@ -273,7 +273,8 @@ static int set_key_env(struct serve_options *o, struct gateway_model *m,
 }
 
 /* Reads a key from a file only its owner (and group) may read: the key
- * would be anyone's otherwise. Trailing white space is not part of it. */
+ * would be anyone's otherwise. The key is its first line, without
+ * trailing white space. */
 static int set_key_file(struct serve_options *o, struct gateway_model *m,
                         const struct serve_option *row, const char *value, const char *label,
                         char *err, size_t errlen) {
@@ -296,7 +297,9 @@ static int set_key_file(struct serve_options *o, struct gateway_model *m,
     }
     ssize_t n = read(fd, text, SERVE_KEY_MAX);
     close(fd);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) n--;
+    if (n > 0 && memchr(text, '\n', (size_t)n)) /* the first line */
+        n = (char *)memchr(text, '\n', (size_t)n) - text;
+    while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ' ' || text[n - 1] == '\t')) n--;
     if (n <= 0 || n >= SERVE_KEY_MAX) {
         snprintf(err, errlen, "%s: %s %s", label, value,
                  n <= 0 ? "holds no key" : "is longer than a key may be");
