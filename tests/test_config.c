@@ -176,6 +176,9 @@ static void test_errors(void) {
         {"{\n  \"log_format\": \"xml\"\n}\n", ":2: log_format: 'xml' is not text or json"},
         {"{\n  \"api_key_env\": \"TEST_UNSET_KEY\"\n}\n",
          ":2: api_key_env: the environment variable TEST_UNSET_KEY is not set"},
+        {"{\n  \"models\": [{\"path\": \"a\",\n    \"runner_args\": \"--kv-type\"}]\n}\n",
+         ":3: models[0].runner_args: expected an array of at most 32 strings"},
+        {"{\n  \"cors_origins\": [\"a\",\n    7]\n}\n", ":3: cors_origins[1]: expected a string"},
         {world, ":2: api_key_file: "},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -306,7 +309,7 @@ static void test_request_log(const char *model) {
         CHECK_MSG(!strstr(log, "zebracadabra"), "the prompt's text is in the log");
     }
     free(log);
-    test_stop_service(&gateway, 20);
+    CHECK_MSG(test_stop_service(&gateway, 20) == 0, "gateway exit status %d", gateway.status);
 }
 
 /* Text lines: `TIME LEVEL COMPONENT: message`, the message as before. */
@@ -321,7 +324,7 @@ static void test_text_log(const char *model) {
                   line[23] == 'Z' && !strncmp(line + 24, " info gateway: ", 15),
               "text log: %s", log ? log : "(none)");
     free(log);
-    test_stop_service(&gateway, 20);
+    CHECK_MSG(test_stop_service(&gateway, 20) == 0, "gateway exit status %d", gateway.status);
 }
 
 int main(void) {

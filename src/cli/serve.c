@@ -19,6 +19,7 @@
 static void serve_usage(FILE *out) {
     fprintf(out,
             "usage: lockstep serve -m MODEL [model options] [-m MODEL ...] [options]\n"
+            "       lockstep serve --config FILE [options]\n"
             "model options (before any -m: defaults for all):\n"
             "  -m, --model FILE        a model to serve (repeat for several)\n"
             "  --name NAME             the name clients use (default: the file name)\n"

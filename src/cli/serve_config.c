@@ -198,15 +198,15 @@ static int refuse_literal_key(struct config *c, const char *key) {
 
 /* ---------------------------- models ---------------------------- */
 
+/* A model's own "runner_args": an array of strings. */
 static int set_own_args(struct config *c, int index, const cJSON *v, const char *path) {
     struct serve_options *o = c->o;
-    if (!cJSON_IsArray(v)) v = NULL;
-    for (const cJSON *e = v ? v->child : NULL; e; e = e->next) {
-        if (!cJSON_IsString(e)) v = NULL;
-        if (!v || o->n_own_args[index] == SERVE_MAX_RUNNER_ARGS) break;
-        o->own_args[index][o->n_own_args[index]++] = e->valuestring;
+    int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) <= SERVE_MAX_RUNNER_ARGS;
+    for (const cJSON *e = ok ? v->child : NULL; e && ok; e = e->next) {
+        ok = cJSON_IsString(e);
+        if (ok) o->own_args[index][o->n_own_args[index]++] = e->valuestring;
     }
-    if (v && o->n_own_args[index] < SERVE_MAX_RUNNER_ARGS) return 0;
+    if (ok) return 0;
     snprintf(c->err, c->errlen, "%s:%d: %s: expected an array of at most %d strings", c->file,
              line_of(c, path), path, SERVE_MAX_RUNNER_ARGS);
     return -1;

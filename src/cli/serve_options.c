@@ -545,7 +545,8 @@ int serve_options_parse(int argc, char **argv, struct serve_options *o) {
         }
     }
     if (p->n_models == 0) {
-        fprintf(stderr, "lockstep serve: no model given (-m FILE)\n");
+        fprintf(stderr, "lockstep serve: no model given (-m FILE%s)\n",
+                o->config_path ? ", or \"models\" in the configuration file" : "");
         return -1;
     }
     if (check_keys(p)) return -1;
