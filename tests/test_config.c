@@ -207,12 +207,12 @@ static void test_packaged(void) {
 /* log_format_line: the line's shape, and JSON escaping. */
 static void test_log_lines(void) {
     char line[512];
-    struct log_field fields[] = {{"status", NULL, 200}, {"client", "127.0.0.1", 0}};
+    struct log_field fields[] = {{"status", NULL, 200}, {"client", "127.0.0.1", 0}, {"id", "", 0}};
     log_set_format(LOG_FORMAT_TEXT);
     log_format_line(line, sizeof(line), 86400.25, LOG_LEVEL_WARN, "gateway", "two\nlines", fields,
-                    2);
+                    3);
     CHECK_MSG(!strcmp(line, "1970-01-02T00:00:00.250Z warn gateway: two\\nlines status=200 "
-                            "client=127.0.0.1\n"),
+                            "client=127.0.0.1 id=-\n"),
               "%s", line);
     log_set_format(LOG_FORMAT_JSON);
     log_format_line(line, sizeof(line), 0, LOG_LEVEL_INFO, "serve", "say \"hi\"\t", fields, 2);

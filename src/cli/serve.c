@@ -126,7 +126,10 @@ int cli_serve(int argc, char **argv) {
         printf("%s%s", i ? ", " : "models: ", o.models[i].path);
     printf(")\n");
     fflush(stdout);
-    log_event(LOG_LEVEL_INFO, "serve", "listening on http://%s:%d", o.params.host, gateway_port(g));
+    /* not "listening on http://...": scripts that read the port from stdout and
+     * stderr together would find it twice */
+    log_event(LOG_LEVEL_INFO, "serve", "serving %d model(s) at %s port %d", o.params.n_models,
+              o.params.host, gateway_port(g));
     pthread_mutex_lock(&serving_lock);
     serving = g;
     pthread_mutex_unlock(&serving_lock);

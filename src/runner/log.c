@@ -98,8 +98,8 @@ static void format_text(struct log_out *o, const char *component, const char *me
         put_text(o, " ");
         put_text(o, fields[i].key);
         put_text(o, "=");
-        if (fields[i].text)
-            put_one_line(o, fields[i].text);
+        if (fields[i].text) /* an empty value as "-", so key=value pairs stay readable */
+            put_one_line(o, *fields[i].text ? fields[i].text : "-");
         else
             put_number(o, fields[i].number);
     }
