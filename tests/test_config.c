@@ -179,6 +179,8 @@ static void test_errors(void) {
         {"{\n  \"models\": [{\"path\": \"a\",\n    \"runner_args\": \"--kv-type\"}]\n}\n",
          ":3: models[0].runner_args: expected an array of at most 32 strings"},
         {"{\n  \"cors_origins\": [\"a\",\n    7]\n}\n", ":3: cors_origins[1]: expected a string"},
+        {"{\n  \"cluster\": [\"localhost slots=2\",\n    \"b slots=x\"]\n}\n",
+         ":3: cluster[1]: bad number in 'slots=x'"},
         {world, ":2: api_key_file: "},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -168,21 +168,32 @@ static int set_value(struct config *c, const struct serve_option *row, struct ga
 /* "cluster": a hostfile's path, or its lines inline (["a slots=4", ...]). */
 static int set_cluster(struct config *c, const struct serve_option *row, const cJSON *v) {
     if (!cJSON_IsArray(v)) return set_value(c, row, NULL, v, "cluster");
-    char text[CLUSTER_HOSTS_MAX * 160] = "", where[CONFIG_PATH_MAX + 512];
+    char text[CLUSTER_HOSTS_MAX * 160] = "", why[512], element[CONFIG_PATH_MAX];
     size_t used = 0;
     int index = 0;
     for (const cJSON *e = v->child; e; e = e->next, index++) {
-        if (!cJSON_IsString(e) || used + strlen(e->valuestring) + 2 > sizeof(text)) {
-            snprintf(c->err, c->errlen, "%s:%d: cluster[%d]: expected a host line (NAME slots=N)",
-                     c->file, line_of(c, "cluster"), index);
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '\n') ||
+            used + strlen(e->valuestring) + 2 > sizeof(text)) {
+            snprintf(element, sizeof(element), "cluster[%d]", index);
+            snprintf(c->err, c->errlen, "%s:%d: %s: expected a host line (NAME slots=N)", c->file,
+                     line_of(c, element), element);
             return -1;
         }
         used += (size_t)snprintf(text + used, sizeof(text) - used, "%s\n", e->valuestring);
     }
-    snprintf(where, sizeof(where), "%s:%d: cluster, host", c->file, line_of(c, "cluster"));
-    if (cluster_hostfile_parse(text, used, where, c->o->hosts, &c->o->params.n_hosts, c->err,
-                               c->errlen))
+    /* the hostfile parser names its lines: here they are the array's elements */
+    if (cluster_hostfile_parse(text, used, "cluster", c->o->hosts, &c->o->params.n_hosts, why,
+                               sizeof(why))) {
+        int host = 0, skip = 0;
+        if (sscanf(why, "cluster:%d: %n", &host, &skip) == 1 && skip > 0 && host >= 1) {
+            snprintf(element, sizeof(element), "cluster[%d]", host - 1);
+            snprintf(c->err, c->errlen, "%s:%d: %s: %s", c->file, line_of(c, element), element,
+                     why + skip);
+        } else {
+            snprintf(c->err, c->errlen, "%s:%d: %s", c->file, line_of(c, "cluster"), why);
+        }
         return -1;
+    }
     c->o->params.hosts = c->o->hosts;
     return 0;
 }
