@@ -576,7 +576,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }
 
-/* The request is over for MHD (answered, or the client went away). */
 /* --log-requests: one line per finished call, without its prompt or output
  * (they may be private). ttft (the first token's wait, from first_token_us)
  * is 0 for a call that produced no token. */
@@ -593,13 +592,10 @@ static void log_request(struct MHD_Connection *c, const struct http_call *call,
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr, client,
                   sizeof(client));
     uint64_t now = runner_now_us();
+    const char *model = call->model ? call->model : "";
     struct log_field fields[] = {
         {"id", r ? r->response_id : "", 0},
-        {"model",
-         r             ? r->instance->name
-         : call->model ? call->model
-                       : "",
-         0},
+        {"model", r ? r->instance->name : model, 0},
         {"status", NULL, status},
         {"prompt_tokens", NULL, usage ? usage->prompt_tokens : 0},
         {"generated_tokens", NULL, usage ? usage->completion_tokens : 0},
@@ -611,6 +607,7 @@ static void log_request(struct MHD_Connection *c, const struct http_call *call,
                      (int)(sizeof(fields) / sizeof(fields[0])));
 }
 
+/* The request is over for MHD (answered, or the client went away). */
 static void completed(void *cls, struct MHD_Connection *c, void **state,
                       enum MHD_RequestTerminationCode why) {
     struct gateway *g = cls;
