@@ -28,6 +28,7 @@ struct runner_options {
     const char *trace_path;
     const char *status_path; /* --status: shared file of every rank's collective state */
     int allow_faults;        /* --allow-faults: accept FAULT frames (tests, benchmarks) */
+    int logged;              /* --log-format given: the ready line is a log line too */
     int n_threads;
     int context;              /* 0: the model's */
     int kv_block_size;        /* positions per KV block */
@@ -39,28 +40,29 @@ struct runner_options {
 };
 
 static void runner_usage(FILE *out) {
-    fprintf(
-        out,
-        "usage: lockstep runner -m MODEL --socket PATH [options]\n"
-        "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
-        "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
-        "  --socket PATH           unix socket to serve the runner protocol on\n"
-        "  -t, --threads N         threads per rank (default 2)\n"
-        "  -c, --ctx N             context length (default: the model's)\n"
-        "  --max-sequences N       sequences decoding at once (default 32)\n"
-        "  --max-waiting N         requests queued for admission (default 256)\n"
-        "  --step-tokens N         token budget of a step (default 48; more than\n"
-        "                          --max-sequences)\n"
-        "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
-        "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
-        "  --kv-block N            positions per KV block (default 16)\n"
-        "  --prefix-cache on|off   reuse the KV blocks of earlier prompts' common\n"
-        "                          beginnings (default on)\n" CLI_KV_TYPE_HELP
-        "  --trace FILE            write every step as a JSON line\n"
-        "  --trace-steps N         steps kept in memory (default 1024)\n"
-        "  --status FILE           each rank mirrors its collective state into FILE\n"
-        "                          (for the gateway's stuck reports)\n"
-        "  --allow-faults          accept fault injection frames (tests only)\n" CLI_PARALLEL_HELP);
+    fprintf(out, "usage: lockstep runner -m MODEL --socket PATH [options]\n"
+                 "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+                 "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+                 "  --socket PATH           unix socket to serve the runner protocol on\n"
+                 "  -t, --threads N         threads per rank (default 2)\n"
+                 "  -c, --ctx N             context length (default: the model's)\n"
+                 "  --max-sequences N       sequences decoding at once (default 32)\n"
+                 "  --max-waiting N         requests queued for admission (default 256)\n"
+                 "  --step-tokens N         token budget of a step (default 48; more than\n"
+                 "                          --max-sequences)\n"
+                 "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
+                 "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
+                 "  --kv-block N            positions per KV block (default 16)\n"
+                 "  --prefix-cache on|off   reuse the KV blocks of earlier prompts' common\n"
+                 "                          beginnings (default on)\n" CLI_KV_TYPE_HELP
+                 "  --trace FILE            write every step as a JSON line\n"
+                 "  --trace-steps N         steps kept in memory (default 1024)\n"
+                 "  --status FILE           each rank mirrors its collective state into FILE\n"
+                 "                          (for the gateway's stuck reports)\n"
+                 "  --allow-faults          accept fault injection frames (tests only)\n"
+                 "  --log-format text|json  log lines (on stderr, the ready line too) as text or\n"
+                 "                          JSON objects, as `lockstep serve` passes it "
+                 "on\n" CLI_PARALLEL_HELP);
 }
 
 /* Parses "512M"-style sizes. */
@@ -93,6 +95,16 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
     if (!strcmp(a, "--trace")) return cli_string_value(cmd, argc, argv, i, &o->trace_path);
     if (!strcmp(a, "--status")) return cli_string_value(cmd, argc, argv, i, &o->status_path);
     if (!strcmp(a, "--allow-faults")) return (o->allow_faults = 1) - 1;
+    if (!strcmp(a, "--log-format")) {
+        enum log_format format;
+        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
+        if (log_format_parse(text, &format)) {
+            fprintf(stderr, "lockstep runner: --log-format '%s' is not text or json\n", text);
+            return -1;
+        }
+        log_set_format(format);
+        return (o->logged = 1) - 1;
+    }
     if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
         return cli_int_value(cmd, argc, argv, i, 1, 256, &o->n_threads);
     if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
@@ -237,23 +249,30 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     if (runner_create(&runner, leader, &o->limits, &none, err, sizeof(err)) ||
         (o->trace_path && runner_trace_open(runner, o->trace_path, err, sizeof(err))) ||
         runner_server_create(&server, runner, &sp, err, sizeof(err))) {
-        fprintf(stderr, "lockstep runner: %s\n", err);
+        log_event(LOG_LEVEL_ERROR, "runner", "%s", err);
         goto done;
     }
     set_running_server(server);
-    printf("lockstep runner: ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
-           "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB, room for %.1f whole "
-           "contexts, prefix cache %s)\n",
-           o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
-           o->limits.max_sequences, o->limits.step_tokens, tensor_type_name(leader->kv.type),
-           leader->kv.n_blocks, leader->kv.block_size,
-           leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0),
-           (double)leader->kv.n_blocks * leader->kv.block_size / leader->context_length,
-           o->limits.prefix_cache ? "on" : "off");
+    char ready[1024];
+    snprintf(ready, sizeof(ready),
+             "ready on %s (model %s, tp %d, context %d, %d sequences, step budget "
+             "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB, room for %.1f whole "
+             "contexts, prefix cache %s)",
+             o->socket_path, sp.model_name, leader->model->shard_count, leader->context_length,
+             o->limits.max_sequences, o->limits.step_tokens, tensor_type_name(leader->kv.type),
+             leader->kv.n_blocks, leader->kv.block_size,
+             leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0),
+             (double)leader->kv.n_blocks * leader->kv.block_size / leader->context_length,
+             o->limits.prefix_cache ? "on" : "off");
+    /* standalone, the line is for whoever started it (tests wait for it on stdout) */
+    if (o->logged)
+        log_event(LOG_LEVEL_INFO, "runner", "%s", ready);
+    else
+        printf("lockstep runner: %s\n", ready);
     fflush(stdout);
     rc = 0;
     if (runner_server_run(server, err, sizeof(err))) {
-        fprintf(stderr, "lockstep runner: %s\n", err);
+        log_event(LOG_LEVEL_ERROR, "runner", "%s", err);
         rc = engine_exit_code(leader);
     }
     set_running_server(NULL);
@@ -274,8 +293,8 @@ static struct comm_status_record *map_status(const char *path) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     if (p == MAP_FAILED) {
-        fprintf(stderr, "lockstep runner: cannot map the status file %s: %s\n", path,
-                strerror(errno));
+        log_event(LOG_LEVEL_ERROR, "runner", "cannot map the status file %s: %s", path,
+                  strerror(errno));
         return NULL;
     }
     return p;
@@ -299,8 +318,8 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
                                    .kv_type = o->kv_type};
     int rc;
     if (blocks < 1) {
-        fprintf(stderr, "lockstep runner: the KV memory holds no block of %.0f bytes\n",
-                block_bytes);
+        log_event(LOG_LEVEL_ERROR, "runner", "the KV memory holds no block of %.0f bytes",
+                  block_bytes);
         return 1;
     }
     find_end_tokens(m->tokenizer, &o->limits);
@@ -312,14 +331,14 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
      * that got the signal too) leaves when the leader releases it */
     if (cli_handle_stop_signals(stop_serving, NULL)) return 1;
     if ((rc = engine_group_start(&group, m->model, &params, err, sizeof(err))) != 0) {
-        fprintf(stderr, "lockstep runner: %s\n", err);
+        log_event(LOG_LEVEL_ERROR, "runner", "%s", err);
     } else {
         struct engine *leader = engine_group_leader(&group);
         if (leader) rc = serve(leader, o, block_bytes);
         cli_leave_if_collective_failed(leader);
     }
     if (engine_group_stop(&group, err, sizeof(err)) != 0 && rc == 0) {
-        fprintf(stderr, "lockstep runner: %s\n", err);
+        log_event(LOG_LEVEL_ERROR, "runner", "%s", err);
         rc = 1;
     }
     if (group.status) munmap(group.status, runner_status_bytes());
@@ -335,7 +354,7 @@ int cli_runner(int argc, char **argv) {
         return parsed > 0 ? 0 : 2;
     }
     if (getenv("LOCKSTEP_FAULT_REFUSE_START")) { /* fault injection: a runner that fails */
-        fprintf(stderr, "lockstep runner: refusing to start (LOCKSTEP_FAULT_REFUSE_START)\n");
+        log_event(LOG_LEVEL_ERROR, "runner", "refusing to start (LOCKSTEP_FAULT_REFUSE_START)");
         return 1;
     }
     if (cli_model_load(&m, "runner", o.model_path, o.tokenizer_path)) return 1;

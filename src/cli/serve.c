@@ -4,10 +4,11 @@
  * a -m apply to that model (so `-m a.gguf --tp 2 -m b.gguf` serves a at tp
  * 2 and b at tp 1). The gateway listens on 127.0.0.1:8080 unless told
  * otherwise, prints the address it bound (useful with --port 0), and stops
- * on SIGTERM or SIGINT. */
+ * on SIGTERM or SIGINT. --config FILE gives the same settings as a file
+ * (serve_config.c), which the command line overrides; the options are
+ * serve_options.c's table. */
 #include "cli.h"
-#include "cluster/cluster.h"
-#include "gateway/gateway.h"
+#include "serve_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -15,22 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SERVE_MAX_MODELS      16
-#define SERVE_MAX_RUNNER_ARGS 32
-
-struct serve_options {
-    struct gateway_params params;
-    struct gateway_model defaults; /* options before the first -m */
-    struct gateway_model models[SERVE_MAX_MODELS];
-    const char *runner_args[SERVE_MAX_RUNNER_ARGS + 1]; /* --runner-arg, for every model */
-    int n_runner_args;
-    struct cluster_host hosts[CLUSTER_HOSTS_MAX];       /* --cluster's hostfile */
-    struct cluster_place_spec places[SERVE_MAX_MODELS]; /* --place */
-};
-
 static void serve_usage(FILE *out) {
     fprintf(out,
             "usage: lockstep serve -m MODEL [model options] [-m MODEL ...] [options]\n"
+            "       lockstep serve --config FILE [options]\n"
             "model options (before any -m: defaults for all):\n"
             "  -m, --model FILE        a model to serve (repeat for several)\n"
             "  --name NAME             the name clients use (default: the file name)\n"
@@ -47,8 +36,13 @@ static void serve_usage(FILE *out) {
             "options:\n"
             "  --host ADDR             address to listen on (default 127.0.0.1)\n"
             "  --port N                port (default 8080; 0 picks a free one)\n"
+            "  --config FILE           settings from a JSON file (see lockstep(1)); the\n"
+            "                          command line overrides them\n"
+            "  --check-config          print the settings in effect as JSON and exit\n"
             "  --api-key KEY           require Authorization: Bearer KEY (also\n"
             "                          LOCKSTEP_API_KEY); /health stays open\n"
+            "  --api-key-file FILE     the API key from FILE (not readable by others)\n"
+            "  --api-key-env NAME      the API key from the environment variable NAME\n"
             "  --max-body BYTES        largest request body (default 1048576)\n"
             "  --max-prompt-tokens N   longest prompt (default: the context)\n"
             "  --max-tokens N          largest max_tokens (default 4096)\n"
@@ -62,7 +56,12 @@ static void serve_usage(FILE *out) {
             "  --max-client-connections N  connections at once from one address (default 512)\n"
             "  --cors-origin ORIGIN    answer CORS preflights and add CORS headers for\n"
             "                          ORIGIN (repeat; * for any)\n"
+            "  --drain-timeout S       on SIGTERM, requests in flight get S s to finish\n"
+            "                          (default 30)\n"
             "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n"
+            "  --log-format text|json  log lines as text (default) or JSON objects\n"
+            "  --log-requests          a log line per finished request (id, model, status,\n"
+            "                          tokens, times, client address; never its text)\n"
             "cluster:\n"
             "  --cluster FILE          the hosts ranks may run on: an Open MPI hostfile\n"
             "                          (`host slots=N [memory=SIZE]`; default: this machine)\n"
@@ -72,211 +71,9 @@ static void serve_usage(FILE *out) {
             "  --admin-key KEY         enable the admin API (/admin/instances: start, stop,\n"
             "                          move) with this key (also LOCKSTEP_ADMIN_KEY); it must\n"
             "                          differ from the API key\n"
+            "  --admin-key-file FILE   the admin key from FILE (not readable by others)\n"
+            "  --admin-key-env NAME    the admin key from the environment variable NAME\n"
             "  --probe-interval S      probe the hosts every S s (default 5)\n");
-}
-
-/* --cluster FILE, --place SPEC, --probe-interval S. */
-static int parse_cluster_option(const char *a, int argc, char **argv, int *i,
-                                struct serve_options *o) {
-    struct gateway_params *p = &o->params;
-    const char *text;
-    char err[512];
-    if (!strcmp(a, "--probe-interval")) {
-        float seconds;
-        if (cli_float_value("serve", argc, argv, i, &seconds)) return -1;
-        if (!(seconds >= 0.1f)) {
-            fprintf(stderr, "lockstep serve: --probe-interval %g is below 0.1 s\n", seconds);
-            return -1;
-        }
-        p->probe_seconds = seconds;
-        return 0;
-    }
-    if (cli_string_value("serve", argc, argv, i, &text)) return -1;
-    if (!strcmp(a, "--cluster")) {
-        if (cluster_hostfile_load(text, o->hosts, &p->n_hosts, err, sizeof(err))) {
-            fprintf(stderr, "lockstep serve: --cluster: %s\n", err);
-            return -1;
-        }
-        p->hosts = o->hosts;
-        return 0;
-    }
-    if (p->n_places == SERVE_MAX_MODELS) {
-        fprintf(stderr, "lockstep serve: at most %d --place\n", SERVE_MAX_MODELS);
-        return -1;
-    }
-    if (cluster_place_spec_parse(text, &o->places[p->n_places], err, sizeof(err))) {
-        fprintf(stderr, "lockstep serve: --place %s: %s\n", text, err);
-        return -1;
-    }
-    p->places = o->places;
-    p->n_places++;
-    return 0;
-}
-
-/* Options of the model being described (or the defaults). */
-static int parse_model_option(const char *a, int argc, char **argv, int *i, struct gateway_model *m,
-                              int *matched) {
-    const char *cmd = "serve", *text;
-    *matched = 1;
-    if (!strcmp(a, "--name")) return cli_string_value(cmd, argc, argv, i, &m->name);
-    if (!strcmp(a, "-z") || !strcmp(a, "--tokenizer"))
-        return cli_string_value(cmd, argc, argv, i, &m->tokenizer_path);
-    if (!strcmp(a, "--tp")) return cli_int_value(cmd, argc, argv, i, 1, 64, &m->tp);
-    if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-        return cli_int_value(cmd, argc, argv, i, 1, 256, &m->threads);
-    if (!strcmp(a, "--hosts")) return cli_string_value(cmd, argc, argv, i, &m->hosts);
-    if (!strcmp(a, "--chat-template"))
-        return cli_string_value(cmd, argc, argv, i, &m->chat_template);
-    if (!strcmp(a, "--launcher")) {
-        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
-        if (!strcmp(text, "local") || !strcmp(text, "mpi")) {
-            m->launcher = !strcmp(text, "mpi") ? GATEWAY_LAUNCHER_MPI : GATEWAY_LAUNCHER_LOCAL;
-            return 0;
-        }
-        fprintf(stderr, "lockstep serve: --launcher '%s' is not local or mpi\n", text);
-        return -1;
-    }
-    *matched = 0;
-    return 0;
-}
-
-static int parse_server_option(const char *a, int argc, char **argv, int *i,
-                               struct serve_options *o) {
-    const char *cmd = "serve";
-    struct gateway_params *p = &o->params;
-    int value;
-    if (!strcmp(a, "--host")) return cli_string_value(cmd, argc, argv, i, &p->host);
-    if (!strcmp(a, "--port")) return cli_int_value(cmd, argc, argv, i, 0, 65535, &p->port);
-    if (!strcmp(a, "--api-key")) return cli_string_value(cmd, argc, argv, i, &p->api_key);
-    if (!strcmp(a, "--admin-key")) return cli_string_value(cmd, argc, argv, i, &p->admin_key);
-    if (!strcmp(a, "--cluster") || !strcmp(a, "--place") || !strcmp(a, "--probe-interval"))
-        return parse_cluster_option(a, argc, argv, i, o);
-    if (!strcmp(a, "--max-prompt-tokens"))
-        return cli_int_value(cmd, argc, argv, i, 1, 1 << 24, &p->max_prompt_tokens);
-    if (!strcmp(a, "--max-tokens"))
-        return cli_int_value(cmd, argc, argv, i, 1, 1 << 24, &p->max_tokens_limit);
-    if (!strcmp(a, "--max-concurrent"))
-        return cli_int_value(cmd, argc, argv, i, 1, 1 << 20, &p->max_concurrent);
-    if (!strcmp(a, "--max-body")) {
-        if (cli_int_value(cmd, argc, argv, i, 64, 1 << 30, &value)) return -1;
-        p->max_body_bytes = (size_t)value;
-        return 0;
-    }
-    if (!strcmp(a, "--enable-faults")) return (p->enable_faults = 1) - 1;
-    if (!strcmp(a, "--connection-timeout"))
-        return cli_int_value(cmd, argc, argv, i, 1, 86400, &p->connection_timeout_seconds);
-    if (!strcmp(a, "--max-client-connections"))
-        return cli_int_value(cmd, argc, argv, i, 1, 1 << 16, &p->max_client_connections);
-    if (!strcmp(a, "--cors-origin")) {
-        if (p->n_cors_origins == GATEWAY_CORS_ORIGINS_MAX) {
-            fprintf(stderr, "lockstep serve: at most %d --cors-origin\n", GATEWAY_CORS_ORIGINS_MAX);
-            return -1;
-        }
-        return cli_string_value(cmd, argc, argv, i, &p->cors_origins[p->n_cors_origins++]);
-    }
-    if (!strcmp(a, "--watchdog")) {
-        float seconds;
-        if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
-        if (!(seconds >= 0.1f)) {
-            fprintf(stderr, "lockstep serve: --watchdog %g is below 0.1 s\n", seconds);
-            return -1;
-        }
-        p->watchdog_seconds = seconds;
-        return 0;
-    }
-    if (!strcmp(a, "--keep-alive")) {
-        float seconds;
-        if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
-        p->keep_alive_seconds = seconds > 0.05f ? seconds : 0.05f;
-        return 0;
-    }
-    if (!strcmp(a, "--prefix-cache")) {
-        int on;
-        if (cli_switch_value(cmd, argc, argv, i, &on)) return -1;
-        if (o->n_runner_args + 2 > SERVE_MAX_RUNNER_ARGS) {
-            fprintf(stderr, "lockstep serve: at most %d --runner-arg\n", SERVE_MAX_RUNNER_ARGS);
-            return -1;
-        }
-        o->runner_args[o->n_runner_args++] = "--prefix-cache";
-        o->runner_args[o->n_runner_args++] = on ? "on" : "off";
-        return 0;
-    }
-    if (!strcmp(a, "--runner-arg")) {
-        if (o->n_runner_args == SERVE_MAX_RUNNER_ARGS) {
-            fprintf(stderr, "lockstep serve: at most %d --runner-arg\n", SERVE_MAX_RUNNER_ARGS);
-            return -1;
-        }
-        return cli_string_value(cmd, argc, argv, i, &o->runner_args[o->n_runner_args++]);
-    }
-    fprintf(stderr, "lockstep serve: unknown option '%s' (see --help)\n", a);
-    return -1;
-}
-
-/* Checks the keys: an empty one would turn authentication off without a
- * word, and one key for both would let every client run the cluster. */
-static int check_keys(const struct gateway_params *p) {
-    if (p->api_key && !*p->api_key) {
-        fprintf(stderr, "lockstep serve: the API key (--api-key or LOCKSTEP_API_KEY) is empty; "
-                        "give a key, or unset it to serve without one\n");
-        return -1;
-    }
-    if (p->admin_key && !*p->admin_key) {
-        fprintf(stderr, "lockstep serve: the admin key (--admin-key or LOCKSTEP_ADMIN_KEY) is "
-                        "empty; give a key, or unset it to serve without the admin API\n");
-        return -1;
-    }
-    if (p->admin_key && p->api_key && !strcmp(p->admin_key, p->api_key)) {
-        fprintf(stderr, "lockstep serve: the admin key must differ from the API key\n");
-        return -1;
-    }
-    return 0;
-}
-
-/* Returns 0, 1 for --help, or -1 on a bad option. */
-static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
-    struct gateway_params *p = &o->params;
-    memset(o, 0, sizeof(*o));
-    *p = (struct gateway_params){.host = "127.0.0.1",
-                                 .port = 8080,
-                                 .api_key = getenv("LOCKSTEP_API_KEY"),
-                                 .admin_key = getenv("LOCKSTEP_ADMIN_KEY"),
-                                 .max_body_bytes = 1 << 20,
-                                 .max_prompt_tokens = 1 << 24,
-                                 .max_tokens_limit = 4096,
-                                 .max_concurrent = 256,
-                                 .keep_alive_seconds = 15,
-                                 .watchdog_seconds = 5,
-                                 .connection_timeout_seconds = 30,
-                                 .max_client_connections = 512,
-                                 .mpirun_path = "mpirun"};
-    o->defaults = (struct gateway_model){.tp = 1, .threads = 2};
-    struct gateway_model *current = &o->defaults;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int matched;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (p->n_models == SERVE_MAX_MODELS) {
-                fprintf(stderr, "lockstep serve: at most %d models\n", SERVE_MAX_MODELS);
-                return -1;
-            }
-            current = &o->models[p->n_models++];
-            *current = o->defaults;
-            current->name = NULL;
-            if (cli_string_value("serve", argc, argv, &i, &current->path)) return -1;
-            continue;
-        }
-        if (parse_model_option(a, argc, argv, &i, current, &matched)) return -1;
-        if (!matched && parse_server_option(a, argc, argv, &i, o)) return -1;
-    }
-    if (p->n_models == 0) {
-        fprintf(stderr, "lockstep serve: no model given (-m FILE)\n");
-        return -1;
-    }
-    if (check_keys(p)) return -1;
-    for (int m = 0; m < p->n_models; m++) o->models[m].runner_args = o->runner_args;
-    p->models = o->models;
-    return 0;
 }
 
 /* The gateway being served, for the signal thread; the lock keeps it from
@@ -296,14 +93,22 @@ int cli_serve(int argc, char **argv) {
     static struct serve_options o;
     static char self[4096]; /* the options point to it for the gateway's lifetime */
     char err[512];
-    int parsed = parse_serve_options(argc, argv, &o);
+    serve_options_init(&o);
+    int parsed = serve_options_parse(argc, argv, &o);
     if (parsed) {
-        serve_usage(parsed > 0 ? stdout : stderr);
+        serve_config_free(&o);
+        if (parsed != -2) serve_usage(parsed > 0 ? stdout : stderr);
         return parsed > 0 ? 0 : 2;
     }
+    if (o.check_only) {
+        serve_config_print(&o);
+        serve_config_free(&o);
+        return 0;
+    }
+    log_set_format(o.log_format);
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
-        fprintf(stderr, "lockstep serve: cannot find the lockstep binary\n");
+        log_event(LOG_LEVEL_ERROR, "serve", "cannot find the lockstep binary");
         return 1;
     }
     self[n] = '\0';
@@ -312,7 +117,8 @@ int cli_serve(int argc, char **argv) {
     /* before the gateway starts any thread: they must all block the signals */
     if (cli_handle_stop_signals(stop_serving, NULL)) return 1;
     if (gateway_create(&g, &o.params, err, sizeof(err))) {
-        fprintf(stderr, "lockstep serve: %s\n", err);
+        log_event(LOG_LEVEL_ERROR, "serve", "%s", err);
+        serve_config_free(&o);
         return 1;
     }
     printf("lockstep serve: listening on http://%s:%d (", o.params.host, gateway_port(g));
@@ -320,6 +126,10 @@ int cli_serve(int argc, char **argv) {
         printf("%s%s", i ? ", " : "models: ", o.models[i].path);
     printf(")\n");
     fflush(stdout);
+    /* not "listening on http://...": scripts that read the port from stdout and
+     * stderr together would find it twice */
+    log_event(LOG_LEVEL_INFO, "serve", "serving %d model(s) at %s port %d", o.params.n_models,
+              o.params.host, gateway_port(g));
     pthread_mutex_lock(&serving_lock);
     serving = g;
     pthread_mutex_unlock(&serving_lock);
@@ -328,5 +138,7 @@ int cli_serve(int argc, char **argv) {
     serving = NULL;
     pthread_mutex_unlock(&serving_lock);
     gateway_free(g);
+    serve_config_free(&o);
+    log_event(LOG_LEVEL_INFO, "serve", "stopped");
     return 0;
 }

@@ -50,7 +50,7 @@ void gateway_cluster_event(struct gateway *g, const char *kind, const char *inst
     vsnprintf(e->text, sizeof(e->text), format, args);
     va_end(args);
     g->n_events++;
-    fprintf(stderr, "lockstep serve: %s\n", e->text);
+    log_event(LOG_LEVEL_INFO, "gateway", "%s", e->text);
 }
 
 void gateway_cluster_note(struct gateway *g, const char *kind, const char *instance,
@@ -447,8 +447,8 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     if (!failed) return;
     in->replaced_us = now;
     if (start_move(g, in, 0, NULL, 0, why, sizeof(why)))
-        fprintf(stderr, "lockstep serve: %s failed and has no other placement now: %s\n", in->id,
-                why);
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s failed and has no other placement now: %s",
+                  in->id, why);
 }
 
 void gateway_cluster_step(struct gateway *g) {
@@ -479,8 +479,8 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
      * now is tried again at the next probe, and keeps restarting meanwhile */
     for (int i = 0; i < n; i++)
         if (gateway_cluster_move(g, ids[i], 0, NULL, 0, why, sizeof(why)))
-            fprintf(stderr, "lockstep serve: %s cannot leave host %s: %s\n", ids[i],
-                    g->hosts[host].name, why);
+            log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave host %s: %s", ids[i],
+                      g->hosts[host].name, why);
 }
 
 int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
@@ -496,11 +496,11 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
     }
     for (int i = 0; i < g->n_instances; i++)
         for (int pass = 0; pass < 2; pass++) {
-            struct gateway_instance *at = pass ? g->instances[i]->move.successor : g->instances[i];
+            struct gateway_instance *in = g->instances[i];
+            struct gateway_instance *at = in && pass ? in->move.successor : in;
             if (!at) continue;
             int there = 0;
-            for (int k = 0; k < at->placement.n_hosts; k++)
-                there |= at->placement.host[k] == host;
+            for (int k = 0; k < at->placement.n_hosts; k++) there |= at->placement.host[k] == host;
             if (!there || n == 128) continue;
             pthread_mutex_lock(&at->lock);
             if (at->pid > 0) pids[n++] = at->pid;

@@ -55,6 +55,8 @@ struct gateway_params {
     const char *cors_origins[GATEWAY_CORS_ORIGINS_MAX]; /* (n_cors_origins) allowed browser
                                                            origins; "*" for any */
     int enable_faults;         /* 1: POST /debug/fault and runners that accept faults (tests) */
+    int log_requests;          /* 1: a log line per finished request (never its text) */
+    double drain_seconds;      /* on a stop, requests in flight get this long to finish */
     const char *lockstep_path; /* the lockstep binary runners are started with */
     const char *mpirun_path;   /* mpirun, for the mpi launcher */
     int n_models;

@@ -51,6 +51,7 @@ struct http_call {
     const char *origin;              /* the request's Origin when CORS allows it, or NULL */
     int post;                        /* 1: a POST (answered early when refused) */
     const char *model;               /* the instance a call without a request served, or NULL */
+    uint64_t start_us;               /* when its first byte was read (the request log) */
 };
 
 /* The allowed origin a browser's request came from, or NULL. */
@@ -550,6 +551,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         call = calloc(1, sizeof(*call));
         if (!call) return MHD_NO;
         *state = call;
+        call->start_us = runner_now_us();
         /* a POST may be refused before its body is read (the connection
          * closes then); anything else is answered once the request is
          * whole, which keeps the connection open for the next one */
@@ -577,12 +579,42 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }
 
+/* --log-requests: one line per finished call, without its prompt or output
+ * (they may be private). ttft (the first token's wait, from first_token_us)
+ * is 0 for a call that produced no token. */
+static void log_request(struct MHD_Connection *c, const struct http_call *call,
+                        const struct gateway_request *r, const struct openai_usage *usage,
+                        uint64_t first, int status) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char client[INET6_ADDRSTRLEN] = "";
+    if (info && info->client_addr && info->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)info->client_addr)->sin_addr, client,
+                  sizeof(client));
+    else if (info && info->client_addr && info->client_addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr, client,
+                  sizeof(client));
+    uint64_t now = runner_now_us();
+    const char *model = call->model ? call->model : "";
+    struct log_field fields[] = {
+        {"id", r ? r->response_id : "", 0},
+        {"model", r ? r->instance->name : model, 0},
+        {"status", NULL, status},
+        {"prompt_tokens", NULL, usage ? usage->prompt_tokens : 0},
+        {"generated_tokens", NULL, usage ? usage->completion_tokens : 0},
+        {"ttft", NULL, first > call->start_us ? (double)(first - call->start_us) * 1e-6 : 0.0},
+        {"duration", NULL, (double)(now - call->start_us) * 1e-6},
+        {"client", client, 0},
+    };
+    log_event_fields(LOG_LEVEL_INFO, "request", "finished", fields,
+                     (int)(sizeof(fields) / sizeof(fields[0])));
+}
+
 /* The request is over for MHD (answered, or the client went away). */
 static void completed(void *cls, struct MHD_Connection *c, void **state,
                       enum MHD_RequestTerminationCode why) {
     struct gateway *g = cls;
     struct http_call *call = *state;
-    (void)c;
     if (!call) return;
     struct gateway_request *r = call->request;
     if (r) {
@@ -592,15 +624,19 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         r->abandoned = abandoned;
         if (!r->done) r->done = 1;
         struct openai_usage usage = gateway_request_usage(r);
+        uint64_t first_token_us = r->first_token_us;
         pthread_mutex_unlock(&r->lock);
         /* every choice goes with the client */
         if (abandoned) gateway_instance_cancel(r);
         gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
         gateway_observe_cached(r->instance, usage.cached_tokens);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
+        if (g->params.log_requests)
+            log_request(c, call, r, &usage, first_token_us, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {
         gateway_observe_request(g, call->model ? call->model : "", call->status);
+        if (g->params.log_requests) log_request(c, call, NULL, NULL, 0, call->status);
     }
     if (call->counted) atomic_fetch_sub(&g->active, 1);
     runner_buffer_free(&call->body);

@@ -125,8 +125,8 @@ static int transition_allowed(enum instance_state from, enum instance_state to) 
 static void set_state(struct gateway_instance *in, enum instance_state to) {
     if (in->state == INSTANCE_DRAINING && to != INSTANCE_DRAINING) return;
     if (!transition_allowed(in->state, to)) {
-        fprintf(stderr, "lockstep serve: %s: no transition from %s to %s\n", in->id,
-                state_name(in->state), state_name(to));
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s: no transition from %s to %s", in->id,
+                  state_name(in->state), state_name(to));
         return;
     }
     in->state = to;
@@ -494,8 +494,8 @@ static void dispatch(struct gateway_instance *in, const struct runner_frame *f) 
          * what the gateway sent was malformed (a bug here), or it is full */
         static const char *const kinds[] = {"internal", "bad request", "over capacity",
                                             "out of memory"};
-        fprintf(stderr, "lockstep serve: %s: the runner refused the connection (%s): %s\n", in->id,
-                kinds[category], message);
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s: the runner refused the connection (%s): %s",
+                  in->id, kinds[category], message);
     } else if (f->type == RUNNER_MSG_HEARTBEAT &&
                !runner_decode_heartbeat(f, &heartbeat, err, sizeof(err))) {
         pthread_mutex_lock(&in->lock);
@@ -648,7 +648,7 @@ static int handle_frames(struct gateway_instance *in, struct runner_buffer *rece
     }
     runner_buffer_consume(received, used);
     if (rc == 0) return 0;
-    fprintf(stderr, "lockstep serve: %s: %s\n", in->id, err);
+    log_event(LOG_LEVEL_ERROR, "gateway", "%s: %s", in->id, err);
     return -1;
 }
 

@@ -160,7 +160,7 @@ void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
                  "%.2f s ago",
                  (int)in->pid, quiet);
     cJSON_AddStringToObject(report, "text", text);
-    fprintf(stderr, "lockstep serve: %s\n", text);
+    log_event(LOG_LEVEL_WARN, "gateway", "%s", text);
     char *json = cJSON_PrintUnformatted(report);
     cJSON_Delete(report);
     if (json) keep_report(in->gateway, json);

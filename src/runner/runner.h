@@ -466,4 +466,35 @@ void runner_server_stop(struct runner_server *server);
 /* Closes the socket (and removes its file) and frees the server. */
 void runner_server_free(struct runner_server *server);
 
+/* ============================== logs ============================== */
+
+/* One line per event on stderr (log.c), for the gateway and the runner:
+ * `2026-12-02T05:12:00.123Z info gateway: message key=value ...` as text, or
+ * `{"time":...,"level":...,"component":...,"message":...,"key":value}` as
+ * JSON. Each line is one write(), so lines of concurrent threads never mix. */
+enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+
+/* A named value an event carries besides its message (a request log's
+ * status, token counts, times). */
+struct log_field {
+    const char *key;  /* a JSON member name */
+    const char *text; /* the value as a string, or NULL for number */
+    double number;    /* the value when text is NULL */
+};
+
+/* Chooses the format of later lines (text until called); "text" or "json"
+ * for log_format_parse, which returns -1 for anything else. */
+void log_set_format(enum log_format format);
+int log_format_parse(const char *name, enum log_format *out);
+void log_event(enum log_level level, const char *component, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+void log_event_fields(enum log_level level, const char *component, const char *message,
+                      const struct log_field *fields, int n_fields);
+/* Formats one line (without writing it) into out; its length, or -1 if it
+ * does not fit. What log_event writes, exposed for tests. */
+int log_format_line(char *out, size_t size, double unix_seconds, enum log_level level,
+                    const char *component, const char *message, const struct log_field *fields,
+                    int n_fields);
+
 #endif
