@@ -319,7 +319,7 @@ static void test_text_log(const char *model) {
     struct test_service gateway;
     int port = test_start_gateway(&gateway, model, NULL, NULL, DEADLINE);
     CHECK_MSG(port > 0, "the gateway did not start");
-    char *log = port > 0 ? wait_for_text(gateway.err_path, " ready (runner pid") : NULL;
+    char *log = port > 0 ? wait_for_text(gateway.err_path, "(runner pid") : NULL;
     const char *line = log ? strstr(log, " info gateway: ") : NULL;
     while (line && line > log && line[-1] != '\n') line--;
     CHECK_MSG(line && strlen(line) > 24 && line[4] == '-' && line[10] == 'T' && line[19] == '.' &&
