@@ -3,8 +3,10 @@
  * Options before the first -m are defaults for every model; options after
  * a -m apply to that model (so `-m a.gguf --tp 2 -m b.gguf` serves a at tp
  * 2 and b at tp 1). The gateway listens on 127.0.0.1:8080 unless told
- * otherwise, prints the address it bound (useful with --port 0), and stops
- * on SIGTERM or SIGINT. */
+ * otherwise, prints the address it bound (useful with --port 0). SIGTERM
+ * or SIGINT drains it (no new requests; those in flight finish, for up to
+ * --drain-timeout seconds) and it exits 0; a second signal stops it at
+ * once. */
 #include "cli.h"
 #include "cluster/cluster.h"
 #include "gateway/gateway.h"
@@ -63,6 +65,9 @@ static void serve_usage(FILE *out) {
             "  --cors-origin ORIGIN    answer CORS preflights and add CORS headers for\n"
             "                          ORIGIN (repeat; * for any)\n"
             "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n"
+            "  --drain-timeout S       on SIGTERM or SIGINT, wait up to S s for the requests\n"
+            "                          in flight (default 30); new ones get 503 meanwhile,\n"
+            "                          a second signal stops at once\n"
             "cluster:\n"
             "  --cluster FILE          the hosts ranks may run on: an Open MPI hostfile\n"
             "                          (`host slots=N [memory=SIZE]`; default: this machine)\n"
@@ -184,6 +189,16 @@ static int parse_server_option(const char *a, int argc, char **argv, int *i,
         p->watchdog_seconds = seconds;
         return 0;
     }
+    if (!strcmp(a, "--drain-timeout")) {
+        float seconds;
+        if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
+        if (!(seconds > 0 && seconds <= 86400)) {
+            fprintf(stderr, "lockstep serve: --drain-timeout %g is not in (0, 86400] s\n", seconds);
+            return -1;
+        }
+        p->drain_seconds = seconds;
+        return 0;
+    }
     if (!strcmp(a, "--keep-alive")) {
         float seconds;
         if (cli_float_value(cmd, argc, argv, i, &seconds)) return -1;
@@ -248,6 +263,7 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
                                  .watchdog_seconds = 5,
                                  .connection_timeout_seconds = 30,
                                  .max_client_connections = 512,
+                                 .drain_seconds = 30,
                                  .mpirun_path = "mpirun"};
     o->defaults = (struct gateway_model){.tp = 1, .threads = 2};
     struct gateway_model *current = &o->defaults;
@@ -283,12 +299,16 @@ static int parse_serve_options(int argc, char **argv, struct serve_options *o) {
  * being freed while a stop is under way. */
 static pthread_mutex_t serving_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gateway *serving;
+static int stop_signals; /* SIGTERMs and SIGINTs so far (serving_lock) */
 
-/* SIGTERM/SIGINT: stop serving (once the gateway is up). */
+/* SIGTERM/SIGINT: the first drains the gateway, the next stops it at once
+ * (one that comes while it starts is acted on once it is up). */
 static void stop_serving(void *unused) {
     (void)unused;
     pthread_mutex_lock(&serving_lock);
-    if (serving) gateway_stop(serving);
+    stop_signals++;
+    if (serving && stop_signals == 1) gateway_drain(serving);
+    if (serving && stop_signals > 1) gateway_stop(serving);
     pthread_mutex_unlock(&serving_lock);
 }
 
@@ -322,6 +342,7 @@ int cli_serve(int argc, char **argv) {
     fflush(stdout);
     pthread_mutex_lock(&serving_lock);
     serving = g;
+    if (stop_signals > 0) gateway_stop(g); /* nothing is in flight yet */
     pthread_mutex_unlock(&serving_lock);
     gateway_run(g);
     pthread_mutex_lock(&serving_lock);
