@@ -214,10 +214,14 @@ static void find_end_tokens(const struct tokenizer *tok, struct runner_params *l
  * while a stop is under way. */
 static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct runner_server *running_server;
+static int stop_asked; /* a stop signal came (running_lock) */
 
+/* A signal that came while the engine started stops the server as soon as
+ * it exists: the gateway's SIGTERM is never lost to a runner still loading. */
 static void set_running_server(struct runner_server *server) {
     pthread_mutex_lock(&running_lock);
     running_server = server;
+    if (server && stop_asked) runner_server_stop(server);
     pthread_mutex_unlock(&running_lock);
 }
 
@@ -225,6 +229,7 @@ static void set_running_server(struct runner_server *server) {
 static void stop_serving(void *unused) {
     (void)unused;
     pthread_mutex_lock(&running_lock);
+    stop_asked = 1;
     if (running_server) runner_server_stop(running_server);
     pthread_mutex_unlock(&running_lock);
 }

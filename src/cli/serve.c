@@ -3,10 +3,12 @@
  * Options before the first -m are defaults for every model; options after
  * a -m apply to that model (so `-m a.gguf --tp 2 -m b.gguf` serves a at tp
  * 2 and b at tp 1). The gateway listens on 127.0.0.1:8080 unless told
- * otherwise, prints the address it bound (useful with --port 0), and stops
- * on SIGTERM or SIGINT. --config FILE gives the same settings as a file
- * (serve_config.c), which the command line overrides; the options are
- * serve_options.c's table. */
+ * otherwise, prints the address it bound (useful with --port 0). SIGTERM
+ * or SIGINT drains it (no new requests; those in flight finish, for up to
+ * --drain-timeout seconds) and it exits 0; a second signal stops it at
+ * once. --config FILE gives the same settings as a file (serve_config.c),
+ * which the command line overrides; the options are serve_options.c's
+ * table. */
 #include "cli.h"
 #include "serve_internal.h"
 
@@ -56,8 +58,9 @@ static void serve_usage(FILE *out) {
             "  --max-client-connections N  connections at once from one address (default 512)\n"
             "  --cors-origin ORIGIN    answer CORS preflights and add CORS headers for\n"
             "                          ORIGIN (repeat; * for any)\n"
-            "  --drain-timeout S       on SIGTERM, requests in flight get S s to finish\n"
-            "                          (default 30)\n"
+            "  --drain-timeout S       on SIGTERM or SIGINT, wait up to S s for the requests\n"
+            "                          in flight (default 30); new ones get 503 meanwhile,\n"
+            "                          a second signal stops at once\n"
             "  --enable-faults         POST /debug/fault injects faults (tests, benchmarks)\n"
             "  --log-format text|json  log lines as text (default) or JSON objects\n"
             "  --log-requests          a log line per finished request (id, model, status,\n"
@@ -80,12 +83,16 @@ static void serve_usage(FILE *out) {
  * being freed while a stop is under way. */
 static pthread_mutex_t serving_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gateway *serving;
+static int stop_signals; /* SIGTERMs and SIGINTs so far (serving_lock) */
 
-/* SIGTERM/SIGINT: stop serving (once the gateway is up). */
+/* SIGTERM/SIGINT: the first drains the gateway, the next stops it at once
+ * (one that comes while it starts is acted on once it is up). */
 static void stop_serving(void *unused) {
     (void)unused;
     pthread_mutex_lock(&serving_lock);
-    if (serving) gateway_stop(serving);
+    stop_signals++;
+    if (serving && stop_signals == 1) gateway_drain(serving);
+    if (serving && stop_signals > 1) gateway_stop(serving);
     pthread_mutex_unlock(&serving_lock);
 }
 
@@ -132,6 +139,7 @@ int cli_serve(int argc, char **argv) {
               o.params.host, gateway_port(g));
     pthread_mutex_lock(&serving_lock);
     serving = g;
+    if (stop_signals > 0) gateway_stop(g); /* nothing is in flight yet */
     pthread_mutex_unlock(&serving_lock);
     gateway_run(g);
     pthread_mutex_lock(&serving_lock);

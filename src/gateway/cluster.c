@@ -222,6 +222,16 @@ void gateway_cluster_each(struct gateway *g, void (*fn)(struct gateway_request *
     pthread_mutex_unlock(&g->cluster_lock);
 }
 
+void gateway_cluster_fail(struct gateway *g, int status, const char *message) {
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances; i++) {
+        gateway_instance_fail(g->instances[i], status, message);
+        if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING)
+            gateway_instance_fail(g->instances[i]->move.successor, status, message);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+}
+
 /* ---------- the admin API's operations ---------- */
 
 int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char *const *hosts,

@@ -1,6 +1,9 @@
 /* gateway.c -- the gateway's life: load the models' vocabularies, start
  * the cluster's first instances, serve HTTP, and until asked to stop,
- * complete moves and send keep-alive comments to quiet streams. */
+ * complete moves and send keep-alive comments to quiet streams. Asked to
+ * drain, it takes no new request and returns once those in flight ended
+ * (or its drain timeout ended them with an error): no stream is ever cut
+ * without a word. */
 #include "gateway_internal.h"
 
 #include <dirent.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* 1 if name is one of ours, "lockstep-PID" or an older "lockstep-PID-N.sock"
@@ -115,20 +119,77 @@ int gateway_port(const struct gateway *g) {
     return g->port;
 }
 
-void gateway_stop(struct gateway *g) {
+/* Wakes gateway_run; async-signal-safe. */
+static void wake_run(struct gateway *g) {
     char byte = 1;
-    atomic_store(&g->stopping, 1);
     ssize_t rc = write(g->wake[1], &byte, 1);
     (void)rc; /* a full pipe already wakes gateway_run */
 }
 
+void gateway_stop(struct gateway *g) {
+    atomic_store(&g->stopping, 1);
+    wake_run(g);
+}
+
+void gateway_drain(struct gateway *g) {
+    atomic_store(&g->draining, 1);
+    wake_run(g);
+}
+
+/* Waits up to seconds for the clients to take the last bytes of the
+ * requests in flight (each one leaves g->active when its answer is sent);
+ * a client that does not read in time is cut. */
+static void flush_requests(struct gateway *g, double seconds) {
+    uint64_t start = runner_now_us();
+    while (atomic_load(&g->active) > 0 && (double)(runner_now_us() - start) * 1e-6 < seconds) {
+        struct timespec nap = {0, 10000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* One look at a drain (lock-free): 1 when it is over, because no request
+ * is in flight, or because the deadline passed and those left were ended
+ * with an error naming the shutdown. *deadline is 0 until the first look. */
+static int drain_over(struct gateway *g, uint64_t now, uint64_t *deadline) {
+    double seconds = g->params.drain_seconds > 0 ? g->params.drain_seconds : GATEWAY_DRAIN_SECONDS;
+    int active = atomic_load(&g->active);
+    char why[200];
+    if (*deadline == 0) {
+        *deadline = now + (uint64_t)(seconds * 1e6);
+        fprintf(stderr, "lockstep serve: draining: %d request%s in flight, waiting up to %g s\n",
+                active, active == 1 ? "" : "s", seconds);
+    }
+    if (active == 0) {
+        fprintf(stderr, "lockstep serve: drained: every request ended\n");
+        return 1;
+    }
+    if (now < *deadline) return 0;
+    fprintf(stderr, "lockstep serve: drain timeout (%g s): ending %d request%s with an error\n",
+            seconds, active, active == 1 ? "" : "s");
+    snprintf(why, sizeof(why),
+             "the gateway is shutting down: its drain timeout (%g s) passed before this "
+             "request ended",
+             seconds);
+    gateway_cluster_fail(g, 503, why);
+    flush_requests(g, GATEWAY_FLUSH_SECONDS);
+    return 1;
+}
+
+/* Takes the bytes of the wake pipe (they only say "look"). */
+static void take_wake(struct gateway *g) {
+    char bytes[64];
+    while (read(g->wake[0], bytes, sizeof(bytes)) > 0) continue;
+}
+
 void gateway_run(struct gateway *g) {
-    uint64_t last_keep_alive = 0;
+    uint64_t last_keep_alive = 0, drain_deadline = 0;
     while (!atomic_load(&g->stopping)) {
         struct pollfd p = {g->wake[0], POLLIN, 0};
-        poll(&p, 1, 20); /* a move completes this soon after its runner is ready */
+        /* a move completes this soon after its runner is ready */
+        if (poll(&p, 1, 20) > 0) take_wake(g);
         gateway_cluster_step(g);
         uint64_t now = runner_now_us();
+        if (atomic_load(&g->draining) && drain_over(g, now, &drain_deadline)) return;
         if (now - last_keep_alive < 250000) continue;
         last_keep_alive = now;
         gateway_cluster_each(g, gateway_request_keep_alive, now);
@@ -141,6 +202,7 @@ void gateway_free(struct gateway *g) {
     /* runners first: their requests end with an error the clients still get;
      * then HTTP, whose last callbacks still reach the instances */
     gateway_cluster_stop(g);
+    flush_requests(g, GATEWAY_FLUSH_SECONDS);
     gateway_http_stop(g);
     gateway_cluster_free(g);
     for (int i = 0; i < g->n_served; i++) gateway_served_free(&g->served[i]);

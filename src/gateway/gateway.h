@@ -56,7 +56,6 @@ struct gateway_params {
                                                            origins; "*" for any */
     int enable_faults;         /* 1: POST /debug/fault and runners that accept faults (tests) */
     int log_requests;          /* 1: a log line per finished request (never its text) */
-    double drain_seconds;      /* on a stop, requests in flight get this long to finish */
     const char *lockstep_path; /* the lockstep binary runners are started with */
     const char *mpirun_path;   /* mpirun, for the mpi launcher */
     int n_models;
@@ -68,6 +67,7 @@ struct gateway_params {
     int n_places;                            /* 0: one instance per model, placed */
     const struct cluster_place_spec *places; /* (n_places) --place: the first instances */
     double probe_seconds;                    /* hosts are probed this often (default 5) */
+    double drain_seconds; /* gateway_drain waits this long for requests in flight (0: 30) */
 };
 
 struct gateway;
@@ -77,10 +77,16 @@ struct gateway;
 int gateway_create(struct gateway **out, const struct gateway_params *params, char *err,
                    size_t errlen);
 int gateway_port(const struct gateway *gateway);
-/* Serves until gateway_stop; runs the housekeeping (keep-alive comments). */
+/* Serves until gateway_stop, or until a drain ends; runs the housekeeping
+ * (keep-alive comments). */
 void gateway_run(struct gateway *gateway);
-/* Asks gateway_run to return; async-signal-safe. */
+/* Asks gateway_run to return at once; async-signal-safe. */
 void gateway_stop(struct gateway *gateway);
+/* Asks gateway_run to drain: new requests get 503 and /health says
+ * "draining", those in flight finish, and gateway_run returns when none is
+ * left or after drain_seconds, when those left end with an error event
+ * naming the shutdown (streams: then [DONE]); async-signal-safe. */
+void gateway_drain(struct gateway *gateway);
 /* Stops the runners and the HTTP server and frees everything. */
 void gateway_free(struct gateway *gateway);
 

@@ -263,7 +263,8 @@ struct gateway {
     struct MHD_Daemon *daemon;
     int port;
     atomic_int stopping;
-    int wake[2];                   /* pipe: gateway_stop -> gateway_run */
+    atomic_int draining;           /* 1: gateway_drain was called: new requests get 503 */
+    int wake[2];                   /* pipe: gateway_stop, gateway_drain -> gateway_run */
     struct gateway_served *served; /* (n_served) the models, fixed at start */
     int n_served;
     /* the cluster (cluster.c); lock order: cluster_lock before any instance's lock */
@@ -294,6 +295,8 @@ struct gateway {
 #define GATEWAY_START_ATTEMPTS     5   /* failed starts in a row before requests fail */
 #define GATEWAY_CONNECTION_TIMEOUT 30  /* seconds, when the parameters give none */
 #define GATEWAY_CLIENT_CONNECTIONS 512 /* per client address, when the parameters give none */
+#define GATEWAY_DRAIN_SECONDS      30  /* gateway_drain's bound, when the parameters give none */
+#define GATEWAY_FLUSH_SECONDS      1.0 /* for clients to read the errors a stop ends requests with */
 
 /* request.c */
 struct gateway_request *gateway_request_create(struct gateway *gateway,
@@ -404,6 +407,9 @@ void gateway_instance_cancel(struct gateway_request *request);
 void gateway_instance_cancel_choice(struct gateway_choice *choice);
 /* No new requests: they get 503 (the gateway stops). */
 void gateway_instance_drain(struct gateway_instance *instance);
+/* Ends every request it holds with an error (status, message), and tells
+ * its runner to drop them. */
+void gateway_instance_fail(struct gateway_instance *instance, int status, const char *message);
 /* Wakes the supervisor to write the outbox (never blocks). */
 void gateway_instance_wake(struct gateway_instance *instance);
 /* Calls fn on the request of every registered choice, so once per choice
@@ -462,6 +468,8 @@ int gateway_cluster_start(struct gateway *gateway, char *err, size_t errlen);
 void gateway_cluster_step(struct gateway *gateway);
 void gateway_cluster_stop(struct gateway *gateway);
 void gateway_cluster_free(struct gateway *gateway);
+/* gateway_instance_fail on every instance, moving ones' new placements too. */
+void gateway_cluster_fail(struct gateway *gateway, int status, const char *message);
 /* Routes the request to the least-loaded routable instance of its model
  * and submits it there; fails it with 503 when the model has none. */
 void gateway_cluster_submit(struct gateway *gateway, struct gateway_request *request);

@@ -52,6 +52,7 @@ struct http_call {
     int post;                        /* 1: a POST (answered early when refused) */
     const char *model;               /* the instance a call without a request served, or NULL */
     uint64_t start_us;               /* when its first byte was read (the request log) */
+    struct gateway *gateway;         /* the gateway it came to */
 };
 
 /* The allowed origin a browser's request came from, or NULL. */
@@ -63,14 +64,18 @@ static const char *cors_origin(const struct gateway *g, struct MHD_Connection *c
     return NULL;
 }
 
-/* Headers every answer carries: CORS for an allowed origin, and when to
- * try again after a 429 or 503 (both are passing states). */
+/* Headers every answer carries: CORS for an allowed origin, when to try
+ * again after a 429 or 503 (both are passing states), and while the
+ * gateway drains, that the connection closes (a client's next request goes
+ * through its load balancer again, to a gateway that takes it). */
 static void add_common_headers(const struct http_call *call, struct MHD_Response *r, int status) {
     if (call->origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", call->origin);
         MHD_add_response_header(r, "Vary", "Origin");
     }
     if (status == 429 || status == 503) MHD_add_response_header(r, "Retry-After", "1");
+    if (atomic_load(&call->gateway->draining))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, struct http_call *call, int status,
@@ -208,10 +213,15 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
     }
     if (g->n_instances == 0) all_ready = 0;
     pthread_mutex_unlock(&g->cluster_lock);
-    cJSON_AddStringToObject(health, "status", all_ready ? "ok" : "unavailable");
+    /* a draining gateway is unhealthy, so that load balancers send nothing more */
+    int draining = atomic_load(&g->draining), ok = all_ready && !draining;
+    cJSON_AddStringToObject(health, "status",
+                            draining    ? "draining"
+                            : all_ready ? "ok"
+                                        : "unavailable");
     char *text = cJSON_PrintUnformatted(health);
     cJSON_Delete(health);
-    return send_text(c, call, all_ready ? 200 : 503, "application/json", text);
+    return send_text(c, call, ok ? 200 : 503, "application/json", text);
 }
 
 static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c,
@@ -348,12 +358,30 @@ static struct gateway_instance *choose_instance(struct gateway *g, const char *n
     return in;
 }
 
+/* 1 if the gateway drains and the call would start work (completions,
+ * tokens, admin changes): it gets a 503 in e. What only reads the
+ * gateway's state is still answered. */
+static int refused_while_draining(struct gateway *g, const struct http_call *call,
+                                  struct openai_error *e) {
+    enum route r = call->route;
+    if (!atomic_load(&g->draining) ||
+        !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_TOKENIZE ||
+          r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
+        return 0;
+    openai_error_set(e, 503, "server_error", NULL, "shutting_down",
+                     "the gateway is shutting down (draining): it takes no new requests; "
+                     "retry on another gateway or later");
+    return 1;
+}
+
 /* Parses, checks limits, creates and submits the request. */
 static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection *c,
                                         struct http_call *call) {
     struct openai_request body;
     struct openai_error e;
     enum openai_kind kind = call->route == ROUTE_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION;
+    /* its head came before the drain began, its body after */
+    if (refused_while_draining(g, call, &e)) return send_error(c, call, &e);
     if (call->too_large) {
         openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
                          "the body is larger than %zu bytes", g->params.max_body_bytes);
@@ -528,6 +556,7 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
                          method, url);
         return send_error(c, call, &e);
     }
+    if (refused_while_draining(g, call, &e)) return send_error(c, call, &e);
     if (call->route == ROUTE_HEALTH) return answer_health(g, c, call);
     if (call->route == ROUTE_METRICS)
         return send_text(c, call, 200, "text/plain; version=0.0.4", gateway_metrics_text(g));
@@ -552,6 +581,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!call) return MHD_NO;
         *state = call;
         call->start_us = runner_now_us();
+        call->gateway = g;
         /* a POST may be refused before its body is read (the connection
          * closes then); anything else is answered once the request is
          * whole, which keeps the connection open for the next one */

@@ -807,6 +807,15 @@ static double plan_restart(struct gateway_instance *in, int stuck, int was_ready
     return backoff < BACKOFF_MAX_SECONDS ? backoff : BACKOFF_MAX_SECONDS;
 }
 
+/* The gateway stopped the runner: how it ended (told SIGTERM, it finishes
+ * its step and exits 0; anything else is worth a look). */
+static void log_stopped(const struct gateway_instance *in, pid_t pid, int status) {
+    char how[64];
+    if (pid <= 0) return;
+    describe_exit(how, sizeof(how), status);
+    log_event(LOG_LEVEL_INFO, "gateway", "%s: runner %d stopped (%s)", in->id, (int)pid, how);
+}
+
 static void *supervise(void *arg) {
     struct gateway_instance *in = arg;
     while (!instance_stopping(in)) {
@@ -821,7 +830,10 @@ static void *supervise(void *arg) {
         pthread_mutex_unlock(&in->lock);
         if (fd >= 0) close(fd);
         int status = pid > 0 ? stop_runner(in, pid, instance_stopping(in)) : 0;
-        if (instance_stopping(in)) break;
+        if (instance_stopping(in)) {
+            log_stopped(in, pid, status);
+            break;
+        }
         char why[sizeof(in->status)];
         pthread_mutex_lock(&in->lock);
         double backoff = plan_restart(in, stuck, was_ready, status);
@@ -859,16 +871,23 @@ void gateway_instance_retire(struct gateway_instance *in) {
     gateway_instance_stop(in);
 }
 
+void gateway_instance_fail(struct gateway_instance *in, int status, const char *message) {
+    pthread_mutex_lock(&in->lock);
+    /* drop takes every choice of the request, so the table shrinks each time */
+    while (in->n_requests > 0) {
+        struct gateway_request *r = in->requests[in->n_requests - 1]->request;
+        gateway_request_fail(r, status, message);
+        drop(in, r, NULL);
+    }
+    pthread_mutex_unlock(&in->lock);
+    gateway_instance_wake(in);
+}
+
 void gateway_instance_stop(struct gateway_instance *in) {
     gateway_instance_drain(in);
     if (in->thread_started) pthread_join(in->thread, NULL);
     in->thread_started = 0;
-    pthread_mutex_lock(&in->lock);
-    for (int i = in->n_requests - 1; i >= 0; i--) {
-        gateway_request_fail(in->requests[i]->request, 503, "the gateway is shutting down");
-        forget(in, i);
-    }
-    pthread_mutex_unlock(&in->lock);
+    gateway_instance_fail(in, 503, "the gateway is shutting down");
 }
 
 void gateway_instance_free(struct gateway_instance *in) {
