@@ -47,7 +47,7 @@ enum {
 };
 
 /* The conversion of one schema (struct ref_rule and struct left_edge are
- * json_schema.c's own). */
+ * json_schema_ref.c's own). */
 struct schema_ctx {
     const cJSON *root;       /* the whole schema document, for $ref */
     struct strbuf rules;     /* rule definitions emitted so far */
@@ -105,5 +105,19 @@ int schema_gen_string_value(struct schema_ctx *ctx, const char *s, const char *p
 /* The rule of an object schema (properties, required, additionalProperties):
  * declared members in order, then additional ones; its name into out. */
 int schema_gen_object(struct schema_ctx *ctx, const cJSON *s, const char *path, struct strbuf *out);
+
+/* The keywords of s that may stand beside keyword, other than annotations
+ * and definitions, are those in allowed (NULL-terminated, may be empty);
+ * else -1 with the error. */
+int schema_check_siblings(struct schema_ctx *ctx, const cJSON *s, const char *path,
+                          const char *keyword, const char *const *allowed);
+
+/* ---- json_schema_ref.c ---- */
+
+/* The rule of a schema with "$ref" (its target's rule, made once). */
+int schema_gen_ref(struct schema_ctx *ctx, const cJSON *s, const char *path, struct strbuf *out);
+/* A cycle among the references reached without consuming input (a left
+ * recursion, which no grammar engine can run): 0 when there is none. */
+int schema_check_left_cycles(struct schema_ctx *ctx);
 
 #endif
