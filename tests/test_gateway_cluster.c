@@ -19,6 +19,8 @@
  *   - a move to a host where no runner starts (nowhere.invalid) fails with
  *     the reason, and the instance serves on where it was, every stream
  *     whole;
+ *   - a runner that fails every start (refused starts, then killed): the
+ *     instance is placed anew and its streams go on, every one whole;
  *   - a replica started through the admin API shares the load (both serve
  *     tokens), and deleting the first while streams run hands them to the
  *     replica: the same texts, and one instance is left.
@@ -287,6 +289,55 @@ static void test_failed_move(struct stream *reference) {
     check_streams(s, reference, N_STREAMS, "failed move");
 }
 
+/* Posts a fault to rand's instance; 1 if it was taken. */
+static int post_fault(const char *body) {
+    struct test_http h = test_http_request(port, "POST", "/debug/fault", INFERENCE, body, 10);
+    int ok = h.status == 200;
+    if (!ok) fprintf(stderr, "fault %s: %d %s\n", body, h.status, h.body ? h.body : "");
+    test_http_free(&h);
+    return ok;
+}
+
+/* Moves completed so far: the events "ID moved from ...". */
+static int moves_done(cJSON *cluster) {
+    int n = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(cluster, "events")) {
+        const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(e, "text"));
+        n += text && strstr(text, " moved from ") != NULL;
+    }
+    return n;
+}
+
+/* An instance whose runner fails every start is placed anew (here where it
+ * was: the other hosts cannot take it) and its streams go on. */
+static void test_failed_instance(struct stream *reference) {
+    struct stream s[N_STREAMS];
+    cJSON *c = cluster_state();
+    int before = moves_done(c);
+    cJSON_Delete(c);
+    slow_down();
+    start_streams(s, N_STREAMS);
+    wait_in_flight("rand-1", N_STREAMS / 2);
+    CHECK(post_fault("{\"model\":\"rand\",\"kind\":\"refuse\",\"count\":50}"));
+    CHECK(post_fault("{\"model\":\"rand\",\"kind\":\"kill\"}"));
+    double start = test_now();
+    int moved = 0;
+    while (!moved && test_now() - start < 90) {
+        c = cluster_state();
+        const char *state =
+            cJSON_GetStringValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "state"));
+        moved = moves_done(c) > before && state && !strcmp(state, "ready");
+        cJSON_Delete(c);
+        if (!moved) nap_ms(50);
+    }
+    CHECK_MSG(moved, "rand-1 was not placed anew after its starts failed");
+    fprintf(stderr, "failed instance: placed anew %.1f s after its runner was killed\n",
+            test_now() - start);
+    join_streams(s, N_STREAMS);
+    check_streams(s, reference, N_STREAMS, "failed instance");
+}
+
 static void test_replica_and_delete(struct stream *reference) {
     struct stream s[N_STREAMS];
     char *body = NULL;
@@ -381,6 +432,7 @@ int main(void) {
                             "localhost+127.0.0.2", "move to tp 2 across two hosts");
 #endif
         test_failed_move(reference);
+        test_failed_instance(reference);
         test_replica_and_delete(reference);
         for (int i = 0; i < N_STREAMS; i++) free(reference[i].text);
     }

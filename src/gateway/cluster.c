@@ -281,9 +281,11 @@ int gateway_cluster_delete(struct gateway *g, const char *id, char *why, size_t 
 }
 
 /* Starts moving in to degree tp (0: its own) on hosts (none: where the
- * policy says); 0, or an HTTP status with why (cluster lock held). */
+ * policy says, elsewhere; or, when anywhere, where it is if nowhere else
+ * fits); 0, or an HTTP status with why (cluster lock held). */
 static int start_move(struct gateway *g, struct gateway_instance *in, int tp,
-                      const char *const *hosts, int n_hosts, char *why, size_t whylen) {
+                      const char *const *hosts, int n_hosts, int anywhere, char *why,
+                      size_t whylen) {
     struct cluster_placement placement;
     int64_t bytes = 0;
     if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING) {
@@ -292,10 +294,14 @@ static int start_move(struct gateway *g, struct gateway_instance *in, int tp,
         return 409;
     }
     if (tp <= 0) tp = in->placement.tp;
-    /* without hosts, a move at the same degree goes elsewhere */
+    /* without hosts, a move at the same degree goes elsewhere; a failed
+     * instance that has nowhere else starts anew where it was */
     const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
     int status =
         choose_placement(g, in->served, tp, hosts, n_hosts, avoid, &placement, &bytes, why, whylen);
+    if (status == 409 && avoid && anywhere)
+        status = choose_placement(g, in->served, tp, hosts, n_hosts, NULL, &placement, &bytes, why,
+                                  whylen);
     struct gateway_instance *next =
         status ? NULL : start_instance(g, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;
@@ -311,7 +317,7 @@ int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *
                          int n_hosts, char *why, size_t whylen) {
     pthread_mutex_lock(&g->cluster_lock);
     struct gateway_instance *in = find_live(g, id);
-    int status = in ? start_move(g, in, tp, hosts, n_hosts, why, whylen) : 404;
+    int status = in ? start_move(g, in, tp, hosts, n_hosts, 0, why, whylen) : 404;
     if (!in) snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
     pthread_mutex_unlock(&g->cluster_lock);
     return status;
@@ -455,10 +461,21 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     int failed = in->state == INSTANCE_FAILED;
     pthread_mutex_unlock(&in->lock);
     if (!failed) return;
+    /* the last placement elsewhere failed too: its requests end (503)
+     * rather than wait for ever, as on a cluster of one host */
+    if (in->replaced_us && in->move.state == GATEWAY_MOVE_FAILED) {
+        snprintf(why, sizeof(why), "model %s is unavailable: no placement starts (%s)", in->name,
+                 in->move.reason);
+        gateway_instance_fail(in, 503, why);
+    }
     in->replaced_us = now;
-    if (start_move(g, in, 0, NULL, 0, why, sizeof(why)))
-        log_event(LOG_LEVEL_ERROR, "gateway", "%s failed and has no other placement now: %s",
-                  in->id, why);
+    char reason[800];
+    if (start_move(g, in, 0, NULL, 0, 1, why, sizeof(why)) == 0) return;
+    log_event(LOG_LEVEL_ERROR, "gateway", "%s failed and has no other placement now: %s", in->id,
+              why);
+    snprintf(reason, sizeof(reason), "model %s is unavailable: it has no other placement (%s)",
+             in->name, why);
+    gateway_instance_fail(in, 503, reason);
 }
 
 void gateway_cluster_step(struct gateway *g) {
@@ -487,10 +504,15 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
     pthread_mutex_unlock(&g->cluster_lock);
     /* the policy never places on a lost host; one that cannot be placed
      * now is tried again at the next probe, and keeps restarting meanwhile */
-    for (int i = 0; i < n; i++)
-        if (gateway_cluster_move(g, ids[i], 0, NULL, 0, why, sizeof(why)))
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&g->cluster_lock);
+        struct gateway_instance *in = find_live(g, ids[i]);
+        int status = in ? start_move(g, in, 0, NULL, 0, 1, why, sizeof(why)) : 0;
+        pthread_mutex_unlock(&g->cluster_lock);
+        if (status)
             log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave host %s: %s", ids[i],
                       g->hosts[host].name, why);
+    }
 }
 
 int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
