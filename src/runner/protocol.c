@@ -532,8 +532,12 @@ int protocol_reader_end(struct protocol_reader *reader, const char *last_field) 
 static int protocol_refuse_version(struct protocol_reader *reader, unsigned version) {
     char build[RUNNER_BUILD_MAX] = "";
     char peer[RUNNER_BUILD_MAX + 16] = "a build older than 0.9.0";
-    if (version >= 4 && protocol_reader_string(reader, "build", build, sizeof(build)) == 0)
+    if (version >= 4 && protocol_reader_string(reader, "build", build, sizeof(build)) == 0) {
+        /* the peer's text goes into a one-line message: no control bytes */
+        for (char *c = build; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         snprintf(peer, sizeof(peer), "lockstep %s", build);
+    }
     return protocol_fail(&reader->report,
                          "the runner speaks protocol version %u (%s), this process %d "
                          "(lockstep %s): the gateway and every rank must run the same build",
