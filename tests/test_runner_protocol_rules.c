@@ -354,6 +354,15 @@ static void test_hello_version(void) {
              RUNNER_PROTOCOL_VERSION, runner_build());
     CHECK_FAILS(decode_hello_of_version(&buffer, 3), expected);
     CHECK(decode_hello_of_version(&buffer, RUNNER_PROTOCOL_VERSION) == 0);
+    /* the peer's build is quoted on one line, whatever bytes it has */
+    buffer.length = 0;
+    snprintf(hello.build, sizeof(hello.build), "0.9\n(git\x01x)");
+    CHECK(runner_encode_hello(&buffer, &hello, err, sizeof(err)) == 0);
+    snprintf(expected, sizeof(expected),
+             "HELLO: the runner speaks protocol version 5 (lockstep 0.9?(git?x)), this "
+             "process %d (lockstep %s): the gateway and every rank must run the same build",
+             RUNNER_PROTOCOL_VERSION, runner_build());
+    CHECK_FAILS(decode_hello_of_version(&buffer, 5), expected);
 
     buffer.length = 0;
     CHECK(runner_encode_cancel(&buffer, 7, err, sizeof(err)) == 0);
