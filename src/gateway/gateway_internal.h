@@ -378,6 +378,7 @@ void gateway_instance_stop(struct gateway_instance *instance);
 /* The same for an instance the cluster no longer uses (moved, deleted),
  * while the gateway goes on: its table is empty by then. */
 void gateway_instance_retire(struct gateway_instance *instance);
+/* handover.c: a move's requests */
 /* Takes every choice out of the table, telling the runner to drop them:
  * *out (free() it) holds them with their references; their count, or -1. */
 int gateway_instance_take(struct gateway_instance *instance, struct gateway_choice ***out);
@@ -394,6 +395,7 @@ int gateway_instance_warm(struct gateway_instance *from, struct gateway_instance
 /* Tokens it still has to work through: prompts not started and tokens not
  * generated (the router's load figure). */
 int64_t gateway_instance_outstanding(struct gateway_instance *instance);
+/* instance.c, continued */
 void gateway_instance_free(struct gateway_instance *instance);
 /* Registers the request's choices and wakes the supervisor, which queues
  * their ADDs for the runner (now, or when one is up); never waits. A FAILED
