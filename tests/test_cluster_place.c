@@ -1,11 +1,11 @@
 /* test_cluster_place.c -- the placement policy (cluster_place) as a table:
  * each case is a cluster (hosts with slots, memory limits or probed
- * memory, lost and excluded ones, what is already placed and its load) and
+ * memory, lost, drained and excluded ones, what is already placed and its load) and
  * a request (ranks, bytes per rank, pinned hosts), and either the placement
  * expected, spelt as cluster_placement_format spells it ("b:2+a"), or a
  * substring of the reason it is refused with. Every placement is also
  * checked against the rules it must keep whatever the case: tp ranks in
- * all, no host twice, none lost or excluded, slots and memory respected. */
+ * all, no host twice, none lost, drained or excluded, slots and memory respected. */
 #include "cluster/cluster.h"
 #include "testutil.h"
 
@@ -18,7 +18,7 @@ struct place_case {
     const char *what;
     /* hosts, '|' between them: NAME SLOTS, then any of limit=MIB (memory=),
      * probed=MIB (a probe's memory_total), used=SLOTS and used_mib=MIB (what is
-     * placed there), load=TOKENS, and the words lost and excluded */
+     * placed there), load=TOKENS, and the words lost, drained and excluded */
     const char *hosts;
     int tp;
     int64_t mib_per_rank;
@@ -47,6 +47,11 @@ static const struct place_case cases[] = {
     {"hostfile order breaks a full tie", "a 4 | b 4", 2, 1, NULL, "a:2", NULL},
     {"a lost host is skipped", "a 4 lost | b 4 load=9", 2, 1, NULL, "b:2", NULL},
     {"an excluded host is skipped", "a 4 excluded | b 4 load=9", 1, 1, NULL, "b", NULL},
+    {"a drained host is skipped", "a 4 drained | b 4 load=9", 2, 1, NULL, "b:2", NULL},
+    {"every host drained", "a 4 drained | b 4 lost", 1, 1, NULL, NULL,
+     "0 are free on 0 hosts; host a is drained; host b is lost"},
+    {"a pinned host drained", "a 4 | b 4 drained", 2, 1, "a+b", NULL,
+     "host b is drained (POST /admin/hosts/b/undrain)"},
     {"spread when no host holds all", "a 2 | b 2 | c 2", 4, 1, NULL, "a:2+b:2", NULL},
     {"spread over the least loaded", "a 2 load=3 | b 2 load=2 | c 2 load=1", 4, 1, NULL, "c:2+b:2",
      NULL},
@@ -92,6 +97,8 @@ static void apply_word(const char *word, struct cluster_host *host, struct clust
     if (eq) v = atoll(eq + 1);
     if (!strcmp(word, "lost"))
         cluster_host_update(host, NULL);
+    else if (!strcmp(word, "drained"))
+        host->drained = 1;
     else if (!strcmp(word, "excluded"))
         *exclude = 1;
     else if (!strncmp(word, "limit=", 6))
@@ -147,8 +154,9 @@ static void check_rules(const struct place_case *c, const struct cluster_host *h
     for (int k = 0; k < p->n_hosts; k++) {
         int i = p->host[k];
         total += p->ranks[k];
-        CHECK_MSG(!seen[i]++ && !hosts[i].lost && !r->exclude[i] && p->ranks[k] >= 1, "%s",
-                  c->what);
+        CHECK_MSG(!seen[i]++ && !hosts[i].lost && !hosts[i].drained && !r->exclude[i] &&
+                      p->ranks[k] >= 1,
+                  "%s", c->what);
         CHECK_MSG(usage[i].slots_used + p->ranks[k] <= hosts[i].slots, "%s: slots", c->what);
         int64_t memory = hosts[i].memory_limit ? hosts[i].memory_limit : hosts[i].memory_total;
         if (memory)

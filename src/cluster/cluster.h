@@ -35,6 +35,7 @@ struct cluster_host {
     int max_slots;                    /* max_slots=N (0: not given); kept for mpirun */
     int64_t memory_limit;             /* memory=SIZE in bytes (0: not given; use the probe's) */
     int local;                        /* 1: this machine (localhost, 127.x, or gethostname()) */
+    int drained; /* 1: cordoned (POST /admin/hosts/NAME/drain): nothing is placed here */
     /* learnt by probing */
     int probed;                /* 1: a probe answered at least once */
     int lost;                  /* 1: the latest probe failed (unreachable) */

@@ -94,6 +94,11 @@ static int best_sum(const struct candidate *c, int n, int from, int count) {
     return sum;
 }
 
+/* 1 if host i may take ranks of r: not lost, drained or excluded. */
+static int open_host(const struct cluster_host *host, const struct cluster_request *r, int i) {
+    return !host->lost && !host->drained && !r->exclude[i];
+}
+
 /* Why the hosts cannot take tp ranks of bytes_per_rank, host by host. */
 static void explain_shortfall(const struct cluster_host *hosts, const struct candidate *all,
                               int n_hosts, const struct cluster_request *r, char *why,
@@ -101,7 +106,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
     int free_slots = 0, open_hosts = 0;
     size_t used = 0;
     for (int i = 0; i < n_hosts; i++)
-        if (!hosts[i].lost && !r->exclude[i] && all[i].free_slots > 0) {
+        if (open_host(&hosts[i], r, i) && all[i].free_slots > 0) {
             free_slots += all[i].free_slots;
             open_hosts++;
         }
@@ -117,6 +122,8 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
         cluster_size_format(c->free_memory, free_memory, sizeof(free_memory));
         if (hosts[i].lost)
             append(why, whylen, &used, "; host %s is lost", hosts[i].name);
+        else if (hosts[i].drained)
+            append(why, whylen, &used, "; host %s is drained", hosts[i].name);
         else if (r->exclude[i])
             append(why, whylen, &used, "; host %s is excluded", hosts[i].name);
         else if (c->free_slots > 0 && c->capacity == 0)
@@ -154,7 +161,7 @@ static int place_free(const struct cluster_host *hosts, const struct candidate *
     struct candidate c[CLUSTER_HOSTS_MAX], chosen[CLUSTER_HOSTS_MAX];
     int n = 0, total = 0;
     for (int i = 0; i < n_hosts; i++)
-        if (!hosts[i].lost && !r->exclude[i] && all[i].capacity > 0) {
+        if (open_host(&hosts[i], r, i) && all[i].capacity > 0) {
             c[n++] = all[i];
             total += all[i].capacity;
         }
@@ -205,6 +212,8 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
             snprintf(why, whylen, "host %s is pinned twice", name);
         else if (hosts[i].lost)
             snprintf(why, whylen, "host %s is lost", name);
+        else if (hosts[i].drained)
+            snprintf(why, whylen, "host %s is drained (POST /admin/hosts/%s/undrain)", name, name);
         else if (r->exclude[i])
             snprintf(why, whylen, "host %s is excluded", name);
         else if (c->free_slots < per)

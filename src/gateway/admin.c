@@ -5,8 +5,10 @@
  * /admin/instances/ID/move) takes only the admin key (--admin-key), which
  * is not the inference key: a client that may generate text may not
  * rearrange the cluster. GET /v1/cluster is read-only and takes either
- * key. The operations themselves are cluster.c's; this file parses their
- * bodies and says what happened. */
+ * key. POST /admin/hosts/NAME/drain cordons a host (its instances move
+ * elsewhere, nothing new is placed there) and /undrain ends that. The
+ * operations themselves are cluster.c's; this file parses their bodies and
+ * says what happened. */
 #include "gateway_internal.h"
 
 #include <cjson/cJSON.h>
@@ -17,7 +19,7 @@
 /* ---------- GET /v1/cluster ---------- */
 
 static const char *host_state(const struct cluster_host *h) {
-    return h->lost ? "lost" : h->probed ? "up" : "unprobed";
+    return h->lost ? "lost" : h->drained ? "drained" : h->probed ? "up" : "unprobed";
 }
 
 static cJSON *host_json(const struct cluster_host *h, const struct cluster_usage *u) {
@@ -285,6 +287,40 @@ int gateway_admin_call(struct gateway *g, const char *method, const char *url, c
     }
     cJSON_Delete(j);
     return status;
+}
+
+/* ---------- hosts: POST /admin/hosts/NAME/drain and /undrain ---------- */
+
+int gateway_admin_host_call(struct gateway *g, const char *method, const char *url, size_t length,
+                            char **json, struct openai_error *e) {
+    static const char prefix[] = "/admin/hosts/";
+    const char *name = url + sizeof(prefix) - 1, *slash = strrchr(name, '/');
+    char host[CLUSTER_HOST_NAME_MAX], why[256];
+    *json = NULL;
+    int drain = slash && !strcmp(slash, "/drain"), undrain = slash && !strcmp(slash, "/undrain");
+    if (strcmp(method, "POST") || (!drain && !undrain) || slash == name ||
+        (size_t)(slash - name) >= sizeof(host)) {
+        openai_error_set(e, 404, "invalid_request_error", NULL, "not_found",
+                         "no endpoint %s %s (POST /admin/hosts/NAME/drain or /undrain)", method,
+                         url);
+        return -1;
+    }
+    if (length) {
+        openai_error_set(e, 400, "invalid_request_error", NULL, NULL, "POST %s takes no body", url);
+        return -1;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(slash - name), name);
+    int status = gateway_cluster_drain_host(g, host, drain, why, sizeof(why));
+    if (status) {
+        openai_error_set(e, status, "invalid_request_error", NULL, NULL, "%s", why);
+        return -1;
+    }
+    cJSON *answer = cJSON_CreateObject();
+    cJSON_AddStringToObject(answer, "host", host);
+    cJSON_AddBoolToObject(answer, "drained", drain);
+    *json = cJSON_PrintUnformatted(answer);
+    cJSON_Delete(answer);
+    return drain ? 202 : 200;
 }
 
 /* ---------- fault injection (POST /debug/fault, --enable-faults) ---------- */

@@ -88,6 +88,12 @@ static struct gateway_instance *find_live(struct gateway *g, const char *id) {
     return NULL;
 }
 
+int gateway_cluster_has(const struct gateway *g, const struct gateway_instance *in) {
+    for (int i = 0; i < g->n_instances; i++)
+        if (g->instances[i] == in || g->instances[i]->move.successor == in) return 1;
+    return 0;
+}
+
 /* What the hosts hold already: every live instance's ranks and memory,
  * and a move's new placement too (cluster lock held). */
 void gateway_cluster_usage(struct gateway *g, struct cluster_usage *usage) {
@@ -107,6 +113,20 @@ void gateway_cluster_usage(struct gateway *g, struct cluster_usage *usage) {
         double load = (double)gateway_instance_outstanding(in);
         for (int k = 0; k < in->placement.n_hosts; k++) usage[in->placement.host[k]].load += load;
     }
+}
+
+/* 1 if the placement has a rank on host. */
+static int placed_on(const struct cluster_placement *p, int host) {
+    for (int k = 0; k < p->n_hosts; k++)
+        if (p->host[k] == host) return 1;
+    return 0;
+}
+
+/* 1 if the placement has a rank on a drained host. */
+static int placed_on_drained(const struct gateway *g, const struct cluster_placement *p) {
+    for (int k = 0; k < p->n_hosts; k++)
+        if (g->hosts[p->host[k]].drained) return 1;
+    return 0;
 }
 
 /* The host called name, or -1. */
@@ -163,8 +183,7 @@ static struct gateway_instance *start_instance(struct gateway *g, const struct g
     snprintf(own_id, sizeof(own_id), "%s-%d", s->name, number);
     if (gateway_instance_init(in, g, s, id ? id : own_id, placement, number, why, whylen) ||
         gateway_instance_start(in, why, whylen)) {
-        gateway_instance_free(in);
-        free(in);
+        gateway_instance_release(in);
         return NULL;
     }
     in->bytes_per_rank = bytes_per_rank;
@@ -207,6 +226,7 @@ struct gateway_instance *gateway_cluster_any(struct gateway *g, const struct gat
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances && !found; i++)
         if (g->instances[i]->served == s && g->instances[i]->routable) found = g->instances[i];
+    if (found) gateway_instance_hold(found);
     pthread_mutex_unlock(&g->cluster_lock);
     return found;
 }
@@ -251,8 +271,7 @@ int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char
     if (in && append(&g->instances, &g->n_instances, &g->instances_capacity, in)) {
         pthread_mutex_unlock(&g->cluster_lock);
         gateway_instance_retire(in);
-        gateway_instance_free(in);
-        free(in);
+        gateway_instance_release(in);
         snprintf(why, whylen, "out of memory for the instance list");
         return 500;
     }
@@ -354,7 +373,17 @@ static void complete_move(struct gateway *g, int i, struct retiring *out) {
     atomic_store(&next->stats.ttft_count, atomic_load(&old->stats.ttft_count));
     atomic_store(&next->stats.itl_us, atomic_load(&old->stats.itl_us));
     atomic_store(&next->stats.itl_count, atomic_load(&old->stats.itl_count));
-    next->routable = 1;
+    pthread_mutex_lock(&old->lock);
+    int restarts = old->restarts, stuck = old->stuck_detections;
+    pthread_mutex_unlock(&old->lock);
+    pthread_mutex_lock(&next->lock);
+    next->restarts += restarts;
+    next->stuck_detections += stuck;
+    pthread_mutex_unlock(&next->lock);
+    /* a DELETE that came while it moved wins: the new placement finishes
+     * the requests (or hands them to a replica), then stops */
+    next->deleting = old->deleting;
+    next->routable = !old->deleting;
     old->routable = 0;
     old->move.successor = NULL;
     g->instances[i] = next;
@@ -386,9 +415,16 @@ static void check_move(struct gateway *g, int i, struct retiring *out) {
     int warm = next->warm_pending == 0;
     snprintf(status, sizeof(status), "%s", next->status);
     pthread_mutex_unlock(&next->lock);
+    pthread_mutex_lock(&in->lock);
+    int serving = in->state == INSTANCE_READY;
+    pthread_mutex_unlock(&in->lock);
     uint64_t now = runner_now_us();
     double waited = (double)(now - in->move.started_us) * 1e-6;
-    if (ready && !in->move.warming) {
+    if (ready && !serving) {
+        /* the old placement is down (its host lost, its runner failing):
+         * its clients wait already, and a warm-up would only add to it */
+        complete_move(g, i, out);
+    } else if (ready && !in->move.warming) {
         /* the old placement serves on while the new one computes the
          * requests' KV; they then move with only a few tokens to compute */
         in->move.warming = 1;
@@ -435,17 +471,13 @@ static int check_delete(struct gateway *g, int i, struct retiring *out) {
     return 1;
 }
 
-/* Stops what the cluster no longer uses and keeps it (requests may name
- * it) until the gateway ends. */
-static void retire(struct gateway *g, struct retiring *r) {
-    for (int i = 0; i < r->n; i++) gateway_instance_retire(r->list[i]);
-    pthread_mutex_lock(&g->cluster_lock);
-    for (int i = 0; i < r->n; i++)
-        if (append(&g->retired, &g->n_retired, &g->retired_capacity, r->list[i])) {
-            gateway_instance_free(r->list[i]);
-            free(r->list[i]);
-        }
-    pthread_mutex_unlock(&g->cluster_lock);
+/* Stops what the cluster no longer uses and drops the cluster's
+ * reference: it is freed, pipes and all, once no request names it. */
+static void retire(struct retiring *r) {
+    for (int i = 0; i < r->n; i++) {
+        gateway_instance_retire(r->list[i]);
+        gateway_instance_release(r->list[i]);
+    }
     r->n = 0;
 }
 
@@ -478,16 +510,30 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     gateway_instance_fail(in, 503, reason);
 }
 
+/* An instance with a rank on a drained host moves elsewhere, tried again
+ * once in a while when nothing else fits (cluster lock held). */
+static void leave_drained(struct gateway *g, struct gateway_instance *in) {
+    char why[512];
+    uint64_t now = runner_now_us();
+    if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
+        !placed_on_drained(g, &in->placement) || now - in->left_us < REPLACE_EVERY_US)
+        return;
+    in->left_us = now;
+    if (start_move(g, in, 0, NULL, 0, 1, why, sizeof(why)))
+        log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave its drained host: %s", in->id, why);
+}
+
 void gateway_cluster_step(struct gateway *g) {
     struct retiring out = {.n = 0};
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances && out.n < 62; i++) {
         replace_failed(g, g->instances[i]);
+        leave_drained(g, g->instances[i]);
         if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING) check_move(g, i, &out);
         if (g->instances[i]->deleting && check_delete(g, i, &out)) i--;
     }
     pthread_mutex_unlock(&g->cluster_lock);
-    retire(g, &out);
+    retire(&out);
 }
 
 void gateway_cluster_leave_host(struct gateway *g, int host) {
@@ -496,9 +542,8 @@ void gateway_cluster_leave_host(struct gateway *g, int host) {
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances && n < 64; i++) {
         const struct gateway_instance *in = g->instances[i];
-        int there = 0;
-        for (int k = 0; k < in->placement.n_hosts; k++) there |= in->placement.host[k] == host;
-        if (there && !in->deleting && in->move.state != GATEWAY_MOVE_STARTING)
+        if (placed_on(&in->placement, host) && !in->deleting &&
+            in->move.state != GATEWAY_MOVE_STARTING)
             snprintf(ids[n++], sizeof(ids[0]), "%s", in->id);
     }
     pthread_mutex_unlock(&g->cluster_lock);
@@ -530,10 +575,7 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
         for (int pass = 0; pass < 2; pass++) {
             struct gateway_instance *in = g->instances[i];
             struct gateway_instance *at = in && pass ? in->move.successor : in;
-            if (!at) continue;
-            int there = 0;
-            for (int k = 0; k < at->placement.n_hosts; k++) there |= at->placement.host[k] == host;
-            if (!there || n == 128) continue;
+            if (!at || !placed_on(&at->placement, host) || n == 128) continue;
             pthread_mutex_lock(&at->lock);
             if (at->pid > 0) pids[n++] = at->pid;
             pthread_mutex_unlock(&at->lock);
@@ -543,6 +585,26 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
     for (int i = 0; i < n; i++) kill(-pids[i], SIGKILL);
     gateway_cluster_leave_host(g, host);
     return n;
+}
+
+int gateway_cluster_drain_host(struct gateway *g, const char *name, int drain, char *why,
+                               size_t whylen) {
+    pthread_mutex_lock(&g->cluster_lock);
+    int host = find_host(g, name);
+    if (host >= 0 && g->hosts[host].drained != drain) {
+        g->hosts[host].drained = drain;
+        gateway_cluster_event(g, drain ? "drain" : "undrain", NULL, name,
+                              drain ? "host %s is drained: its instances move elsewhere"
+                                    : "host %s takes instances again",
+                              name);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    if (host < 0) {
+        snprintf(why, whylen, "no host is called '%s' in the cluster (GET /v1/cluster)", name);
+        return 404;
+    }
+    /* the cluster thread moves what is there (leave_drained) */
+    return 0;
 }
 
 /* ---------- start and end ---------- */
@@ -601,20 +663,10 @@ void gateway_cluster_stop(struct gateway *g) {
 
 void gateway_cluster_free(struct gateway *g) {
     for (int i = 0; i < g->n_instances; i++) {
-        struct gateway_instance *next = g->instances[i]->move.successor;
-        if (next) {
-            gateway_instance_free(next);
-            free(next);
-        }
-        gateway_instance_free(g->instances[i]);
-        free(g->instances[i]);
-    }
-    for (int i = 0; i < g->n_retired; i++) {
-        gateway_instance_free(g->retired[i]);
-        free(g->retired[i]);
+        gateway_instance_release(g->instances[i]->move.successor);
+        gateway_instance_release(g->instances[i]);
     }
     free(g->instances);
-    free(g->retired);
-    g->instances = g->retired = NULL;
-    g->n_instances = g->n_retired = 0;
+    g->instances = NULL;
+    g->n_instances = 0;
 }

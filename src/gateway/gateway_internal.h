@@ -73,9 +73,9 @@ struct gateway_request {
     uint64_t id;           /* its first choice's runner id (choice i has id + i) */
     atomic_int references; /* holders: HTTP connection, instance table entries */
     struct gateway *gateway;
-    struct gateway_instance *instance; /* the instance it was first routed to: its model's
-                                          vocabulary and metric labels (never freed while the
-                                          gateway runs); where its choices are now is theirs */
+    struct gateway_instance *instance; /* the instance it was first routed to (a reference):
+                                          its model's vocabulary and metric labels; where its
+                                          choices are now is theirs */
     struct openai_request body;        /* the parsed request */
     struct openai_response response;   /* what every chunk repeats */
     char response_id[48];              /* "chatcmpl-..." or "cmpl-..." */
@@ -173,6 +173,9 @@ struct gateway_instance_stats {
  * to the outbox and written by the supervisor thread when the socket takes
  * it, and the HTTP thread never waits for a runner (DESIGN.md I7). */
 struct gateway_instance {
+    atomic_int references; /* holders: the cluster (its list, or the move that starts it),
+                              the requests first routed to it (request->instance), and
+                              callers of gateway_cluster_any; the last release frees it */
     struct gateway *gateway;
     const struct gateway_served *served; /* its model */
     struct gateway_model model; /* the served model's, with this placement's degree and launch */
@@ -187,6 +190,7 @@ struct gateway_instance {
     int deleting;             /* 1: DELETE asked for: it stops once its table is empty */
     struct gateway_move move; /* its latest move */
     uint64_t replaced_us;     /* when it was last placed elsewhere after failing */
+    uint64_t left_us;         /* when it last tried to leave a drained host */
     struct gateway_instance_stats stats;
     atomic_int stop_requested; /* 1: the supervisor stops its runner and returns */
     int number;                /* its place in start order: names its files, spreads its ports */
@@ -271,9 +275,6 @@ struct gateway {
     pthread_mutex_t cluster_lock;
     struct gateway_instance **instances; /* (n_instances) live instances, in start order */
     int n_instances, instances_capacity;
-    struct gateway_instance **retired; /* (n_retired) stopped ones: requests may still name
-                                          them (request->instance) until the gateway ends */
-    int n_retired, retired_capacity;
     int next_instance;                            /* instances made so far: their ids' numbers */
     struct cluster_host hosts[CLUSTER_HOSTS_MAX]; /* (n_hosts) */
     uint64_t lost_until_us[CLUSTER_HOSTS_MAX];    /* a lose-host fault's end, per host */
@@ -376,8 +377,13 @@ int gateway_instance_start(struct gateway_instance *instance, char *err, size_t 
  * the HTTP side may still call in (cancel) until gateway_instance_free. */
 void gateway_instance_stop(struct gateway_instance *instance);
 /* The same for an instance the cluster no longer uses (moved, deleted),
- * while the gateway goes on: its table is empty by then. */
+ * while the gateway goes on: its table is empty by then. The cluster then
+ * drops its reference. */
 void gateway_instance_retire(struct gateway_instance *instance);
+/* References (the field's comment says who holds them): the last release
+ * frees the instance (gateway_instance_free, then free()). */
+void gateway_instance_hold(struct gateway_instance *instance);
+void gateway_instance_release(struct gateway_instance *instance);
 /* handover.c: a move's requests */
 /* Takes every choice out of the table, telling the runner to drop them:
  * *out (free() it) holds them with their references; their count, or -1. */
@@ -475,9 +481,13 @@ void gateway_cluster_fail(struct gateway *gateway, int status, const char *messa
 /* Routes the request to the least-loaded routable instance of its model
  * and submits it there; fails it with 503 when the model has none. */
 void gateway_cluster_submit(struct gateway *gateway, struct gateway_request *request);
-/* A routable instance of served (its vocabulary, fault injection), or NULL. */
+/* A routable instance of served (its vocabulary, fault injection) with a
+ * reference for the caller (gateway_instance_release it), or NULL. */
 struct gateway_instance *gateway_cluster_any(struct gateway *gateway,
                                              const struct gateway_served *served);
+/* 1 if instance is one of the cluster's, or a move's new placement (cluster
+ * lock held). */
+int gateway_cluster_has(const struct gateway *gateway, const struct gateway_instance *instance);
 /* gateway_instance_each over every instance, moving ones' new placements too. */
 void gateway_cluster_each(struct gateway *gateway, void (*fn)(struct gateway_request *, uint64_t),
                           uint64_t arg);
@@ -492,6 +502,11 @@ int gateway_cluster_move(struct gateway *gateway, const char *id, int tp, const 
 /* Fault injection: host is lost for seconds (its probes count as failed)
  * and the runners with ranks there are killed; returns how many. */
 int gateway_cluster_lose_host(struct gateway *gateway, int host, double seconds);
+/* Cordons the host called name (drain 1: nothing new is placed there and
+ * the cluster thread moves its instances elsewhere) or ends that (0); 0,
+ * or 404 with why. */
+int gateway_cluster_drain_host(struct gateway *gateway, const char *name, int drain, char *why,
+                               size_t whylen);
 /* Moves every instance with a rank on a lost host elsewhere. */
 void gateway_cluster_leave_host(struct gateway *gateway, int host);
 /* What the live instances (and moves' new placements) hold on each host
@@ -522,6 +537,10 @@ char *gateway_cluster_json(struct gateway *gateway);
 int gateway_admin_fault(struct gateway *gateway, struct gateway_instance *instance,
                         const char *kind, const struct cJSON *body, struct openai_error *e,
                         int *failed);
+/* An /admin/hosts/NAME/drain or /undrain call (no body: length 0): the
+ * HTTP status with *json (free() it), or -1 with e. */
+int gateway_admin_host_call(struct gateway *g, const char *method, const char *url, size_t length,
+                            char **json, struct openai_error *e);
 /* An /admin/instances call: the HTTP status with *json (free() it), or -1 with e. */
 int gateway_admin_call(struct gateway *gateway, const char *method, const char *url,
                        const char *body, size_t length, char **json, struct openai_error *e);

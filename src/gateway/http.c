@@ -37,7 +37,7 @@ enum route {
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
     ROUTE_DETOKENIZE, /* POST /detokenize (llama.cpp's) */
     ROUTE_CLUSTER,    /* GET /v1/cluster (either key) */
-    ROUTE_ADMIN,      /* /admin/instances...: POST, DELETE (the admin key only) */
+    ROUTE_ADMIN,      /* /admin/instances..., /admin/hosts/...: POST, DELETE (the admin key only) */
 };
 
 /* One HTTP request in progress (MHD's per-request pointer). */
@@ -114,6 +114,7 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if ((post || !strcmp(method, "DELETE")) && !strncmp(url, "/admin/instances", 16) &&
         (url[16] == '\0' || url[16] == '/'))
         return ROUTE_ADMIN;
+    if (post && !strncmp(url, "/admin/hosts/", 13)) return ROUTE_ADMIN;
     return ROUTE_NONE;
 }
 
@@ -339,8 +340,9 @@ static enum MHD_Result answer_when_ready(struct MHD_Connection *c, struct http_c
 }
 
 /* An instance of the model the request names (without a name, the only
- * one served): its vocabulary prepares the request, which the cluster
- * routes to the replica with the least work when it is submitted. */
+ * one served), with a reference for the caller: its vocabulary prepares
+ * the request, which the cluster routes to the replica with the least work
+ * when it is submitted. */
 static struct gateway_instance *choose_instance(struct gateway *g, const char *name,
                                                 struct openai_error *e) {
     const struct gateway_served *s = name ? gateway_served_find(g, name) : NULL;
@@ -397,6 +399,7 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     }
     if (atomic_fetch_add(&g->active, 1) >= g->params.max_concurrent) {
         atomic_fetch_sub(&g->active, 1);
+        gateway_instance_release(in);
         openai_error_set(&e, 429, "rate_limit_error", NULL, "too_many_requests",
                          "%d requests are in progress; try again later", g->params.max_concurrent);
         openai_request_free(&body);
@@ -404,9 +407,10 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
     }
     call->counted = 1;
     call->request = gateway_request_create(g, in, &body, &e);
+    gateway_instance_release(in); /* the request holds its own */
     if (!call->request) return send_error(c, call, &e);
     call->request->connection = c;
-    gateway_observe_tokens(in, call->request->n_prompt, 0);
+    gateway_observe_tokens(call->request->instance, call->request->n_prompt, 0);
     gateway_cluster_submit(g, call->request);
     return answer_when_ready(c, call);
 }
@@ -427,7 +431,8 @@ static enum MHD_Result answer_tokens(struct gateway *g, struct MHD_Connection *c
     struct gateway_instance *in = choose_instance(g, body.model, &e);
     char *json = in ? gateway_tokens_answer(in, &body, &e) : NULL;
     gateway_tokens_free(&body);
-    if (in) call->model = in->name;
+    if (in) call->model = in->served->name;
+    gateway_instance_release(in);
     return json ? send_text(c, call, 200, "application/json", json) : send_error(c, call, &e);
 }
 
@@ -469,6 +474,7 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
         gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
         rc = send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
     }
+    gateway_instance_release(in);
     cJSON_Delete(j);
     return rc;
 }
@@ -483,8 +489,10 @@ static enum MHD_Result answer_admin(struct gateway *g, struct MHD_Connection *c,
                          "the body is larger than %zu bytes", g->params.max_body_bytes);
         return send_error(c, call, &e);
     }
-    int status = gateway_admin_call(g, method, url, (const char *)call->body.data,
-                                    call->body.length, &json, &e);
+    int status = !strncmp(url, "/admin/hosts/", 13)
+                     ? gateway_admin_host_call(g, method, url, call->body.length, &json, &e)
+                     : gateway_admin_call(g, method, url, (const char *)call->body.data,
+                                          call->body.length, &json, &e);
     return status < 0 ? send_error(c, call, &e)
                       : send_text(c, call, status, "application/json", json);
 }

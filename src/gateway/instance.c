@@ -67,6 +67,7 @@ int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
                           const struct cluster_placement *placement, int number, char *err,
                           size_t errlen) {
     memset(in, 0, sizeof(*in));
+    atomic_init(&in->references, 1);
     in->gateway = gateway;
     in->served = served;
     in->model = served->model;
@@ -299,9 +300,15 @@ static void cancel_on(struct gateway_instance *in, struct gateway_request *r,
     gateway_instance_wake(in);
 }
 
-void gateway_instance_cancel(struct gateway_request *r) {
+/* Drops r's choices (or only `only`) from every table that holds them.
+ * Their holders are looked up under the cluster lock, which also keeps an
+ * instance the cluster retires from going away meanwhile: a holder that
+ * is no longer the cluster's has an empty table. */
+static void cancel_held(struct gateway_request *r, struct gateway_choice *only) {
+    struct gateway *g = r->gateway;
     struct gateway_instance *holders[OPENAI_CHOICES_MAX];
     int n = 0;
+    pthread_mutex_lock(&g->cluster_lock);
     /* its choices may sit in several tables while a move hands them over;
      * a table they reach after this reads the request as over (give) */
     pthread_mutex_lock(&r->lock);
@@ -309,17 +316,21 @@ void gateway_instance_cancel(struct gateway_request *r) {
         struct gateway_instance *h = r->choices[i].holder;
         int seen = 0;
         for (int k = 0; k < n; k++) seen |= holders[k] == h;
-        if (h && !seen && n < OPENAI_CHOICES_MAX) holders[n++] = h;
+        if (h && !seen && (!only || only == &r->choices[i]) && n < OPENAI_CHOICES_MAX)
+            holders[n++] = h;
     }
     pthread_mutex_unlock(&r->lock);
-    for (int k = 0; k < n; k++) cancel_on(holders[k], r, NULL);
+    for (int k = 0; k < n; k++)
+        if (gateway_cluster_has(g, holders[k])) cancel_on(holders[k], r, only);
+    pthread_mutex_unlock(&g->cluster_lock);
+}
+
+void gateway_instance_cancel(struct gateway_request *r) {
+    cancel_held(r, NULL);
 }
 
 void gateway_instance_cancel_choice(struct gateway_choice *c) {
-    pthread_mutex_lock(&c->request->lock);
-    struct gateway_instance *h = c->holder;
-    pthread_mutex_unlock(&c->request->lock);
-    if (h) cancel_on(h, c->request, c);
+    cancel_held(c->request, c);
 }
 
 void gateway_instance_each(struct gateway_instance *in,
@@ -695,9 +706,59 @@ static void log_stopped(const struct gateway_instance *in, pid_t pid, int status
     log_event(LOG_LEVEL_INFO, "gateway", "%s: runner %d stopped (%s)", in->id, (int)pid, how);
 }
 
+/* The name of a host of the placement the cluster has marked lost (copied
+ * into host), or 0 if none is (takes the cluster lock: no lock held). */
+static int placement_lost(const struct gateway_instance *in, char *host, size_t size) {
+    struct gateway *g = in->gateway;
+    int lost = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int k = 0; k < in->placement.n_hosts && !lost; k++) {
+        const struct cluster_host *h = &g->hosts[in->placement.host[k]];
+        if (h->lost) snprintf(host, size, "%s", h->name);
+        lost = h->lost;
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+    return lost;
+}
+
+/* Sleeps seconds, or until the supervisor must stop. */
+static void back_off(const struct gateway_instance *in, double seconds) {
+    for (double waited = 0; waited < seconds && !instance_stopping(in); waited += 0.02) {
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A host of its placement is lost: no runner is started there (mpirun
+ * would wait for a daemon that never answers). The cluster moves the
+ * instance elsewhere; meanwhile each look counts as a failed start, so
+ * that with nowhere else to go its requests end with 503 as after any
+ * run of failed starts, rather than wait for the host for ever. */
+static void wait_for_host(struct gateway_instance *in, const char *host) {
+    pthread_mutex_lock(&in->lock);
+    if (in->state == INSTANCE_STARTING || in->state == INSTANCE_FAILED)
+        set_state(in, INSTANCE_STOPPING);
+    int first = in->failures == 0;
+    in->failures++;
+    snprintf(in->status, sizeof(in->status),
+             "host %s is lost: no runner starts there until the cluster places it elsewhere", host);
+    if (in->failures >= GATEWAY_START_ATTEMPTS) give_up_requests(in);
+    double backoff = 0.1 * (double)(1 << (in->failures < 6 ? in->failures : 6));
+    pthread_mutex_unlock(&in->lock);
+    if (first)
+        log_event(LOG_LEVEL_WARN, "gateway", "%s: host %s is lost; its runner is not restarted",
+                  in->id, host);
+    back_off(in, backoff < BACKOFF_MAX_SECONDS ? backoff : BACKOFF_MAX_SECONDS);
+}
+
 static void *supervise(void *arg) {
     struct gateway_instance *in = arg;
+    char lost_host[CLUSTER_HOST_NAME_MAX];
     while (!instance_stopping(in)) {
+        if (placement_lost(in, lost_host, sizeof(lost_host))) {
+            wait_for_host(in, lost_host);
+            continue;
+        }
         pid_t pid;
         int fd = start_runner(in, &pid);
         pthread_mutex_lock(&in->lock);
@@ -721,10 +782,7 @@ static void *supervise(void *arg) {
         gateway_cluster_note(in->gateway, stuck ? "stuck" : "restart", in->id, "%s: %s", in->id,
                              why);
         gateway_observe_restart(in);
-        for (double waited = 0; waited < backoff && !instance_stopping(in); waited += 0.02) {
-            struct timespec nap = {0, 20000000};
-            nanosleep(&nap, NULL);
-        }
+        back_off(in, backoff);
     }
     return NULL;
 }
@@ -748,6 +806,16 @@ void gateway_instance_drain(struct gateway_instance *in) {
 void gateway_instance_retire(struct gateway_instance *in) {
     atomic_store(&in->stop_requested, 1);
     gateway_instance_stop(in);
+}
+
+void gateway_instance_hold(struct gateway_instance *in) {
+    atomic_fetch_add(&in->references, 1);
+}
+
+void gateway_instance_release(struct gateway_instance *in) {
+    if (!in || atomic_fetch_sub(&in->references, 1) != 1) return;
+    gateway_instance_free(in);
+    free(in);
 }
 
 void gateway_instance_fail(struct gateway_instance *in, int status, const char *message) {

@@ -197,6 +197,7 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     pthread_mutex_init(&r->lock, NULL);
     r->gateway = gateway;
     r->instance = instance;
+    gateway_instance_hold(instance);
     r->body = *body;
     memset(body, 0, sizeof(*body));
     r->n_choices = r->body.n > 0 ? r->body.n : 1;
@@ -239,6 +240,7 @@ void gateway_request_release(struct gateway_request *r) {
     free(r->error_json);
     runner_buffer_free(&r->out);
     pthread_mutex_destroy(&r->lock);
+    gateway_instance_release(r->instance);
     free(r);
 }
 
