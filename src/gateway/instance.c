@@ -774,6 +774,14 @@ static void *supervise(void *arg) {
             log_stopped(in, pid, status);
             break;
         }
+        if (placement_lost(in, lost_host, sizeof(lost_host))) {
+            /* not a restart: the next look waits for the cluster's move */
+            log_stopped(in, pid, status);
+            pthread_mutex_lock(&in->lock);
+            in->pid = 0;
+            pthread_mutex_unlock(&in->lock);
+            continue;
+        }
         char why[sizeof(in->status)];
         pthread_mutex_lock(&in->lock);
         double backoff = plan_restart(in, stuck, was_ready, status);
