@@ -42,8 +42,9 @@
 #include <unistd.h>
 
 #define DEADLINE  120.0
-#define N_FLOOD   240 /* requests sent to a stopped runner */
-#define N_PROMPT  240 /* tokens in each of their prompts */
+#define STALL     30.0 /* seconds the flood may go without an answer arriving */
+#define N_FLOOD   240  /* requests sent to a stopped runner */
+#define N_PROMPT  240  /* tokens in each of their prompts */
 #define WATCHDOG  "2"
 #define N_HALF    500 /* half-sent requests */
 #define MODEL_REF "\"model\":\"kjv2m-q8_0\""
@@ -135,13 +136,17 @@ struct flood_watch {
 };
 
 /* Sends the whole flood at once, then reads every answer while /health is
- * asked every 200 ms; texts[i] gets answer i's text (NULL if none). */
+ * asked every 200 ms; texts[i] gets answer i's text (NULL if none). The
+ * verdict waits on progress, not on the clock: a loaded machine may take
+ * long, but it gives up only after STALL seconds in which no byte of any
+ * answer came, and then says what was left and how old the oldest
+ * request was. */
 static void run_flood(int port, char **texts, struct flood_watch *watch) {
     static struct flight flights[N_FLOOD];
     static char body[8192];
     int open = 0, pid0 = (int)health_number(port, "runner_pid", 10);
     double stuck0 = health_number(port, "stuck_detections", 10), start = test_now();
-    double next_health = start;
+    double next_health = start, progress = start;
     *watch = (struct flood_watch){0, -1, -1};
     for (int i = 0; i < N_FLOOD; i++) {
         flood_body(body, sizeof(body), i);
@@ -149,16 +154,20 @@ static void run_flood(int port, char **texts, struct flood_watch *watch) {
             (struct flight){test_http_send(port, "POST", "/v1/completions", NULL, body), NULL, 0};
         open += flights[i].fd >= 0;
     }
-    while (open > 0 && test_now() - start < DEADLINE) {
+    while (open > 0 && test_now() - progress < STALL) {
         struct pollfd p[N_FLOOD];
         for (int i = 0; i < N_FLOOD; i++) p[i] = (struct pollfd){flights[i].fd, POLLIN, 0};
         poll(p, N_FLOOD, 50);
-        for (int i = 0; i < N_FLOOD; i++)
-            if (flights[i].fd >= 0 && p[i].revents && read_flight(&flights[i])) {
-                close(flights[i].fd);
-                flights[i].fd = -1;
-                open--;
-            }
+        for (int i = 0; i < N_FLOOD; i++) {
+            if (flights[i].fd < 0 || !p[i].revents) continue;
+            size_t had = flights[i].length;
+            int whole = read_flight(&flights[i]);
+            if (whole || flights[i].length > had) progress = test_now();
+            if (!whole) continue;
+            close(flights[i].fd);
+            flights[i].fd = -1;
+            open--;
+        }
         if (test_now() < next_health) continue;
         double asked = test_now();
         int pid = (int)health_number(port, "runner_pid", 5);
@@ -170,6 +179,12 @@ static void run_flood(int port, char **texts, struct flood_watch *watch) {
             watch->replaced_after = asked - start;
         next_health = asked + 0.2;
     }
+    if (open > 0)
+        fprintf(stderr,
+                "flood: %d of %d requests unanswered after %.0f s without progress (%.0f s in "
+                "all); the oldest request waited %.1f s\n",
+                open, N_FLOOD, STALL, test_now() - start,
+                health_number(port, "oldest_request_seconds", 5));
     for (int i = 0; i < N_FLOOD; i++) {
         if (flights[i].fd >= 0) close(flights[i].fd);
         const char *at = flights[i].answer ? strstr(flights[i].answer, "\r\n\r\n") : NULL;
