@@ -14,7 +14,8 @@
 #     stream ends with [DONE] and exactly its reference text;
 #   - runs them again while host 2 goes down (its processes killed, its
 #     veth removed): the probes mark it lost, randa is placed without it,
-#     and every stream still ends with its reference text;
+#     every stream still ends with its reference text, and none waited
+#     between two tokens for twice the time the loss took to be seen;
 #   - leaves no namespace or process behind, pass or fail (EXIT trap).
 # usage: netns_cluster.sh LOCKSTEP_BIN   (exit 0, 1, or 77 = skipped)
 # Needs root, ip (iproute2), curl and mpirun (openmpi-bin; $MPIRUN if set).
@@ -143,6 +144,15 @@ instance() { # instance ID HOSTS: its JSON up to its state, ready
 wait_cluster "$(instance randa-1 "${ip_of[1]}\\+${ip_of[2]}").*$(instance randb-2 "${ip_of[3]}")" 120
 check $? "the first placements were not ready"
 
+# Copies an SSE stream into $1.sse, and the arrival time of each of its
+# data lines (seconds) into $1.t.
+timestamp() {
+    local line
+    while IFS= read -r line; do
+        printf '%s\n' "$line" >>"$1.sse"
+        case $line in data:*) printf '%s\n' "$EPOCHREALTIME" >>"$1.t" ;; esac
+    done
+}
 # Runs the 6 + 4 streams into $work/$1-N.sse (in the background).
 start_streams() {
     pids=()
@@ -151,9 +161,16 @@ start_streams() {
         [ "$i" -ge "$N_A" ] && model=randb
         in_gw curl -sN --max-time 300 "$base/v1/completions" -d "{\"model\":\"$model\",\
 \"prompt\":\"client $i\",\"max_tokens\":$TOKENS,\"stream\":true,\"temperature\":0.9,\
-\"seed\":$((40 + i)),\"ignore_eos\":true}" >"$work/$1-$i.sse" &
+\"seed\":$((40 + i)),\"ignore_eos\":true}" | timestamp "$work/$1-$i" &
         pids+=($!)
     done
+}
+# The longest time between two data lines of any of randa's streams of run
+# $1, in milliseconds.
+longest_gap() {
+    cat "$work/$1-"[0-$((N_A - 1))].t | awk 'FNR == 1 {last = 0}
+        { if (last && $1 - last > gap) gap = $1 - last; last = $1 }
+        END {printf "%d", gap * 1000}' 2>/dev/null
 }
 wait_streams() { for p in "${pids[@]}"; do wait "$p"; done; }
 # The text of a stream (its "text" fields joined) and whether it ended whole.
@@ -207,6 +224,7 @@ ip -n "$gw" link delete "${prefix}2a-$$"
 start=${EPOCHREALTIME/./}
 wait_cluster "\"name\":\"${ip_of[2]}\",\"local\":false,\"state\":\"lost\"" 60
 check $? "host 2 was not marked lost"
+detected=$(((${EPOCHREALTIME/./} - start) / 1000))
 wait_cluster "\"id\":\"randa-1\",\"model\":\"randa\",\"tp\":2,\"placement\":\\[[^]]*\\],\"hosts\":\"[^\"]*\",\"state\":\"ready\"" 120
 api "$base/v1/cluster" | grep -Eq "\"hosts\":\"[^\"]*${ip_of[2]//./\\.}[^\"]*\",\"state\":\"ready\""
 [ $? -ne 0 ]
@@ -215,6 +233,14 @@ replaced=$(((${EPOCHREALTIME/./} - start) / 1000))
 wait_streams
 echo "lost host: randa placed elsewhere $replaced ms after host 2 went down"
 compare lost
+# what a client waits for when a host is lost: under twice the time the
+# cluster takes to see it (the new placement starts at once, with no
+# warm-up, since the old one serves nobody)
+gap=$(longest_gap lost)
+echo "lost host: detected in $detected ms; longest gap in randa's streams $gap ms" \
+    "(undisturbed: $(longest_gap ref) ms)"
+[ "$gap" -lt $((2 * detected)) ]
+check $? "a stream waited $gap ms, over twice the $detected ms it took to see the host lost"
 
 failed=$(in_gw curl -s "$base/metrics" | grep -E '^lockstep_requests_total\{[^}]*status="5' |
     awk '{s += $2} END {print s + 0}')

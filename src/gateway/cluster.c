@@ -18,8 +18,9 @@
  * moves the instances of a lost host elsewhere.
  *
  * Lock order: cluster_lock, then an instance's lock, then a request's.
- * Nothing under cluster_lock waits on a runner or a child: retiring an
- * instance (which joins its supervisor) happens after it is released. */
+ * Nothing under cluster_lock waits on a runner or a child, and the cluster
+ * thread never waits for a retired instance's runner to stop: it joins
+ * its supervisor once that has returned. */
 #include "gateway_internal.h"
 
 #include <signal.h>
@@ -122,10 +123,13 @@ static int placed_on(const struct cluster_placement *p, int host) {
     return 0;
 }
 
-/* 1 if the placement has a rank on a drained host. */
-static int placed_on_drained(const struct gateway *g, const struct cluster_placement *p) {
-    for (int k = 0; k < p->n_hosts; k++)
-        if (g->hosts[p->host[k]].drained) return 1;
+/* 1 if the placement has a rank on a lost host (or, with drained, on a
+ * drained one). */
+static int placed_on_lost(const struct gateway *g, const struct cluster_placement *p, int drained) {
+    for (int k = 0; k < p->n_hosts; k++) {
+        const struct cluster_host *h = &g->hosts[p->host[k]];
+        if (drained ? h->drained : h->lost) return 1;
+    }
     return 0;
 }
 
@@ -271,6 +275,7 @@ int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char
     if (in && append(&g->instances, &g->n_instances, &g->instances_capacity, in)) {
         pthread_mutex_unlock(&g->cluster_lock);
         gateway_instance_retire(in);
+        gateway_instance_stop(in);
         gateway_instance_release(in);
         snprintf(why, whylen, "out of memory for the instance list");
         return 500;
@@ -344,11 +349,38 @@ int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *
 
 /* ---------- the cluster thread: completing moves and deletions ---------- */
 
-/* Instances to retire once the cluster lock is released. */
-struct retiring {
-    struct gateway_instance *list[64];
-    int n;
-};
+/* Stops an instance the cluster no longer uses (moved off, deleted, a
+ * move's failed placement): its supervisor is told to stop its runner,
+ * which may take seconds (a runner finishing its step, mpirun passing the
+ * signal on), so it is only reaped by a later step (reap_retired): the
+ * cluster thread never waits for it (cluster lock held). */
+static void retire(struct gateway *g, struct gateway_instance *in) {
+    gateway_instance_retire(in);
+    if (append(&g->retiring, &g->n_retiring, &g->retiring_capacity, in) == 0) return;
+    /* no room to keep it: it is reaped when the gateway ends instead */
+    log_event(LOG_LEVEL_ERROR, "gateway", "%s: out of memory for the retiring list", in->id);
+}
+
+/* Joins the retired instances whose supervisor returned, and drops the
+ * cluster's reference: each is freed, pipes and all, once no request names
+ * it (no lock held). */
+static void reap_retired(struct gateway *g) {
+    struct gateway_instance *done[64];
+    int n = 0;
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_retiring && n < 64;)
+        if (gateway_instance_stopped(g->retiring[i])) {
+            done[n++] = g->retiring[i];
+            g->retiring[i] = g->retiring[--g->n_retiring];
+        } else {
+            i++;
+        }
+    pthread_mutex_unlock(&g->cluster_lock);
+    for (int i = 0; i < n; i++) {
+        gateway_instance_stop(done[i]); /* returns at once: its supervisor is done */
+        gateway_instance_release(done[i]);
+    }
+}
 
 /* Hands every choice of `from` to `to` (cluster lock held). */
 static void hand_over(struct gateway_instance *from, struct gateway_instance *to) {
@@ -361,7 +393,7 @@ static void hand_over(struct gateway_instance *from, struct gateway_instance *to
 
 /* The move's new placement is ready: it takes the old one's place in the
  * list, its requests, and its counters (cluster lock held). */
-static void complete_move(struct gateway *g, int i, struct retiring *out) {
+static void complete_move(struct gateway *g, int i) {
     struct gateway_instance *old = g->instances[i], *next = old->move.successor;
     uint64_t now = runner_now_us();
     next->move = old->move;
@@ -388,16 +420,15 @@ static void complete_move(struct gateway *g, int i, struct retiring *out) {
     old->move.successor = NULL;
     g->instances[i] = next;
     hand_over(old, next);
-    out->list[out->n++] = old;
+    retire(g, old);
     gateway_cluster_event(g, "move", next->id, NULL, "%s moved from %s to %s in %.1f s", next->id,
                           old->hosts_text, next->hosts_text,
                           (double)(now - next->move.started_us) * 1e-6);
 }
 
 /* The move's new placement failed (cluster lock held): the old one serves on. */
-static void fail_move(struct gateway *g, struct gateway_instance *in, const char *reason,
-                      struct retiring *out) {
-    out->list[out->n++] = in->move.successor;
+static void fail_move(struct gateway *g, struct gateway_instance *in, const char *reason) {
+    retire(g, in->move.successor);
     in->move.successor = NULL;
     in->move.state = GATEWAY_MOVE_FAILED;
     in->move.finished_us = runner_now_us();
@@ -407,7 +438,7 @@ static void fail_move(struct gateway *g, struct gateway_instance *in, const char
 }
 
 /* Looks at a move in progress (cluster lock held). */
-static void check_move(struct gateway *g, int i, struct retiring *out) {
+static void check_move(struct gateway *g, int i) {
     struct gateway_instance *in = g->instances[i], *next = in->move.successor;
     char status[256];
     pthread_mutex_lock(&next->lock);
@@ -416,14 +447,14 @@ static void check_move(struct gateway *g, int i, struct retiring *out) {
     snprintf(status, sizeof(status), "%s", next->status);
     pthread_mutex_unlock(&next->lock);
     pthread_mutex_lock(&in->lock);
-    int serving = in->state == INSTANCE_READY;
+    int serving = in->state == INSTANCE_READY && !placed_on_lost(g, &in->placement, 0);
     pthread_mutex_unlock(&in->lock);
     uint64_t now = runner_now_us();
     double waited = (double)(now - in->move.started_us) * 1e-6;
     if (ready && !serving) {
-        /* the old placement is down (its host lost, its runner failing):
-         * its clients wait already, and a warm-up would only add to it */
-        complete_move(g, i, out);
+        /* the old placement is down (a host lost, its runner failing): its
+         * clients wait already, and a warm-up would only add to it */
+        complete_move(g, i);
     } else if (ready && !in->move.warming) {
         /* the old placement serves on while the new one computes the
          * requests' KV; they then move with only a few tokens to compute */
@@ -431,11 +462,11 @@ static void check_move(struct gateway *g, int i, struct retiring *out) {
         in->move.warm_started_us = now;
         gateway_instance_warm(in, next);
     } else if (ready && (warm || (double)(now - in->move.warm_started_us) * 1e-6 > WARM_SECONDS))
-        complete_move(g, i, out);
+        complete_move(g, i);
     else if (failed)
-        fail_move(g, in, status, out);
+        fail_move(g, in, status);
     else if (waited > MOVE_START_SECONDS)
-        fail_move(g, in, "its runner was not ready in time", out);
+        fail_move(g, in, "its runner was not ready in time");
 }
 
 /* The ready routable replica of in with the least work, or NULL. */
@@ -456,7 +487,7 @@ static struct gateway_instance *replica_of(struct gateway *g, const struct gatew
 
 /* A deleted instance leaves the list once a replica took its requests, or
  * once it finished them (cluster lock held); 1 if it left. */
-static int check_delete(struct gateway *g, int i, struct retiring *out) {
+static int check_delete(struct gateway *g, int i) {
     struct gateway_instance *in = g->instances[i], *replica = replica_of(g, in);
     if (in->move.state == GATEWAY_MOVE_STARTING) return 0; /* the move ends first */
     if (replica) hand_over(in, replica);
@@ -465,20 +496,10 @@ static int check_delete(struct gateway *g, int i, struct retiring *out) {
     pthread_mutex_unlock(&in->lock);
     if (!empty) return 0;
     g->instances[i] = g->instances[--g->n_instances];
-    out->list[out->n++] = in;
+    retire(g, in);
     gateway_cluster_event(g, "stop", in->id, NULL, "%s stopped%s%s", in->id,
                           replica ? "; its requests went to " : "", replica ? replica->id : "");
     return 1;
-}
-
-/* Stops what the cluster no longer uses and drops the cluster's
- * reference: it is freed, pipes and all, once no request names it. */
-static void retire(struct retiring *r) {
-    for (int i = 0; i < r->n; i++) {
-        gateway_instance_retire(r->list[i]);
-        gateway_instance_release(r->list[i]);
-    }
-    r->n = 0;
 }
 
 /* An instance whose runner failed every start (a host lost or broken) is
@@ -516,7 +537,7 @@ static void leave_drained(struct gateway *g, struct gateway_instance *in) {
     char why[512];
     uint64_t now = runner_now_us();
     if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
-        !placed_on_drained(g, &in->placement) || now - in->left_us < REPLACE_EVERY_US)
+        !placed_on_lost(g, &in->placement, 1) || now - in->left_us < REPLACE_EVERY_US)
         return;
     in->left_us = now;
     if (start_move(g, in, 0, NULL, 0, 1, why, sizeof(why)))
@@ -524,16 +545,15 @@ static void leave_drained(struct gateway *g, struct gateway_instance *in) {
 }
 
 void gateway_cluster_step(struct gateway *g) {
-    struct retiring out = {.n = 0};
     pthread_mutex_lock(&g->cluster_lock);
-    for (int i = 0; i < g->n_instances && out.n < 62; i++) {
+    for (int i = 0; i < g->n_instances; i++) {
         replace_failed(g, g->instances[i]);
         leave_drained(g, g->instances[i]);
-        if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING) check_move(g, i, &out);
-        if (g->instances[i]->deleting && check_delete(g, i, &out)) i--;
+        if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING) check_move(g, i);
+        if (g->instances[i]->deleting && check_delete(g, i)) i--;
     }
     pthread_mutex_unlock(&g->cluster_lock);
-    retire(&out);
+    reap_retired(g);
 }
 
 void gateway_cluster_leave_host(struct gateway *g, int host) {
@@ -659,6 +679,7 @@ void gateway_cluster_stop(struct gateway *g) {
         if (next) gateway_instance_stop(next);
         gateway_instance_stop(g->instances[i]);
     }
+    for (int i = 0; i < g->n_retiring; i++) gateway_instance_stop(g->retiring[i]);
 }
 
 void gateway_cluster_free(struct gateway *g) {
@@ -666,7 +687,9 @@ void gateway_cluster_free(struct gateway *g) {
         gateway_instance_release(g->instances[i]->move.successor);
         gateway_instance_release(g->instances[i]);
     }
+    for (int i = 0; i < g->n_retiring; i++) gateway_instance_release(g->retiring[i]);
     free(g->instances);
-    g->instances = NULL;
-    g->n_instances = 0;
+    free(g->retiring);
+    g->instances = g->retiring = NULL;
+    g->n_instances = g->n_retiring = 0;
 }

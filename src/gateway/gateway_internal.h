@@ -197,7 +197,8 @@ struct gateway_instance {
     char socket_path[108];     /* where its runner listens: a runner address (runner.h) */
     pthread_t thread;          /* supervisor: starts, reads, writes, restarts */
     int thread_started;
-    int wake[2]; /* pipe: work for the supervisor (new requests, cancels) */
+    atomic_int supervisor_done; /* 1: the supervisor returned (it may be joined at once) */
+    int wake[2];                /* pipe: work for the supervisor (new requests, cancels) */
 
     pthread_mutex_t lock; /* guards everything below */
     enum instance_state state;
@@ -275,6 +276,9 @@ struct gateway {
     pthread_mutex_t cluster_lock;
     struct gateway_instance **instances; /* (n_instances) live instances, in start order */
     int n_instances, instances_capacity;
+    struct gateway_instance **retiring; /* (n_retiring) retired ones whose supervisor is still
+                                           stopping their runner: joined once it returned */
+    int n_retiring, retiring_capacity;
     int next_instance;                            /* instances made so far: their ids' numbers */
     struct cluster_host hosts[CLUSTER_HOSTS_MAX]; /* (n_hosts) */
     uint64_t lost_until_us[CLUSTER_HOSTS_MAX];    /* a lose-host fault's end, per host */
@@ -376,10 +380,12 @@ int gateway_instance_start(struct gateway_instance *instance, char *err, size_t 
 /* Stops the supervisor (and its runner) and fails the unfinished requests;
  * the HTTP side may still call in (cancel) until gateway_instance_free. */
 void gateway_instance_stop(struct gateway_instance *instance);
-/* The same for an instance the cluster no longer uses (moved, deleted),
- * while the gateway goes on: its table is empty by then. The cluster then
- * drops its reference. */
+/* Tells the supervisor of an instance the cluster no longer uses (moved,
+ * deleted) to stop its runner and return, without waiting for it: its
+ * table is empty by then. gateway_instance_stopped says when it returned;
+ * gateway_instance_stop then joins it at once. */
 void gateway_instance_retire(struct gateway_instance *instance);
+int gateway_instance_stopped(struct gateway_instance *instance);
 /* References (the field's comment says who holds them): the last release
  * frees the instance (gateway_instance_free, then free()). */
 void gateway_instance_hold(struct gateway_instance *instance);

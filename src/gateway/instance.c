@@ -792,6 +792,7 @@ static void *supervise(void *arg) {
         gateway_observe_restart(in);
         back_off(in, backoff);
     }
+    atomic_store(&in->supervisor_done, 1);
     return NULL;
 }
 
@@ -813,7 +814,11 @@ void gateway_instance_drain(struct gateway_instance *in) {
 
 void gateway_instance_retire(struct gateway_instance *in) {
     atomic_store(&in->stop_requested, 1);
-    gateway_instance_stop(in);
+    gateway_instance_drain(in);
+}
+
+int gateway_instance_stopped(struct gateway_instance *in) {
+    return !in->thread_started || atomic_load(&in->supervisor_done);
 }
 
 void gateway_instance_hold(struct gateway_instance *in) {
