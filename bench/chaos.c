@@ -531,7 +531,7 @@ static void usage(FILE *out) {
                  "  --gateway-limits    print the --max-concurrent and --max-client-connections\n"
                  "                      the gateway needs for these options, and exit\n"
                  "  --hosts A,B,C       the cluster's hosts: adds the faults move (an instance to\n"
-                 "                      a random placement on them) and lose-host\n");
+                 "                      a random placement on them), lose-host and drain-host\n");
 }
 
 /* --hosts A,B,C: the host names of the cluster. */

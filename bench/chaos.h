@@ -44,7 +44,7 @@ struct chaos_options {
     int gateway_pid;                 /* whose open files half-open counts (0: not counted) */
     double watchdog;                 /* the gateway's --watchdog, seconds */
     int limits;                      /* 1: print the gateway limits the run needs, and exit */
-    int n_hosts;                     /* the cluster's hosts (--hosts): move and lose-host */
+    int n_hosts; /* the cluster's hosts (--hosts): move, lose-host, drain-host */
     char hosts[CHAOS_HOSTS_MAX][64]; /* (n_hosts) their names */
 };
 
@@ -85,7 +85,7 @@ struct chaos_fault {
     int phase;                     /* the phase it belongs to (1: faults) */
     int model, rank;               /* instance and rank it hit */
     char kind[CHAOS_KIND_MAX];     /* kill, stop, stall, delay, close, refuse+kill, stop+flood,
-                                    * stop-cancel, half-open, move, lose-host */
+                                    * stop-cancel, half-open, move, lose-host, drain-host */
     int status;                    /* HTTP status of /debug/fault (the last post), 0: not sent;
                                     * 200 for stop-cancel and half-open, which post nothing */
     int disruptive;                /* 1: the runner must be replaced (not delay, stop-cancel,

@@ -25,15 +25,15 @@
 #include <string.h>
 #include <time.h>
 
-#define CHAOS_KINDS   11                            /* distinct kinds */
-#define CHAOS_CLUSTER 2                             /* the last ones need --hosts */
+#define CHAOS_KINDS   12                            /* distinct kinds */
+#define CHAOS_CLUSTER 3                             /* the last ones need --hosts */
 #define CHAOS_REPEATS 5                             /* kinds a round holds twice */
 #define CHAOS_BAG     (CHAOS_KINDS + CHAOS_REPEATS) /* faults in one round, at most */
 
 /* Every kind, in the order of the faults' table. */
 static const char *const chaos_kinds[CHAOS_KINDS] = {
-    "kill",       "stop",        "stall",     "delay", "close",    "refuse+kill",
-    "stop+flood", "stop-cancel", "half-open", "move",  "lose-host"};
+    "kill",       "stop",        "stall",     "delay", "close",     "refuse+kill",
+    "stop+flood", "stop-cancel", "half-open", "move",  "lose-host", "drain-host"};
 static const char *const chaos_repeats[CHAOS_REPEATS] = {"kill", "stop", "stall", "delay", "close"};
 
 void chaos_sleep(double seconds) {

@@ -341,11 +341,14 @@ int gateway_admin_fault(struct gateway *g, struct gateway_instance *in, const ch
         }
         return 1;
     }
-    if (!strcmp(kind, "lose-host")) {
+    if (!strcmp(kind, "lose-host") || !strcmp(kind, "drain-host")) {
         const cJSON *seconds = cJSON_GetObjectItemCaseSensitive(body, "seconds");
-        double lost =
+        double lasting =
             cJSON_IsNumber(seconds) && seconds->valuedouble > 0 ? seconds->valuedouble : 15.0;
-        gateway_cluster_lose_host(g, in->placement.host[0], lost);
+        if (kind[0] == 'l')
+            gateway_cluster_lose_host(g, in->placement.host[0], lasting);
+        else
+            gateway_cluster_drain_for(g, in->placement.host[0], lasting);
         return 1;
     }
     return 0;

@@ -531,6 +531,31 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     gateway_instance_fail(in, 503, reason);
 }
 
+void gateway_cluster_drain_for(struct gateway *g, int host, double seconds) {
+    pthread_mutex_lock(&g->cluster_lock);
+    g->drained_until_us[host] = runner_now_us() + (uint64_t)(seconds * 1e6);
+    if (!g->hosts[host].drained) {
+        g->hosts[host].drained = 1;
+        gateway_cluster_event(g, "drain", NULL, g->hosts[host].name,
+                              "host %s is drained (a fault, for %.0f s)", g->hosts[host].name,
+                              seconds);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
+}
+
+/* Ends the drains a fault asked for once their time is over (cluster lock
+ * held). */
+static void end_drain_faults(struct gateway *g) {
+    uint64_t now = runner_now_us();
+    for (int i = 0; i < g->n_hosts; i++) {
+        if (!g->drained_until_us[i] || now < g->drained_until_us[i]) continue;
+        g->drained_until_us[i] = 0;
+        g->hosts[i].drained = 0;
+        gateway_cluster_event(g, "undrain", NULL, g->hosts[i].name, "host %s takes instances again",
+                              g->hosts[i].name);
+    }
+}
+
 /* An instance with a rank on a drained host moves elsewhere, tried again
  * once in a while when nothing else fits (cluster lock held). */
 static void leave_drained(struct gateway *g, struct gateway_instance *in) {
@@ -546,6 +571,7 @@ static void leave_drained(struct gateway *g, struct gateway_instance *in) {
 
 void gateway_cluster_step(struct gateway *g) {
     pthread_mutex_lock(&g->cluster_lock);
+    end_drain_faults(g);
     for (int i = 0; i < g->n_instances; i++) {
         replace_failed(g, g->instances[i]);
         leave_drained(g, g->instances[i]);
@@ -611,6 +637,7 @@ int gateway_cluster_drain_host(struct gateway *g, const char *name, int drain, c
                                size_t whylen) {
     pthread_mutex_lock(&g->cluster_lock);
     int host = find_host(g, name);
+    if (host >= 0) g->drained_until_us[host] = 0; /* the operator's word over a fault's */
     if (host >= 0 && g->hosts[host].drained != drain) {
         g->hosts[host].drained = drain;
         gateway_cluster_event(g, drain ? "drain" : "undrain", NULL, name,

@@ -282,6 +282,7 @@ struct gateway {
     int next_instance;                            /* instances made so far: their ids' numbers */
     struct cluster_host hosts[CLUSTER_HOSTS_MAX]; /* (n_hosts) */
     uint64_t lost_until_us[CLUSTER_HOSTS_MAX];    /* a lose-host fault's end, per host */
+    uint64_t drained_until_us[CLUSTER_HOSTS_MAX]; /* a drain-host fault's end, per host (0: none) */
     int n_hosts;
     struct gateway_event events[GATEWAY_EVENTS]; /* ring */
     int n_events;                                /* events so far */
@@ -513,6 +514,8 @@ int gateway_cluster_lose_host(struct gateway *gateway, int host, double seconds)
  * or 404 with why. */
 int gateway_cluster_drain_host(struct gateway *gateway, const char *name, int drain, char *why,
                                size_t whylen);
+/* Fault injection: host is drained for seconds, then undrained. */
+void gateway_cluster_drain_for(struct gateway *gateway, int host, double seconds);
 /* Moves every instance with a rank on a lost host elsewhere. */
 void gateway_cluster_leave_host(struct gateway *gateway, int host);
 /* What the live instances (and moves' new placements) hold on each host
@@ -537,9 +540,9 @@ void gateway_probe_stop(struct gateway *gateway);
 /* GET /v1/cluster's JSON text (free() it). */
 char *gateway_cluster_json(struct gateway *gateway);
 /* POST /debug/fault's cluster kinds on instance's model: "move" (to
- * body's "tp" and "hosts") and "lose-host" (its leader's host, for
- * body's "seconds", default 15); 1 if kind is one of them (done, or e
- * set with its status), else 0. */
+ * body's "tp" and "hosts"), "lose-host" and "drain-host" (its leader's
+ * host, for body's "seconds", default 15); 1 if kind is one of them (done,
+ * or e set with its status), else 0. */
 int gateway_admin_fault(struct gateway *gateway, struct gateway_instance *instance,
                         const char *kind, const struct cJSON *body, struct openai_error *e,
                         int *failed);
