@@ -146,7 +146,7 @@ static void run_flood(int port, char **texts, struct flood_watch *watch) {
     static char body[8192];
     int open = 0, pid0 = (int)health_number(port, "runner_pid", 10);
     double stuck0 = health_number(port, "stuck_detections", 10), start = test_now();
-    double next_health = start, progress = start;
+    double next_health = start, progress = start, quiet = 0; /* longest time without progress */
     *watch = (struct flood_watch){0, -1, -1};
     for (int i = 0; i < N_FLOOD; i++) {
         flood_body(body, sizeof(body), i);
@@ -162,7 +162,9 @@ static void run_flood(int port, char **texts, struct flood_watch *watch) {
             if (flights[i].fd < 0 || !p[i].revents) continue;
             size_t had = flights[i].length;
             int whole = read_flight(&flights[i]);
-            if (whole || flights[i].length > had) progress = test_now();
+            if (!whole && flights[i].length == had) continue;
+            if (test_now() - progress > quiet) quiet = test_now() - progress;
+            progress = test_now();
             if (!whole) continue;
             close(flights[i].fd);
             flights[i].fd = -1;
@@ -179,6 +181,9 @@ static void run_flood(int port, char **texts, struct flood_watch *watch) {
             watch->replaced_after = asked - start;
         next_health = asked + 0.2;
     }
+    /* slow or stuck: a slow flood answers all along; a stuck one goes quiet */
+    fprintf(stderr, "flood: %d of %d answered in %.1f s, at most %.1f s without progress\n",
+            N_FLOOD - open, N_FLOOD, test_now() - start, quiet);
     if (open > 0)
         fprintf(stderr,
                 "flood: %d of %d requests unanswered after %.0f s without progress (%.0f s in "
