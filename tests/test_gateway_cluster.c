@@ -25,6 +25,7 @@
  *     tokens), and deleting the first while streams run hands them to the
  *     replica: the same texts, and one instance is left.
  * ctest-labels: concurrency */
+#include "cluster_client.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -39,159 +40,25 @@
 #define ADMIN      "Authorization: Bearer admin-secret\r\n"
 #define INFERENCE  "Authorization: Bearer inference-secret\r\n"
 
-static int port;
+static struct cluster_client client = {0, ADMIN};
+static struct cluster_client inference = {0, INFERENCE};
 
 static void nap_ms(int ms) {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
 }
 
-/* ---------- the cluster's state ---------- */
-
-/* GET /v1/cluster, parsed (cJSON_Delete it), or NULL. */
 static cJSON *cluster_state(void) {
-    struct test_http h = test_http_request(port, "GET", "/v1/cluster", ADMIN, NULL, 10);
-    cJSON *j = h.status == 200 ? cJSON_Parse(h.body) : NULL;
-    test_http_free(&h);
-    return j;
+    return cluster_client_state(&client);
 }
 
-/* The instance with this id in a /v1/cluster answer, or NULL. */
-static cJSON *find_instance(cJSON *cluster, const char *id) {
-    cJSON *in;
-    cJSON_ArrayForEach(in, cJSON_GetObjectItem(cluster, "instances")) {
-        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(in, "id")), id)) return in;
-    }
-    return NULL;
-}
-
-/* Waits until instance id is ready on hosts (its "hosts" text) with no
- * move in progress; 1, or 0 at the deadline. */
-static int wait_placed(const char *id, const char *hosts, double deadline) {
-    double start = test_now();
-    while (test_now() - start < deadline) {
-        cJSON *c = cluster_state(), *in = find_instance(c, id);
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(in, "state"));
-        const char *at = cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts"));
-        int done = state && at && !strcmp(state, "ready") && !strcmp(at, hosts);
-        cJSON_Delete(c);
-        if (done) return 1;
-        nap_ms(50);
-    }
-    return 0;
-}
-
-/* An admin call's status (and its body in *body when asked: free() it). */
 static int admin(const char *method, const char *path, const char *key, const char *json,
                  char **body) {
-    struct test_http h = test_http_request(port, method, path, key, json, 30);
-    int status = h.status;
-    if (body) *body = h.body ? strdup(h.body) : NULL;
-    if (status >= 400 && !body) fprintf(stderr, "%s %s: %d %s\n", method, path, status, h.body);
-    test_http_free(&h);
-    return status;
+    return cluster_client_admin(&client, method, path, key, json, body);
 }
 
-/* ---------- streams ---------- */
-
-struct stream {
-    pthread_t thread;
-    int index;
-    char *text;      /* the deltas joined */
-    char finish[16]; /* the last finish_reason */
-    int done;        /* 1: [DONE] arrived */
-    int status;
-};
-
-/* Joins the text deltas of an SSE body and notes its end. */
-static void read_events(struct stream *s, const char *body) {
-    size_t length = 0;
-    s->text = calloc(1, 1);
-    for (const char *line = body; line && *line; line = strchr(line, '\n') + 1) {
-        if (!strncmp(line, "data: [DONE]", 12)) s->done = 1;
-        const char *end = strchr(line, '\n');
-        if (!strncmp(line, "data: {", 7)) {
-            char *json = strndup(line + 6, end ? (size_t)(end - line - 6) : strlen(line + 6));
-            cJSON *j = cJSON_Parse(json), *choice;
-            choice = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
-            const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(choice, "text"));
-            const char *finish = cJSON_GetStringValue(cJSON_GetObjectItem(choice, "finish_reason"));
-            if (text) {
-                s->text = realloc(s->text, length + strlen(text) + 1);
-                memcpy(s->text + length, text, strlen(text) + 1);
-                length += strlen(text);
-            }
-            if (finish) snprintf(s->finish, sizeof(s->finish), "%s", finish);
-            if (cJSON_GetObjectItem(j, "error")) snprintf(s->finish, sizeof(s->finish), "error");
-            cJSON_Delete(j);
-            free(json);
-        }
-        if (!end) break;
-    }
-}
-
-static void *run_stream(void *arg) {
-    struct stream *s = arg;
-    char body[256];
-    snprintf(body, sizeof(body),
-             "{\"model\":\"rand\",\"prompt\":\"stream %d\",\"max_tokens\":%d,\"stream\":true,"
-             "\"temperature\":0.9,\"seed\":%d,\"ignore_eos\":true}",
-             s->index, MAX_TOKENS, 100 + s->index);
-    struct test_http h =
-        test_http_request(port, "POST", "/v1/completions", INFERENCE, body, DEADLINE);
-    s->status = h.status;
-    read_events(s, h.body);
-    test_http_free(&h);
-    return NULL;
-}
-
-static void start_streams(struct stream *s, int n) {
-    for (int i = 0; i < n; i++) {
-        s[i] = (struct stream){.index = i};
-        pthread_create(&s[i].thread, NULL, run_stream, &s[i]);
-    }
-}
-
-static void join_streams(struct stream *s, int n) {
-    for (int i = 0; i < n; i++) pthread_join(s[i].thread, NULL);
-}
-
-/* Every stream ended whole with the reference's text; frees them. */
-static void check_streams(struct stream *s, struct stream *reference, int n, const char *what) {
-    int same = 0;
-    for (int i = 0; i < n; i++) {
-        int whole = s[i].status == 200 && s[i].done && !strcmp(s[i].finish, "length");
-        same += whole && s[i].text && reference[i].text && !strcmp(s[i].text, reference[i].text);
-        if (!whole)
-            fprintf(stderr, "%s: stream %d: status %d, finish '%s', done %d\n", what, i,
-                    s[i].status, s[i].finish, s[i].done);
-        free(s[i].text);
-        s[i].text = NULL;
-    }
-    CHECK_MSG(same == n, "%s: %d of %d streams gave the undisturbed text", what, same, n);
-}
-
-/* Slows the instance's runner down, so the streams are mid-way when the
- * cluster changes. */
 static void slow_down(void) {
-    struct test_http h = test_http_request(
-        port, "POST", "/debug/fault", INFERENCE,
-        "{\"model\":\"rand\",\"kind\":\"delay\",\"delay_ms\":25,\"steps\":40}", 10);
-    CHECK_MSG(h.status == 200, "delay fault: %d %s", h.status, h.body ? h.body : "");
-    test_http_free(&h);
-}
-
-/* Waits until instance id holds at least n unfinished requests (the
- * streams reached it); how many it held when it returned. */
-static double wait_in_flight(const char *id, int n) {
-    double start = test_now(), held = 0;
-    while (test_now() - start < 30 && held < n) {
-        cJSON *c = cluster_state();
-        held = cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, id), "requests"));
-        cJSON_Delete(c);
-        if (held < n) nap_ms(5);
-    }
-    return held;
+    CHECK(cluster_client_slow_down(&inference, "rand"));
 }
 
 /* ---------- the checks ---------- */
@@ -221,7 +88,7 @@ static void test_keys(void) {
 }
 
 static void test_shows_cluster(void) {
-    cJSON *c = cluster_state(), *in = find_instance(c, "rand-1");
+    cJSON *c = cluster_state(), *in = cluster_client_instance(c, "rand-1");
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "hosts")) == 4);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "instances")) == 1);
     CHECK(in && cJSON_GetNumberValue(cJSON_GetObjectItem(in, "tp")) == 2);
@@ -234,18 +101,19 @@ static void test_shows_cluster(void) {
 }
 
 /* Moves rand-1 (body) while the streams run; returns how long it took. */
-static double move_during_streams(struct stream *reference, const char *body, const char *hosts,
-                                  const char *what) {
-    struct stream s[N_STREAMS];
+static double move_during_streams(struct cluster_stream *reference, const char *body,
+                                  const char *hosts, const char *what) {
+    struct cluster_stream s[N_STREAMS];
     slow_down();
-    start_streams(s, N_STREAMS);
-    double in_flight = wait_in_flight("rand-1", N_STREAMS / 2);
+    cluster_streams_start(s, N_STREAMS, &inference, "rand", MAX_TOKENS);
+    double in_flight = cluster_client_wait_in_flight(&client, "rand-1", N_STREAMS / 2);
     double start = test_now();
     CHECK(admin("POST", "/admin/instances/rand-1/move", ADMIN, body, NULL) == 202);
-    CHECK_MSG(wait_placed("rand-1", hosts, 120), "%s: rand-1 did not reach %s", what, hosts);
+    CHECK_MSG(cluster_client_wait_placed(&client, "rand-1", hosts, 120),
+              "%s: rand-1 did not reach %s", what, hosts);
     double took = test_now() - start;
-    join_streams(s, N_STREAMS);
-    check_streams(s, reference, N_STREAMS, what);
+    cluster_streams_join(s, N_STREAMS);
+    cluster_streams_check(s, reference, N_STREAMS, what);
     fprintf(stderr, "%s: the move took %.2f s, %.0f streams in flight\n", what, took, in_flight);
     /* the streams were moved, not finished before the move (a runner at tp
      * 1 is not slowed down by the delay fault, which acts on collectives) */
@@ -256,14 +124,15 @@ static double move_during_streams(struct stream *reference, const char *body, co
 /* A move to a host where no runner can start fails, and says why; the
  * instance serves on where it was (the host may also be known lost by
  * then: the move is refused at once with the reason). */
-static void test_failed_move(struct stream *reference) {
-    struct stream s[N_STREAMS];
+static void test_failed_move(struct cluster_stream *reference) {
+    struct cluster_stream s[N_STREAMS];
     char *body = NULL, was[64];
     cJSON *c = cluster_state();
-    snprintf(was, sizeof(was), "%s",
-             cJSON_GetStringValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "hosts")));
+    snprintf(
+        was, sizeof(was), "%s",
+        cJSON_GetStringValue(cJSON_GetObjectItem(cluster_client_instance(c, "rand-1"), "hosts")));
     cJSON_Delete(c);
-    start_streams(s, N_STREAMS);
+    cluster_streams_start(s, N_STREAMS, &inference, "rand", MAX_TOKENS);
     int status = admin("POST", "/admin/instances/rand-1/move", ADMIN,
                        "{\"tp\":1,\"hosts\":[\"nowhere.invalid\"]}", &body);
     CHECK_MSG(status == 202 || (status == 409 && body && strstr(body, "nowhere.invalid")),
@@ -273,7 +142,7 @@ static void test_failed_move(struct stream *reference) {
     const char *reason = NULL;
     while (status == 202 && test_now() - start < 60) {
         c = cluster_state();
-        cJSON *move = cJSON_GetObjectItem(find_instance(c, "rand-1"), "move");
+        cJSON *move = cJSON_GetObjectItem(cluster_client_instance(c, "rand-1"), "move");
         const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(move, "state"));
         int failed = state && !strcmp(state, "failed");
         reason = failed ? cJSON_GetStringValue(cJSON_GetObjectItem(move, "reason")) : NULL;
@@ -284,14 +153,15 @@ static void test_failed_move(struct stream *reference) {
         nap_ms(50);
     }
     CHECK_MSG(status != 202 || test_now() - start < 60, "the move to nowhere did not fail");
-    CHECK_MSG(wait_placed("rand-1", was, 30), "rand-1 left %s", was);
-    join_streams(s, N_STREAMS);
-    check_streams(s, reference, N_STREAMS, "failed move");
+    CHECK_MSG(cluster_client_wait_placed(&client, "rand-1", was, 30), "rand-1 left %s", was);
+    cluster_streams_join(s, N_STREAMS);
+    cluster_streams_check(s, reference, N_STREAMS, "failed move");
 }
 
 /* Posts a fault to rand's instance; 1 if it was taken. */
 static int post_fault(const char *body) {
-    struct test_http h = test_http_request(port, "POST", "/debug/fault", INFERENCE, body, 10);
+    struct test_http h =
+        test_http_request(client.port, "POST", "/debug/fault", INFERENCE, body, 10);
     int ok = h.status == 200;
     if (!ok) fprintf(stderr, "fault %s: %d %s\n", body, h.status, h.body ? h.body : "");
     test_http_free(&h);
@@ -311,22 +181,22 @@ static int moves_done(cJSON *cluster) {
 
 /* An instance whose runner fails every start is placed anew (here where it
  * was: the other hosts cannot take it) and its streams go on. */
-static void test_failed_instance(struct stream *reference) {
-    struct stream s[N_STREAMS];
+static void test_failed_instance(struct cluster_stream *reference) {
+    struct cluster_stream s[N_STREAMS];
     cJSON *c = cluster_state();
     int before = moves_done(c);
     cJSON_Delete(c);
     slow_down();
-    start_streams(s, N_STREAMS);
-    wait_in_flight("rand-1", N_STREAMS / 2);
+    cluster_streams_start(s, N_STREAMS, &inference, "rand", MAX_TOKENS);
+    cluster_client_wait_in_flight(&client, "rand-1", N_STREAMS / 2);
     CHECK(post_fault("{\"model\":\"rand\",\"kind\":\"refuse\",\"count\":50}"));
     CHECK(post_fault("{\"model\":\"rand\",\"kind\":\"kill\"}"));
     double start = test_now();
     int moved = 0;
     while (!moved && test_now() - start < 90) {
         c = cluster_state();
-        const char *state =
-            cJSON_GetStringValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "state"));
+        const char *state = cJSON_GetStringValue(
+            cJSON_GetObjectItem(cluster_client_instance(c, "rand-1"), "state"));
         moved = moves_done(c) > before && state && !strcmp(state, "ready");
         cJSON_Delete(c);
         if (!moved) nap_ms(50);
@@ -334,12 +204,12 @@ static void test_failed_instance(struct stream *reference) {
     CHECK_MSG(moved, "rand-1 was not placed anew after its starts failed");
     fprintf(stderr, "failed instance: placed anew %.1f s after its runner was killed\n",
             test_now() - start);
-    join_streams(s, N_STREAMS);
-    check_streams(s, reference, N_STREAMS, "failed instance");
+    cluster_streams_join(s, N_STREAMS);
+    cluster_streams_check(s, reference, N_STREAMS, "failed instance");
 }
 
-static void test_replica_and_delete(struct stream *reference) {
-    struct stream s[N_STREAMS];
+static void test_replica_and_delete(struct cluster_stream *reference) {
+    struct cluster_stream s[N_STREAMS];
     char *body = NULL;
     CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"rand\",\"tp\":1}", &body) == 201);
     cJSON *j = body ? cJSON_Parse(body) : NULL;
@@ -347,29 +217,30 @@ static void test_replica_and_delete(struct stream *reference) {
     snprintf(id, sizeof(id), "%s", j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "id")) : "");
     cJSON_Delete(j);
     free(body);
-    cJSON *c = cluster_state(), *in = find_instance(c, id);
+    cJSON *c = cluster_state(), *in = cluster_client_instance(c, id);
     char hosts[64];
     snprintf(hosts, sizeof(hosts), "%s", cJSON_GetStringValue(cJSON_GetObjectItem(in, "hosts")));
     cJSON_Delete(c);
-    CHECK_MSG(wait_placed(id, hosts, 120), "the replica %s did not become ready", id);
+    CHECK_MSG(cluster_client_wait_placed(&client, id, hosts, 120),
+              "the replica %s did not become ready", id);
     /* both serve: a replica takes the requests the other has more of */
-    start_streams(s, N_STREAMS);
-    join_streams(s, N_STREAMS);
-    check_streams(s, reference, N_STREAMS, "two replicas");
+    cluster_streams_start(s, N_STREAMS, &inference, "rand", MAX_TOKENS);
+    cluster_streams_join(s, N_STREAMS);
+    cluster_streams_check(s, reference, N_STREAMS, "two replicas");
     c = cluster_state();
-    double first =
-        cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, "rand-1"), "generated_tokens"));
-    double second =
-        cJSON_GetNumberValue(cJSON_GetObjectItem(find_instance(c, id), "generated_tokens"));
+    double first = cJSON_GetNumberValue(
+        cJSON_GetObjectItem(cluster_client_instance(c, "rand-1"), "generated_tokens"));
+    double second = cJSON_GetNumberValue(
+        cJSON_GetObjectItem(cluster_client_instance(c, id), "generated_tokens"));
     cJSON_Delete(c);
     CHECK_MSG(second > 0, "the replica served no token (rand-1: %.0f)", first);
     /* deleting rand-1 mid-stream hands its requests to the replica */
     slow_down();
-    start_streams(s, N_STREAMS);
-    wait_in_flight(id, N_STREAMS / 2);
+    cluster_streams_start(s, N_STREAMS, &inference, "rand", MAX_TOKENS);
+    cluster_client_wait_in_flight(&client, id, N_STREAMS / 2);
     CHECK(admin("DELETE", "/admin/instances/rand-1", ADMIN, NULL, NULL) == 202);
-    join_streams(s, N_STREAMS);
-    check_streams(s, reference, N_STREAMS, "delete");
+    cluster_streams_join(s, N_STREAMS);
+    cluster_streams_check(s, reference, N_STREAMS, "delete");
     double start = test_now();
     int left = -1;
     while (test_now() - start < 30 && left != 1) {
@@ -410,14 +281,15 @@ int main(void) {
                            "-t",
                            "1",
                            NULL};
-    port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
+    int port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
+    client.port = inference.port = port;
     CHECK_MSG(port > 0, "the gateway did not start");
     if (port > 0) {
-        struct stream reference[N_STREAMS];
+        struct cluster_stream reference[N_STREAMS];
         test_keys();
         test_shows_cluster();
-        start_streams(reference, N_STREAMS);
-        join_streams(reference, N_STREAMS);
+        cluster_streams_start(reference, N_STREAMS, &inference, "rand", MAX_TOKENS);
+        cluster_streams_join(reference, N_STREAMS);
         for (int i = 0; i < N_STREAMS; i++)
             CHECK_MSG(reference[i].status == 200 && reference[i].done && reference[i].text,
                       "reference stream %d failed (%d)", i, reference[i].status);
