@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(cmake gcc clang clang-format clang-tidy cppcheck libclang-rt-14-dev
-          libpcre2-dev libcjson-dev libmicrohttpd-dev spin openmpi-bin libopenmpi-dev iproute2 curl
+          libpcre2-dev libcjson-dev libmicrohttpd-dev libssl-dev spin openmpi-bin libopenmpi-dev iproute2 curl
           dpkg-dev file groff-base chromium)
 # Node.js and npm (tests/sdk): Debian's nodejs and npm, asked for by command
 # rather than by package, since a machine may have a Node.js of another origin

@@ -53,6 +53,7 @@ static inline int decode_any(const struct runner_frame *frame) {
         uint64_t id;
         char message[256];
         struct runner_fault fault;
+        struct runner_auth auth;
     } any;
     int rc = -1;
     switch (frame->type) {
@@ -74,6 +75,8 @@ static inline int decode_any(const struct runner_frame *frame) {
         return runner_decode_error(frame, NULL, any.message, sizeof(any.message), err, sizeof(err));
     case RUNNER_MSG_FAULT:
         return runner_decode_fault(frame, &any.fault, err, sizeof(err));
+    case RUNNER_MSG_AUTH:
+        return runner_decode_auth(frame, &any.auth, err, sizeof(err));
     }
     return rc;
 }
@@ -104,7 +107,7 @@ struct bad_field {
 static inline struct runner_hello sample_hello(void) {
     /* The build travels first: 4 + 16 bytes before vocab_size. */
     struct runner_hello hello = {
-        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git test)"};
+        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git test)", 0, {0}};
     return hello;
 }
 

@@ -204,7 +204,7 @@ static void test_exact_bytes(void) {
     token.logprob = -0.5f;
     token.top[0] = (struct runner_alternative){5, -1.0f};
     static const uint8_t token_frame[] = {
-        0x1C, 0x00, 0x00, 0x00, 0x04, 0x04, 0x00, 0x00, /* 28-byte payload, version 4, TOKEN */
+        0x1C, 0x00, 0x00, 0x00, 0x05, 0x04, 0x00, 0x00, /* 28-byte payload, version 5, TOKEN */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
         0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
         0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
@@ -214,7 +214,7 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x04, 0x07,
+    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x05, 0x07,
                                           0x00, 0x00, 0x02, 0x00, 0x00, 0x00, /* over capacity */
                                           0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
@@ -225,7 +225,7 @@ static void test_exact_bytes(void) {
 
 /* ---- finding frames ---- */
 
-/* One frame of every type, HELLO to ERROR, appended to stream. */
+/* One frame of every type, in the order of their numbers, appended to stream. */
 static void encode_every_type(struct runner_buffer *stream) {
     struct sample_add s;
     sample_add_init(&s);
@@ -241,6 +241,11 @@ static void encode_every_type(struct runner_buffer *stream) {
     CHECK(runner_encode_finished(stream, &finished, err, sizeof(err)) == 0);
     CHECK(runner_encode_heartbeat(stream, &beat, err, sizeof(err)) == 0);
     CHECK(runner_encode_error(stream, RUNNER_ERROR_INTERNAL, "bye", err, sizeof(err)) == 0);
+    struct runner_fault fault = {RUNNER_FAULT_DELAY, 1, 10, 5};
+    CHECK(runner_encode_fault(stream, &fault, err, sizeof(err)) == 0);
+    struct runner_auth auth;
+    memset(&auth, 0xA5, sizeof(auth));
+    CHECK(runner_encode_auth(stream, &auth, err, sizeof(err)) == 0);
 }
 
 static void test_stream(void) {
@@ -270,7 +275,7 @@ static void test_stream(void) {
         }
         at += frame.frame_length;
     }
-    CHECK(n_frames == 7 && at == stream.length);
+    CHECK(n_frames == RUNNER_MSG_AUTH && at == stream.length);
 
     /* Consuming from the buffer as a reader would. */
     n_frames = 0;
@@ -280,7 +285,7 @@ static void test_stream(void) {
         n_frames++;
         runner_buffer_consume(&stream, frame.frame_length);
     }
-    CHECK(n_frames == 7 && stream.length == 0);
+    CHECK(n_frames == RUNNER_MSG_AUTH && stream.length == 0);
     runner_buffer_free(&stream);
 }
 
@@ -295,10 +300,10 @@ static void test_header_errors(void) {
         uint8_t value;
         const char *expected;
     } cases[] = {
-        {4, 1, "header: version 1, expected 4"},
-        {4, 0, "header: version 0, expected 4"},
-        {5, 0, "header: type 0 is not a known message (1..8)"},
-        {5, 9, "header: type 9 is not a known message (1..8)"},
+        {4, 1, "header: version 1, expected 5"},
+        {4, 0, "header: version 0, expected 5"},
+        {5, 0, "header: type 0 is not a known message (1..9)"},
+        {5, 10, "header: type 10 is not a known message (1..9)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
         {7, 0x80, "header: reserved field 0x8000 is not zero"},
     };
@@ -328,8 +333,8 @@ static void test_header_errors(void) {
 static void test_truncated_and_trailing(void) {
     struct runner_buffer stream = {0};
     encode_every_type(&stream);
-    const char *last_field[] = {"",    "model",   "prompt",  "id",
-                                "top", "message", "comm_ms", "message"};
+    const char *last_field[] = {"",        "challenge", "prompt", "id",  "top",
+                                "message", "comm_ms",   "message", "steps", "mac"};
     struct runner_frame frame;
     for (size_t at = 0; runner_frame_next(stream.data + at, stream.length - at, RUNNER_FRAME_MAX,
                                           &frame, err, sizeof(err)) == 1;
@@ -419,13 +424,13 @@ static void test_strings(void) {
     CHECK(finished_message_length(text, message) == 197);
 
     /* The model name is cut to 127 bytes (after an empty build). */
-    static uint8_t bytes[RUNNER_FRAME_HEADER + 36 + 300];
+    static uint8_t bytes[RUNNER_FRAME_HEADER + 36 + 300 + 4]; /* no challenge */
     uint8_t *payload = bytes + RUNNER_FRAME_HEADER;
     put_u32(payload, 0);
     for (int i = 1; i < 8; i++) put_u32(payload + 4 * i, 1);
     put_u32(payload + 32, 300);
     memset(payload + 36, 'm', 300);
-    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_HELLO, 36 + 300);
+    struct runner_frame frame = hand_frame(bytes, RUNNER_MSG_HELLO, 36 + 300 + 4);
     struct runner_hello hello;
     CHECK_MSG(runner_decode_hello(&frame, &hello, err, sizeof(err)) == 0, "%s", err);
     CHECK(strlen(hello.model) == 127 && hello.model[0] == 'm');
@@ -538,7 +543,7 @@ static void test_corpus(void) {
     DIR *listing = opendir(dir);
     CHECK_MSG(listing != NULL, "cannot open %s", dir);
     if (listing == NULL) return;
-    int seen[RUNNER_MSG_FAULT + 1] = {0}, n_files = 0;
+    int seen[RUNNER_MSG_AUTH + 1] = {0}, n_files = 0;
     const struct dirent *entry;
     while ((entry = readdir(listing)) != NULL) {
         if (entry->d_name[0] == '.') continue;
@@ -564,8 +569,8 @@ static void test_corpus(void) {
                   length);
     }
     closedir(listing);
-    CHECK(n_files >= RUNNER_MSG_FAULT);
-    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_FAULT; type++)
+    CHECK(n_files >= RUNNER_MSG_AUTH);
+    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_AUTH; type++)
         CHECK_MSG(seen[type], "no frame of type %d in %s", type, dir);
 }
 

@@ -304,7 +304,7 @@ static void test_hello_rules(void) {
         CHECK(buffer.length == before);
     }
     CHECK_FAILS(decode_patched(&buffer, 48, 100),
-                "HELLO: payload ends inside model (100 bytes needed, 15 left)");
+                "HELLO: payload ends inside model (100 bytes needed, 19 left)");
     CHECK_FAILS(decode_patched(&buffer, 52, 0x67006A6Bu),
                 "HELLO: model has a NUL byte at offset 2");
     CHECK_FAILS(decode_patched(&buffer, 4, 0x0039002Eu), "HELLO: build has a NUL byte at offset 1");
@@ -344,10 +344,10 @@ static void test_hello_version(void) {
     CHECK(buffer.data[4] == RUNNER_PROTOCOL_VERSION);
     char expected[256];
     snprintf(expected, sizeof(expected),
-             "HELLO: the runner speaks protocol version 5 (lockstep 0.9.0 (git test)), this "
+             "HELLO: the runner speaks protocol version 6 (lockstep 0.9.0 (git test)), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
              RUNNER_PROTOCOL_VERSION, runner_build());
-    CHECK_FAILS(decode_hello_of_version(&buffer, 5), expected);
+    CHECK_FAILS(decode_hello_of_version(&buffer, 6), expected);
     snprintf(expected, sizeof(expected),
              "HELLO: the runner speaks protocol version 3 (a build older than 0.9.0), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
@@ -359,10 +359,10 @@ static void test_hello_version(void) {
     snprintf(hello.build, sizeof(hello.build), "0.9\n(git\x01x)");
     CHECK(runner_encode_hello(&buffer, &hello, err, sizeof(err)) == 0);
     snprintf(expected, sizeof(expected),
-             "HELLO: the runner speaks protocol version 5 (lockstep 0.9?(git?x)), this "
+             "HELLO: the runner speaks protocol version 4 (lockstep 0.9?(git?x)), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
              RUNNER_PROTOCOL_VERSION, runner_build());
-    CHECK_FAILS(decode_hello_of_version(&buffer, 5), expected);
+    CHECK_FAILS(decode_hello_of_version(&buffer, 4), expected);
 
     buffer.length = 0;
     CHECK(runner_encode_cancel(&buffer, 7, err, sizeof(err)) == 0);

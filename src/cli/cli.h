@@ -25,6 +25,12 @@ int cli_float_value(const char *command, int argc, char **argv, int *i, float *o
 int cli_string_value(const char *command, int argc, char **argv, int *i, const char **out);
 /* on|off: 1 or 0. */
 int cli_switch_value(const char *command, int argc, char **argv, int *i, int *out);
+/* Reads a key from the first line of the file at path (trailing blanks
+ * cut) into text (size bytes); a world-readable file, an empty one or a
+ * key that does not fit is refused with label and the path in err. */
+#define CLI_KEY_MAX 512 /* bytes of a key read from a file, with its terminator */
+int cli_read_key_file(const char *path, char *text, size_t size, const char *label, char *err,
+                      size_t errlen);
 /* --kv-type f16|f32|q8_0: the key/value cache's element type. */
 int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out);
 #define CLI_KV_TYPE_HELP                                                                           \

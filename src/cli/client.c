@@ -38,9 +38,11 @@ struct client_options {
     const char *model_path;    /* -m: tokenizer for -p and for printing text */
     const char *tokenizer_path;
     const char *prompt;
-    const char *token_list; /* --tokens 1,2,3 */
-    int heartbeats;         /* --heartbeats: print them */
-    double timeout;         /* seconds for the whole run */
+    const char *token_list;  /* --tokens 1,2,3 */
+    int heartbeats;          /* --heartbeats: print them */
+    double timeout;          /* seconds for the whole run */
+    const char *cluster_key; /* --cluster-key-file's key, proved to the runner first */
+    char cluster_key_text[CLI_KEY_MAX];
     struct runner_request request;
 };
 
@@ -59,7 +61,8 @@ static void client_usage(FILE *out) {
             "\"top_logprobs\"};\n"
             "                          prints one JSON line per finished request\n"
             "  --heartbeats            print each step's heartbeat as a JSON line\n"
-            "  --timeout S             give up after S seconds (default 60)\n");
+            "  --timeout S             give up after S seconds (default 60)\n"
+            "  --cluster-key-file FILE prove this key to a runner that asks for one\n");
 }
 
 /* Parses "1,2,3" into a malloc'ed array. */
@@ -104,6 +107,17 @@ static int parse_client_option(const char *a, int argc, char **argv, int *i,
     if (!strcmp(a, "--seed")) {
         if (cli_int_value(cmd, argc, argv, i, 0, 2147483647, &seed)) return -1;
         s->seed = (uint64_t)seed;
+        return 0;
+    }
+    if (!strcmp(a, "--cluster-key-file")) {
+        char err[600];
+        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
+        if (cli_read_key_file(text, o->cluster_key_text, sizeof(o->cluster_key_text),
+                              "lockstep client: --cluster-key-file", err, sizeof(err))) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+        o->cluster_key = o->cluster_key_text;
         return 0;
     }
     if (!strcmp(a, "--timeout")) {
@@ -221,6 +235,9 @@ struct client_run {
     struct runner_buffer in, out;
     const struct client_options *options;
     struct tokenizer_stream *stream; /* text mode: decode the one request's tokens */
+    int linked;                      /* 1: HELLO came (and the runner proved the key) */
+    struct runner_hello hello;       /* the runner's HELLO */
+    struct runner_auth answer;       /* with a key: the proof sent for its challenge */
 };
 
 static struct client_request *find_request(struct client_run *run, uint64_t id) {
@@ -247,12 +264,45 @@ static void on_token(struct client_run *run, const struct runner_token *t) {
     }
 }
 
+/* HELLO or AUTH: the link is up once the runner said HELLO and, when
+ * either side has a key, both proved it; -1 (said) otherwise. */
+static int on_link_frame(struct client_run *run, const struct runner_frame *f) {
+    char err[300];
+    const char *key = run->options->cluster_key;
+    struct runner_auth reply;
+    if (f->type == RUNNER_MSG_HELLO) {
+        if (runner_decode_hello(f, &run->hello, err, sizeof(err))) goto fail;
+        if (!key != !run->hello.has_challenge) {
+            snprintf(err, sizeof(err), "%s",
+                     key ? "the runner did not ask for the cluster key: refused"
+                         : "the runner asks for a cluster key (--cluster-key-file)");
+            goto fail;
+        }
+        if (key && (runner_auth_answer(key, run->hello.challenge, &run->answer, err, sizeof(err)) ||
+                    runner_encode_auth(&run->out, &run->answer, err, sizeof(err))))
+            goto fail;
+        run->linked = !key;
+        return 0;
+    }
+    if (runner_decode_auth(f, &reply, err, sizeof(err))) goto fail;
+    if (key && run->hello.has_challenge && !run->linked &&
+        runner_auth_confirm(key, run->hello.challenge, &run->answer, &reply)) {
+        run->linked = 1;
+        return 0;
+    }
+    snprintf(err, sizeof(err), "the runner did not prove the cluster key: refused");
+fail:
+    fprintf(stderr, "lockstep client: %s\n", err);
+    return -1;
+}
+
 /* Handles one frame from the runner; -1 if the runner reported an error. */
 static int on_frame(struct client_run *run, const struct runner_frame *f) {
     char err[200], message[256];
     struct runner_token token;
     struct runner_finished finished;
     struct runner_heartbeat h;
+    if (f->type == RUNNER_MSG_HELLO || f->type == RUNNER_MSG_AUTH) return on_link_frame(run, f);
     if (f->type == RUNNER_MSG_TOKEN && runner_decode_token(f, &token, err, sizeof(err)) == 0) {
         on_token(run, &token);
     } else if (f->type == RUNNER_MSG_FINISHED &&
@@ -304,7 +354,7 @@ static int exchange(struct client_run *run) {
     char err[200];
     uint64_t start = runner_now_us(), deadline = start + (uint64_t)(run->options->timeout * 1e6);
     while (run->n_done < run->n_requests) {
-        send_due(run, start);
+        if (run->linked) send_due(run, start);
         if (run->out.length) {
             ssize_t n = send(run->fd, run->out.data, run->out.length, MSG_NOSIGNAL);
             if (n < 0) break;

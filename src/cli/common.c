@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,5 +201,34 @@ int cli_handle_stop_signals(void (*stop)(void *arg), void *arg) {
         return -1;
     }
     pthread_detach(thread);
+    return 0;
+}
+
+int cli_read_key_file(const char *path, char *text, size_t size, const char *label, char *err,
+                      size_t errlen) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st)) {
+        snprintf(err, errlen, "%s: cannot read %s: %s", label, path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (st.st_mode & S_IROTH) {
+        snprintf(err, errlen, "%s: %s is world-readable, so the key is not secret; chmod o-r %s",
+                 label, path, path);
+        close(fd);
+        return -1;
+    }
+    ssize_t n = read(fd, text, size);
+    close(fd);
+    if (n > 0 && memchr(text, '\n', (size_t)n)) /* the first line */
+        n = (char *)memchr(text, '\n', (size_t)n) - text;
+    while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ' ' || text[n - 1] == '\t')) n--;
+    if (n <= 0 || (size_t)n >= size) {
+        snprintf(err, errlen, "%s: %s %s", label, path,
+                 n <= 0 ? "holds no key" : "is longer than a key may be");
+        return -1;
+    }
+    text[n] = '\0';
     return 0;
 }

@@ -28,7 +28,9 @@ struct runner_options {
     const char *trace_path;
     const char *status_path; /* --status: shared file of every rank's collective state */
     int allow_faults;        /* --allow-faults: accept FAULT frames (tests, benchmarks) */
-    int logged;              /* --log-format given: the ready line is a log line too */
+    const char *cluster_key; /* --cluster-key-file's key: every connection must prove it */
+    char cluster_key_text[CLI_KEY_MAX];
+    int logged; /* --log-format given: the ready line is a log line too */
     int n_threads;
     int context;              /* 0: the model's */
     int kv_block_size;        /* positions per KV block */
@@ -60,6 +62,8 @@ static void runner_usage(FILE *out) {
                  "  --status FILE           each rank mirrors its collective state into FILE\n"
                  "                          (for the gateway's stuck reports)\n"
                  "  --allow-faults          accept fault injection frames (tests only)\n"
+                 "  --cluster-key-file FILE every connection must prove this key (HMAC) before\n"
+                 "                          it may send anything: needed on tcp: addresses\n"
                  "  --log-format text|json  log lines (on stderr, the ready line too) as text or\n"
                  "                          JSON objects, as `lockstep serve` passes it "
                  "on\n" CLI_PARALLEL_HELP);
@@ -95,6 +99,17 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
     if (!strcmp(a, "--trace")) return cli_string_value(cmd, argc, argv, i, &o->trace_path);
     if (!strcmp(a, "--status")) return cli_string_value(cmd, argc, argv, i, &o->status_path);
     if (!strcmp(a, "--allow-faults")) return (o->allow_faults = 1) - 1;
+    if (!strcmp(a, "--cluster-key-file")) {
+        char err[600];
+        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
+        if (cli_read_key_file(text, o->cluster_key_text, sizeof(o->cluster_key_text),
+                              "lockstep runner: --cluster-key-file", err, sizeof(err))) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+        o->cluster_key = o->cluster_key_text;
+        return 0;
+    }
     if (!strcmp(a, "--log-format")) {
         enum log_format format;
         if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
@@ -249,7 +264,8 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     struct runner_server_params sp = {.socket_path = o->socket_path,
                                       .model_name = base_name(o->model_path),
                                       .keep_alive_seconds = o->parallel.deadline / 4,
-                                      .allow_faults = o->allow_faults};
+                                      .allow_faults = o->allow_faults,
+                                      .cluster_key = o->cluster_key};
     int rc = 1;
     if (runner_create(&runner, leader, &o->limits, &none, err, sizeof(err)) ||
         (o->trace_path && runner_trace_open(runner, o->trace_path, err, sizeof(err))) ||
@@ -258,6 +274,11 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
         goto done;
     }
     set_running_server(server);
+    if (!o->cluster_key && !strncmp(o->socket_path, "tcp:", 4))
+        log_event(LOG_LEVEL_WARN, "runner",
+                  "serving %s without a cluster key: whoever reaches this port can drive this "
+                  "runner (--cluster-key-file)",
+                  o->socket_path);
     char ready[1024];
     snprintf(ready, sizeof(ready),
              "ready on %s (model %s, tp %d, context %d, %d sequences, step budget "

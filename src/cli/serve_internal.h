@@ -8,14 +8,15 @@
 
 #include <stddef.h>
 
+#include "cli/cli.h"
 #include "cluster/cluster.h"
 #include "gateway/gateway.h"
 #include "runner/runner.h"
 
 #define SERVE_MAX_MODELS      16
 #define SERVE_MAX_RUNNER_ARGS 32
-#define SERVE_KEY_MAX         512 /* bytes of a key read from a file */
-#define SERVE_SOURCE_MAX      600 /* bytes of where a key came from */
+#define SERVE_KEY_MAX         CLI_KEY_MAX /* bytes of a key read from a file */
+#define SERVE_SOURCE_MAX      600         /* bytes of where a key came from */
 
 /* Everything `lockstep serve` was told, from its defaults, the file and the
  * command line, in that order of precedence (the last wins). */
@@ -40,6 +41,7 @@ struct serve_options {
     int n_file_models;                                  /* models the file gave (0: none) */
     char api_key_text[SERVE_KEY_MAX];                   /* a key read from a file */
     char admin_key_text[SERVE_KEY_MAX];
+    char cluster_key_text[SERVE_KEY_MAX];  /* --cluster-key-file's key */
     char api_key_source[SERVE_SOURCE_MAX]; /* "(from file X)", "(from $ENV)", ... */
     char admin_key_source[SERVE_SOURCE_MAX];
 };

@@ -279,36 +279,23 @@ static int set_key_file(struct serve_options *o, struct gateway_model *m,
                         const struct serve_option *row, const char *value, const char *label,
                         char *err, size_t errlen) {
     char *text = is_admin(row) ? o->admin_key_text : o->api_key_text;
-    struct stat st;
     (void)m;
-    int fd = open(value, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st)) {
-        snprintf(err, errlen, "%s: cannot read %s: %s", label, value, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    if (st.st_mode & S_IROTH) {
-        snprintf(err, errlen,
-                 "%s: %s is world-readable, so the key is not secret; "
-                 "chmod o-r %s",
-                 label, value, value);
-        close(fd);
-        return -1;
-    }
-    ssize_t n = read(fd, text, SERVE_KEY_MAX);
-    close(fd);
-    if (n > 0 && memchr(text, '\n', (size_t)n)) /* the first line */
-        n = (char *)memchr(text, '\n', (size_t)n) - text;
-    while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ' ' || text[n - 1] == '\t')) n--;
-    if (n <= 0 || n >= SERVE_KEY_MAX) {
-        snprintf(err, errlen, "%s: %s %s", label, value,
-                 n <= 0 ? "holds no key" : "is longer than a key may be");
-        return -1;
-    }
-    text[n] = '\0';
+    if (cli_read_key_file(value, text, SERVE_KEY_MAX, label, err, errlen)) return -1;
     *(const char **)field_of(o, NULL, row) = text;
     snprintf(is_admin(row) ? o->admin_key_source : o->api_key_source, SERVE_SOURCE_MAX,
              "(from file %s)", value);
+    return 0;
+}
+
+/* The cluster key: a file only, whose path the runners are given too (the
+ * same path on every host, as the binary's and the models'). */
+static int set_cluster_key_file(struct serve_options *o, struct gateway_model *m,
+                                const struct serve_option *row, const char *value,
+                                const char *label, char *err, size_t errlen) {
+    (void)m, (void)row;
+    if (cli_read_key_file(value, o->cluster_key_text, SERVE_KEY_MAX, label, err, errlen)) return -1;
+    o->params.cluster_key = o->cluster_key_text;
+    o->params.cluster_key_file = value;
     return 0;
 }
 
@@ -366,6 +353,8 @@ const struct serve_option serve_option_table[] = {
      NULL},
     {"--probe-interval", NULL, "probe_interval", SERVE_NUMBER, 0, PARAM(probe_seconds), 0, 0,
      set_period, NULL},
+    {"--cluster-key-file", NULL, "cluster_key_file", SERVE_TEXT, 0, 0, 0, 0, set_cluster_key_file,
+     NULL},
     /* logs */
     {"--log-format", NULL, "log_format", SERVE_TEXT, 0, 0, 0, 0, set_log_format, NULL},
     {"--log-requests", NULL, "log_requests", SERVE_FLAG, 0, PARAM(log_requests), 0, 0, set_flag,

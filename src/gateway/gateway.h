@@ -61,8 +61,11 @@ struct gateway_params {
     int n_models;
     const struct gateway_model *models; /* (n_models) */
     /* the cluster */
-    const char *admin_key;                   /* the admin API's key; NULL: no admin API */
-    int n_hosts;                             /* 0: this machine alone */
+    const char *admin_key;   /* the admin API's key; NULL: no admin API */
+    const char *cluster_key; /* every runner link proves it (auth.c); NULL: none asked */
+    const char
+        *cluster_key_file; /* its file, which runners are started with (--cluster-key-file) */
+    int n_hosts;           /* 0: this machine alone */
     const struct cluster_host *hosts;        /* (n_hosts) from --cluster's hostfile */
     int n_places;                            /* 0: one instance per model, placed */
     const struct cluster_place_spec *places; /* (n_places) --place: the first instances */

@@ -202,12 +202,14 @@ struct gateway_instance {
 
     pthread_mutex_t lock; /* guards everything below */
     enum instance_state state;
-    int fd;                      /* connection to the runner (non-blocking), -1 while none */
-    pid_t pid;                   /* runner process (its group's leader), 0 if none */
-    uint64_t generation;         /* runners started so far: which one a queued ADD went to */
-    struct runner_buffer outbox; /* frames for the runner not yet written to its socket */
-    uint64_t outbox_stalled_us;  /* when the outbox last had bytes and wrote none (0: empty) */
-    struct runner_hello hello;
+    int fd;                           /* connection to the runner (non-blocking), -1 while none */
+    pid_t pid;                        /* runner process (its group's leader), 0 if none */
+    uint64_t generation;              /* runners started so far: which one a queued ADD went to */
+    struct runner_buffer outbox;      /* frames for the runner not yet written to its socket */
+    uint64_t outbox_stalled_us;       /* when the outbox last had bytes and wrote none (0: empty) */
+    struct runner_hello hello;        /* what its runner said first */
+    struct runner_auth auth_answer;   /* with a cluster key: the proof sent for hello's challenge */
+    int linked;                       /* 1: the current runner said HELLO and proved the key */
     int restarts;                     /* runners started after the first */
     int failures;                     /* consecutive failed starts */
     char status[256];                 /* why it is not ready */

@@ -446,6 +446,10 @@ static pid_t spawn_runner(struct gateway_instance *in) {
         argv[n++] = in->status_path;
     }
     if (p->enable_faults) argv[n++] = "--allow-faults";
+    if (p->cluster_key_file) {
+        argv[n++] = "--cluster-key-file";
+        argv[n++] = p->cluster_key_file;
+    }
     int refuse = in->refuse_starts > 0;
     if (refuse) in->refuse_starts--;
     for (int i = 0; m->runner_args && m->runner_args[i] && n < 62; i++)
@@ -510,31 +514,97 @@ static int check_watchdog(struct gateway_instance *in) {
     return stuck;
 }
 
+/* The runner is up and, with a cluster key, proved it: requests flow. */
+static void runner_proved(struct gateway_instance *in) {
+    pthread_mutex_lock(&in->lock);
+    in->linked = 1;
+    runner_ready(in);
+    int pid = (int)in->pid;
+    pthread_mutex_unlock(&in->lock);
+    gateway_cluster_note(in->gateway, "ready", in->id, "%s ready on %s (runner pid %d)", in->id,
+                         in->hosts_text, pid);
+}
+
+/* HELLO: with a cluster key, the runner must ask for it and is answered
+ * (it is ready once its own proof came: link_frame); without one, it must
+ * not ask. 0, or -1 with err. */
+static int hello_frame(struct gateway_instance *in, const struct runner_frame *f, char *err,
+                       size_t errlen) {
+    const char *key = in->gateway->params.cluster_key;
+    struct runner_hello hello;
+    if (runner_decode_hello(f, &hello, err, errlen)) return -1;
+    if (key && !hello.has_challenge) {
+        snprintf(err, errlen,
+                 "the runner at %s did not ask for the cluster key: refused (a runner without "
+                 "--cluster-key-file, or something else listening there)",
+                 in->socket_path);
+        return -1;
+    }
+    if (!key && hello.has_challenge) {
+        snprintf(err, errlen,
+                 "the runner at %s asks for a cluster key: start the gateway with "
+                 "--cluster-key-file",
+                 in->socket_path);
+        return -1;
+    }
+    pthread_mutex_lock(&in->lock);
+    in->hello = hello;
+    int rc = key ? runner_auth_answer(key, hello.challenge, &in->auth_answer, err, errlen) ||
+                       runner_encode_auth(&in->outbox, &in->auth_answer, err, errlen)
+                 : 0;
+    pthread_mutex_unlock(&in->lock);
+    if (rc) return -1;
+    if (!key) runner_proved(in);
+    return 0;
+}
+
+/* AUTH: the runner's proof of the cluster key, which makes it ready; 0, or
+ * -1 with err (the link is then dropped and the runner restarted). */
+static int auth_frame(struct gateway_instance *in, const struct runner_frame *f, char *err,
+                      size_t errlen) {
+    const char *key = in->gateway->params.cluster_key;
+    struct runner_auth reply;
+    if (runner_decode_auth(f, &reply, err, errlen)) return -1;
+    pthread_mutex_lock(&in->lock);
+    int proved = key && in->hello.has_challenge && !in->linked &&
+                 runner_auth_confirm(key, in->hello.challenge, &in->auth_answer, &reply);
+    pthread_mutex_unlock(&in->lock);
+    if (!proved) {
+        snprintf(err, errlen, "the runner at %s did not prove the cluster key: refused",
+                 in->socket_path);
+        return -1;
+    }
+    runner_proved(in);
+    return 0;
+}
+
 /* Handles every whole frame in received; -1 if one is malformed. */
 static int handle_frames(struct gateway_instance *in, struct runner_buffer *received) {
-    char err[200];
+    char err[300];
     struct runner_frame f;
     size_t used = 0;
     int rc;
     while ((rc = runner_frame_next(received->data + used, received->length - used, RUNNER_FRAME_MAX,
                                    &f, err, sizeof(err))) == 1) {
         used += f.frame_length;
-        if (f.type != RUNNER_MSG_HELLO) {
-            dispatch(in, &f);
+        if (f.type == RUNNER_MSG_HELLO || f.type == RUNNER_MSG_AUTH) {
+            if ((f.type == RUNNER_MSG_HELLO ? hello_frame : auth_frame)(in, &f, err, sizeof(err))) {
+                rc = -1;
+                break;
+            }
             continue;
         }
-        struct runner_hello hello;
-        if (runner_decode_hello(&f, &hello, err, sizeof(err))) {
+        pthread_mutex_lock(&in->lock);
+        int linked = in->linked;
+        pthread_mutex_unlock(&in->lock);
+        if (!linked) { /* nothing counts before HELLO and the key's proof */
+            snprintf(err, sizeof(err), "the runner at %s sent a frame of type %d before %s",
+                     in->socket_path, (int)f.type,
+                     in->gateway->params.cluster_key ? "proving the cluster key" : "HELLO");
             rc = -1;
             break;
         }
-        pthread_mutex_lock(&in->lock);
-        in->hello = hello;
-        runner_ready(in);
-        int pid = (int)in->pid;
-        pthread_mutex_unlock(&in->lock);
-        gateway_cluster_note(in->gateway, "ready", in->id, "%s ready on %s (runner pid %d)", in->id,
-                             in->hosts_text, pid);
+        dispatch(in, &f);
     }
     runner_buffer_consume(received, used);
     if (rc == 0) return 0;
@@ -654,6 +724,7 @@ static int start_runner(struct gateway_instance *in, pid_t *pid) {
     if (in->state == INSTANCE_STOPPING)
         set_state(in, in->failures >= GATEWAY_START_ATTEMPTS ? INSTANCE_FAILED : INSTANCE_STARTING);
     in->generation++;
+    in->linked = 0;
     choose_address(in);
     *pid = spawn_runner(in);
     in->pid = *pid;

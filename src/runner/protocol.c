@@ -33,6 +33,7 @@ static const char *protocol_message_name(unsigned type) {
         [RUNNER_MSG_CANCEL] = "CANCEL",     [RUNNER_MSG_TOKEN] = "TOKEN",
         [RUNNER_MSG_FINISHED] = "FINISHED", [RUNNER_MSG_HEARTBEAT] = "HEARTBEAT",
         [RUNNER_MSG_ERROR] = "ERROR",       [RUNNER_MSG_FAULT] = "FAULT",
+        [RUNNER_MSG_AUTH] = "AUTH",
     };
     if (type >= sizeof(names) / sizeof(names[0]) || names[type] == NULL) return "unknown";
     return names[type];
@@ -277,6 +278,18 @@ int runner_encode_hello(struct runner_buffer *out, const struct runner_hello *he
     protocol_writer_put_i32(&writer, hello->kv_blocks_total);
     protocol_writer_put_i32(&writer, hello->tensor_parallel);
     protocol_writer_put_string(&writer, hello->model);
+    protocol_writer_put_u32(&writer, hello->has_challenge ? RUNNER_AUTH_BYTES : 0);
+    if (hello->has_challenge) protocol_writer_put(&writer, hello->challenge, RUNNER_AUTH_BYTES);
+    return protocol_writer_end(&writer, &report);
+}
+
+int runner_encode_auth(struct runner_buffer *out, const struct runner_auth *auth, char *err,
+                       size_t errlen) {
+    const struct protocol_report report = {"AUTH", err, errlen};
+    struct protocol_writer writer;
+    protocol_writer_begin(&writer, out, RUNNER_MSG_AUTH);
+    protocol_writer_put(&writer, auth->nonce, RUNNER_AUTH_BYTES);
+    protocol_writer_put(&writer, auth->mac, RUNNER_AUTH_BYTES);
     return protocol_writer_end(&writer, &report);
 }
 
@@ -396,9 +409,9 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
     unsigned reserved = (unsigned)data[6] | (unsigned)data[7] << 8;
     if (version != RUNNER_PROTOCOL_VERSION && type != RUNNER_MSG_HELLO)
         return protocol_fail(&report, "version %u, expected %d", version, RUNNER_PROTOCOL_VERSION);
-    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_FAULT)
+    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_AUTH)
         return protocol_fail(&report, "type %u is not a known message (%d..%d)", type,
-                             RUNNER_MSG_HELLO, RUNNER_MSG_FAULT);
+                             RUNNER_MSG_HELLO, RUNNER_MSG_AUTH);
     if (reserved != 0) return protocol_fail(&report, "reserved field 0x%04x is not zero", reserved);
     if (payload > max_payload)
         return protocol_fail(&report, "%s payload of %" PRIu32 " bytes exceeds the limit of %zu",
@@ -521,6 +534,25 @@ static int protocol_reader_string(struct protocol_reader *reader, const char *fi
     return 0;
 }
 
+/* A u32 length of 0 (*present 0), or RUNNER_AUTH_BYTES (when optional) and
+ * that many bytes into bytes (*present 1). */
+static int protocol_reader_bytes(struct protocol_reader *reader, const char *field, int optional,
+                                 uint8_t *bytes, int *present) {
+    char length_field[PROTOCOL_FIELD_NAME];
+    snprintf(length_field, sizeof(length_field), "%s length", field);
+    uint32_t length;
+    const uint8_t *at = NULL;
+    if (protocol_reader_u32(reader, length_field, &length)) return -1;
+    *present = length != 0;
+    if (length == 0 && optional) return 0;
+    if (length != RUNNER_AUTH_BYTES)
+        return protocol_fail(&reader->report, "%s is %" PRIu32 " bytes, not %d", field, length,
+                             RUNNER_AUTH_BYTES);
+    if (protocol_reader_take(reader, length, field, &at)) return -1;
+    memcpy(bytes, at, length);
+    return 0;
+}
+
 int protocol_reader_end(struct protocol_reader *reader, const char *last_field) {
     if (reader->left == 0) return 0;
     return protocol_fail(&reader->report, "%zu trailing byte%s after %s, the last field",
@@ -561,9 +593,24 @@ int runner_decode_hello(const struct runner_frame *frame, struct runner_hello *h
         protocol_reader_i32(&reader, "kv_blocks_total", &decoded.kv_blocks_total) ||
         protocol_reader_i32(&reader, "tensor_parallel", &decoded.tensor_parallel) ||
         protocol_reader_string(&reader, "model", decoded.model, sizeof(decoded.model)) ||
-        protocol_reader_end(&reader, "model") || protocol_check_hello(&reader.report, &decoded))
+        protocol_reader_bytes(&reader, "challenge", 1, decoded.challenge, &decoded.has_challenge) ||
+        protocol_reader_end(&reader, "challenge") || protocol_check_hello(&reader.report, &decoded))
         return -1;
     *hello = decoded;
+    return 0;
+}
+
+int runner_decode_auth(const struct runner_frame *frame, struct runner_auth *auth, char *err,
+                       size_t errlen) {
+    struct protocol_reader reader;
+    const uint8_t *nonce = NULL, *mac = NULL;
+    if (protocol_reader_begin(&reader, frame, RUNNER_MSG_AUTH, err, errlen) ||
+        protocol_reader_take(&reader, RUNNER_AUTH_BYTES, "nonce", &nonce) ||
+        protocol_reader_take(&reader, RUNNER_AUTH_BYTES, "mac", &mac) ||
+        protocol_reader_end(&reader, "mac"))
+        return -1;
+    memcpy(auth->nonce, nonce, RUNNER_AUTH_BYTES);
+    memcpy(auth->mac, mac, RUNNER_AUTH_BYTES);
     return 0;
 }
 

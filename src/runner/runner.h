@@ -168,6 +168,8 @@ const char *runner_version(void);
 const char *runner_commit(void);
 const char *runner_build(void);
 
+#define RUNNER_AUTH_BYTES 32 /* a challenge, and an HMAC-SHA256 */
+
 /* What a runner tells a new connection first. */
 struct runner_hello {
     int vocab_size;
@@ -179,6 +181,14 @@ struct runner_hello {
     int tensor_parallel;          /* ranks */
     char model[128];              /* model name (file name) */
     char build[RUNNER_BUILD_MAX]; /* the runner's lockstep build (runner_build) */
+    int has_challenge;            /* 1: the runner has a cluster key and asks for proof of it */
+    uint8_t challenge[RUNNER_AUTH_BYTES]; /* its random challenge for this connection */
+};
+
+/* An AUTH frame: a nonce and an HMAC over both sides' nonces (auth.c). */
+struct runner_auth {
+    uint8_t nonce[RUNNER_AUTH_BYTES];
+    uint8_t mac[RUNNER_AUTH_BYTES];
 };
 
 /* ======================= protocol frames (protocol.c) ======================= */
@@ -189,7 +199,9 @@ struct runner_hello {
  *   HELLO      u32 n + n bytes build (runner_build; first in every version
  *              from 4 on, so a peer of another version can be named); i32
  *              vocab, context, max_sequences, step_tokens, block_size,
- *              blocks_total, tensor_parallel; u32 n + n bytes model name
+ *              blocks_total, tensor_parallel; u32 n + n bytes model name;
+ *              u32 n + n bytes challenge (0: the runner has no cluster key; else
+ *              RUNNER_AUTH_BYTES)
  *   ADD        u64 id; f32 temperature; i32 top_k; f32 top_p, min_p,
  *              repeat_penalty; i32 repeat_last_n; u64 seed; f32 presence_penalty,
  *              frequency_penalty; i32 max_tokens;
@@ -207,11 +219,13 @@ struct runner_hello {
  *              after it)
  *   FAULT      u32 kind; i32 rank, delay_ms, steps (tests and benchmarks only: a
  *              runner started without --allow-faults refuses it)
+ *   AUTH       RUNNER_AUTH_BYTES nonce; RUNNER_AUTH_BYTES mac (auth.c: the
+ *              client's proof of the cluster key, then the runner's)
  * A payload must be consumed exactly: trailing bytes are an error. A frame
  * of another version is refused when it is found, except HELLO (type 1 in
  * every version), which runner_decode_hello refuses naming both versions and
  * both builds: the gateway learns why a runner of another build is refused. */
-#define RUNNER_PROTOCOL_VERSION 4
+#define RUNNER_PROTOCOL_VERSION 5
 #define RUNNER_FRAME_HEADER     8
 #define RUNNER_FRAME_MAX        (4u << 20) /* default largest payload */
 
@@ -224,6 +238,7 @@ enum runner_message {
     RUNNER_MSG_HEARTBEAT = 6,
     RUNNER_MSG_ERROR = 7,
     RUNNER_MSG_FAULT = 8,
+    RUNNER_MSG_AUTH = 9,
 };
 
 /* An injected fault (off unless the runner allows them). */
@@ -241,6 +256,33 @@ struct runner_fault {
 };
 
 #define RUNNER_RANKS_MAX 64 /* ranks a status file has records for */
+
+/* ======================= link authentication (auth.c) ======================= */
+
+/* With a cluster key (--cluster-key-file), a runner's HELLO carries a fresh
+ * random challenge, and the connection may send nothing but AUTH until it
+ * proved the key: the client sends its own nonce with HMAC-SHA256(key,
+ * "lockstep client" || challenge || nonce); the runner checks it in constant
+ * time and answers with HMAC-SHA256(key, "lockstep runner" || nonce ||
+ * challenge), which the client checks before it trusts the HELLO or sends a
+ * prompt. Neither side ever sends the key, and a recorded exchange is of no
+ * use on another connection (a new challenge each time). */
+#define RUNNER_AUTH_SECONDS 5.0 /* a connection that has not proved the key by then is closed */
+
+/* HMAC-SHA256 of n bytes of data under key (mac: RUNNER_AUTH_BYTES bytes). */
+int runner_auth_hmac(const void *key, size_t key_length, const void *data, size_t n, uint8_t *mac);
+/* Fills a challenge or nonce with random bytes; -1 with err. */
+int runner_auth_random(uint8_t *bytes, char *err, size_t errlen);
+/* The client's answer to a HELLO's challenge; -1 with err. */
+int runner_auth_answer(const char *key, const uint8_t *challenge, struct runner_auth *answer,
+                       char *err, size_t errlen);
+/* The runner's check of an answer: 1 if it proves the key, and then *reply
+ * is the runner's own proof; 0 if not. */
+int runner_auth_accept(const char *key, const uint8_t *challenge, const struct runner_auth *answer,
+                       struct runner_auth *reply);
+/* The client's check of the runner's reply: 1 if it proves the key. */
+int runner_auth_confirm(const char *key, const uint8_t *challenge, const struct runner_auth *answer,
+                        const struct runner_auth *reply);
 
 /* ======================= the rank status file (status.c) ======================= */
 
@@ -292,6 +334,8 @@ int runner_encode_error(struct runner_buffer *out, enum runner_error_category ca
                         const char *message, char *err, size_t errlen);
 int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fault, char *err,
                         size_t errlen);
+int runner_encode_auth(struct runner_buffer *out, const struct runner_auth *auth, char *err,
+                       size_t errlen);
 
 /* A frame found in received bytes; payload points into them. */
 struct runner_frame {
@@ -327,6 +371,8 @@ int runner_decode_heartbeat(const struct runner_frame *frame, struct runner_hear
                             char *err, size_t errlen);
 int runner_decode_error(const struct runner_frame *frame, enum runner_error_category *category,
                         char *message, size_t message_size, char *err, size_t errlen);
+int runner_decode_auth(const struct runner_frame *frame, struct runner_auth *auth, char *err,
+                       size_t errlen);
 int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *fault, char *err,
                         size_t errlen);
 
@@ -450,6 +496,8 @@ struct runner_server_params {
     double keep_alive_seconds; /* an idle leader sends followers a keep-alive plan this
                                   often (well within the collective deadline) */
     int allow_faults;          /* 1: accept FAULT frames (tests and benchmarks only) */
+    const char *cluster_key;   /* a connection must prove it (auth.c) before anything else;
+                                  NULL: none asked (a unix socket's permissions guard it) */
 };
 
 struct runner_server;

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -45,10 +47,14 @@ struct server_outgoing {
 
 struct server_connection {
     int fd;
-    uint32_t client;          /* number the runner knows it by */
-    struct runner_buffer in;  /* received, not yet parsed */
-    struct runner_buffer out; /* to send */
-    int closing;              /* 1: close once out is sent (after an ERROR) */
+    uint32_t client;                      /* number the runner knows it by */
+    struct runner_buffer in;              /* received, not yet parsed */
+    struct runner_buffer out;             /* to send */
+    int closing;                          /* 1: close once out is sent (after an ERROR) */
+    int authenticated;                    /* 1: it proved the cluster key (or none is asked) */
+    uint8_t challenge[RUNNER_AUTH_BYTES]; /* the challenge its HELLO carried */
+    uint64_t accepted_us;                 /* when it was accepted: its proof's deadline runs */
+    char peer[64];                        /* its address, for the log */
 };
 
 #define SERVER_MAX_OUTPUT (64u << 20) /* a client that lets this much pile up is dropped */
@@ -169,11 +175,40 @@ static void refuse_connection(struct server_connection *c, const char *message) 
     c->in.length = 0;
 }
 
+/* Refuses a connection that did not prove the cluster key, and says so in
+ * the log: who, and why. */
+static void refuse_intruder(struct server_connection *c, const char *why) {
+    log_event(LOG_LEVEL_WARN, "runner", "refused a connection from %s: %s", c->peer, why);
+    refuse_connection(c, "runner: the cluster key was not proved (--cluster-key-file)");
+}
+
+/* A frame from a connection that has not proved the key yet: only its
+ * AUTH, which must prove it; -1 (refused) otherwise. */
+static int authenticate(struct runner_server *server, struct server_connection *c,
+                        const struct runner_frame *frame) {
+    char err[200];
+    struct runner_auth answer, reply;
+    if (frame->type != RUNNER_MSG_AUTH) {
+        snprintf(err, sizeof(err), "it sent a frame of type %d before proving the cluster key",
+                 (int)frame->type);
+    } else if (runner_decode_auth(frame, &answer, err, sizeof(err)) == 0) {
+        if (runner_auth_accept(server->params.cluster_key, c->challenge, &answer, &reply) &&
+            runner_encode_auth(&c->out, &reply, err, sizeof(err)) == 0) {
+            c->authenticated = 1;
+            return 0;
+        }
+        snprintf(err, sizeof(err), "its proof does not match the cluster key");
+    }
+    refuse_intruder(c, err);
+    return -1;
+}
+
 /* Handles one received frame; -1 (after refuse_connection) if it is bad. */
 static int handle_frame(struct runner_server *server, struct server_connection *c,
                         const struct runner_frame *frame) {
     char err[200];
     struct server_command command = {.client = c->client};
+    if (!c->authenticated) return authenticate(server, c, frame);
     if (frame->type == RUNNER_MSG_ADD) {
         command.kind = COMMAND_ADD;
         if (runner_decode_add(frame, &command.request, err, sizeof(err))) goto bad;
@@ -232,12 +267,36 @@ static void close_connection(struct runner_server *server, int index) {
     server->connections[index] = server->connections[--server->n_connections];
 }
 
+/* "ADDRESS:PORT" of a TCP peer, or "the unix socket". */
+static void describe_peer(const struct sockaddr_storage *address, char *out, size_t size) {
+    char host[INET6_ADDRSTRLEN] = "";
+    if (address->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)address;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        snprintf(out, size, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    } else if (address->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)address;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+        snprintf(out, size, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    } else {
+        snprintf(out, size, "the unix socket");
+    }
+}
+
 static void accept_connection(struct runner_server *server) {
     char err[160];
-    int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct sockaddr_storage address;
+    socklen_t address_length = sizeof(address);
+    memset(&address, 0, sizeof(address));
+    int fd = accept4(server->listen_fd, (struct sockaddr *)&address, &address_length,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     runner_tune_connection(fd);
-    struct server_connection c = {.fd = fd, .client = server->next_client++};
+    struct server_connection c = {.fd = fd,
+                                  .client = server->next_client++,
+                                  .authenticated = server->params.cluster_key == NULL,
+                                  .accepted_us = runner_now_us()};
+    describe_peer(&address, c.peer, sizeof(c.peer));
     if (server->n_connections == server->params.max_connections) {
         runner_encode_error(&c.out, RUNNER_ERROR_OVER_CAPACITY, "runner: too many connections", err,
                             sizeof(err));
@@ -247,8 +306,38 @@ static void accept_connection(struct runner_server *server) {
         close(fd);
         return;
     }
-    runner_encode_hello(&c.out, &server->hello, err, sizeof(err));
+    struct runner_hello hello = server->hello;
+    if (!c.authenticated) {
+        if (runner_auth_random(c.challenge, err, sizeof(err))) {
+            log_event(LOG_LEVEL_ERROR, "runner", "%s", err);
+            close(fd);
+            return;
+        }
+        hello.has_challenge = 1;
+        memcpy(hello.challenge, c.challenge, RUNNER_AUTH_BYTES);
+    }
+    runner_encode_hello(&c.out, &hello, err, sizeof(err));
     server->connections[server->n_connections++] = c;
+}
+
+/* Refuses the connections that did not prove the key in time; 1 if one
+ * is still to prove it (the I/O loop then wakes to check again). */
+static int expire_unproved(struct runner_server *server) {
+    int pending = 0;
+    uint64_t now = runner_now_us();
+    for (int i = 0; i < server->n_connections; i++) {
+        struct server_connection *c = &server->connections[i];
+        if (c->authenticated || c->closing) continue;
+        if ((double)(now - c->accepted_us) * 1e-6 < RUNNER_AUTH_SECONDS) {
+            pending = 1;
+            continue;
+        }
+        char why[96];
+        snprintf(why, sizeof(why), "it did not prove the cluster key within %.0f s",
+                 RUNNER_AUTH_SECONDS);
+        refuse_intruder(c, why);
+    }
+    return pending;
 }
 
 /* Moves the outbox into the connections' output buffers. */
@@ -256,7 +345,7 @@ static void collect_outbox(struct runner_server *server) {
     pthread_mutex_lock(&server->outbox_lock);
     for (int i = 0; i < server->n_connections; i++) {
         struct server_connection *c = &server->connections[i];
-        if (c->closing) continue;
+        if (c->closing || !c->authenticated) continue;
         runner_buffer_append(&c->out, server->broadcast.data, server->broadcast.length);
         for (int j = 0; j < server->outbox_count; j++)
             if (server->outbox[j].client == c->client)
@@ -297,6 +386,7 @@ static int transmit(struct server_connection *c) {
 static void io_loop(struct runner_server *server) {
     struct pollfd *fds = calloc((size_t)server->params.max_connections + 2, sizeof(*fds));
     if (!fds) return;
+    int unproved = 0;
     while (!server->stopping) {
         int n = server->n_connections;
         fds[0] = (struct pollfd){server->listen_fd, POLLIN, 0};
@@ -305,7 +395,8 @@ static void io_loop(struct runner_server *server) {
             const struct server_connection *c = &server->connections[i];
             fds[i + 2] = (struct pollfd){c->fd, (short)(POLLIN | (c->out.length ? POLLOUT : 0)), 0};
         }
-        if (poll(fds, (nfds_t)n + 2, -1) < 0 && errno != EINTR) break;
+        /* a connection still to prove the key has a deadline to check */
+        if (poll(fds, (nfds_t)n + 2, unproved ? 200 : -1) < 0 && errno != EINTR) break;
         if (fds[1].revents) {
             char drain[64];
             while (read(server->wake[0], drain, sizeof(drain)) > 0) continue;
@@ -323,6 +414,7 @@ static void io_loop(struct runner_server *server) {
             close_connection(server, server->n_connections - 1);
         server->close_all = 0;
         if (fds[0].revents & POLLIN) accept_connection(server);
+        unproved = expire_unproved(server);
     }
     free(fds);
 }

@@ -64,7 +64,8 @@ static void check_hello(const struct runner_frame *frame, struct runner_buffer *
         a->max_sequences != b.max_sequences || a->step_tokens != b.step_tokens ||
         a->kv_block_size != b.kv_block_size || a->kv_blocks_total != b.kv_blocks_total ||
         a->tensor_parallel != b.tensor_parallel || strcmp(a->model, b.model) != 0 ||
-        strcmp(a->build, b.build) != 0)
+        strcmp(a->build, b.build) != 0 || a->has_challenge != b.has_challenge ||
+        memcmp(a->challenge, b.challenge, sizeof(b.challenge)) != 0)
         abort();
     check_bytes(frame, out, 1);
 }
@@ -183,6 +184,18 @@ static void check_fault(const struct runner_frame *frame, struct runner_buffer *
     check_bytes(frame, out, 0);
 }
 
+static void check_auth(const struct runner_frame *frame, struct runner_buffer *out,
+                       const struct runner_auth *a) {
+    struct runner_auth b;
+    char err[512];
+    out->length = 0;
+    if (runner_encode_auth(out, a, err, sizeof(err)) != 0) abort();
+    struct runner_frame again = reframe(out, RUNNER_MSG_AUTH);
+    if (runner_decode_auth(&again, &b, err, sizeof(err)) != 0 || memcmp(a, &b, sizeof(b)) != 0)
+        abort();
+    check_bytes(frame, out, 0);
+}
+
 /* Decodes one frame and checks its re-encoding; -1 if the decoder refused it. */
 static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *out) {
     char err[512] = "";
@@ -238,6 +251,12 @@ static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *ou
         struct runner_fault fault;
         if ((rc = runner_decode_fault(frame, &fault, err, sizeof(err))) == 0)
             check_fault(frame, out, &fault);
+        break;
+    }
+    case RUNNER_MSG_AUTH: {
+        struct runner_auth auth;
+        if ((rc = runner_decode_auth(frame, &auth, err, sizeof(err))) == 0)
+            check_auth(frame, out, &auth);
         break;
     }
     default:

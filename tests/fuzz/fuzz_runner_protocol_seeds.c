@@ -3,7 +3,7 @@
  * message type, frames at the limits the decoders accept (16 stops, 20
  * alternatives, boundary sampling values, logit biases and a grammar),
  * strings longer than the arrays
- * they are decoded into, and all seven types back to back, whole and cut
+ * they are decoded into, and every type back to back, whole and cut
  * short. Run by CTest before the fuzzer; tests/fuzz/corpus-runner keeps a
  * few of these frames in the repository as well. */
 #include "runner/runner.h"
@@ -50,10 +50,25 @@ int main(int argc, char **argv) {
     int failed = 0;
     struct runner_buffer one = {0}, stream = {0};
 
-    const struct runner_hello hello = {
-        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git 0229c56)"};
+    struct runner_hello hello = {
+        32000, 4096, 8, 512, 16, 1024, 2, "kjv2m-q8_0.gguf", "0.9.0 (git 0229c56)", 0, {0}};
     failed |= runner_encode_hello(&one, &hello, err, sizeof(err));
     failed |= write_seed(dir, "hello.bin", &one, one.length);
+    one.length = 0;
+    hello.has_challenge = 1;
+    for (int i = 0; i < RUNNER_AUTH_BYTES; i++) hello.challenge[i] = (uint8_t)(i * 37 + 1);
+    failed |= runner_encode_hello(&one, &hello, err, sizeof(err));
+    failed |= write_seed(dir, "hello-challenge.bin", &one, one.length);
+    failed |= runner_buffer_append(&stream, one.data, one.length);
+
+    struct runner_auth auth;
+    for (int i = 0; i < RUNNER_AUTH_BYTES; i++) {
+        auth.nonce[i] = (uint8_t)(255 - i);
+        auth.mac[i] = (uint8_t)(i * 11);
+    }
+    one.length = 0;
+    failed |= runner_encode_auth(&one, &auth, err, sizeof(err));
+    failed |= write_seed(dir, "auth.bin", &one, one.length);
     failed |= runner_buffer_append(&stream, one.data, one.length);
 
     int prompt[6] = {1, 450, 4123, 29871, 13, 0};
