@@ -35,7 +35,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [ "$(field Version)" = "$version" ] || fail "Version is '$(field Version)', not $version"
 [ "$(field Architecture)" = "$arch" ] || fail "Architecture is '$(field Architecture)', not $arch"
 depends=$(field Depends)
-for dependency in libmicrohttpd libcjson libpcre2-8 libopenmpi openmpi-bin adduser libc6; do
+for dependency in libmicrohttpd libcjson libpcre2-8 libssl3 libopenmpi openmpi-bin adduser libc6; do
     grep -q "$dependency" <<<"$depends" || fail "Depends lacks $dependency: $depends"
 done
 for script in postinst postrm conffiles; do

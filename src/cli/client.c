@@ -11,12 +11,12 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 /* One scripted request and what came back. */
@@ -48,7 +48,7 @@ struct client_options {
 
 static void client_usage(FILE *out) {
     fprintf(out,
-            "usage: lockstep client --socket PATH (--tokens IDS | -m MODEL -p TEXT | --requests "
+            "usage: lockstep client --socket ADDRESS (--tokens IDS | -m MODEL -p TEXT | --requests "
             "FILE) [options]\n"
             "  --tokens 1,2,3          prompt token ids\n"
             "  -m MODEL -p TEXT        tokenize TEXT with MODEL's vocabulary (output as text)\n"
@@ -163,14 +163,12 @@ static int parse_client_options(int argc, char **argv, struct client_options *o)
     return 0;
 }
 
-static int connect_to(const char *path) {
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(address.sun_path)) return -1;
-    memcpy(address.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0) return fd;
-    if (fd >= 0) close(fd);
-    return -1;
+/* A blocking connection to a runner address (unix path or tcp:HOST:PORT);
+ * -1 with err. */
+static int connect_to(const char *address, char *err, size_t errlen) {
+    int fd = runner_connect(address, 5.0, err, errlen);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
 }
 
 /* Reads one request line of a --requests file into r (defaults: greedy). */
@@ -467,10 +465,10 @@ static int run_client(struct client_options *o, const struct cli_model *m) {
     int rc = -1;
     if (o->requests_path ? load_requests(o->requests_path, &run) : single_request(o, m, &run))
         goto done;
-    run.fd = connect_to(o->socket_path);
+    char err[300];
+    run.fd = connect_to(o->socket_path, err, sizeof(err));
     if (run.fd < 0) {
-        fprintf(stderr, "lockstep client: cannot connect to %s: %s\n", o->socket_path,
-                strerror(errno));
+        fprintf(stderr, "lockstep client: %s\n", err);
         goto done;
     }
     if (m->tokenizer && !o->requests_path) {
