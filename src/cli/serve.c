@@ -76,7 +76,9 @@ static void serve_usage(FILE *out) {
             "                          differ from the API key\n"
             "  --admin-key-file FILE   the admin key from FILE (not readable by others)\n"
             "  --admin-key-env NAME    the admin key from the environment variable NAME\n"
-            "  --probe-interval S      probe the hosts every S s (default 5)\n");
+            "  --probe-interval S      probe the hosts every S s (default 5)\n"
+            "  --cluster-key-file FILE every runner link must prove this key (the runners\n"
+            "                          are given the same path: the same file on every host)\n");
 }
 
 /* The gateway being served, for the signal thread; the lock keeps it from
