@@ -76,7 +76,7 @@ static void test_keys(void) {
     free(body);
     CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":7}", &body) == 400);
     free(body);
-    CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"other\"}", &body) == 404);
+    CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"other\",\"tp\":1}", &body) == 404);
     free(body);
     CHECK(admin("POST", "/admin/instances/rand-1/move", ADMIN, "{\"tp\":3}", &body) == 400);
     CHECK_MSG(body && strstr(body, "degrees that work"), "tp 3: %s", body ? body : "");
@@ -85,6 +85,50 @@ static void test_keys(void) {
                 "{\"tp\":1,\"hosts\":[\"127.0.0.3\"]}", &body) == 409);
     CHECK_MSG(body && strstr(body, "127.0.0.3"), "too small a host: %s", body ? body : "");
     free(body);
+}
+
+/* An admin call's status, with its body holding want (checked here). */
+static void expect_admin(const char *method, const char *path, const char *json, int status,
+                         const char *want) {
+    char *body = NULL;
+    int got = admin(method, path, ADMIN, json, &body);
+    CHECK_MSG(got == status && body && strstr(body, want), "%s %s %s: %d %s (expected %d, '%s')",
+              method, path, json ? json : "", got, body ? body : "", status, want);
+    free(body);
+}
+
+/* The admin API reads its bodies as strictly as the OpenAI endpoints. */
+static void test_admin_json(void) {
+    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",\"tp\":1,\"extra\":1}", 400,
+                 "unknown field 'extra'");
+    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",\"tp\":1,\"tp\":2}", 400,
+                 "the field 'tp' more than once");
+    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\"}", 400, "tp is required");
+    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",", 400,
+                 "the body is not valid JSON: error at line 1");
+    expect_admin("POST", "/admin/instances/rand-1/move", "{\"x\":1}", 400, "unknown field 'x'");
+    expect_admin("POST", "/admin/instances/rand-1/move", "{\"tp\":2,\"hosts\":[\"localhost\"]}",
+                 409, "already placed at localhost:2 (tp 2): nothing moves");
+    expect_admin("GET", "/admin/instances", NULL, 200, "\"id\":\"rand-1\"");
+    expect_admin("POST", "/admin/instances/rand-1/stop", "{}", 404, "no endpoint");
+    struct test_http h = test_http_request(client.port, "PUT", "/admin/instances", ADMIN, NULL, 10);
+    CHECK_MSG(h.status == 405 && h.headers && strstr(h.headers, "Allow: GET, POST") && h.body &&
+                  strstr(h.body, "method_not_allowed"),
+              "PUT /admin/instances: %d %s", h.status, h.body ? h.body : "");
+    test_http_free(&h);
+    /* nested past the parser's limit: said so, here and on the OpenAI endpoints */
+    char *deep = malloc(2 * 1100 + 64);
+    int n = sprintf(deep, "{\"model\":\"rand\",\"tp\":");
+    for (int i = 0; i < 1100; i++) deep[n++] = '[';
+    for (int i = 0; i < 1100; i++) deep[n++] = ']';
+    strcpy(deep + n, "}");
+    expect_admin("POST", "/admin/instances", deep, 400,
+                 "nested deeper than the 1000 levels of arrays and objects");
+    h = test_http_request(client.port, "POST", "/v1/completions", INFERENCE, deep, 10);
+    CHECK_MSG(h.status == 400 && h.body && strstr(h.body, "nested deeper than the 1000 levels"),
+              "a deep completions body: %d %s", h.status, h.body ? h.body : "");
+    test_http_free(&h);
+    free(deep);
 }
 
 static void test_shows_cluster(void) {
@@ -212,6 +256,9 @@ static void test_replica_and_delete(struct cluster_stream *reference) {
     struct cluster_stream s[N_STREAMS];
     char *body = NULL;
     CHECK(admin("POST", "/admin/instances", ADMIN, "{\"model\":\"rand\",\"tp\":1}", &body) == 201);
+    int ids = 0;
+    for (const char *at = body; at && (at = strstr(at, "\"id\":")); at++) ids++;
+    CHECK_MSG(ids == 1, "the id %d times: %s", ids, body ? body : "");
     cJSON *j = body ? cJSON_Parse(body) : NULL;
     char id[64];
     snprintf(id, sizeof(id), "%s", j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "id")) : "");
@@ -287,6 +334,7 @@ int main(void) {
     if (port > 0) {
         struct cluster_stream reference[N_STREAMS];
         test_keys();
+        test_admin_json();
         test_shows_cluster();
         cluster_streams_start(reference, N_STREAMS, &inference, "rand", MAX_TOKENS);
         cluster_streams_join(reference, N_STREAMS);

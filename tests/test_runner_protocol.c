@@ -333,7 +333,7 @@ static void test_header_errors(void) {
 static void test_truncated_and_trailing(void) {
     struct runner_buffer stream = {0};
     encode_every_type(&stream);
-    const char *last_field[] = {"",        "challenge", "prompt", "id",  "top",
+    const char *last_field[] = {"",        "challenge", "prompt",  "id",    "top",
                                 "message", "comm_ms",   "message", "steps", "mac"};
     struct runner_frame frame;
     for (size_t at = 0; runner_frame_next(stream.data + at, stream.length - at, RUNNER_FRAME_MAX,

@@ -163,9 +163,9 @@ static int read_body(const cJSON *j, int need_model, const char **model, int *tp
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tp");
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hosts"), *item;
     *n_hosts = 0;
-    if (!cJSON_IsObject(j)) {
-        openai_error_set(e, 400, "invalid_request_error", NULL, NULL,
-                         "the body must be a JSON object");
+    if (need_model && !t) {
+        openai_error_set(e, 400, "invalid_request_error", "tp", NULL,
+                         "tp is required: the instance's tensor-parallel degree");
         return -1;
     }
     if (need_model && !cJSON_IsString(m)) {
@@ -203,8 +203,8 @@ static int add_instance(struct gateway *g, const cJSON *body, char **json, struc
     char why[512], id[160];
     int tp, n_hosts;
     if (read_body(body, 1, &model, &tp, hosts, &n_hosts, e)) return -1;
-    int status = gateway_cluster_add(g, model, tp ? tp : 1, hosts, n_hosts, id, sizeof(id), why,
-                                     sizeof(why));
+    int status =
+        gateway_cluster_add(g, model, tp, hosts, n_hosts, id, sizeof(id), why, sizeof(why));
     if (status) {
         openai_error_set(e, status, "invalid_request_error", status == 404 ? "model" : NULL, NULL,
                          "%s", why);
@@ -215,8 +215,10 @@ static int add_instance(struct gateway *g, const cJSON *body, char **json, struc
     for (int i = 0; i < g->n_instances && !j; i++)
         if (!strcmp(g->instances[i]->id, id)) j = instance_json(g, g->instances[i]);
     pthread_mutex_unlock(&g->cluster_lock);
-    if (!j) j = cJSON_CreateObject(); /* stopped already: only its id */
-    cJSON_AddStringToObject(j, "id", id);
+    if (!j) { /* stopped already: only its id */
+        j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "id", id);
+    }
     *json = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return 201;
@@ -262,37 +264,10 @@ static int delete_instance(struct gateway *g, const char *id, char **json, struc
     return 202;
 }
 
-int gateway_admin_call(struct gateway *g, const char *method, const char *url, const char *body,
-                       size_t length, char **json, struct openai_error *e) {
-    static const char prefix[] = "/admin/instances";
-    const char *rest = url + sizeof(prefix) - 1, *slash = strchr(rest + (*rest == '/'), '/');
-    char id[160];
-    *json = NULL;
-    if (*rest == '/') {
-        size_t n = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
-        snprintf(id, sizeof(id), "%.*s", (int)n, rest + 1);
-    }
-    /* a move may have no body: the policy chooses */
-    cJSON *j = length ? cJSON_ParseWithLength(body, length) : cJSON_CreateObject();
-    int status = -1;
-    if (!strcmp(method, "POST") && *rest == '\0') {
-        status = add_instance(g, j, json, e);
-    } else if (!strcmp(method, "POST") && slash && !strcmp(slash, "/move")) {
-        status = move_instance(g, id, j, json, e);
-    } else if (!strcmp(method, "DELETE") && *rest == '/' && !slash) {
-        status = delete_instance(g, id, json, e);
-    } else {
-        openai_error_set(e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
-                         method, url);
-    }
-    cJSON_Delete(j);
-    return status;
-}
-
 /* ---------- hosts: POST /admin/hosts/NAME/drain and /undrain ---------- */
 
-int gateway_admin_host_call(struct gateway *g, const char *method, const char *url, size_t length,
-                            char **json, struct openai_error *e) {
+static int host_call(struct gateway *g, const char *method, const char *url, size_t length,
+                     char **json, struct openai_error *e) {
     static const char prefix[] = "/admin/hosts/";
     const char *name = url + sizeof(prefix) - 1, *slash = strrchr(name, '/');
     char host[CLUSTER_HOST_NAME_MAX], why[256];
@@ -321,6 +296,91 @@ int gateway_admin_host_call(struct gateway *g, const char *method, const char *u
     *json = cJSON_PrintUnformatted(answer);
     cJSON_Delete(answer);
     return drain ? 202 : 200;
+}
+
+/* GET /admin/instances: the instances, as GET /v1/cluster shows them. */
+static int list_instances(struct gateway *g, char **json) {
+    cJSON *root = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(root, "instances");
+    cJSON_AddStringToObject(root, "object", "list");
+    pthread_mutex_lock(&g->cluster_lock);
+    for (int i = 0; i < g->n_instances; i++)
+        cJSON_AddItemToArray(list, instance_json(g, g->instances[i]));
+    pthread_mutex_unlock(&g->cluster_lock);
+    *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return 200;
+}
+
+/* The admin paths and what each takes. */
+enum admin_path { ADMIN_INSTANCES, ADMIN_INSTANCE, ADMIN_MOVE, ADMIN_HOST, ADMIN_UNKNOWN };
+
+static enum admin_path admin_path_of(const char *url, char *id, size_t idlen) {
+    static const char instances[] = "/admin/instances", hosts[] = "/admin/hosts/";
+    if (!strncmp(url, hosts, sizeof(hosts) - 1)) return ADMIN_HOST;
+    if (strncmp(url, instances, sizeof(instances) - 1)) return ADMIN_UNKNOWN;
+    const char *rest = url + sizeof(instances) - 1;
+    if (*rest == '\0') return ADMIN_INSTANCES;
+    if (*rest != '/' || rest[1] == '\0') return ADMIN_UNKNOWN;
+    const char *slash = strchr(rest + 1, '/');
+    size_t n = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
+    snprintf(id, idlen, "%.*s", (int)n, rest + 1);
+    if (!slash) return ADMIN_INSTANCE;
+    return !strcmp(slash, "/move") ? ADMIN_MOVE : ADMIN_UNKNOWN;
+}
+
+/* 1 if method is one of allowed's ("GET, POST"). */
+static int allows(const char *allowed, const char *method) {
+    size_t n = strlen(method);
+    for (const char *at = allowed; at; at = strchr(at, ' ') ? strchr(at, ' ') + 1 : NULL)
+        if (!strncmp(at, method, n) && (at[n] == ',' || at[n] == '\0')) return 1;
+    return 0;
+}
+
+const char *gateway_admin_allowed(const char *url) {
+    char id[160];
+    static const char *const allowed[] = {"GET, POST", "DELETE", "POST", "POST", NULL};
+    return allowed[admin_path_of(url, id, sizeof(id))];
+}
+
+/* The body of a call that takes one, with only the keys it may have
+ * (none given: the policy chooses, for a move); NULL with e. */
+static cJSON *admin_body(const char *body, size_t length, const char *const *keys,
+                         struct openai_error *e) {
+    cJSON *j = length ? openai_parse_object(body, length, "the body", e) : cJSON_CreateObject();
+    if (j && openai_check_keys(j, "the body", keys, e)) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+int gateway_admin_call(struct gateway *g, const char *method, const char *url, const char *body,
+                       size_t length, char **json, struct openai_error *e) {
+    static const char *const add_keys[] = {"model", "tp", "hosts", NULL};
+    static const char *const move_keys[] = {"tp", "hosts", NULL};
+    char id[160] = "";
+    enum admin_path path = admin_path_of(url, id, sizeof(id));
+    const char *allowed = gateway_admin_allowed(url);
+    *json = NULL;
+    if (path == ADMIN_HOST) return host_call(g, method, url, length, json, e);
+    if (path == ADMIN_UNKNOWN) {
+        openai_error_set(e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
+                         method, url);
+        return -1;
+    }
+    if (!allows(allowed, method)) {
+        openai_error_set(e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                         "%s takes %s, not %s", url, allowed, method);
+        return -1;
+    }
+    if (path == ADMIN_INSTANCES && !strcmp(method, "GET")) return list_instances(g, json);
+    if (path == ADMIN_INSTANCE) return delete_instance(g, id, json, e);
+    cJSON *j = admin_body(body, length, path == ADMIN_MOVE ? move_keys : add_keys, e);
+    int status = !j                   ? -1
+                 : path == ADMIN_MOVE ? move_instance(g, id, j, json, e)
+                                      : add_instance(g, j, json, e);
+    cJSON_Delete(j);
+    return status;
 }
 
 /* ---------- fault injection (POST /debug/fault, --enable-faults) ---------- */

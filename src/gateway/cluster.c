@@ -304,6 +304,15 @@ int gateway_cluster_delete(struct gateway *g, const char *id, char *why, size_t 
     return 404;
 }
 
+/* 1 if the placement is tp ranks on the named hosts, in that order. */
+static int placed_at(const struct gateway *g, const struct cluster_placement *p, int tp,
+                     const char *const *hosts, int n_hosts) {
+    if (n_hosts == 0 || n_hosts != p->n_hosts || tp != p->tp) return 0;
+    for (int k = 0; k < n_hosts; k++)
+        if (strcmp(g->hosts[p->host[k]].name, hosts[k])) return 0;
+    return 1;
+}
+
 /* Starts moving in to degree tp (0: its own) on hosts (none: where the
  * policy says, elsewhere; or, when anywhere, where it is if nowhere else
  * fits); 0, or an HTTP status with why (cluster lock held). */
@@ -318,6 +327,11 @@ static int start_move(struct gateway *g, struct gateway_instance *in, int tp,
         return 409;
     }
     if (tp <= 0) tp = in->placement.tp;
+    if (!anywhere && placed_at(g, &in->placement, tp, hosts, n_hosts)) {
+        snprintf(why, whylen, "%s is already placed at %s (tp %d): nothing moves", in->id,
+                 in->hosts_text, tp);
+        return 409;
+    }
     /* without hosts, a move at the same degree goes elsewhere; a failed
      * instance that has nowhere else starts anew where it was */
     const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;

@@ -548,13 +548,14 @@ char *gateway_cluster_json(struct gateway *gateway);
 int gateway_admin_fault(struct gateway *gateway, struct gateway_instance *instance,
                         const char *kind, const struct cJSON *body, struct openai_error *e,
                         int *failed);
-/* An /admin/hosts/NAME/drain or /undrain call (no body: length 0): the
- * HTTP status with *json (free() it), or -1 with e. */
-int gateway_admin_host_call(struct gateway *g, const char *method, const char *url, size_t length,
-                            char **json, struct openai_error *e);
-/* An /admin/instances call: the HTTP status with *json (free() it), or -1 with e. */
+/* An admin API call (/admin/instances..., /admin/hosts/NAME/drain and
+ * /undrain): the HTTP status with *json (free() it), or -1 with e (405
+ * for a method the path does not take). */
 int gateway_admin_call(struct gateway *gateway, const char *method, const char *url,
                        const char *body, size_t length, char **json, struct openai_error *e);
+/* The methods an admin path takes ("GET, POST"), for a 405's Allow, or
+ * NULL for a path that is not one. */
+const char *gateway_admin_allowed(const char *url);
 
 /* http.c */
 int gateway_http_start(struct gateway *gateway, char *err, size_t errlen);

@@ -37,7 +37,7 @@ enum route {
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
     ROUTE_DETOKENIZE, /* POST /detokenize (llama.cpp's) */
     ROUTE_CLUSTER,    /* GET /v1/cluster (either key) */
-    ROUTE_ADMIN,      /* /admin/instances..., /admin/hosts/...: POST, DELETE (the admin key only) */
+    ROUTE_ADMIN,      /* /admin/...: the admin API (the admin key only; admin.c routes it) */
 };
 
 /* One HTTP request in progress (MHD's per-request pointer). */
@@ -52,6 +52,7 @@ struct http_call {
     int post;                        /* 1: a POST (answered early when refused) */
     const char *model;               /* the instance a call without a request served, or NULL */
     uint64_t start_us;               /* when its first byte was read (the request log) */
+    const char *allow;               /* a 405's Allow header, or NULL */
     struct gateway *gateway;         /* the gateway it came to */
 };
 
@@ -74,6 +75,7 @@ static void add_common_headers(const struct http_call *call, struct MHD_Response
         MHD_add_response_header(r, "Vary", "Origin");
     }
     if (status == 429 || status == 503) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == 405 && call->allow) MHD_add_response_header(r, "Allow", call->allow);
     if (atomic_load(&call->gateway->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 }
@@ -111,10 +113,7 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
     if (post && !strcmp(url, "/detokenize")) return ROUTE_DETOKENIZE;
     if (get && !strcmp(url, "/v1/cluster")) return ROUTE_CLUSTER;
-    if ((post || !strcmp(method, "DELETE")) && !strncmp(url, "/admin/instances", 16) &&
-        (url[16] == '\0' || url[16] == '/'))
-        return ROUTE_ADMIN;
-    if (post && !strncmp(url, "/admin/hosts/", 13)) return ROUTE_ADMIN;
+    if (!strncmp(url, "/admin/", 7)) return ROUTE_ADMIN; /* its methods are admin.c's */
     return ROUTE_NONE;
 }
 
@@ -489,10 +488,9 @@ static enum MHD_Result answer_admin(struct gateway *g, struct MHD_Connection *c,
                          "the body is larger than %zu bytes", g->params.max_body_bytes);
         return send_error(c, call, &e);
     }
-    int status = !strncmp(url, "/admin/hosts/", 13)
-                     ? gateway_admin_host_call(g, method, url, call->body.length, &json, &e)
-                     : gateway_admin_call(g, method, url, (const char *)call->body.data,
-                                          call->body.length, &json, &e);
+    int status = gateway_admin_call(g, method, url, (const char *)call->body.data,
+                                    call->body.length, &json, &e);
+    call->allow = status < 0 && e.status == 405 ? gateway_admin_allowed(url) : NULL;
     return status < 0 ? send_error(c, call, &e)
                       : send_text(c, call, status, "application/json", json);
 }

@@ -172,9 +172,17 @@ int openai_out_of_memory(struct openai_error *e);
 /* object's member name, or NULL if it is absent or null. */
 const struct cJSON *openai_member(const struct cJSON *object, const char *name);
 /* A 400 about param for a member of object not among names (NULL-
- * terminated); 0 if there is none. */
+ * terminated, at most 64), or among them twice; 0 if there is none. */
 int openai_check_keys(const struct cJSON *object, const char *param, const char *const *names,
                       struct openai_error *e);
+/* Parses text (len bytes) as one JSON object with nothing but whitespace
+ * after it (cJSON_Delete it); NULL with a 400 in e that names what (say
+ * "the request body"), the line and column, and a nesting deeper than the
+ * parser takes as such. */
+struct cJSON *openai_parse_object(const char *text, size_t len, const char *what,
+                                  struct openai_error *e);
+#define OPENAI_STRINGIFY(x)  OPENAI_STRINGIFY_(x)
+#define OPENAI_STRINGIFY_(x) #x
 
 /* openai_constrain.c: reads logit_bias, grammar and response_format of a
  * parsed body into out (compiling the grammar to check it); -1 with e. */

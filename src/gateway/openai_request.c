@@ -150,49 +150,6 @@ static int check_string(const cJSON *item, const char *param, char **out, struct
 
 /* ----------------------------- the JSON body ----------------------------- */
 
-/* Where byte offset lies in body, for an error message: 1-based line and column. */
-static void locate(const char *body, size_t offset, int *line, int *column) {
-    *line = 1;
-    *column = 1;
-    for (size_t i = 0; i < offset; i++) {
-        if (body[i] == '\n') {
-            (*line)++;
-            *column = 1;
-        } else {
-            (*column)++;
-        }
-    }
-}
-
-/* Parses the body as one JSON object with nothing but whitespace after it. */
-static cJSON *parse_body(const char *body, size_t len, struct openai_error *e) {
-    if (body == NULL || len == 0) {
-        invalid(e, NULL, "the request body is empty; expected a JSON object");
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    size_t offset = end != NULL && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-    const char *problem = "is not valid JSON";
-    if (root != NULL) {
-        while (offset < len && body[offset] != '\0' && strchr(" \t\r\n", body[offset]) != NULL)
-            offset++;
-        if (offset == len) {
-            if (cJSON_IsObject(root)) return root;
-            cJSON_Delete(root);
-            invalid(e, NULL, "the request body must be a JSON object");
-            return NULL;
-        }
-        cJSON_Delete(root);
-        problem = "has unexpected data after the JSON value";
-    }
-    int line, column;
-    locate(body, offset, &line, &column);
-    invalid(e, NULL, "the request body %s: error at line %d, column %d (byte %zu)", problem, line,
-            column, offset);
-    return NULL;
-}
-
 /* ------------------------------ the fields ------------------------------ */
 
 /* What the parser does with a top-level field. */
@@ -652,7 +609,7 @@ int openai_parse_request(const char *body, size_t len, enum openai_kind kind,
                          (int)kind);
         return -1;
     }
-    cJSON *root = parse_body(body, len, error);
+    cJSON *root = openai_parse_object(body, len, "the request body", error);
     if (root == NULL) return -1;
     int failed =
         check_fields(root, kind, error) || parse_model(root, out, error) ||
