@@ -84,6 +84,17 @@ static const char *skip_string(const char *s) {
     return *s ? s + 1 : s;
 }
 
+/* 1 if the string from s (its opening quote) to end holds the escape
+ * \u0000: cJSON would end the value there, cutting it silently. */
+static int holds_nul(const char *s, const char *end) {
+    for (s++; s + 5 < end; s++) {
+        if (*s != '\\') continue;
+        if (s[1] == 'u' && !strncmp(s + 2, "0000", 4)) return 1;
+        s++; /* the escaped character */
+    }
+    return 0;
+}
+
 /* Walks one value of text cJSON accepted, recording the line of each key
  * and element below path; returns past the value, or NULL on an error. */
 static const char *scan_value(struct config *c, const char *s, int *line, const char *path) {
@@ -109,7 +120,15 @@ static const char *scan_value(struct config *c, const char *s, int *line, const 
             if (*s != ',') return *s ? s + 1 : s;
         }
     }
-    if (*s == '"') return skip_string(s);
+    if (*s == '"') {
+        const char *end = skip_string(s);
+        if (!holds_nul(s, end)) return end;
+        snprintf(c->err, c->errlen,
+                 "%s:%d: %s: the string holds \\u0000 (a NUL character), which no setting may "
+                 "contain",
+                 c->file, *line, path);
+        return NULL;
+    }
     while (*s && !strchr(",]} \t\r\n", *s)) s++;
     return s;
 }

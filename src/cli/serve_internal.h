@@ -74,7 +74,7 @@ struct serve_option {
     enum serve_kind kind;
     int model;        /* 1: a model option (a model's, or a default for every model) */
     size_t offset;    /* the field in gateway_params or gateway_model, for the generic setters */
-    int min, max;     /* SERVE_INT's range */
+    double min, max;  /* SERVE_INT's and SERVE_NUMBER's range (seconds for the periods) */
     serve_setter set; /* checks and stores the value */
     void (*clear)(struct serve_options *o); /* SERVE_LIST: forget the file's values */
 };

@@ -31,7 +31,7 @@ static int parse_int(const char *value, const struct serve_option *row, const ch
     errno = 0;
     long n = strtol(value, &end, 10);
     if (errno || end == value || *end || n < row->min || n > row->max) {
-        snprintf(err, errlen, "%s: '%s' is not an integer in [%d, %d]", label, value, row->min,
+        snprintf(err, errlen, "%s: '%s' is not an integer in [%.0f, %.0f]", label, value, row->min,
                  row->max);
         return -1;
     }
@@ -80,41 +80,20 @@ static int set_flag(struct serve_options *o, struct gateway_model *m,
     return parse_switch(value, label, (int *)field_of(o, m, row), err, errlen);
 }
 
-/* A period (--watchdog, --probe-interval): shorter than 0.1 s would spin. */
-static int set_period(struct serve_options *o, struct gateway_model *m,
-                      const struct serve_option *row, const char *value, const char *label,
-                      char *err, size_t errlen) {
-    double seconds;
-    if (parse_number(value, label, &seconds, err, errlen)) return -1;
-    if (!(seconds >= 0.1)) {
-        snprintf(err, errlen, "%s: %g is below 0.1 s", label, seconds);
-        return -1;
-    }
-    *(double *)field_of(o, m, row) = seconds;
-    return 0;
-}
-
+/* A time in seconds within the row's range: a period shorter than 0.1 s
+ * would spin, and a huge one would turn off what it times (a watchdog of
+ * 1e308 s never finds a runner stuck). */
 static int set_seconds(struct serve_options *o, struct gateway_model *m,
                        const struct serve_option *row, const char *value, const char *label,
                        char *err, size_t errlen) {
     double seconds;
     if (parse_number(value, label, &seconds, err, errlen)) return -1;
-    if (seconds < 0) {
-        snprintf(err, errlen, "%s: %g is negative", label, seconds);
+    if (!(seconds >= row->min && seconds <= row->max)) {
+        snprintf(err, errlen, "%s: %g is not between %g and %g seconds", label, seconds, row->min,
+                 row->max);
         return -1;
     }
     *(double *)field_of(o, m, row) = seconds;
-    return 0;
-}
-
-/* --keep-alive: at least 0.05 s between comments, whatever was asked. */
-static int set_keep_alive(struct serve_options *o, struct gateway_model *m,
-                          const struct serve_option *row, const char *value, const char *label,
-                          char *err, size_t errlen) {
-    double seconds;
-    (void)m, (void)row;
-    if (parse_number(value, label, &seconds, err, errlen)) return -1;
-    o->params.keep_alive_seconds = seconds > 0.05 ? seconds : 0.05;
     return 0;
 }
 
@@ -330,10 +309,11 @@ const struct serve_option serve_option_table[] = {
      NULL},
     {"--max-concurrent", NULL, "max_concurrent", SERVE_INT, 0, PARAM(max_concurrent), 1, 1 << 20,
      set_int, NULL},
-    {"--keep-alive", NULL, "keep_alive", SERVE_NUMBER, 0, 0, 0, 0, set_keep_alive, NULL},
-    {"--watchdog", NULL, "watchdog", SERVE_NUMBER, 0, PARAM(watchdog_seconds), 0, 0, set_period,
-     NULL},
-    {"--drain-timeout", NULL, "drain_timeout", SERVE_NUMBER, 0, PARAM(drain_seconds), 0, 0,
+    {"--keep-alive", NULL, "keep_alive", SERVE_NUMBER, 0, PARAM(keep_alive_seconds), 0.05, 3600,
+     set_seconds, NULL},
+    {"--watchdog", NULL, "watchdog", SERVE_NUMBER, 0, PARAM(watchdog_seconds), 0.1, 3600,
+     set_seconds, NULL},
+    {"--drain-timeout", NULL, "drain_timeout", SERVE_NUMBER, 0, PARAM(drain_seconds), 0, 86400,
      set_seconds, NULL},
     {"--connection-timeout", NULL, "connection_timeout", SERVE_INT, 0,
      PARAM(connection_timeout_seconds), 1, 86400, set_int, NULL},
@@ -351,8 +331,8 @@ const struct serve_option serve_option_table[] = {
      set_key_file, NULL},
     {"--admin-key-env", NULL, "admin_key_env", SERVE_TEXT, 0, PARAM(admin_key), 0, 0, set_key_env,
      NULL},
-    {"--probe-interval", NULL, "probe_interval", SERVE_NUMBER, 0, PARAM(probe_seconds), 0, 0,
-     set_period, NULL},
+    {"--probe-interval", NULL, "probe_interval", SERVE_NUMBER, 0, PARAM(probe_seconds), 0.1, 3600,
+     set_seconds, NULL},
     {"--cluster-key-file", NULL, "cluster_key_file", SERVE_TEXT, 0, 0, 0, 0, set_cluster_key_file,
      NULL},
     /* logs */
