@@ -139,6 +139,33 @@ static void test_refusals(void) {
     }
 }
 
+/* A 20,000-value enum is refused in words the user can act on; 4,096
+ * values still compile. */
+static void test_long_enum(void) {
+    char err[512];
+    for (int n = 4096; n <= 20000; n += 20000 - 4096) {
+        cJSON *schema = cJSON_CreateObject(), *values = cJSON_AddArrayToObject(schema, "enum");
+        for (int i = 0; i < n; i++) {
+            char value[16];
+            snprintf(value, sizeof value, "v%d", i);
+            cJSON_AddItemToArray(values, cJSON_CreateString(value));
+        }
+        char *g = grammar_from_json_schema(schema, err, sizeof err);
+        if (n == 4096) {
+            CHECK_MSG(g != NULL, "a 4096-value enum: %s", err);
+        } else {
+            CHECK_MSG(g == NULL &&
+                          strcmp(err, "\"enum\" at the root has 20000 values; at most 4096 "
+                                      "are supported: shorten the list, or describe the "
+                                      "values by their type (\"type\": \"string\" with "
+                                      "\"maxLength\")") == 0,
+                      "a 20000-value enum: %s", err);
+        }
+        free(g);
+        cJSON_Delete(schema);
+    }
+}
+
 /* A schema nested past the converter's limit (a chain of 400 $defs, each
  * the items of the one before) is refused, not a stack overflow; a long
  * property name (5000 characters, with additional properties allowed, so
@@ -603,6 +630,7 @@ static void test_schema(const struct schema_case *c) {
 
 int main(void) {
     test_refusals();
+    test_long_enum();
     test_limits();
     test_validator();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_schema(&cases[i]);

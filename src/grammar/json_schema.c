@@ -566,6 +566,13 @@ static int gen_enum(struct schema_ctx *ctx, const cJSON *s, const char *path, st
         return -1;
     if (en && (!cJSON_IsArray(en) || en->child == NULL))
         return schema_fail(ctx, "\"enum\" must be a non-empty array at %s", schema_where(path));
+    /* each value is an alternative the grammar follows at once */
+    if (en && cJSON_GetArraySize(en) > GRAMMAR_MAX_STACKS)
+        return schema_fail(ctx,
+                           "\"enum\" at %s has %d values; at most %d are supported: shorten the "
+                           "list, or describe the values by their type (\"type\": \"string\" with "
+                           "\"maxLength\")",
+                           schema_where(path), cJSON_GetArraySize(en), GRAMMAR_MAX_STACKS);
     char *kpath = schema_child_path(path, keyword, NULL);
     if (kpath == NULL) return schema_fail_oom(ctx);
     struct strbuf body = {0};

@@ -337,9 +337,10 @@ int grammar_start(struct grammar *g, char *err, size_t errlen) {
         free(out.w);
         if (rc == 0)
             snprintf(err, errlen,
-                     "root expands past the automaton's limits before its first character "
-                     "(GRAMMAR_MAX_STACKS %d, GRAMMAR_MAX_DEPTH %d, GRAMMAR_MAX_STACK_WORDS %d)",
-                     GRAMMAR_MAX_STACKS, GRAMMAR_MAX_DEPTH, GRAMMAR_MAX_STACK_WORDS);
+                     "root opens more than %d alternatives (or nests rules deeper than %d) at "
+                     "its first character: shorten its largest alternation (a long list of "
+                     "literals, a JSON Schema enum or anyOf)",
+                     GRAMMAR_MAX_STACKS, GRAMMAR_MAX_DEPTH);
         else
             snprintf(err, errlen, "out of memory");
         return -1;
