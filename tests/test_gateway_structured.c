@@ -11,6 +11,8 @@
  *     with finish_reason "stop"; streamed, the deltas join into valid JSON;
  *   - json_object: every answer is a JSON object;
  *   - grammar (completions): every answer is one of the grammar's words;
+ *   - a grammar plus a logit_bias that bans every token it allows: 400 "no
+ *     token is allowed", not a banned token;
  *   - logit_bias: +100 on a token makes greedy write only it; -100 on the
  *     token greedy writes first makes it write another;
  *   - refusals with 400 naming the field: a grammar that does not compile,
@@ -240,6 +242,27 @@ static void test_logit_bias(const struct tokenizer *tok) {
     free(favoured);
 }
 
+/* A grammar whose only first character is "Q", with logit_bias banning
+ * every token that writes just it (the piece and its byte token): no token
+ * is allowed, which is the request's error, never a banned token. */
+static void test_bias_bans_grammar(const struct tokenizer *tok) {
+    char body[512], error[1024], bias[96] = "";
+    int q = tokenizer_find(tok, "Q", 1), byte = tokenizer_find(tok, "<0x51>", 6), status;
+    CHECK_MSG(q >= 0 || byte >= 0, "the vocabulary has no token for Q");
+    if (q >= 0) snprintf(bias, sizeof(bias), "\"%d\":-100", q);
+    if (byte >= 0)
+        snprintf(bias + strlen(bias), sizeof(bias) - strlen(bias), "%s\"%d\":-100",
+                 q >= 0 ? "," : "", byte);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"" MODEL "\",\"prompt\":\"And God said\",\"max_tokens\":4,"
+             "\"temperature\":0,\"grammar\":\"root ::= \\\"Q\\\"\",\"logit_bias\":{%s}}",
+             bias);
+    cJSON *j = post("/v1/completions", body, &status, error, sizeof(error));
+    CHECK_MSG(status == 400 && strstr(error, "no token is allowed"),
+              "a grammar whose every token is banned: status %d, %s %s", status, error, body);
+    cJSON_Delete(j);
+}
+
 /* A request refused with 400 whose error names param and says want. */
 static void expect_refused(const char *path, const char *fields, const char *param,
                            const char *want) {
@@ -305,6 +328,7 @@ int main(void) {
         test_json_object();
         test_grammar_field();
         test_logit_bias(tok);
+        test_bias_bans_grammar(tok);
         test_refusals();
     } else {
         CHECK_MSG(0, "the gateway did not start");

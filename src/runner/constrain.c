@@ -117,16 +117,21 @@ const float *runner_constrain_row(struct runner *runner, struct runner_sequence 
     size_t n = (size_t)runner->vocab_size;
     float *row = runner->constrained + (size_t)thread * n;
     memcpy(row, logits, n * sizeof(float));
-    for (int i = 0; i < q->n_biases; i++)
-        row[q->biases[i].token] = q->biases[i].bias <= -RUNNER_BIAS_LIMIT
-                                      ? -INFINITY
-                                      : row[q->biases[i].token] + q->biases[i].bias;
-    if (!s->grammar_state) return row;
-    uint8_t *allowed = runner->allowed + (size_t)thread * n;
-    if (grammar_mask(s->grammar_state, runner->grammar_vocab, allowed) <= 0) return NULL;
-    for (size_t t = 0; t < n; t++)
-        if (!allowed[t]) row[t] = -INFINITY;
-    return row;
+    int bans = 0; /* a ban may leave nothing to sample, which is then an error, not a token */
+    for (int i = 0; i < q->n_biases; i++) {
+        int ban = q->biases[i].bias <= -RUNNER_BIAS_LIMIT;
+        row[q->biases[i].token] = ban ? -INFINITY : row[q->biases[i].token] + q->biases[i].bias;
+        bans |= ban;
+    }
+    if (s->grammar_state) {
+        uint8_t *allowed = runner->allowed + (size_t)thread * n;
+        if (grammar_mask(s->grammar_state, runner->grammar_vocab, allowed) <= 0) return NULL;
+        for (size_t t = 0; t < n; t++)
+            if (!allowed[t]) row[t] = -INFINITY;
+    }
+    for (size_t t = 0; bans && t < n; t++)
+        if (row[t] > -INFINITY) return row;
+    return bans ? NULL : row;
 }
 
 int runner_constrain_is_end(const struct runner *runner, int token) {

@@ -397,7 +397,8 @@ static void finish_step(struct runner *runner) {
         int i = 0;
         if (s->sampled < 0 && find(runner, s->client, s->request.id, &i)) {
             finish_with(runner, i, RUNNER_FINISH_ERROR,
-                        "the grammar allows no token of this vocabulary here");
+                        "no token is allowed here: the grammar allows none of this vocabulary's "
+                        "tokens, or logit_bias bans every one it allows");
             continue;
         }
         enum runner_finish_reason reason = take_sampled(runner, s);

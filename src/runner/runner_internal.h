@@ -96,7 +96,8 @@ int runner_constrain_start(struct runner *runner, struct runner_sequence *s, cha
                            size_t size);
 void runner_constrain_end(struct runner_sequence *s);
 /* The row s samples from on thread: logits itself when unconstrained, else
- * a biased and masked copy; NULL if the grammar allows no token. */
+ * a biased and masked copy; NULL if no token is allowed (the grammar
+ * allows none, or a bias bans every one it allows). */
 const float *runner_constrain_row(struct runner *runner, struct runner_sequence *s, int thread,
                                   const float *logits);
 /* 1 if token is an end token (EOS, end of turn). */
