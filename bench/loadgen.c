@@ -591,8 +591,9 @@ int loadgen_health(int port, double deadline, struct loadgen_health_model *model
 
 /* ------------------------------------------------------------ /metrics */
 
-/* If line is a sample of `name` whose labels are model="M" and, for
- * buckets, le: its value, and its le in *le (NAN without one); else 0. */
+/* If line is a sample of `name` whose labels are model="M" and, perhaps,
+ * its instance and, for buckets, le: its value, and its le in *le (NAN
+ * without one); else 0. */
 static int metric_sample(const char *line, const char *name, const char *model, double *le,
                          double *value) {
     size_t n_name = strlen(name), n_model = strlen(model);
@@ -606,8 +607,8 @@ static int metric_sample(const char *line, const char *name, const char *model, 
             matched = 1;
         } else if (!strncmp(p, "le=\"", 4)) {
             *le = strtod(p + 4, NULL);
-        } else if (strncmp(p, "model=\"", 7) != 0) {
-            return 0; /* another label: not the plain per-model series */
+        } else if (strncmp(p, "model=\"", 7) != 0 && strncmp(p, "instance=\"", 10) != 0) {
+            return 0; /* another label: not a per-model (or per-instance) series */
         }
         const char *quote = strchr(p, '"');
         quote = quote ? strchr(quote + 1, '"') : NULL;
@@ -630,8 +631,9 @@ static void each_sample(const char *text, const char *name, const char *model,
     }
 }
 
+/* A model's instances add up. */
 static void take_value(void *context, double le, double value) {
-    if (isnan(le)) *(double *)context = value;
+    if (isnan(le)) *(double *)context += value;
 }
 
 double loadgen_metric(const char *text, const char *name, const char *model) {
@@ -642,7 +644,13 @@ double loadgen_metric(const char *text, const char *name, const char *model) {
 
 static void take_bucket(void *context, double le, double value) {
     struct loadgen_histogram *h = context;
-    if (!isnan(le) && h->n < LOADGEN_BUCKETS_MAX) {
+    if (isnan(le)) return;
+    for (int i = 0; i < h->n; i++)
+        if (h->bounds[i] == le) { /* another instance's bucket of the same bound */
+            h->counts[i] += value;
+            return;
+        }
+    if (h->n < LOADGEN_BUCKETS_MAX) {
         h->bounds[h->n] = le;
         h->counts[h->n++] = value;
     }

@@ -120,8 +120,8 @@ struct loadgen_health_model {
 int loadgen_health(int port, double deadline, struct loadgen_health_model *models, int max,
                    char *err, size_t errlen);
 
-/* The value of the sample `name{model="M"}` (with no other label) in a
- * Prometheus text, or 0 when absent (a counter not yet incremented). */
+/* The value of the samples `name{model="M"}` (over its instances, when
+ * they are labelled) in a Prometheus text, or 0 when absent. */
 double loadgen_metric(const char *text, const char *name, const char *model);
 
 /* A histogram's cumulative buckets for one model. */

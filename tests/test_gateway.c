@@ -335,10 +335,15 @@ static void test_disconnect(void) {
     int freed = 0;
     for (double start = test_now(); !freed && test_now() - start < 30;) {
         struct test_http h = test_http_request(port, "GET", "/metrics", NULL, NULL, 10);
-        freed = h.body &&
-                metric(h.body, "lockstep_running_sequences{model=\"kjv2m-q8_0\"} ") == 0 &&
-                metric(h.body, "lockstep_kv_blocks_used{model=\"kjv2m-q8_0\"} ") == 0 &&
-                metric(h.body, "status=\"499\"} ") >= 1;
+        freed =
+            h.body &&
+            metric(h.body,
+                   "lockstep_running_sequences{model=\"kjv2m-q8_0\",instance=\"kjv2m-q8_0-1\"} ") ==
+                0 &&
+            metric(h.body,
+                   "lockstep_kv_blocks_used{model=\"kjv2m-q8_0\",instance=\"kjv2m-q8_0-1\"} ") ==
+                0 &&
+            metric(h.body, "status=\"499\"} ") >= 1;
         test_http_free(&h);
         struct timespec nap = {0, 20000000};
         nanosleep(&nap, NULL);
@@ -388,7 +393,11 @@ static void test_runner_killed(void) {
     for (double start = test_now(); test_now() - start < 30;) {
         struct test_http h = test_http_request(port, "GET", "/metrics", NULL, NULL, 10);
         int running =
-            h.body ? (int)metric(h.body, "lockstep_running_sequences{model=\"kjv2m-q8_0\"} ") : 0;
+            h.body
+                ? (int)metric(
+                      h.body,
+                      "lockstep_running_sequences{model=\"kjv2m-q8_0\",instance=\"kjv2m-q8_0-1\"} ")
+                : 0;
         test_http_free(&h);
         if (running >= N_KILLED) break;
     }

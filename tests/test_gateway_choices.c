@@ -331,11 +331,12 @@ static double metric(const char *prefix) {
 }
 
 #define REQUESTS_200 "lockstep_requests_total{model=\"" MODEL "\",status=\"200\"} "
-#define GENERATED    "lockstep_generated_tokens_total{model=\"" MODEL "\"} "
-#define PROMPT       "lockstep_prompt_tokens_total{model=\"" MODEL "\"} "
-#define RUNNING      "lockstep_running_sequences{model=\"" MODEL "\"} "
-#define WAITING      "lockstep_queue_depth{model=\"" MODEL "\"} "
-#define GAPS         "lockstep_inter_token_latency_seconds_count{model=\"" MODEL "\"} "
+#define GENERATED    "lockstep_generated_tokens_total{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
+#define PROMPT       "lockstep_prompt_tokens_total{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
+#define RUNNING      "lockstep_running_sequences{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
+#define WAITING      "lockstep_queue_depth{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
+#define GAPS                                                                                       \
+    "lockstep_inter_token_latency_seconds_count{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
 
 /* An answered request is counted once it is over on the gateway's side,
  * which may be a moment after the client has the answer: waits until the

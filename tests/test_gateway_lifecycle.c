@@ -19,6 +19,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,78 @@ static int count_events(const char *kind, const char *id) {
     return n;
 }
 
+/* The value of the /metrics sample line that starts with prefix (its
+ * labels closed by "} "), or -1 when there is none. */
+static double metric(const char *prefix) {
+    struct test_http h = test_http_request(client.port, "GET", "/metrics", INFERENCE, NULL, 10);
+    const char *at = h.body ? strstr(h.body, prefix) : NULL;
+    double value = at ? atof(at + strlen(prefix)) : -1;
+    test_http_free(&h);
+    return value;
+}
+
+/* Every series an operator graphs is there at 0 before anything happened. */
+static void test_metrics_from_start(void) {
+    static const char *const zero[] = {
+        "lockstep_runner_restarts_total{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_stuck_detections_total{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_recovery_seconds_count{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_detection_seconds_count{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_moves_total{model=\"rand\",outcome=\"done\"} ",
+        "lockstep_moves_total{model=\"rand\",outcome=\"failed\"} ",
+        "lockstep_move_seconds_count{model=\"rand\"} ",
+        "lockstep_prefix_cache_hits_total{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_queue_seconds_count{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_request_duration_seconds_count{model=\"rand\"} ",
+        "lockstep_oldest_request_seconds{model=\"rand\",instance=\"rand-1\"} ",
+        "lockstep_instance_state{instance=\"rand-1\",state=\"failed\"} "};
+    for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
+        CHECK_MSG(metric(zero[i]) == 0, "%s: %g at the start", zero[i], metric(zero[i]));
+    CHECK(metric("lockstep_instance_state{instance=\"rand-1\",state=\"ready\"} ") == 1);
+    CHECK(metric("lockstep_host_up{host=\"127.0.0.3\"} ") == 1);
+}
+
+/* A request held where nothing moves (its runner stopped) shows its age
+ * in /health and /metrics until the watchdog's new runner finishes it. */
+static void *held_request(void *arg) {
+    struct test_http *h = arg;
+    *h = test_http_request(client.port, "POST", "/v1/completions", INFERENCE,
+                           "{\"model\":\"rand\",\"prompt\":\"held\",\"max_tokens\":4}", 60);
+    return NULL;
+}
+
+static double health_oldest(void) {
+    struct test_http h = test_http_request(client.port, "GET", "/health", NULL, NULL, 10);
+    cJSON *j = h.body ? cJSON_Parse(h.body) : NULL;
+    double value = cJSON_GetNumberValue(cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(j, "models"), 0), "oldest_request_seconds"));
+    cJSON_Delete(j);
+    test_http_free(&h);
+    return value;
+}
+
+static void test_oldest_request(void) {
+    struct test_http h = test_http_request(client.port, "POST", "/debug/fault", INFERENCE,
+                                           "{\"model\":\"rand\",\"kind\":\"stop\"}", 10);
+    CHECK_MSG(h.status == 200, "stop: %d %s", h.status, h.body ? h.body : "");
+    test_http_free(&h);
+    struct test_http answer = {0};
+    pthread_t thread;
+    pthread_create(&thread, NULL, held_request, &answer);
+    double oldest = 0;
+    for (double start = test_now(); oldest < 0.5 && test_now() - start < 20; nap_ms(20))
+        oldest = health_oldest();
+    CHECK_MSG(oldest >= 0.5, "the held request's age never showed in /health (%g)", oldest);
+    CHECK(metric("lockstep_oldest_request_seconds{model=\"rand\",instance=\"rand-1\"} ") > 0);
+    pthread_join(thread, NULL);
+    CHECK_MSG(answer.status == 200, "the held request: %d %s", answer.status,
+              answer.body ? answer.body : "");
+    test_http_free(&answer);
+    CHECK_MSG(health_oldest() == 0, "an instance with no request: oldest %g s", health_oldest());
+    CHECK(metric("lockstep_oldest_request_seconds{model=\"rand\",instance=\"rand-1\"} ") == 0);
+    CHECK(metric("lockstep_stuck_detections_total{model=\"rand\",instance=\"rand-1\"} ") == 1);
+}
+
 static void test_descriptors(void) {
     char id[160], other[160], path[256];
     CHECK(only_instance(id, sizeof(id)));
@@ -127,6 +200,8 @@ static void test_descriptors(void) {
     fprintf(stderr, "descriptors: %d before, %d after 4 moves and 3 create+delete cycles\n", before,
             after);
     CHECK_MSG(before > 0 && after <= before + 2, "descriptors grew from %d to %d", before, after);
+    CHECK(metric("lockstep_moves_total{model=\"rand\",outcome=\"done\"} ") == 4);
+    CHECK(metric("lockstep_move_seconds_count{model=\"rand\"} ") == 4);
 }
 
 static void test_delete_during_move(void) {
@@ -213,6 +288,12 @@ static void test_lost_host(void) {
     cJSON_Delete(c);
     CHECK_MSG(restarts == restarts_before, "restarts went from %d to %d over the move",
               restarts_before, restarts);
+    /* the dashboard's count and the metric's agree */
+    char series[256];
+    snprintf(series, sizeof(series),
+             "lockstep_runner_restarts_total{model=\"rand\",instance=\"%s\"} ", id);
+    CHECK_MSG(metric(series) == restarts, "%s%g, /v1/cluster says %d", series, metric(series),
+              restarts);
 }
 
 static void test_drain_host(void) {
@@ -297,17 +378,24 @@ int main(void) {
                            "--enable-faults",
                            "-t",
                            "1",
+                           "--watchdog",
+                           "2",
                            NULL};
     int port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
     CHECK_MSG(port > 0, "the gateway did not start");
     client.port = inference.port = port;
     gateway_pid = server.pid;
     if (port > 0) {
+        test_metrics_from_start();
         cluster_streams_start(reference, N_STREAMS, &inference, "rand", MAX_TOKENS);
         cluster_streams_join(reference, N_STREAMS);
         for (int i = 0; i < N_STREAMS; i++)
             CHECK_MSG(reference[i].status == 200 && reference[i].done && reference[i].text,
                       "reference stream %d failed (%d)", i, reference[i].status);
+        CHECK(metric("lockstep_request_duration_seconds_count{model=\"rand\"} ") == N_STREAMS);
+        CHECK(metric("lockstep_queue_seconds_count{model=\"rand\",instance=\"rand-1\"} ") ==
+              N_STREAMS);
+        test_oldest_request();
         test_descriptors();
         test_delete_during_move();
         test_lost_host();

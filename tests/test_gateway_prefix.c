@@ -92,8 +92,9 @@ static double metric(const char *prefix) {
     return value;
 }
 
-#define CACHED_TOTAL "lockstep_prompt_tokens_cached_total{model=\"" MODEL "\"} "
-#define KV_CACHED    "lockstep_kv_blocks_cached{model=\"" MODEL "\"} "
+#define CACHED_TOTAL                                                                               \
+    "lockstep_prompt_tokens_cached_total{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
+#define KV_CACHED "lockstep_kv_blocks_cached{model=\"" MODEL "\",instance=\"" MODEL "-1\"} "
 
 /* Waits until the counter reaches target (a request is counted once it is
  * over on the gateway's side, a moment after its answer); returns it. */

@@ -88,7 +88,11 @@ static int wait_running(void) {
     for (double start = test_now(); test_now() - start < 30;) {
         struct test_http h = test_http_request(port, "GET", "/metrics", NULL, NULL, 10);
         const char *at =
-            h.body ? strstr(h.body, "lockstep_running_sequences{model=\"kjv2m-q8_0\"} ") : NULL;
+            h.body
+                ? strstr(
+                      h.body,
+                      "lockstep_running_sequences{model=\"kjv2m-q8_0\",instance=\"kjv2m-q8_0-1\"} ")
+                : NULL;
         int running = at && atoi(strchr(at, '}') + 2) > 0;
         test_http_free(&h);
         if (running) return 1;

@@ -39,10 +39,9 @@ static cJSON *host_json(const struct cluster_host *h, const struct cluster_usage
 }
 
 static const char *instance_state_name(const struct gateway_instance *in) {
-    static const char *const names[] = {"starting", "ready", "stopping", "failed", "draining"};
     if (in->deleting) return "draining";
     if (in->move.state == GATEWAY_MOVE_STARTING) return "moving";
-    return names[in->state];
+    return gateway_instance_state_name(in->state);
 }
 
 static cJSON *move_json(const struct gateway_move *m) {

@@ -191,6 +191,7 @@ static struct gateway_instance *start_instance(struct gateway *g, const struct g
         return NULL;
     }
     in->bytes_per_rank = bytes_per_rank;
+    gateway_observe_instance(in);
     return in;
 }
 
@@ -438,6 +439,7 @@ static void complete_move(struct gateway *g, int i) {
     gateway_cluster_event(g, "move", next->id, NULL, "%s moved from %s to %s in %.1f s", next->id,
                           old->hosts_text, next->hosts_text,
                           (double)(now - next->move.started_us) * 1e-6);
+    gateway_observe_move(g, next->name, 1, (double)(now - next->move.started_us) * 1e-6);
 }
 
 /* The move's new placement failed (cluster lock held): the old one serves on. */
@@ -449,6 +451,7 @@ static void fail_move(struct gateway *g, struct gateway_instance *in, const char
     snprintf(in->move.reason, sizeof(in->move.reason), "%s", reason);
     gateway_cluster_event(g, "move_failed", in->id, NULL, "%s did not move to %s: %s", in->id,
                           in->move.to, reason);
+    gateway_observe_move(g, in->name, 0, 0);
 }
 
 /* Looks at a move in progress (cluster lock held). */

@@ -54,6 +54,7 @@ struct gateway_choice {
     int done;                   /* 1: it ended (its last chunk went out) */
     uint64_t last_token_us;     /* when its latest token arrived */
     uint64_t queued_generation; /* instance lock: the runner its ADD was queued for (0: none) */
+    int queued_once;            /* instance lock: an ADD of it was queued (its queue time seen) */
     struct gateway_instance *holder; /* request lock: the instance whose table holds it; tokens
                                         from any other (one it was moved off) are ignored */
     /* tool calling (tool_calls.c), when the request's tool_choice is not "none" */
@@ -252,6 +253,14 @@ struct gateway_metrics {
     struct metrics_metric *overhead; /* {model} token received -> bytes to the socket */
     struct metrics_metric *stuck;    /* {model} stuck detections */
     struct metrics_metric *detection_seconds, *recovery_seconds; /* {model} */
+    struct metrics_metric *moves;          /* {model, outcome}: done, failed */
+    struct metrics_metric *move_seconds;   /* {model} from the request to the new placement */
+    struct metrics_metric *host_up;        /* {host} 1 while its probes answer */
+    struct metrics_metric *instance_state; /* {instance, state}: 1 for its state, 0 others */
+    struct metrics_metric *queue_seconds;  /* {model, instance} arrival -> first sent to a runner */
+    struct metrics_metric *request_seconds; /* {model} arrival -> its answer's end */
+    struct metrics_metric *prefix_hits;     /* {model, instance} requests that reused a prefix */
+    struct metrics_metric *oldest_request;  /* {model, instance} age of its oldest request */
 };
 
 #define GATEWAY_EVENTS 50 /* cluster events GET /v1/cluster keeps */
@@ -410,6 +419,9 @@ int gateway_instance_warm(struct gateway_instance *from, struct gateway_instance
 /* Tokens it still has to work through: prompts not started and tokens not
  * generated (the router's load figure). */
 int64_t gateway_instance_outstanding(struct gateway_instance *instance);
+/* Seconds since the oldest request it holds arrived (0: none): a request
+ * that waits where nothing moves shows here (/health, /metrics). */
+double gateway_instance_oldest(struct gateway_instance *instance, uint64_t now_us);
 /* instance.c, continued */
 void gateway_instance_free(struct gateway_instance *instance);
 /* Registers the request's choices and wakes the supervisor, which queues
@@ -422,6 +434,9 @@ void gateway_instance_submit(struct gateway_instance *instance, struct gateway_r
 void gateway_instance_cancel(struct gateway_request *request);
 /* The same for one choice (its stop string matched). */
 void gateway_instance_cancel_choice(struct gateway_choice *choice);
+/* "starting", "ready", ... as /health, /v1/cluster and /metrics say it. */
+const char *gateway_instance_state_name(enum instance_state state);
+#define GATEWAY_INSTANCE_STATES 5 /* enum instance_state's values */
 /* No new requests: they get 503 (the gateway stops). */
 void gateway_instance_drain(struct gateway_instance *instance);
 /* Ends every request it holds with an error (status, message), and tells
@@ -586,6 +601,16 @@ void gateway_observe_restart(struct gateway_instance *instance);
 void gateway_observe_overhead(struct gateway_instance *instance, double seconds);
 void gateway_observe_stuck(struct gateway_instance *instance, double detection_seconds);
 void gateway_observe_recovery(struct gateway_instance *instance, double seconds);
+/* Every series of an instance, and of the gateway's hosts, at 0 from the
+ * start (a counter that has not moved yet is still there). */
+void gateway_observe_instance(struct gateway_instance *instance);
+void gateway_observe_hosts(struct gateway *gateway);
+void gateway_observe_move(struct gateway *gateway, const char *model, int done, double seconds);
+/* A choice's first ADD was queued for a runner, seconds after its arrival. */
+void gateway_observe_queued(struct gateway_instance *instance, double seconds);
+/* A request ended (status as answered): its duration, and whether its
+ * prompt reused the prefix cache. */
+void gateway_observe_finished(struct gateway_request *request, double seconds, int cached);
 char *gateway_metrics_text(struct gateway *gateway);
 
 #endif

@@ -3,8 +3,8 @@
  * moving requests' KV, then the handover itself, which takes every choice
  * out of the old instance's table and gives it to the new one, where it
  * resumes with its tokens so far (DESIGN.md I4, I8); and the outstanding
- * work the router weighs replicas by. Locks: one instance's lock, then a
- * request's, never two instances' at once. */
+ * work the router weighs replicas by, and the age of the oldest request. Locks: one instance's
+ * lock, then a request's, never two instances' at once. */
 #include "gateway_internal.h"
 
 #include <stdlib.h>
@@ -129,4 +129,15 @@ int64_t gateway_instance_outstanding(struct gateway_instance *in) {
     }
     pthread_mutex_unlock(&in->lock);
     return tokens;
+}
+
+double gateway_instance_oldest(struct gateway_instance *in, uint64_t now_us) {
+    uint64_t oldest = now_us;
+    pthread_mutex_lock(&in->lock);
+    for (int i = 0; i < in->n_requests; i++) { /* arrival_us is set once, at creation */
+        uint64_t arrived = in->requests[i]->request->arrival_us;
+        if (arrived < oldest) oldest = arrived;
+    }
+    pthread_mutex_unlock(&in->lock);
+    return (double)(now_us - oldest) * 1e-6;
 }

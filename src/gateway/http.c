@@ -198,6 +198,7 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
         cJSON *m = cJSON_CreateObject();
+        double oldest = gateway_instance_oldest(in, runner_now_us());
         pthread_mutex_lock(&in->lock);
         int ready = in->state == INSTANCE_READY;
         all_ready &= ready;
@@ -207,6 +208,7 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
         cJSON_AddNumberToObject(m, "restarts", in->restarts);
         cJSON_AddNumberToObject(m, "runner_pid", (double)in->pid);
         cJSON_AddNumberToObject(m, "stuck_detections", in->stuck_detections);
+        cJSON_AddNumberToObject(m, "oldest_request_seconds", oldest);
         cJSON_AddStringToObject(m, "status", ready ? "ready" : in->status);
         pthread_mutex_unlock(&in->lock);
         cJSON_AddItemToArray(models, m);
@@ -667,6 +669,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
         gateway_observe_cached(r->instance, usage.cached_tokens);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
+        gateway_observe_finished(r, (double)(runner_now_us() - r->arrival_us) * 1e-6,
+                                 usage.cached_tokens);
         if (g->params.log_requests)
             log_request(c, call, r, &usage, first_token_us, abandoned ? 499 : call->status);
         gateway_request_release(r);

@@ -98,7 +98,7 @@ static int instance_stopping(const struct gateway_instance *in) {
 
 /* ---------- the state machine ---------- */
 
-static const char *state_name(enum instance_state state) {
+const char *gateway_instance_state_name(enum instance_state state) {
     static const char *const names[] = {"starting", "ready", "stopping", "failed", "draining"};
     return names[state];
 }
@@ -127,7 +127,7 @@ static void set_state(struct gateway_instance *in, enum instance_state to) {
     if (in->state == INSTANCE_DRAINING && to != INSTANCE_DRAINING) return;
     if (!transition_allowed(in->state, to)) {
         log_event(LOG_LEVEL_ERROR, "gateway", "%s: no transition from %s to %s", in->id,
-                  state_name(in->state), state_name(to));
+                  gateway_instance_state_name(in->state), gateway_instance_state_name(to));
         return;
     }
     in->state = to;
@@ -223,6 +223,10 @@ static void queue_requests(struct gateway_instance *in) {
             continue;
         }
         if (queue_add(in, c, err, sizeof(err)) == 0) {
+            if (!c->queued_once)
+                gateway_observe_queued(in,
+                                       (double)(runner_now_us() - c->request->arrival_us) * 1e-6);
+            c->queued_once = 1;
             c->queued_generation = in->generation;
             i++;
             continue;

@@ -34,59 +34,165 @@ int gateway_metrics_init(struct gateway *g) {
                                  "model", "status", err, sizeof(err));
     m->prompt_tokens =
         metrics_register_counter(r, "lockstep_prompt_tokens_total", "prompt tokens received",
-                                 "model", NULL, err, sizeof(err));
+                                 "model", "instance", err, sizeof(err));
     m->cached_tokens = metrics_register_counter(
         r, "lockstep_prompt_tokens_cached_total",
-        "prompt tokens found in the runner's prefix cache (not computed again)", "model", NULL, err,
-        sizeof(err));
+        "prompt tokens found in the runner's prefix cache (not computed again)", "model",
+        "instance", err, sizeof(err));
     m->kv_cached = metrics_register_gauge(
         r, "lockstep_kv_blocks_cached",
-        "KV cache blocks in the prefix cache (held by sequences or evictable)", "model", NULL, err,
-        sizeof(err));
-    m->generated_tokens = metrics_register_counter(
-        r, "lockstep_generated_tokens_total", "tokens generated", "model", NULL, err, sizeof(err));
+        "KV cache blocks in the prefix cache (held by sequences or evictable)", "model", "instance",
+        err, sizeof(err));
+    m->generated_tokens =
+        metrics_register_counter(r, "lockstep_generated_tokens_total", "tokens generated", "model",
+                                 "instance", err, sizeof(err));
     m->time_to_first_token = metrics_register_histogram(
-        r, "lockstep_time_to_first_token_seconds", "from arrival to the first token", "model", NULL,
-        latency_bounds, N_BOUNDS, err, sizeof(err));
+        r, "lockstep_time_to_first_token_seconds", "from arrival to the first token", "model",
+        "instance", latency_bounds, N_BOUNDS, err, sizeof(err));
     m->inter_token_latency = metrics_register_histogram(
-        r, "lockstep_inter_token_latency_seconds", "between two tokens of a stream", "model", NULL,
-        latency_bounds, N_BOUNDS, err, sizeof(err));
+        r, "lockstep_inter_token_latency_seconds", "between two tokens of a stream", "model",
+        "instance", latency_bounds, N_BOUNDS, err, sizeof(err));
     m->queue_depth = metrics_register_gauge(r, "lockstep_queue_depth",
                                             "requests waiting for admission in the runner", "model",
-                                            NULL, err, sizeof(err));
+                                            "instance", err, sizeof(err));
     m->running =
         metrics_register_gauge(r, "lockstep_running_sequences", "sequences holding KV blocks",
-                               "model", NULL, err, sizeof(err));
+                               "model", "instance", err, sizeof(err));
     m->kv_used = metrics_register_gauge(r, "lockstep_kv_blocks_used", "KV cache blocks in use",
-                                        "model", NULL, err, sizeof(err));
+                                        "model", "instance", err, sizeof(err));
     /* not "_total": that suffix is a counter's (promtool flags a gauge with it) */
     m->kv_total =
         metrics_register_gauge(r, "lockstep_kv_blocks_capacity", "KV cache blocks in the pool",
-                               "model", NULL, err, sizeof(err));
+                               "model", "instance", err, sizeof(err));
     m->step_seconds =
         metrics_register_histogram(r, "lockstep_step_seconds", "duration of a runner step", "model",
-                                   NULL, latency_bounds, N_BOUNDS, err, sizeof(err));
+                                   "instance", latency_bounds, N_BOUNDS, err, sizeof(err));
     m->restarts = metrics_register_counter(r, "lockstep_runner_restarts_total",
                                            "runners restarted after they exited or failed", "model",
-                                           NULL, err, sizeof(err));
+                                           "instance", err, sizeof(err));
     m->overhead = metrics_register_histogram(
         r, "lockstep_gateway_overhead_seconds",
         "from a token's frame arriving from the runner to its bytes going to the client socket",
-        "model", NULL, overhead_bounds, N_OVERHEAD_BOUNDS, err, sizeof(err));
+        "model", "instance", overhead_bounds, N_OVERHEAD_BOUNDS, err, sizeof(err));
     m->stuck = metrics_register_counter(r, "lockstep_stuck_detections_total",
-                                        "runners the watchdog found stuck", "model", NULL, err,
-                                        sizeof(err));
+                                        "runners the watchdog found stuck", "model", "instance",
+                                        err, sizeof(err));
     m->detection_seconds = metrics_register_histogram(
         r, "lockstep_detection_seconds", "from a stuck runner's last progress to its detection",
-        "model", NULL, fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
+        "model", "instance", fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
     m->recovery_seconds = metrics_register_histogram(
         r, "lockstep_recovery_seconds",
-        "from a runner's death or stuck detection until its replacement is ready", "model", NULL,
-        fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
+        "from a runner's death or stuck detection until its replacement is ready", "model",
+        "instance", fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
+    m->moves = metrics_register_counter(r, "lockstep_moves_total",
+                                        "live moves of an instance, by outcome (done, failed)",
+                                        "model", "outcome", err, sizeof(err));
+    m->move_seconds = metrics_register_histogram(
+        r, "lockstep_move_seconds", "from a move's start until its new placement took over",
+        "model", NULL, fault_bounds, N_FAULT_BOUNDS, err, sizeof(err));
+    m->host_up = metrics_register_gauge(r, "lockstep_host_up",
+                                        "1 while a host's probes answer, 0 once it is lost", "host",
+                                        NULL, err, sizeof(err));
+    m->instance_state = metrics_register_gauge(
+        r, "lockstep_instance_state", "1 for the state an instance is in, 0 for the others",
+        "instance", "state", err, sizeof(err));
+    m->queue_seconds = metrics_register_histogram(
+        r, "lockstep_queue_seconds",
+        "from a request's arrival until it was first sent to a ready runner", "model", "instance",
+        latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->request_seconds = metrics_register_histogram(
+        r, "lockstep_request_duration_seconds", "from a request's arrival to the end of its answer",
+        "model", NULL, latency_bounds, N_BOUNDS, err, sizeof(err));
+    m->prefix_hits = metrics_register_counter(
+        r, "lockstep_prefix_cache_hits_total",
+        "requests whose prompt began with blocks found in the runner's prefix cache", "model",
+        "instance", err, sizeof(err));
+    m->oldest_request = metrics_register_gauge(
+        r, "lockstep_oldest_request_seconds",
+        "age of the oldest request an instance holds (0: none): one that stops moving shows here",
+        "model", "instance", err, sizeof(err));
     return m->requests && m->cached_tokens && m->kv_cached && m->restarts && m->step_seconds &&
-                   m->overhead && m->stuck && m->detection_seconds && m->recovery_seconds
+                   m->overhead && m->stuck && m->detection_seconds && m->recovery_seconds &&
+                   m->moves && m->move_seconds && m->host_up && m->instance_state &&
+                   m->queue_seconds && m->request_seconds && m->prefix_hits && m->oldest_request
                ? 0
                : -1;
+}
+
+void gateway_observe_instance(struct gateway_instance *in) {
+    struct gateway_metrics *m = &in->gateway->metrics;
+    struct metrics_metric *families[] = {m->prompt_tokens,
+                                         m->cached_tokens,
+                                         m->kv_cached,
+                                         m->generated_tokens,
+                                         m->queue_depth,
+                                         m->running,
+                                         m->kv_used,
+                                         m->kv_total,
+                                         m->step_seconds,
+                                         m->restarts,
+                                         m->overhead,
+                                         m->stuck,
+                                         m->detection_seconds,
+                                         m->recovery_seconds,
+                                         m->queue_seconds,
+                                         m->prefix_hits,
+                                         m->oldest_request,
+                                         m->time_to_first_token,
+                                         m->inter_token_latency};
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        metrics_series_get(families[i], in->name, in->id);
+    for (int k = 0; k < GATEWAY_INSTANCE_STATES; k++)
+        metrics_series_get(m->instance_state, in->id, gateway_instance_state_name(k));
+    metrics_series_get(m->moves, in->name, "done");
+    metrics_series_get(m->moves, in->name, "failed");
+    metrics_series_get(m->move_seconds, in->name, NULL);
+    metrics_series_get(m->request_seconds, in->name, NULL);
+}
+
+void gateway_observe_hosts(struct gateway *g) {
+    for (int i = 0; i < g->n_hosts; i++)
+        metrics_set(metrics_series_get(g->metrics.host_up, g->hosts[i].name, NULL),
+                    !g->hosts[i].lost);
+}
+
+void gateway_observe_move(struct gateway *g, const char *model, int done, double seconds) {
+    metrics_add(metrics_series_get(g->metrics.moves, model, done ? "done" : "failed"), 1);
+    if (done) metrics_observe(metrics_series_get(g->metrics.move_seconds, model, NULL), seconds);
+}
+
+void gateway_observe_queued(struct gateway_instance *in, double seconds) {
+    metrics_observe(metrics_series_get(in->gateway->metrics.queue_seconds, in->name, in->id),
+                    seconds);
+}
+
+void gateway_observe_finished(struct gateway_request *r, double seconds, int cached) {
+    struct gateway_metrics *m = &r->gateway->metrics;
+    const struct gateway_instance *in = r->instance;
+    metrics_observe(metrics_series_get(m->request_seconds, in->name, NULL), seconds);
+    if (cached > 0) metrics_add(metrics_series_get(m->prefix_hits, in->name, in->id), 1);
+}
+
+/* What is read when /metrics is asked: the hosts, each instance's state
+ * and the age of its oldest request (cluster lock taken). */
+static void refresh(struct gateway *g) {
+    uint64_t now = runner_now_us();
+    struct gateway_metrics *m = &g->metrics;
+    pthread_mutex_lock(&g->cluster_lock);
+    gateway_observe_hosts(g);
+    for (int i = 0; i < g->n_instances; i++) {
+        struct gateway_instance *in = g->instances[i];
+        double oldest = gateway_instance_oldest(in, now);
+        pthread_mutex_lock(&in->lock);
+        int state = (int)in->state;
+        pthread_mutex_unlock(&in->lock);
+        for (int k = 0; k < GATEWAY_INSTANCE_STATES; k++)
+            metrics_set(
+                metrics_series_get(m->instance_state, in->id, gateway_instance_state_name(k)),
+                k == state);
+        metrics_set(metrics_series_get(m->oldest_request, in->name, in->id), oldest);
+    }
+    pthread_mutex_unlock(&g->cluster_lock);
 }
 
 void gateway_observe_request(struct gateway *g, const char *model, int status) {
@@ -97,13 +203,14 @@ void gateway_observe_request(struct gateway *g, const char *model, int status) {
 
 void gateway_observe_tokens(struct gateway_instance *in, int prompt, int generated) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    if (prompt) metrics_add(metrics_series_get(m->prompt_tokens, in->name, NULL), prompt);
-    if (generated) metrics_add(metrics_series_get(m->generated_tokens, in->name, NULL), generated);
+    if (prompt) metrics_add(metrics_series_get(m->prompt_tokens, in->name, in->id), prompt);
+    if (generated)
+        metrics_add(metrics_series_get(m->generated_tokens, in->name, in->id), generated);
 }
 
 void gateway_observe_cached(struct gateway_instance *in, int cached) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    if (cached) metrics_add(metrics_series_get(m->cached_tokens, in->name, NULL), cached);
+    if (cached) metrics_add(metrics_series_get(m->cached_tokens, in->name, in->id), cached);
 }
 
 void gateway_observe_latency(struct gateway_instance *in, double ttft, double itl) {
@@ -117,37 +224,38 @@ void gateway_observe_latency(struct gateway_instance *in, double ttft, double it
         atomic_fetch_add(&in->stats.itl_count, 1);
     }
     if (ttft >= 0)
-        metrics_observe(metrics_series_get(m->time_to_first_token, in->name, NULL), ttft);
-    if (itl >= 0) metrics_observe(metrics_series_get(m->inter_token_latency, in->name, NULL), itl);
+        metrics_observe(metrics_series_get(m->time_to_first_token, in->name, in->id), ttft);
+    if (itl >= 0)
+        metrics_observe(metrics_series_get(m->inter_token_latency, in->name, in->id), itl);
 }
 
 void gateway_observe_heartbeat(struct gateway_instance *in, const struct runner_heartbeat *h) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    metrics_set(metrics_series_get(m->queue_depth, in->name, NULL), h->n_waiting);
-    metrics_set(metrics_series_get(m->running, in->name, NULL), h->n_running);
-    metrics_set(metrics_series_get(m->kv_used, in->name, NULL), h->kv_blocks_used);
-    metrics_set(metrics_series_get(m->kv_total, in->name, NULL), h->kv_blocks_total);
-    metrics_set(metrics_series_get(m->kv_cached, in->name, NULL), h->kv_blocks_cached);
-    metrics_observe(metrics_series_get(m->step_seconds, in->name, NULL),
+    metrics_set(metrics_series_get(m->queue_depth, in->name, in->id), h->n_waiting);
+    metrics_set(metrics_series_get(m->running, in->name, in->id), h->n_running);
+    metrics_set(metrics_series_get(m->kv_used, in->name, in->id), h->kv_blocks_used);
+    metrics_set(metrics_series_get(m->kv_total, in->name, in->id), h->kv_blocks_total);
+    metrics_set(metrics_series_get(m->kv_cached, in->name, in->id), h->kv_blocks_cached);
+    metrics_observe(metrics_series_get(m->step_seconds, in->name, in->id),
                     (double)(h->end_us - h->start_us) * 1e-6);
 }
 
 void gateway_observe_restart(struct gateway_instance *in) {
-    metrics_add(metrics_series_get(in->gateway->metrics.restarts, in->name, NULL), 1);
+    metrics_add(metrics_series_get(in->gateway->metrics.restarts, in->name, in->id), 1);
 }
 
 void gateway_observe_overhead(struct gateway_instance *in, double seconds) {
-    metrics_observe(metrics_series_get(in->gateway->metrics.overhead, in->name, NULL), seconds);
+    metrics_observe(metrics_series_get(in->gateway->metrics.overhead, in->name, in->id), seconds);
 }
 
 void gateway_observe_stuck(struct gateway_instance *in, double detection_seconds) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    metrics_add(metrics_series_get(m->stuck, in->name, NULL), 1);
-    metrics_observe(metrics_series_get(m->detection_seconds, in->name, NULL), detection_seconds);
+    metrics_add(metrics_series_get(m->stuck, in->name, in->id), 1);
+    metrics_observe(metrics_series_get(m->detection_seconds, in->name, in->id), detection_seconds);
 }
 
 void gateway_observe_recovery(struct gateway_instance *in, double seconds) {
-    metrics_observe(metrics_series_get(in->gateway->metrics.recovery_seconds, in->name, NULL),
+    metrics_observe(metrics_series_get(in->gateway->metrics.recovery_seconds, in->name, in->id),
                     seconds);
 }
 
@@ -166,6 +274,7 @@ static int build_info_text(char *text, size_t size) {
 
 char *gateway_metrics_text(struct gateway *g) {
     size_t length;
+    refresh(g);
     char *families = metrics_render(&g->metrics.registry, &length);
     if (families == NULL) return NULL;
     char info[512];
