@@ -173,16 +173,17 @@ static void test_probe_local(void) {
     CHECK_MSG(cluster_probe_parse(line, &back, err, sizeof(err)) == 0, "%s", err);
     CHECK(!strcmp(back.hostname, p.hostname) && back.cores == p.cores);
     CHECK(back.memory_total == p.memory_total && back.memory_available == p.memory_available);
+    CHECK(p.load >= 0 && back.load >= p.load - 0.01 && back.load <= p.load + 0.01);
     CHECK(!strcmp(back.isa, p.isa));
     CHECK(cluster_probe_format(&p, line, 20) == -1); /* too small a buffer */
 }
 
 static void test_probe_exact(void) {
-    struct cluster_probe p = {"node1", 8, (int64_t)64 << 30, (int64_t)60 << 30, "avx2"}, back;
+    struct cluster_probe p = {"node1", 8, (int64_t)64 << 30, (int64_t)60 << 30, "avx2", 1.5}, back;
     char line[512], err[256];
     CHECK(cluster_probe_format(&p, line, sizeof(line)) > 0);
     CHECK_MSG(!strcmp(line, "{\"hostname\":\"node1\",\"cores\":8,\"memory_total\":68719476736,"
-                            "\"memory_available\":64424509440,\"isa\":\"avx2\"}"),
+                            "\"memory_available\":64424509440,\"isa\":\"avx2\",\"load\":1.50}"),
               "%s", line);
     /* whitespace and another key order are still the same probe */
     CHECK(cluster_probe_parse(" {\"isa\":\"scalar\", \"cores\":1, \"hostname\":\"h\", "
@@ -235,6 +236,10 @@ static void test_probe_malformed(void) {
         {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":50,"
          "\"isa\":\"sse2\"}",
          "probe: isa is out of range"},
+        {"{\"hostname\":\"a\",\"load\":\"high\"," FIELDS_AFTER_HOST,
+         "probe: \"load\" is not a number"},
+        {"{\"hostname\":\"a\",\"load\":-1," FIELDS_AFTER_HOST, "probe: load is out of range"},
+        {"{\"hostname\":\"a\",\"load\":1e300," FIELDS_AFTER_HOST, "probe: load is out of range"},
     };
 #undef FIELDS_AFTER_HOST
     struct cluster_probe p;
@@ -251,7 +256,7 @@ static void test_probe_malformed(void) {
 
 static void test_host_update(void) {
     struct cluster_host host = {.name = "a", .slots = 2};
-    struct cluster_probe p = {"a", 4, 1000, 600, "avx2"};
+    struct cluster_probe p = {"a", 4, 1000, 600, "avx2", 0.25};
     cluster_host_update(&host, &p);
     CHECK(host.probed && !host.lost && host.cores == 4 && host.memory_total == 1000);
     CHECK(host.memory_available == 600 && !strcmp(host.isa, "avx2") && host.slots == 2);

@@ -42,6 +42,7 @@ struct cluster_host {
     int cores;                 /* online CPUs */
     int64_t memory_total;      /* bytes (MemTotal) */
     int64_t memory_available;  /* bytes (MemAvailable) */
+    double load;               /* the 1-minute load average the latest probe read */
     char isa[CLUSTER_ISA_MAX]; /* "avx512", "avx2" or "scalar" as the tensor module names them */
 };
 
@@ -78,6 +79,7 @@ struct cluster_probe {
     int cores;
     int64_t memory_total, memory_available;
     char isa[CLUSTER_ISA_MAX];
+    double load; /* the 1-minute load average (/proc/loadavg): runnable threads, not cores */
 };
 
 /* Probes this machine: online CPUs (sysconf), MemTotal and MemAvailable

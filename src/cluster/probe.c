@@ -16,6 +16,7 @@
 
 #define PROBE_CORES_MAX  (1 << 16)
 #define PROBE_MEMORY_MAX ((int64_t)1 << 53) /* exact as a JSON number (a double) */
+#define PROBE_LOAD_MAX   1e6                /* a load average past this is not a reading */
 
 /* The value of a "Name:   123 kB" line of /proc/meminfo in bytes, or -1. */
 static int64_t meminfo_value(const char *text, const char *name) {
@@ -63,6 +64,9 @@ int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores >= 1 && cores <= PROBE_CORES_MAX ? (int)cores : 1;
     snprintf(out->isa, sizeof(out->isa), "%s", tensor_isa_name(tensor_isa_current()));
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f || fscanf(f, "%lf", &out->load) != 1 || !(out->load >= 0)) out->load = 0;
+    if (f) fclose(f);
     return read_meminfo(&out->memory_total, &out->memory_available, err, errlen);
 }
 
@@ -94,6 +98,8 @@ static int probe_check(const struct cluster_probe *p, char *err, size_t errlen) 
         bad = "memory_available";
     else if (!isa_known(p->isa))
         bad = "isa";
+    else if (!(p->load >= 0 && p->load <= PROBE_LOAD_MAX))
+        bad = "load";
     if (!bad) return 0;
     snprintf(err, errlen, "probe: %s is out of range", bad);
     return -1;
@@ -105,9 +111,9 @@ int cluster_probe_format(const struct cluster_probe *p, char *out, size_t size) 
     /* host names and ISA names need no JSON escaping (probe_check) */
     int n = snprintf(out, size,
                      "{\"hostname\":\"%s\",\"cores\":%d,\"memory_total\":%lld,"
-                     "\"memory_available\":%lld,\"isa\":\"%s\"}",
+                     "\"memory_available\":%lld,\"isa\":\"%s\",\"load\":%.2f}",
                      p->hostname, p->cores, (long long)p->memory_total,
-                     (long long)p->memory_available, p->isa);
+                     (long long)p->memory_available, p->isa, p->load);
     return n >= 0 && (size_t)n < size ? n : -1;
 }
 
@@ -135,23 +141,30 @@ static int probe_string(const cJSON *item, const char *key, char *out, size_t si
     return 0;
 }
 
-/* The fields of the object into out; unknown keys and missing ones refused. */
+/* The fields of the object into out; unknown keys and missing ones refused
+ * ("load", which older probes did not send, may be missing: 0). */
 static int probe_fields(const cJSON *root, struct cluster_probe *out, char *err, size_t errlen) {
-    static const char *const keys[] = {"hostname", "cores", "memory_total", "memory_available",
-                                       "isa"};
+    static const char *const keys[] = {"hostname",         "cores", "memory_total",
+                                       "memory_available", "isa",   "load"};
+    enum { N_KEYS = 6, N_REQUIRED = 5 };
     int64_t cores = 0;
-    int seen[5] = {0};
-    const cJSON *item;
+    int seen[N_KEYS] = {0};
+    const cJSON *item, *load = cJSON_GetObjectItemCaseSensitive(root, "load");
     cJSON_ArrayForEach(item, root) {
         size_t k = 0;
-        while (k < 5 && strcmp(item->string, keys[k]) != 0) k++;
-        if (k == 5 || seen[k]++) {
-            snprintf(err, errlen, "probe: %s key \"%.*s\"", k == 5 ? "unknown" : "duplicate",
+        while (k < N_KEYS && strcmp(item->string, keys[k]) != 0) k++;
+        if (k == N_KEYS || seen[k]++) {
+            snprintf(err, errlen, "probe: %s key \"%.*s\"", k == N_KEYS ? "unknown" : "duplicate",
                      printable_prefix(item->string, 40), item->string);
             return -1;
         }
     }
-    for (size_t k = 0; k < 5; k++)
+    if (load && !cJSON_IsNumber(load)) {
+        snprintf(err, errlen, "probe: \"load\" is not a number");
+        return -1;
+    }
+    out->load = load ? load->valuedouble : 0;
+    for (size_t k = 0; k < N_REQUIRED; k++)
         if (!seen[k]) {
             snprintf(err, errlen, "probe: no \"%s\"", keys[k]);
             return -1;
@@ -195,5 +208,6 @@ void cluster_host_update(struct cluster_host *host, const struct cluster_probe *
     host->cores = p->cores;
     host->memory_total = p->memory_total;
     host->memory_available = p->memory_available;
+    host->load = p->load;
     memcpy(host->isa, p->isa, sizeof(host->isa));
 }

@@ -35,6 +35,7 @@ static cJSON *host_json(const struct cluster_host *h, const struct cluster_usage
     cJSON_AddNumberToObject(j, "memory_available", (double)h->memory_available);
     cJSON_AddNumberToObject(j, "memory_limit", (double)h->memory_limit);
     cJSON_AddNumberToObject(j, "memory_used", (double)u->memory_used);
+    cJSON_AddNumberToObject(j, "load", h->load);
     return j;
 }
 

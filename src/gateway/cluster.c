@@ -589,6 +589,7 @@ static void leave_drained(struct gateway *g, struct gateway_instance *in) {
 void gateway_cluster_step(struct gateway *g) {
     pthread_mutex_lock(&g->cluster_lock);
     end_drain_faults(g);
+    gateway_history_sample(g);
     for (int i = 0; i < g->n_instances; i++) {
         replace_failed(g, g->instances[i]);
         leave_drained(g, g->instances[i]);

@@ -101,7 +101,8 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     pthread_mutex_init(&g->reports_lock, NULL);
     pthread_mutex_init(&g->cluster_lock, NULL);
     atomic_init(&g->next_id, 1);
-    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g)) {
+    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g) ||
+        gateway_history_init(g)) {
         snprintf(err, errlen, "cannot set up the gateway");
         gateway_free(g);
         return -1;
@@ -211,6 +212,7 @@ void gateway_free(struct gateway *g) {
     metrics_registry_free(&g->metrics.registry);
     for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
     pthread_mutex_destroy(&g->reports_lock);
+    gateway_history_free(g);
     pthread_mutex_destroy(&g->cluster_lock);
     for (int i = 0; i < 2; i++)
         if (g->wake[i] >= 0) close(g->wake[i]);

@@ -265,6 +265,34 @@ struct gateway_metrics {
 
 #define GATEWAY_EVENTS 50 /* cluster events GET /v1/cluster keeps */
 
+/* history.c: what GET /v1/cluster/history serves. */
+#define GATEWAY_HISTORY_EVERY     5.0 /* seconds between samples */
+#define GATEWAY_HISTORY_SAMPLES   180 /* per instance: 15 minutes */
+#define GATEWAY_HISTORY_INSTANCES 64  /* instances tracked (the least recent is reused) */
+
+/* One sample of an instance: its cumulative counters and latest heartbeat. */
+struct gateway_history_sample {
+    double time;                 /* Unix seconds */
+    double generated;            /* tokens delivered so far */
+    double ttft_sum, ttft_count; /* time to first token: seconds summed, and how many */
+    double itl_sum, itl_count;   /* inter-token latency, the same */
+    int queue, running;          /* the runner's waiting and running sequences */
+    int kv_used, kv_total;       /* its KV blocks */
+};
+
+struct gateway_history_track {
+    char id[160];   /* the instance's id */
+    double written; /* Unix seconds of its newest sample */
+    int n, next;    /* samples held; where the next one goes (a ring) */
+    struct gateway_history_sample samples[GATEWAY_HISTORY_SAMPLES];
+};
+
+struct gateway_history {
+    struct gateway_history_track tracks[GATEWAY_HISTORY_INSTANCES]; /* (n_tracks) */
+    int n_tracks;
+    uint64_t last_us; /* when the last samples were taken */
+};
+
 /* Something that happened to the cluster (GET /v1/cluster's events). */
 struct gateway_event {
     double time;   /* Unix seconds */
@@ -296,6 +324,7 @@ struct gateway {
     uint64_t drained_until_us[CLUSTER_HOSTS_MAX]; /* a drain-host fault's end, per host (0: none) */
     int n_hosts;
     struct gateway_event events[GATEWAY_EVENTS]; /* ring */
+    struct gateway_history *history;             /* history.c (cluster lock) */
     int n_events;                                /* events so far */
     pthread_t probe_thread;                      /* probe.c: learns the hosts' state */
     int probe_thread_started;
@@ -545,6 +574,15 @@ void gateway_cluster_note(struct gateway *gateway, const char *kind, const char 
 void gateway_cluster_event(struct gateway *gateway, const char *kind, const char *instance,
                            const char *host, const char *format, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* history.c */
+int gateway_history_init(struct gateway *gateway);
+void gateway_history_free(struct gateway *gateway);
+/* Takes the samples when they are due (cluster lock held). */
+void gateway_history_sample(struct gateway *gateway);
+/* GET /v1/cluster/history's JSON text, every live instance's track as
+ * columns (free() it). */
+char *gateway_history_json(struct gateway *gateway);
 
 /* probe.c */
 /* Probes every host once, or only this machine's names (no lock held by

@@ -36,7 +36,7 @@ enum route {
     ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
     ROUTE_DETOKENIZE, /* POST /detokenize (llama.cpp's) */
-    ROUTE_CLUSTER,    /* GET /v1/cluster (either key) */
+    ROUTE_CLUSTER,    /* GET /v1/cluster and /v1/cluster/history (either key) */
     ROUTE_ADMIN,      /* /admin/...: the admin API (the admin key only; admin.c routes it) */
 };
 
@@ -112,7 +112,8 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if (post && !strcmp(url, "/debug/fault") && g->params.enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
     if (post && !strcmp(url, "/detokenize")) return ROUTE_DETOKENIZE;
-    if (get && !strcmp(url, "/v1/cluster")) return ROUTE_CLUSTER;
+    if (get && (!strcmp(url, "/v1/cluster") || !strcmp(url, "/v1/cluster/history")))
+        return ROUTE_CLUSTER;
     if (!strncmp(url, "/admin/", 7)) return ROUTE_ADMIN; /* its methods are admin.c's */
     return ROUTE_NONE;
 }
@@ -573,7 +574,9 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
     if (call->route == ROUTE_STUCK)
         return send_text(c, call, 200, "application/json", gateway_stuck_json(g));
     if (call->route == ROUTE_CLUSTER)
-        return send_text(c, call, 200, "application/json", gateway_cluster_json(g));
+        return send_text(c, call, 200, "application/json",
+                         strcmp(url, "/v1/cluster") ? gateway_history_json(g)
+                                                    : gateway_cluster_json(g));
     if (call->route == ROUTE_ADMIN && !call->post) return answer_admin(g, c, call, url, method);
     return MHD_YES; /* a completion: the body comes next */
 }
