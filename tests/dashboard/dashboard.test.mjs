@@ -4,15 +4,18 @@
 // with `node --test`; it passes:
 //   LOCKSTEP_DASH_URL        the server's base URL (http://127.0.0.1:PORT)
 //   LOCKSTEP_DASH_KEY        its --admin-key
+//   LOCKSTEP_DASH_API_KEY    its --api-key
 //   LOCKSTEP_DASH_MOVE_HOST  the host the test moves the instance to
 //   LOCKSTEP_DASH_CHROMIUM   the browser (default /usr/bin/chromium)
 //   LOCKSTEP_DASH_SCREENSHOT where the screenshot goes (a PNG)
 // The page must: show every host and instance of GET /v1/cluster with the
 // same names, models, degrees and placements; load nothing from another
 // origin and log no error (a Content-Security-Policy violation is one);
-// accept the admin key and move the instance when "move" is clicked; stream
-// a chat answer equal to the same request answered whole; and draw a page
-// that is not blank.
+// take both keys (kept in sessionStorage only), act with the admin key and
+// move the instance when "move" is clicked while it chats with the API key;
+// stream a chat answer equal to the same request answered whole; draw
+// charts with axes, and in a new tab show at once the history the gateway
+// kept; show each host's cpu load; and draw a page that is not blank.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -27,6 +30,7 @@ function env(name, fallback) {
 
 const BASE = env('LOCKSTEP_DASH_URL');
 const KEY = env('LOCKSTEP_DASH_KEY');
+const API_KEY = env('LOCKSTEP_DASH_API_KEY');
 const MOVE_HOST = env('LOCKSTEP_DASH_MOVE_HOST', '127.0.0.2');
 const CHROMIUM = env('LOCKSTEP_DASH_CHROMIUM', '/usr/bin/chromium');
 const SCREENSHOT = env('LOCKSTEP_DASH_SCREENSHOT', 'dashboard.png');
@@ -35,7 +39,12 @@ const MOVE_DEADLINE_MS = 120_000; // a new runner loads its model, then the old 
 async function api(path, options = {}) {
   const response = await fetch(new URL(path, BASE), {
     ...options,
-    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', ...options.headers },
+    headers: {
+      // inference takes the API key; the cluster's reads take either
+      Authorization: `Bearer ${path.startsWith('/v1/chat') ? API_KEY : KEY}`,
+      'Content-Type': 'application/json',
+      ...options.headers,
+    },
   });
   const text = await response.text();
   assert.ok(response.ok, `${options.method || 'GET'} ${path}: ${response.status} ${text}`);
@@ -172,11 +181,13 @@ describe('dashboard', () => {
     });
     page = await browser.newPage();
     page.on('console', (m) => {
-      // the browser logs every answer that is not 2xx; these two are expected:
-      // the cluster before the key is typed (401), and the key check (404)
+      // the browser logs every answer that is not 2xx; these are expected:
+      // the cluster and its history before a key is typed (401), and the key
+      // check (404)
       const url = m.location()?.url || '';
       const expected = m.text().startsWith('Failed to load resource') &&
-        (url.endsWith('/v1/cluster') || url.endsWith('/admin/instances/%20key-check'));
+        (url.endsWith('/v1/cluster') || url.endsWith('/v1/cluster/history') ||
+          url.endsWith('/admin/instances/%20key-check'));
       if (m.type() === 'error' && !expected) problems.push(`console: ${m.text()} (${url})`);
     });
     page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
@@ -209,15 +220,24 @@ describe('dashboard', () => {
     const anonymous = await fetch(new URL('/v1/cluster', BASE));
     if (anonymous.status === 401) {
       await page.waitForSelector('#poll-error:not([hidden])', { timeout: 10_000 });
-      assert.match(await page.$eval('#poll-error', (e) => e.textContent), /401.*enter the admin or API key/);
+      assert.match(await page.$eval('#poll-error', (e) => e.textContent), /401.*enter the API or admin key/);
     }
-    assert.equal(await page.$eval('#key-status', (e) => e.textContent), 'no key: read only');
     assert.equal(await page.$eval('th.admin-only', (e) => getComputedStyle(e).display), 'none');
+    assert.equal(await page.$eval('#key-status', (e) => e.textContent), 'no admin key: read only');
+    // the API key alone reads the cluster but is no admin key
+    await page.type('#api-key', API_KEY);
+    await page.click('#key-save');
+    await page.waitForSelector('#poll-error[hidden]', { timeout: 10_000 });
+    assert.equal(await page.$eval('#key-status', (e) => e.textContent), 'no admin key: read only');
     await page.type('#admin-key', KEY);
     await page.click('#key-save');
     await page.waitForFunction(() => document.body.classList.contains('admin'), { timeout: 10_000 });
     assert.equal(await page.$eval('#key-status', (e) => e.textContent), 'admin key accepted');
     assert.equal(await page.$eval('#poll-error', (e) => e.hidden), true);
+    // for the tab's session only
+    const stored = await page.evaluate(() => ({ local: localStorage.length, session: Object.values(sessionStorage) }));
+    assert.equal(stored.local, 0);
+    assert.deepEqual(stored.session.sort(), [API_KEY, KEY].sort());
   });
 
   test('shows the hosts and instances of GET /v1/cluster', async () => {
@@ -302,6 +322,37 @@ describe('dashboard', () => {
     assert.ok(seen.some(([, done]) => !done), `no text before the end: ${JSON.stringify(seen)}`);
     for (let i = 1; i < lengths.length; i++) assert.ok(lengths[i] >= lengths[i - 1], `shrank: ${lengths}`);
     t.diagnostic(`${shown.chunks} chunks, ${new Set(lengths).size} distinct lengths shown: ${[...new Set(lengths)]}`);
+  });
+
+  test('draws charts with axes, each host\'s cpu load, and the kept history in a new tab', async () => {
+    const axes = await page.$$eval('#instance-rows figure.chart', (figures) => figures.map((f) =>
+      [...f.querySelectorAll('text.axis-label')].map((t) => t.textContent)));
+    assert.ok(axes.length >= 3, `charts: ${axes.length}`);
+    for (const labels of axes) {
+      assert.equal(labels.length, 4, `axis labels: ${labels}`);
+      assert.ok(labels.includes('now') && labels.includes('−15 min') && labels.includes('0'), `${labels}`);
+    }
+    const cpu = await page.$$eval('#host-list .host-cpu', (ps) => ps.map((p) => p.textContent));
+    const c = await cluster();
+    assert.equal(cpu.length, c.hosts.length);
+    for (const text of cpu) assert.match(text, /^cpu: load \d+\.\d\d on \d+ cores$/);
+    // the gateway samples every 5 s: wait until it kept three, then open a
+    // tab, which must draw them before it could have polled three times
+    const id = c.instances[0].id;
+    await eventually(30_000, async () => {
+      const kept = await api('/v1/cluster/history');
+      assert.ok(kept.instances[id] && kept.instances[id].time.length >= 3, JSON.stringify(kept));
+    });
+    const tab = await browser.newPage();
+    tab.on('pageerror', (err) => problems.push(`page error (new tab): ${err.message}`));
+    await tab.goto(new URL('/', BASE), { waitUntil: 'load' });
+    await tab.type('#api-key', API_KEY);
+    await tab.click('#key-save');
+    await tab.waitForSelector(`#instance-rows tr[data-instance-id="${id}"] figure.chart`, { timeout: 10_000 });
+    const points = await tab.$eval(`#instance-rows tr[data-instance-id="${id}"] figure.chart`,
+      (f) => Number(f.dataset.points));
+    assert.ok(points >= 2, `the new tab's first chart has ${points} points`);
+    await tab.close();
   });
 
   test('loads nothing from elsewhere, logs no error, and draws a page that is not blank', async () => {

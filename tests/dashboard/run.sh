@@ -7,7 +7,8 @@
 # Writes a small seeded random model and a hostfile of two hosts that are
 # both this machine (localhost and 127.0.0.2, 2 slots each, so both use the
 # local launcher) into DIR, starts `lockstep serve --cluster` with an admin
-# key and the model's instance placed at tp 2 on localhost, waits for its
+# key, an API key and the model's instance placed at tp 2 on localhost,
+# waits for its
 # /health to answer 200, runs `node --test` and always stops the gateway it
 # started, by pid and with a deadline, also when the test fails.
 # Exits 77 (skipped) when node, chromium or puppeteer-core is missing:
@@ -46,6 +47,7 @@ model_name=dash-random # the gateway names a model after its file
 hostfile=$dir/hosts
 printf 'localhost slots=2\n127.0.0.2 slots=2\n' >"$hostfile"
 key="dash-admin-key-$$"
+api_key="dash-api-key-$$"
 log=$dir/gateway.log
 
 gateway_pid=
@@ -89,6 +91,7 @@ trap 'exit 143' TERM INT
 # 60 s: the runner loads the model first).
 : >"$log"
 "$lockstep" serve -m "$model" --host 127.0.0.1 --port 0 --cluster "$hostfile" --admin-key "$key" \
+    --api-key "$api_key" \
     --place "$model_name=tp:2,hosts:localhost" >"$log" 2>&1 &
 gateway_pid=$!
 deadline=$((SECONDS + 60))
@@ -114,7 +117,8 @@ echo "dashboard: gateway (pid $gateway_pid) ready at $url"
 status=0
 (
     cd "$here"
-    LOCKSTEP_DASH_URL=$url LOCKSTEP_DASH_KEY=$key LOCKSTEP_DASH_MOVE_HOST=127.0.0.2 \
+    LOCKSTEP_DASH_URL=$url LOCKSTEP_DASH_KEY=$key LOCKSTEP_DASH_API_KEY=$api_key \
+        LOCKSTEP_DASH_MOVE_HOST=127.0.0.2 \
         LOCKSTEP_DASH_CHROMIUM=$chromium LOCKSTEP_DASH_SCREENSHOT=$dir/dashboard.png \
         exec timeout 240 node --test dashboard.test.mjs
 ) &

@@ -3,20 +3,25 @@
 // Every POLL_MS it reads GET /v1/cluster and redraws the hosts (slots
 // coloured by the instance whose ranks sit there, memory bars), the
 // instances (with small charts computed here from successive polls of their
-// cumulative counters) and the latest events. The key typed in (kept in
-// sessionStorage) goes with every request as "Authorization: Bearer KEY";
-// when the admin API accepts it, the page shows start, stop and move. The
-// chat box streams POST /v1/chat/completions with fetch and a stream reader.
+// cumulative counters; the 15 minutes before the page opened come from GET
+// /v1/cluster/history, which the gateway keeps) and the latest events. Two
+// keys, kept for the tab's session only (sessionStorage): the API key goes
+// with the chat box's requests, the admin key with the admin API's; GET
+// /v1/cluster takes either. When the admin API accepts its key, the page
+// shows start, stop and move. The chat box streams POST
+// /v1/chat/completions with fetch and a stream reader.
 // Nothing here is loaded from elsewhere (the gateway's Content-Security-Policy
 // forbids it), and styles are set through the CSSOM, which that policy allows.
 'use strict';
 
 const POLL_MS = 1500;
-const HISTORY_SECONDS = 300; // what the charts show
-const KEY_STORAGE = 'lockstep-dashboard-key';
+const HISTORY_SECONDS = 900; // what the charts show: all the gateway keeps
+const API_KEY_STORAGE = 'lockstep-dashboard-api-key';
+const ADMIN_KEY_STORAGE = 'lockstep-dashboard-admin-key';
 
 const state = {
-  key: sessionStorage.getItem(KEY_STORAGE) || '',
+  apiKey: sessionStorage.getItem(API_KEY_STORAGE) || '',
+  adminKey: sessionStorage.getItem(ADMIN_KEY_STORAGE) || '',
   admin: false, // the admin API accepts the key
   cluster: null, // the latest GET /v1/cluster
   history: new Map(), // instance id -> [{t, generated, ttftSum, ttftCount, itlSum, itlCount}]
@@ -52,9 +57,14 @@ function svg(tag, attributes = {}) {
   return node;
 }
 
-function headers(json) {
+// The headers of a request for the admin API ('admin'), the inference API
+// ('api'), or one that takes either ('any': the admin key when there is one).
+function headers(json, which) {
   const h = {};
-  if (state.key) h.Authorization = `Bearer ${state.key}`;
+  const key = which === 'admin' ? state.adminKey
+    : which === 'api' ? state.apiKey
+      : state.adminKey || state.apiKey;
+  if (key) h.Authorization = `Bearer ${key}`;
   if (json) h['Content-Type'] = 'application/json';
   return h;
 }
@@ -147,31 +157,50 @@ function series(id) {
   return out;
 }
 
-// A small line chart of points [t, value|null] over the last HISTORY_SECONDS.
+// A line chart of points [t, value|null] over the last HISTORY_SECONDS,
+// with its axes: time along the bottom (15 minutes ago to now), the value
+// up the left (0 to the peak, in the chart's unit).
 function chart(points, label, format, now) {
-  const width = 96;
-  const height = 28;
+  const width = 168;
+  const height = 56;
+  const left = 34; // room for the value axis's labels
+  const bottom = 11; // and the time axis's
+  const plotWidth = width - left;
+  const plotHeight = height - bottom;
   const values = points.map((p) => p[1]).filter((v) => v !== null);
   const latest = values.length ? values[values.length - 1] : null;
   const top = Math.max(...values, 1e-9);
-  const box = el('figure', { class: 'chart' });
+  const box = el('figure', { class: 'chart', dataset: { points: values.length } });
   const drawing = svg('svg', {
     viewBox: `0 0 ${width} ${height}`,
     width,
     height,
     role: 'img',
-    'aria-label': `${label}, last 5 minutes: latest ${format(latest)}, peak ${format(values.length ? top : null)}`,
+    'aria-label': `${label}, last 15 minutes: latest ${format(latest)}, peak ${format(values.length ? top : null)}`,
   });
-  drawing.append(svg('rect', { x: 0, y: 0, width, height, class: 'chart-bg' }));
+  drawing.append(svg('rect', { x: left, y: 0, width: plotWidth, height: plotHeight, class: 'chart-bg' }));
+  const axes = `M${left},0 L${left},${plotHeight} L${width},${plotHeight}`;
+  drawing.append(svg('path', { d: axes, class: 'chart-axis' }));
+  const text = (x, y, anchor, content) => {
+    const node = svg('text', { x, y, 'text-anchor': anchor, class: 'axis-label' });
+    node.textContent = content;
+    return node;
+  };
+  drawing.append(
+    text(left - 2, 8, 'end', values.length ? format(top) : '–'),
+    text(left - 2, plotHeight, 'end', '0'),
+    text(left + 1, height - 1, 'start', '−15 min'),
+    text(width, height - 1, 'end', 'now'));
+  const at = (t, v) => [left + plotWidth - ((now - t) / HISTORY_SECONDS) * plotWidth,
+    plotHeight - 1 - (v / top) * (plotHeight - 3)];
   let path = '';
   let pen = 'M';
   for (const [t, v] of points) {
-    if (v === null) {
+    if (v === null || now - t > HISTORY_SECONDS) {
       pen = 'M';
       continue;
     }
-    const x = width - ((now - t) / HISTORY_SECONDS) * width;
-    const y = height - 2 - (v / top) * (height - 4);
+    const [x, y] = at(t, v);
     path += `${pen}${x.toFixed(1)},${y.toFixed(1)} `;
     pen = 'L';
   }
@@ -179,12 +208,36 @@ function chart(points, label, format, now) {
   const last = points.filter((p) => p[1] !== null).pop();
   if (last) {
     // the latest value as a dot, so that a single interval shows too
-    const x = width - ((now - last[0]) / HISTORY_SECONDS) * width;
-    const y = height - 2 - (last[1] / top) * (height - 4);
+    const [x, y] = at(last[0], last[1]);
     drawing.append(svg('circle', { cx: x.toFixed(1), cy: y.toFixed(1), r: 1.8, class: 'chart-dot' }));
   }
   box.append(drawing, el('figcaption', { text: `${label} ${format(latest)}` }));
   return box;
+}
+
+// The samples the gateway kept before this page opened (GET
+// /v1/cluster/history, columns per instance) become the start of each
+// instance's history.
+async function loadHistory() {
+  try {
+    const response = await fetch('/v1/cluster/history', { headers: headers(false, 'any'), cache: 'no-store' });
+    if (!response.ok) return;
+    const kept = (await response.json()).instances || {};
+    for (const [id, c] of Object.entries(kept)) {
+      const list = c.time.map((t, i) => ({
+        t,
+        generated: c.generated[i],
+        ttftSum: c.ttft_seconds_sum[i],
+        ttftCount: c.ttft_count[i],
+        itlSum: c.itl_seconds_sum[i],
+        itlCount: c.itl_count[i],
+      }));
+      const polled = (state.history.get(id) || []).filter((s) => !list.length || s.t > list[list.length - 1].t);
+      state.history.set(id, list.concat(polled));
+    }
+  } catch (err) {
+    // the charts start from the polls alone
+  }
 }
 
 // ---------- hosts ----------
@@ -234,6 +287,22 @@ function memoryBar(host) {
   return bar;
 }
 
+// The host's load average against its cores, as its probes read it.
+function loadBar(host) {
+  const bar = el('div', {
+    class: 'bar',
+    role: 'meter',
+    'aria-label': `cpu load of ${host.name}`,
+    'aria-valuemin': 0,
+    'aria-valuemax': host.cores,
+    'aria-valuenow': host.load || 0,
+  });
+  const used = el('span', { class: 'bar-load', title: `load ${(host.load || 0).toFixed(2)}` });
+  used.style.width = `${host.cores > 0 ? Math.min(100, (100 * (host.load || 0)) / host.cores).toFixed(1) : 0}%`;
+  bar.append(used);
+  return bar;
+}
+
 function hostCard(host, instances) {
   const card = el('article', { class: `host host-${host.state}`, dataset: { host: host.name, state: host.state } });
   card.append(
@@ -244,6 +313,8 @@ function hostCard(host, instances) {
       text: `${host.local ? 'local' : 'remote'} · ${host.cores} cores · ${host.isa || '?'} · ` +
         `${host.slots_used}/${host.slots} slots`,
     }),
+    loadBar(host),
+    el('p', { class: 'host-cpu', text: `cpu: load ${(host.load || 0).toFixed(2)} on ${host.cores} cores` }),
     memoryBar(host),
     el('p', {
       class: 'host-memory',
@@ -435,13 +506,13 @@ async function poll() {
   state.polling = true;
   clearTimeout(state.timer);
   try {
-    const response = await fetch('/v1/cluster', { headers: headers(false), cache: 'no-store' });
+    const response = await fetch('/v1/cluster', { headers: headers(false, 'any'), cache: 'no-store' });
     if (response.ok) {
       state.cluster = await response.json();
       draw(state.cluster);
       showPollError('');
     } else {
-      const hint = response.status === 401 ? ' (enter the admin or API key above)' : '';
+      const hint = response.status === 401 ? ' (enter the API or admin key above)' : '';
       showPollError(`GET /v1/cluster: ${await errorText(response)}${hint}`);
     }
   } catch (err) {
@@ -469,12 +540,12 @@ function showAdmin(admin, text) {
 // Asks the admin API about an id that cannot exist: 404 means the key got
 // through (the API checks the key before it looks the id up).
 async function checkKey() {
-  if (!state.key) {
-    showAdmin(false, 'no key: read only');
+  if (!state.adminKey) {
+    showAdmin(false, 'no admin key: read only');
     return;
   }
   try {
-    const response = await fetch('/admin/instances/%20key-check', { method: 'DELETE', headers: headers(false) });
+    const response = await fetch('/admin/instances/%20key-check', { method: 'DELETE', headers: headers(false, 'admin') });
     if (response.status === 401) showAdmin(false, 'the admin API refused this key: read only');
     else if (response.status === 403) showAdmin(false, 'no admin API with this key: read only');
     else showAdmin(true, 'admin key accepted');
@@ -489,7 +560,7 @@ async function admin(method, path, body, done) {
   try {
     const response = await fetch(path, {
       method,
-      headers: headers(body !== undefined),
+      headers: headers(body !== undefined, 'admin'),
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     status.textContent = response.ok ? `${method} ${path}: ${response.status} ${done}`
@@ -581,7 +652,7 @@ async function chat(event) {
   status.textContent = `asking ${body.model}…`;
   $('chat-send').disabled = true;
   try {
-    const response = await fetch('/v1/chat/completions', { method: 'POST', headers: headers(true), body: JSON.stringify(body) });
+    const response = await fetch('/v1/chat/completions', { method: 'POST', headers: headers(true, 'api'), body: JSON.stringify(body) });
     if (!response.ok) throw new Error(await errorText(response));
     let finish = null;
     await readEvents(response, (data) => {
@@ -608,14 +679,18 @@ async function chat(event) {
 // ---------- start ----------
 
 function start() {
-  $('admin-key').value = state.key;
+  $('api-key').value = state.apiKey;
+  $('admin-key').value = state.adminKey;
   $('key-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    state.key = $('admin-key').value.trim();
-    if (state.key) sessionStorage.setItem(KEY_STORAGE, state.key);
-    else sessionStorage.removeItem(KEY_STORAGE);
+    state.apiKey = $('api-key').value.trim();
+    state.adminKey = $('admin-key').value.trim();
+    for (const [name, key] of [[API_KEY_STORAGE, state.apiKey], [ADMIN_KEY_STORAGE, state.adminKey]]) {
+      if (key) sessionStorage.setItem(name, key);
+      else sessionStorage.removeItem(name);
+    }
     checkKey();
-    poll();
+    loadHistory().then(poll);
   });
   $('instance-rows').addEventListener('click', (event) => {
     const button = event.target.closest('button[data-action]');
@@ -652,7 +727,7 @@ function start() {
     if (!$('chat-send').disabled) $('chat-form').requestSubmit();
   });
   checkKey();
-  poll();
+  loadHistory().then(poll);
 }
 
 start();
