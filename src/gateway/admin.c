@@ -273,7 +273,7 @@ static int host_call(struct gateway *g, const char *method, const char *url, siz
     char host[CLUSTER_HOST_NAME_MAX], why[256];
     *json = NULL;
     int drain = slash && !strcmp(slash, "/drain"), undrain = slash && !strcmp(slash, "/undrain");
-    if (strcmp(method, "POST") || (!drain && !undrain) || slash == name ||
+    if (strcmp(method, "POST") != 0 || (!drain && !undrain) || slash == name ||
         (size_t)(slash - name) >= sizeof(host)) {
         openai_error_set(e, 404, "invalid_request_error", NULL, "not_found",
                          "no endpoint %s %s (POST /admin/hosts/NAME/drain or /undrain)", method,
@@ -317,7 +317,7 @@ enum admin_path { ADMIN_INSTANCES, ADMIN_INSTANCE, ADMIN_MOVE, ADMIN_HOST, ADMIN
 static enum admin_path admin_path_of(const char *url, char *id, size_t idlen) {
     static const char instances[] = "/admin/instances", hosts[] = "/admin/hosts/";
     if (!strncmp(url, hosts, sizeof(hosts) - 1)) return ADMIN_HOST;
-    if (strncmp(url, instances, sizeof(instances) - 1)) return ADMIN_UNKNOWN;
+    if (strncmp(url, instances, sizeof(instances) - 1) != 0) return ADMIN_UNKNOWN;
     const char *rest = url + sizeof(instances) - 1;
     if (*rest == '\0') return ADMIN_INSTANCES;
     if (*rest != '/' || rest[1] == '\0') return ADMIN_UNKNOWN;

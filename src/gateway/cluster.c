@@ -310,7 +310,7 @@ static int placed_at(const struct gateway *g, const struct cluster_placement *p,
                      const char *const *hosts, int n_hosts) {
     if (n_hosts == 0 || n_hosts != p->n_hosts || tp != p->tp) return 0;
     for (int k = 0; k < n_hosts; k++)
-        if (strcmp(g->hosts[p->host[k]].name, hosts[k])) return 0;
+        if (strcmp(g->hosts[p->host[k]].name, hosts[k]) != 0) return 0;
     return 1;
 }
 

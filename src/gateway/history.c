@@ -26,7 +26,7 @@ void gateway_history_free(struct gateway *g) {
 }
 
 /* The track of id, made (or the least recently written one taken) if it
- * has none. */
+ * has none; NULL only if there can be no track at all. */
 static struct gateway_history_track *track_of(struct gateway_history *h, const char *id,
                                               double now) {
     struct gateway_history_track *oldest = NULL;
@@ -37,6 +37,7 @@ static struct gateway_history_track *track_of(struct gateway_history *h, const c
     }
     struct gateway_history_track *t =
         h->n_tracks < GATEWAY_HISTORY_INSTANCES ? &h->tracks[h->n_tracks++] : oldest;
+    if (!t) return NULL;
     memset(t, 0, sizeof(*t));
     snprintf(t->id, sizeof(t->id), "%s", id);
     t->written = now;
@@ -53,6 +54,7 @@ void gateway_history_sample(struct gateway *g) {
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
         struct gateway_history_track *t = track_of(g->history, in->id, time);
+        if (!t) continue;
         struct gateway_history_sample *s = &t->samples[t->next];
         s->time = time;
         s->generated = (double)atomic_load(&in->stats.generated);

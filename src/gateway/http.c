@@ -575,8 +575,8 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
         return send_text(c, call, 200, "application/json", gateway_stuck_json(g));
     if (call->route == ROUTE_CLUSTER)
         return send_text(c, call, 200, "application/json",
-                         strcmp(url, "/v1/cluster") ? gateway_history_json(g)
-                                                    : gateway_cluster_json(g));
+                         strcmp(url, "/v1/cluster") != 0 ? gateway_history_json(g)
+                                                         : gateway_cluster_json(g));
     if (call->route == ROUTE_ADMIN && !call->post) return answer_admin(g, c, call, url, method);
     return MHD_YES; /* a completion: the body comes next */
 }

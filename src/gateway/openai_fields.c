@@ -42,7 +42,7 @@ int openai_check_keys(const cJSON *object, const char *param, const char *const 
     const cJSON *item;
     cJSON_ArrayForEach(item, object) {
         int known = -1;
-        for (int i = 0; names[i] && i < 64 && known < 0; i++)
+        for (int i = 0; i < 64 && names[i] && known < 0; i++)
             if (strcmp(item->string, names[i]) == 0) known = i;
         if (known < 0)
             return openai_refuse(e, param, "%s has an unknown field '%.40s'", param, item->string);

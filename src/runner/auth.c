@@ -42,8 +42,8 @@ int runner_auth_random(uint8_t *bytes, char *err, size_t errlen) {
 /* HMAC(key, label || first || second). */
 static int proof(const char *key, const char *label, const uint8_t *first, const uint8_t *second,
                  uint8_t *mac) {
-    uint8_t message[sizeof(CLIENT_LABEL) + 2 * RUNNER_AUTH_BYTES];
-    size_t n = strlen(label);
+    enum { n = sizeof(CLIENT_LABEL) - 1 }; /* the label's bytes, without a terminator */
+    uint8_t message[n + 2 * RUNNER_AUTH_BYTES];
     _Static_assert(sizeof(CLIENT_LABEL) == sizeof(RUNNER_LABEL), "labels of one length");
     memcpy(message, label, n);
     memcpy(message + n, first, RUNNER_AUTH_BYTES);
