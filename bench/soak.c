@@ -29,7 +29,14 @@
  * With --move-every S (parts a and c; the gateway serves a cluster with
  * --enable-faults) a mover moves --model's instance every S seconds to the
  * next placement of --move-plan (POST /debug/fault's "move"), cycling, and
- * times each move until GET /v1/cluster shows the instance ready there. */
+ * times each move until GET /v1/cluster shows the instance ready there.
+ *
+ * With --verify N (parts a and c) the load's requests cycle through N
+ * fixed (prompt, seed) pairs: before the window each pair is asked once of
+ * every instance, undisturbed, and every request of the window must give
+ * exactly that text (seeded sampling resumes exactly through restarts,
+ * moves and lost hosts: DESIGN.md I4, I8); one that differs counts as wrong
+ * and fails the run. */
 #include "loadgen.h"
 
 #include <cjson/cJSON.h>
@@ -45,6 +52,7 @@
 #define SOAK_REPS_MAX    1000
 #define SOAK_PLAN_MAX    8 /* placements of --move-plan */
 #define SOAK_MOVES_MAX   1000
+#define SOAK_VERIFY_MAX  256 /* (prompt, seed) pairs of --verify */
 
 struct soak_options {
     int port;
@@ -66,13 +74,19 @@ struct soak_options {
     int n_plan;                        /* placements the moves cycle through */
     int plan_tp[SOAK_PLAN_MAX];        /* each one's degree */
     char plan_host[SOAK_PLAN_MAX][64]; /* and host */
+    int verify;                        /* a, c: pairs of --verify (0: fresh seeds, unchecked) */
 };
+
+/* The undisturbed texts of --verify's pairs, per instance: set before the
+ * window, read by every client after. */
+static char *reference[2][SOAK_VERIFY_MAX];
 
 /* ------------------------------------------------------------ part a, c */
 
 /* What the clients of one instance measured. */
 struct soak_tally {
     long completed, failed, stalls, tokens; /* tokens: of the completed requests */
+    long wrong;                             /* --verify: texts that differ from the reference */
     struct loadgen_samples ttft, itl;
     double longest_gap;
     char first_error[LOADGEN_ERROR_MAX];
@@ -81,15 +95,22 @@ struct soak_tally {
 struct soak_client {
     const struct soak_options *options;
     const char *model;
+    int which;                /* 0: --model, 1: --second (its references) */
     double end;               /* the window's end: no request starts after it */
     atomic_ullong *next_seed; /* shared by every client */
     struct soak_tally tally;
     pthread_t thread;
 };
 
+/* The prompt and seed of a load request: a fresh one, or under --verify
+ * one of the pairs (seed k + 1, k < verify). */
+static uint64_t load_seed(const struct soak_options *o, uint64_t n) {
+    return o->verify ? 1 + (n - 1) % (uint64_t)o->verify : n;
+}
+
 static void soak_request(struct soak_client *c) {
     const struct soak_options *o = c->options;
-    uint64_t seed = atomic_fetch_add(c->next_seed, 1), state = seed;
+    uint64_t seed = load_seed(o, atomic_fetch_add(c->next_seed, 1)), state = seed;
     char *prompt = loadgen_prompt(seed, loadgen_random_range(&state, 16, 48));
     struct loadgen_request request = {.model = c->model,
                                       .prompt = prompt ? prompt : "",
@@ -107,6 +128,11 @@ static void soak_request(struct soak_client *c) {
             struct timespec backoff = {0, 100000000}; /* do not spin while the gateway is gone */
             if (t->failed++ == 0) snprintf(t->first_error, sizeof(t->first_error), "%s", r.error);
             nanosleep(&backoff, NULL);
+        } else if (o->verify && strcmp(r.text, reference[c->which][seed - 1]) != 0) {
+            if (t->wrong++ == 0 && !t->first_error[0])
+                snprintf(t->first_error, sizeof(t->first_error),
+                         "seed %llu gave '%.80s', undisturbed '%.80s'", (unsigned long long)seed,
+                         r.text, reference[c->which][seed - 1]);
         } else if (r.done <= c->end) {
             t->completed++;
             t->tokens += r.completion_tokens >= 0 ? r.completion_tokens : r.chunks;
@@ -140,7 +166,8 @@ static void print_load_row(const struct soak_options *o, const char *instance, i
            (double)t->tokens / o->seconds, format_ms(&t->ttft, 50, t50, sizeof(t50)),
            format_ms(&t->ttft, 99, t99, sizeof(t99)), format_ms(&t->itl, 50, i50, sizeof(i50)),
            format_ms(&t->itl, 99, i99, sizeof(i99)), t->longest_gap);
-    if (t->failed) fprintf(stderr, "soak: %s: first failure: %s\n", instance, t->first_error);
+    if (t->failed || t->wrong)
+        fprintf(stderr, "soak: %s: first failure: %s\n", instance, t->first_error);
 }
 
 /* ------------------------------------------------------------- moves */
@@ -148,8 +175,10 @@ static void print_load_row(const struct soak_options *o, const char *instance, i
 struct soak_mover {
     const struct soak_options *options;
     double end;
-    int moves, completed;           /* posted; seen done */
-    double seconds[SOAK_MOVES_MAX]; /* (completed) each one's time to complete */
+    int moves, completed;                  /* posted; seen done */
+    int refused;                           /* refused with 409 (the target host is lost or full) */
+    char first_refusal[LOADGEN_ERROR_MAX]; /* why the first of them was */
+    double seconds[SOAK_MOVES_MAX];        /* (completed) each one's time to complete */
     char first_error[LOADGEN_ERROR_MAX];
     pthread_t thread;
 };
@@ -205,8 +234,16 @@ static void *soak_mover_main(void *arg) {
                          sizeof(err)) == 0) {
             if (reply.status != 200)
                 snprintf(err, sizeof(err), "HTTP %d: %.200s", reply.status, reply.body);
-            int posted = reply.status == 200;
+            /* a placement that cannot be had now (its host lost, or the
+             * instance there already) is refused, which is right, not a
+             * failure of the move */
+            int posted = reply.status == 200, refused = reply.status == 409;
             loadgen_reply_free(&reply);
+            if (refused) {
+                if (m->refused++ == 0)
+                    snprintf(m->first_refusal, sizeof(m->first_refusal), "%s", err);
+                continue;
+            }
             while (posted && loadgen_now() - start < 120 && !placed(o, hosts)) {
                 struct timespec poll = {0, 50000000};
                 nanosleep(&poll, NULL);
@@ -229,13 +266,43 @@ static int compare_doubles(const void *a, const void *b) {
 /* One line after the table: the moves and their times. */
 static int print_moves(struct soak_mover *m) {
     qsort(m->seconds, (size_t)m->completed, sizeof(double), compare_doubles);
-    printf(
-        "\nmoves of %s: %d posted, %d completed; time to complete median %.2f s, max %.2f s%s%s\n",
-        m->options->model, m->moves, m->completed,
-        m->completed ? m->seconds[m->completed / 2] : 0.0,
-        m->completed ? m->seconds[m->completed - 1] : 0.0,
-        m->first_error[0] ? "; first failure: " : "", m->first_error);
-    return m->completed < m->moves;
+    printf("\nmoves of %s: %d posted, %d completed, %d refused (409); time to complete median "
+           "%.2f s, max %.2f s%s%s\n",
+           m->options->model, m->moves, m->completed, m->refused,
+           m->completed ? m->seconds[m->completed / 2] : 0.0,
+           m->completed ? m->seconds[m->completed - 1] : 0.0,
+           m->first_error[0] ? "; first failure: " : "", m->first_error);
+    if (m->refused) printf("the first refusal: %s\n", m->first_refusal);
+    return m->completed + m->refused < m->moves;
+}
+
+/* --verify: every pair's text from each instance, before any fault; -1
+ * (said) if one cannot be had. */
+static int take_references(const struct soak_options *o, const char *const *names, int n_models) {
+    for (int g = 0; g < n_models; g++)
+        for (int k = 0; k < o->verify; k++) {
+            uint64_t seed = (uint64_t)k + 1, state = seed;
+            char *prompt = loadgen_prompt(seed, loadgen_random_range(&state, 16, 48));
+            struct loadgen_request request = {.model = names[g],
+                                              .prompt = prompt ? prompt : "",
+                                              .seed = seed,
+                                              .max_tokens = o->load_tokens,
+                                              .temperature = 0.8};
+            struct loadgen_result r;
+            if (loadgen_complete(o->port, &request, loadgen_now() + o->deadline, &r)) {
+                fprintf(stderr, "soak: out of memory\n");
+                free(prompt);
+                return -1;
+            }
+            if (r.outcome == LOADGEN_OK) reference[g][k] = strdup(r.text);
+            if (!reference[g][k])
+                fprintf(stderr, "soak: the reference of %s seed %d failed: %s\n", names[g], k + 1,
+                        r.outcome == LOADGEN_OK ? "out of memory" : r.error);
+            loadgen_result_free(&r);
+            free(prompt);
+            if (!reference[g][k]) return -1;
+        }
+    return 0;
 }
 
 /* Parts a and c: the clients of one or two instances for o->seconds. */
@@ -244,6 +311,7 @@ static int run_load(const struct soak_options *o) {
     static atomic_ullong next_seed;
     const char *names[2] = {o->model, o->second};
     int counts[2] = {o->clients, o->part == 'c' ? o->second_clients : 0}, n = 0, rc = 0;
+    if (o->verify && take_references(o, names, counts[1] ? 2 : 1)) return 1;
     double end = loadgen_now() + o->seconds;
     static struct soak_mover mover;
     atomic_init(&next_seed, 1);
@@ -253,7 +321,7 @@ static int run_load(const struct soak_options *o) {
     for (int g = 0; g < 2; g++) {
         for (int i = 0; i < counts[g]; i++, n++) {
             clients[n] = (struct soak_client){
-                .options = o, .model = names[g], .end = end, .next_seed = &next_seed};
+                .options = o, .model = names[g], .which = g, .end = end, .next_seed = &next_seed};
             if (pthread_create(&clients[n].thread, NULL, soak_client_main, &clients[n])) {
                 fprintf(stderr, "soak: cannot start client thread %d\n", n);
                 counts[g] = i;
@@ -270,6 +338,7 @@ static int run_load(const struct soak_options *o) {
             all.completed += t->completed;
             all.failed += t->failed;
             all.stalls += t->stalls;
+            all.wrong += t->wrong;
             all.tokens += t->tokens;
             loadgen_samples_append(&all.ttft, &t->ttft);
             loadgen_samples_append(&all.itl, &t->itl);
@@ -280,7 +349,11 @@ static int run_load(const struct soak_options *o) {
             loadgen_samples_free(&t->itl);
         }
         if (counts[g] > 0) print_load_row(o, names[g], counts[g], &all);
-        rc |= all.failed > 0 || all.stalls > 0;
+        if (counts[g] > 0 && o->verify)
+            fprintf(stderr,
+                    "soak: %s: %ld outputs checked against their undisturbed run, %ld wrong\n",
+                    names[g], all.completed + all.wrong, all.wrong);
+        rc |= all.failed > 0 || all.stalls > 0 || all.wrong > 0;
         loadgen_samples_free(&all.ttft);
         loadgen_samples_free(&all.itl);
     }
@@ -448,7 +521,9 @@ static void usage(FILE *out) {
                  "  --move-every S        a, c: move --model's instance every S s (a cluster\n"
                  "                        gateway with --enable-faults)\n"
                  "  --move-plan P         the placements the moves cycle through: TP@HOST,...\n"
-                 "                        (default 1@127.0.0.3,2@localhost)\n");
+                 "                        (default 1@127.0.0.3,2@localhost)\n"
+                 "  --verify N            a, c: cycle through N (prompt, seed) pairs and check\n"
+                 "                        every output against its undisturbed run\n");
 }
 
 static void print_header(char part) {
@@ -537,6 +612,11 @@ static int parse_option(const char *name, char *value, struct soak_options *o) {
     if (!strcmp(name, "--move-plan")) return parse_plan(value, o);
     if (!strcmp(name, "--stall")) return number(name, value, 0.01, 1e6, &o->stall);
     if (!strcmp(name, "--deadline")) return number(name, value, 0.1, 1e6, &o->deadline);
+    if (!strcmp(name, "--verify")) {
+        if (number(name, value, 1, SOAK_VERIFY_MAX, &v)) return -1;
+        o->verify = (int)v;
+        return 0;
+    }
     int *whole = !strcmp(name, "--port")             ? &o->port
                  : !strcmp(name, "--clients")        ? &o->clients
                  : !strcmp(name, "--second-clients") ? &o->second_clients

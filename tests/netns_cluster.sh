@@ -63,34 +63,8 @@ export TMPDIR=$work
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 # Open MPI keeps memory to the end
 
 # The gateway's namespace with a bridge, and a veth from it to each host.
-set_up() {
-    ip netns add "$gw" && ip -n "$gw" link set lo up &&
-        ip -n "$gw" link add "$bridge" type bridge && ip -n "$gw" link set "$bridge" up &&
-        ip -n "$gw" addr add "${ip_of[0]}/24" dev "$bridge" || return 1
-    for n in 1 2 3; do
-        local outer=${prefix}${n}a-$$ inner=${prefix}${n}b-$$
-        ip netns add "${ns[$n]}" && ip -n "${ns[$n]}" link set lo up &&
-            ip link add "$outer" netns "$gw" type veth peer name "$inner" netns "${ns[$n]}" &&
-            ip -n "$gw" link set "$outer" master "$bridge" && ip -n "$gw" link set "$outer" up &&
-            ip -n "${ns[$n]}" addr add "${ip_of[$n]}/24" dev "$inner" &&
-            ip -n "${ns[$n]}" link set "$inner" up || return 1
-    done
-}
-set_up || { echo "netns_cluster: cannot set up the namespaces"; exit 1; }
-
-cat >"$work/agent.sh" <<EOF
-#!/bin/sh
-host=\$1
-shift
-case \$host in
-${ip_of[1]}) exec ip netns exec ${ns[1]} sh -c "\$*" ;;
-${ip_of[2]}) exec ip netns exec ${ns[2]} sh -c "\$*" ;;
-${ip_of[3]}) exec ip netns exec ${ns[3]} sh -c "\$*" ;;
-esac
-echo "agent: unknown host \$host" >&2
-exit 1
-EOF
-chmod +x "$work/agent.sh"
+netns_cluster_up || { echo "netns_cluster: cannot set up the namespaces"; exit 1; }
+netns_write_agent "$work/agent.sh"
 printf '%s slots=4\n%s slots=4\n%s slots=4\n' "${ip_of[1]}" "${ip_of[2]}" "${ip_of[3]}" \
     >"$work/hosts"
 model=$work/rand.gguf
@@ -219,8 +193,7 @@ compare move
 slow_down
 start_streams lost
 sleep 1
-for p in $(ip netns pids "${ns[2]}"); do kill -KILL "$p" 2>/dev/null; done
-ip -n "$gw" link delete "${prefix}2a-$$"
+netns_host_cut 2
 start=${EPOCHREALTIME/./}
 wait_cluster "\"name\":\"${ip_of[2]}\",\"local\":false,\"state\":\"lost\"" 60
 check $? "host 2 was not marked lost"
