@@ -208,12 +208,13 @@ echo "lost host: randa placed elsewhere $replaced ms after host 2 went down"
 compare lost
 # what a client waits for when a host is lost: under twice the time the
 # cluster takes to see it (the new placement starts at once, with no
-# warm-up, since the old one serves nobody)
+# warm-up, since the old one serves nobody), and a second for the start
+# of a new placement when the probes happened to see the loss at once
 gap=$(longest_gap lost)
 echo "lost host: detected in $detected ms; longest gap in randa's streams $gap ms" \
     "(undisturbed: $(longest_gap ref) ms)"
-[ "$gap" -lt $((2 * detected)) ]
-check $? "a stream waited $gap ms, over twice the $detected ms it took to see the host lost"
+[ "$gap" -lt $((2 * detected + 1000)) ]
+check $? "a stream waited $gap ms, over twice the $detected ms it took to see the host lost (+1 s)"
 
 failed=$(in_gw curl -s "$base/metrics" | grep -E '^lockstep_requests_total\{[^}]*status="5' |
     awk '{s += $2} END {print s + 0}')
