@@ -192,6 +192,11 @@ static void test_descriptors(void) {
         snprintf(path, sizeof(path), "/admin/instances/%s", other);
         CHECK(cluster_client_admin(&client, "DELETE", path, ADMIN, NULL, NULL) == 202);
         CHECK_MSG(wait_instances(1, 30), "%s was not stopped", other);
+        /* a deleted instance's series go with it: label sets do not grow */
+        char series[256];
+        snprintf(series, sizeof(series),
+                 "lockstep_runner_restarts_total{model=\"rand\",instance=\"%s\"} ", other);
+        CHECK_MSG(metric(series) == -1, "%s is still in /metrics", series);
     }
     /* a retired instance goes when its supervisor is joined: soon after */
     int after = count_descriptors();

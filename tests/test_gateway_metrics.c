@@ -5,8 +5,9 @@
  * and without labels, every kind of number); checks every refusal and its
  * message; runs every rendered text through a small parser of the 0.0.4
  * text format (each line a HELP/TYPE comment or `name{labels} value` with
- * a float Prometheus reads); and updates from 4 threads x 100000 times,
- * with a renderer running alongside, for exact totals.
+ * a float Prometheus reads); drops every series of one label value (a
+ * gone instance) and no other; and updates from 4 threads x 100000
+ * times, with a renderer running alongside, for exact totals.
  *
  * ctest-labels: concurrency */
 #include "gateway/metrics.h"
@@ -642,6 +643,44 @@ static void test_concurrent_updates(void) {
     metrics_registry_free(&shared.registry);
 }
 
+static void test_drop(void) {
+    struct metrics_registry registry;
+    char err[256] = "";
+    CHECK(metrics_registry_init(&registry) == 0);
+    struct metrics_metric *tokens =
+        metrics_register_counter(&registry, "t_total", NULL, "model", "instance", err, sizeof err);
+    struct metrics_metric *state =
+        metrics_register_gauge(&registry, "s", NULL, "instance", "state", err, sizeof err);
+    struct metrics_metric *up =
+        metrics_register_gauge(&registry, "up", NULL, NULL, NULL, err, sizeof err);
+    CHECK_MSG(tokens && state && up, "%s", err);
+    CHECK(metrics_add(metrics_series_get(tokens, "m", "m-1"), 3) == 0);
+    CHECK(metrics_add(metrics_series_get(tokens, "m", "m-2"), 4) == 0);
+    CHECK(metrics_set(metrics_series_get(state, "m-1", "ready"), 1) == 0);
+    CHECK(metrics_set(metrics_series_get(state, "m-1", "failed"), 0) == 0);
+    CHECK(metrics_set(metrics_series_get(state, "m-2", "ready"), 1) == 0);
+    CHECK(metrics_set(metrics_series_get(up, NULL, NULL), 1) == 0);
+    /* every series of m-1, in whichever label position; nothing else */
+    CHECK(metrics_drop(&registry, "instance", "m-1") == 3);
+    CHECK(metrics_drop(&registry, "instance", "m-1") == 0);
+    CHECK(metrics_drop(&registry, "model", "nope") == 0);
+    char *text = metrics_render(&registry, NULL);
+    CHECK(same_text(text, "# TYPE t_total counter\n"
+                          "t_total{model=\"m\",instance=\"m-2\"} 4\n"
+                          "# TYPE s gauge\n"
+                          "s{instance=\"m-2\",state=\"ready\"} 1\n"
+                          "# TYPE up gauge\n"
+                          "up 1\n"));
+    free(text);
+    /* asked for again, a series starts over at 0, after the others */
+    CHECK(metrics_series_get(tokens, "m", "m-1") != NULL);
+    text = metrics_render(&registry, NULL);
+    CHECK(text && strstr(text, "t_total{model=\"m\",instance=\"m-2\"} 4\n"
+                               "t_total{model=\"m\",instance=\"m-1\"} 0\n"));
+    free(text);
+    metrics_registry_free(&registry);
+}
+
 int main(void) {
     test_parser_itself();
     test_counter_and_gauge();
@@ -649,6 +688,7 @@ int main(void) {
     test_histograms();
     test_numbers();
     test_refusals();
+    test_drop();
     test_gateway_set_parses();
     test_concurrent_updates();
     return test_status("test_gateway_metrics");

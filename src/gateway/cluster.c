@@ -514,6 +514,8 @@ static int check_delete(struct gateway *g, int i) {
     if (!empty) return 0;
     g->instances[i] = g->instances[--g->n_instances];
     retire(g, in);
+    /* its id is gone for good (a move keeps it): so are its series */
+    metrics_drop(&g->metrics.registry, "instance", in->id);
     gateway_cluster_event(g, "stop", in->id, NULL, "%s stopped%s%s", in->id,
                           replica ? "; its requests went to " : "", replica ? replica->id : "");
     return 1;

@@ -336,6 +336,30 @@ struct metrics_series *metrics_series_get(struct metrics_metric *metric, const c
     return found;
 }
 
+int metrics_drop(struct metrics_registry *registry, const char *label, const char *value) {
+    int dropped = 0;
+    pthread_mutex_lock(&registry->lock);
+    for (int m = 0; m < registry->n_metrics; m++) {
+        struct metrics_metric *metric = registry->metrics[m];
+        int at = -1, kept = 0;
+        for (int l = 0; l < metric->n_labels; l++)
+            if (strcmp(metric->labels[l], label) == 0) at = l;
+        if (at < 0) continue;
+        for (int i = 0; i < metric->n_series; i++) {
+            struct metrics_series *series = metric->series[i];
+            if (strcmp(series->values[at], value) == 0) {
+                metrics_series_free(series);
+                dropped++;
+            } else {
+                metric->series[kept++] = series; /* creation order stays */
+            }
+        }
+        metric->n_series = kept;
+    }
+    pthread_mutex_unlock(&registry->lock);
+    return dropped;
+}
+
 int metrics_add(struct metrics_series *series, double delta) {
     if (series == NULL || !isfinite(delta)) return -1;
     enum metrics_type type = series->metric->type;

@@ -23,10 +23,9 @@
  *     metrics_observe(metrics_series_get(ttft, "kjv2m", NULL), 0.042);
  *
  * A hot path may look its series up once and keep the handle: a series lives
- * as long as its registry. Every update takes the registry's one mutex, so
- * updates from many threads are exact and a render sees a consistent
- * snapshot. Numbers are printed with the C library in the "C" numeric locale
- * (the gateway never calls setlocale). */
+ * as long as its registry, unless metrics_drop removes it. Every update takes the registry's one
+ * mutex, so updates from many threads are exact and a render sees a consistent snapshot. Numbers
+ * are printed with the C library in the "C" numeric locale (the gateway never calls setlocale). */
 #ifndef LOCKSTEP_GATEWAY_METRICS_H
 #define LOCKSTEP_GATEWAY_METRICS_H
 
@@ -36,7 +35,7 @@
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define METRICS_LABELS_MAX   2   /* label names per family */
-#define METRICS_SERIES_MAX   64  /* label value tuples per family */
+#define METRICS_SERIES_MAX   256 /* label value tuples per family */
 #define METRICS_BUCKETS_MAX  32  /* finite bucket bounds per histogram (+Inf comes on top) */
 #define METRICS_NAME_MAX     128 /* bytes in a family or label name, without the NUL */
 
@@ -93,6 +92,12 @@ struct metrics_metric *metrics_register_histogram(struct metrics_registry *regis
  * newline. */
 struct metrics_series *metrics_series_get(struct metrics_metric *metric, const char *value0,
                                           const char *value1);
+
+/* Drops every series, in every family, whose label called `label` has
+ * this value (an instance that is gone), so that label sets do not grow
+ * without bound; handles to them become invalid, and a later
+ * metrics_series_get makes a fresh series at zero. Returns how many. */
+int metrics_drop(struct metrics_registry *registry, const char *label, const char *value);
 
 /* Updates. Each returns 0, or -1 and changes nothing when series is NULL or
  * the update does not fit its type:
