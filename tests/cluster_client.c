@@ -16,6 +16,22 @@ static void nap_ms(int ms) {
     nanosleep(&t, NULL);
 }
 
+int cluster_client_model(char *path, size_t size, const char *file) {
+    char *const options[] = {
+        "--dim",   "128", "--hidden", "256", "--layers", "2",   "--heads", "4", "--kv-heads", "2",
+        "--vocab", "300", "--ctx",    "512", "--type",   "f32", "--seed",  "7", NULL};
+    test_tmp_path(path, size, file);
+    return test_write_random_model(path, options);
+}
+
+int cluster_client_hostfile(char *path, size_t size, const char *file, const char *text) {
+    test_tmp_path(path, size, file);
+    FILE *f = fopen(path, "w");
+    int written = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) written = 0;
+    return written;
+}
+
 cJSON *cluster_client_state(const struct cluster_client *c) {
     struct test_http h = test_http_request(c->port, "GET", "/v1/cluster", c->key, NULL, 10);
     cJSON *j = h.status == 200 ? cJSON_Parse(h.body) : NULL;

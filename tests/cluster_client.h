@@ -8,6 +8,13 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 
+/* Writes the cluster tests' small random model (f32, seed 7) to a
+ * temporary path named after file (path: size bytes); 1 if written. */
+int cluster_client_model(char *path, size_t size, const char *file);
+/* Writes text to a temporary file named after file (path: size bytes);
+ * 1 if written. */
+int cluster_client_hostfile(char *path, size_t size, const char *file, const char *text);
+
 /* The gateway the helpers talk to and the key they send (a header line
  * ending "\r\n"). */
 struct cluster_client {

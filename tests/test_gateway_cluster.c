@@ -301,18 +301,13 @@ static void test_replica_and_delete(struct cluster_stream *reference) {
 
 int main(void) {
     char model[512], hostfile[512];
-    test_tmp_path(model, sizeof(model), "cluster-rand.gguf");
-    test_tmp_path(hostfile, sizeof(hostfile), "cluster-hosts");
-    char *const options[] = {
-        "--dim",   "128", "--hidden", "256", "--layers", "2",   "--heads", "4", "--kv-heads", "2",
-        "--vocab", "300", "--ctx",    "512", "--type",   "f32", "--seed",  "7", NULL};
-    if (!test_write_random_model(model, options)) return test_status("test_gateway_cluster");
-    FILE *f = fopen(hostfile, "w");
-    if (!f) return 1;
-    fputs("# this machine under three names, and one that does not exist\nlocalhost slots=4\n"
-          "127.0.0.2 slots=4\n127.0.0.3 slots=2 memory=1M\nnowhere.invalid slots=2\n",
-          f);
-    fclose(f);
+    if (!cluster_client_model(model, sizeof(model), "cluster-rand.gguf"))
+        return test_status("test_gateway_cluster");
+    if (!cluster_client_hostfile(
+            hostfile, sizeof(hostfile), "cluster-hosts",
+            "# this machine under three names, and one that does not exist\nlocalhost slots=4\n"
+            "127.0.0.2 slots=4\n127.0.0.3 slots=2 memory=1M\nnowhere.invalid slots=2\n"))
+        return 1;
     struct test_service server;
     char *const extra[] = {"--name",
                            "rand",

@@ -359,16 +359,11 @@ static void test_drain_host(void) {
 
 int main(void) {
     char model[512], hostfile[512];
-    test_tmp_path(model, sizeof(model), "lifecycle-rand.gguf");
-    test_tmp_path(hostfile, sizeof(hostfile), "lifecycle-hosts");
-    char *const options[] = {
-        "--dim",   "128", "--hidden", "256", "--layers", "2",   "--heads", "4", "--kv-heads", "2",
-        "--vocab", "300", "--ctx",    "512", "--type",   "f32", "--seed",  "7", NULL};
-    if (!test_write_random_model(model, options)) return test_status("test_gateway_lifecycle");
-    FILE *f = fopen(hostfile, "w");
-    if (!f) return 1;
-    fputs("localhost slots=4\n127.0.0.2 slots=4\n127.0.0.3 slots=4\n", f);
-    fclose(f);
+    if (!cluster_client_model(model, sizeof(model), "lifecycle-rand.gguf"))
+        return test_status("test_gateway_lifecycle");
+    if (!cluster_client_hostfile(hostfile, sizeof(hostfile), "lifecycle-hosts",
+                                 "localhost slots=4\n127.0.0.2 slots=4\n127.0.0.3 slots=4\n"))
+        return 1;
     struct test_service server;
     char *const extra[] = {"--name",
                            "rand",

@@ -31,6 +31,9 @@ int cli_switch_value(const char *command, int argc, char **argv, int *i, int *ou
 #define CLI_KEY_MAX 512 /* bytes of a key read from a file, with its terminator */
 int cli_read_key_file(const char *path, char *text, size_t size, const char *label, char *err,
                       size_t errlen);
+/* An option whose value is a key file (--cluster-key-file FILE): the key
+ * into text, or -1 said on stderr. */
+int cli_key_file_value(const char *command, int argc, char **argv, int *i, char *text, size_t size);
 /* --kv-type f16|f32|q8_0: the key/value cache's element type. */
 int cli_kv_type_value(const char *command, int argc, char **argv, int *i, enum tensor_type *out);
 #define CLI_KV_TYPE_HELP                                                                           \

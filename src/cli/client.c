@@ -110,13 +110,9 @@ static int parse_client_option(const char *a, int argc, char **argv, int *i,
         return 0;
     }
     if (!strcmp(a, "--cluster-key-file")) {
-        char err[600];
-        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
-        if (cli_read_key_file(text, o->cluster_key_text, sizeof(o->cluster_key_text),
-                              "lockstep client: --cluster-key-file", err, sizeof(err))) {
-            fprintf(stderr, "%s\n", err);
+        if (cli_key_file_value(cmd, argc, argv, i, o->cluster_key_text,
+                               sizeof(o->cluster_key_text)))
             return -1;
-        }
         o->cluster_key = o->cluster_key_text;
         return 0;
     }

@@ -204,6 +204,17 @@ int cli_handle_stop_signals(void (*stop)(void *arg), void *arg) {
     return 0;
 }
 
+int cli_key_file_value(const char *command, int argc, char **argv, int *i, char *text,
+                       size_t size) {
+    const char *path;
+    char label[96], err[700];
+    if (cli_string_value(command, argc, argv, i, &path)) return -1;
+    snprintf(label, sizeof(label), "lockstep %s: %s", command, argv[*i - 1]);
+    if (cli_read_key_file(path, text, size, label, err, sizeof(err)) == 0) return 0;
+    fprintf(stderr, "%s\n", err);
+    return -1;
+}
+
 int cli_read_key_file(const char *path, char *text, size_t size, const char *label, char *err,
                       size_t errlen) {
     struct stat st;
