@@ -530,7 +530,7 @@ static void runner_proved(struct gateway_instance *in) {
 }
 
 /* HELLO: with a cluster key, the runner must ask for it and is answered
- * (it is ready once its own proof came: link_frame); without one, it must
+ * (it is ready once its own proof came: auth_frame); without one, it must
  * not ask. 0, or -1 with err. */
 static int hello_frame(struct gateway_instance *in, const struct runner_frame *f, char *err,
                        size_t errlen) {
