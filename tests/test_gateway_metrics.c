@@ -672,12 +672,27 @@ static void test_drop(void) {
                           "# TYPE up gauge\n"
                           "up 1\n"));
     free(text);
-    /* asked for again, a series starts over at 0, after the others */
-    CHECK(metrics_series_get(tokens, "m", "m-1") != NULL);
+    /* a gone value stays gone: a late update neither revives it nor fails
+     * anyone else's */
+    CHECK(metrics_series_get(tokens, "m", "m-1") == NULL);
+    CHECK(metrics_add_at(tokens, "m", "m-1", 1) == -1);
+    CHECK(metrics_set_at(state, "m-1", "ready", 1) == -1);
+    CHECK(metrics_add_at(tokens, "m", "m-2", 1) == 0);
+    CHECK(metrics_set_at(state, "m-3", "ready", 2) == 0);
     text = metrics_render(&registry, NULL);
-    CHECK(text && strstr(text, "t_total{model=\"m\",instance=\"m-2\"} 4\n"
-                               "t_total{model=\"m\",instance=\"m-1\"} 0\n"));
+    CHECK(text && strstr(text, "t_total{model=\"m\",instance=\"m-2\"} 5\n# TYPE s") &&
+          strstr(text, "s{instance=\"m-3\",state=\"ready\"} 2\n") && !strstr(text, "m-1"));
     free(text);
+    /* the memory of gone values is bounded: the oldest is forgotten first */
+    char id[32];
+    for (int i = 0; i < METRICS_GONE_MAX; i++) {
+        snprintf(id, sizeof id, "x-%d", i);
+        CHECK(metrics_drop(&registry, "instance", id) == 0);
+    }
+    CHECK(metrics_add_at(tokens, "m", "m-1", 1) == 0);
+    CHECK(metrics_add_at(tokens, "m", "x-0", 1) == -1);
+    snprintf(id, sizeof id, "x-%d", METRICS_GONE_MAX - 1);
+    CHECK(metrics_add_at(tokens, "m", id, 1) == -1);
     metrics_registry_free(&registry);
 }
 

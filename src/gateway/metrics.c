@@ -66,6 +66,10 @@ static void metrics_metric_free(struct metrics_metric *metric) {
 
 void metrics_registry_free(struct metrics_registry *registry) {
     for (int i = 0; i < registry->n_metrics; i++) metrics_metric_free(registry->metrics[i]);
+    for (int i = 0; i < registry->n_gone; i++) {
+        free(registry->gone[i].label);
+        free(registry->gone[i].value);
+    }
     free(registry->metrics);
     pthread_mutex_destroy(&registry->lock);
     memset(registry, 0, sizeof *registry);
@@ -317,29 +321,74 @@ static int metrics_series_matches(const struct metrics_series *series, const cha
     return 1;
 }
 
-struct metrics_series *metrics_series_get(struct metrics_metric *metric, const char *value0,
-                                          const char *value1) {
+/* 1 if metric has a label `label` whose value in `values` was dropped for
+ * good (lock held). */
+static int metrics_value_gone(const struct metrics_metric *metric, const char *const values[]) {
+    const struct metrics_registry *registry = metric->registry;
+    for (int g = 0; g < registry->n_gone; g++) {
+        for (int l = 0; l < metric->n_labels; l++) {
+            if (strcmp(metric->labels[l], registry->gone[g].label) == 0 &&
+                strcmp(values[l], registry->gone[g].value) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The series for these label values, made at zero on first use; NULL when
+ * the arguments do not fit the family, a value is gone, memory runs out or
+ * the family is full (lock held). */
+static struct metrics_series *metrics_find_locked(struct metrics_metric *metric, const char *value0,
+                                                  const char *value1) {
     const char *values[METRICS_LABELS_MAX] = {value0, value1};
     int n_values = value0 == NULL ? 0 : value1 == NULL ? 1 : 2;
-    struct metrics_series *found = NULL;
-    if (metric == NULL || (value0 == NULL && value1 != NULL) || n_values != metric->n_labels)
-        return NULL;
+    if ((value0 == NULL && value1 != NULL) || n_values != metric->n_labels) return NULL;
+    for (int i = 0; i < metric->n_series; i++) {
+        if (metrics_series_matches(metric->series[i], values, n_values)) return metric->series[i];
+    }
+    if (metric->n_series == METRICS_SERIES_MAX || metrics_value_gone(metric, values)) return NULL;
+    struct metrics_series *made = metrics_series_create(metric, values, n_values);
+    if (made != NULL) metric->series[metric->n_series++] = made;
+    return made;
+}
+
+struct metrics_series *metrics_series_get(struct metrics_metric *metric, const char *value0,
+                                          const char *value1) {
+    if (metric == NULL) return NULL;
     pthread_mutex_lock(&metric->registry->lock);
-    for (int i = 0; i < metric->n_series && found == NULL; i++) {
-        if (metrics_series_matches(metric->series[i], values, n_values)) found = metric->series[i];
-    }
-    if (found == NULL && metric->n_series < METRICS_SERIES_MAX) {
-        found = metrics_series_create(metric, values, n_values);
-        if (found != NULL) metric->series[metric->n_series++] = found;
-    }
+    struct metrics_series *found = metrics_find_locked(metric, value0, value1);
     pthread_mutex_unlock(&metric->registry->lock);
     return found;
+}
+
+/* Remembers that label=value is gone, the oldest memory making room (lock
+ * held); -1 if memory runs out. */
+static int metrics_remember_gone(struct metrics_registry *registry, const char *label,
+                                 const char *value) {
+    char *label_copy = strdup(label), *value_copy = strdup(value);
+    if (label_copy == NULL || value_copy == NULL) {
+        free(label_copy);
+        free(value_copy);
+        return -1;
+    }
+    if (registry->n_gone == METRICS_GONE_MAX) {
+        free(registry->gone[0].label);
+        free(registry->gone[0].value);
+        memmove(&registry->gone[0], &registry->gone[1],
+                (METRICS_GONE_MAX - 1) * sizeof registry->gone[0]);
+        registry->n_gone--;
+    }
+    registry->gone[registry->n_gone].label = label_copy;
+    registry->gone[registry->n_gone].value = value_copy;
+    registry->n_gone++;
+    return 0;
 }
 
 int metrics_drop(struct metrics_registry *registry, const char *label, const char *value) {
     int dropped = 0;
     pthread_mutex_lock(&registry->lock);
-    for (int m = 0; m < registry->n_metrics; m++) {
+    if (metrics_remember_gone(registry, label, value) != 0) dropped = -1;
+    for (int m = 0; m < registry->n_metrics && dropped >= 0; m++) {
         struct metrics_metric *metric = registry->metrics[m];
         int at = -1, kept = 0;
         for (int l = 0; l < metric->n_labels; l++)
@@ -360,35 +409,79 @@ int metrics_drop(struct metrics_registry *registry, const char *label, const cha
     return dropped;
 }
 
-int metrics_add(struct metrics_series *series, double delta) {
-    if (series == NULL || !isfinite(delta)) return -1;
+/* The updates proper (lock held); 0, or -1 when they do not fit. */
+static int metrics_add_locked(struct metrics_series *series, double delta) {
     enum metrics_type type = series->metric->type;
-    if (type == METRICS_HISTOGRAM || (type == METRICS_COUNTER && delta < 0)) return -1;
-    pthread_mutex_lock(&series->metric->registry->lock);
+    if (!isfinite(delta) || type == METRICS_HISTOGRAM || (type == METRICS_COUNTER && delta < 0))
+        return -1;
     series->value += delta;
-    pthread_mutex_unlock(&series->metric->registry->lock);
     return 0;
 }
 
-int metrics_set(struct metrics_series *series, double value) {
-    if (series == NULL || series->metric->type != METRICS_GAUGE) return -1;
-    pthread_mutex_lock(&series->metric->registry->lock);
+static int metrics_set_locked(struct metrics_series *series, double value) {
+    if (series->metric->type != METRICS_GAUGE) return -1;
     series->value = value;
-    pthread_mutex_unlock(&series->metric->registry->lock);
     return 0;
 }
 
-int metrics_observe(struct metrics_series *series, double value) {
-    if (series == NULL || series->metric->type != METRICS_HISTOGRAM || isnan(value)) return -1;
+static int metrics_observe_locked(struct metrics_series *series, double value) {
     const struct metrics_metric *metric = series->metric;
+    if (metric->type != METRICS_HISTOGRAM || isnan(value)) return -1;
     int bucket = 0;
     while (bucket < metric->n_bounds && value > metric->bounds[bucket]) bucket++;
-    pthread_mutex_lock(&metric->registry->lock);
     if (bucket < metric->n_bounds) series->buckets[bucket]++;
     series->count++;
     series->value += value;
-    pthread_mutex_unlock(&metric->registry->lock);
     return 0;
+}
+
+typedef int (*metrics_update_fn)(struct metrics_series *series, double x);
+
+/* One update of a held series, under the lock. */
+static int metrics_update(struct metrics_series *series, metrics_update_fn update, double x) {
+    if (series == NULL) return -1;
+    pthread_mutex_lock(&series->metric->registry->lock);
+    int status = update(series, x);
+    pthread_mutex_unlock(&series->metric->registry->lock);
+    return status;
+}
+
+/* Lookup and update under one hold of the lock. */
+static int metrics_update_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                             metrics_update_fn update, double x) {
+    if (metric == NULL) return -1;
+    pthread_mutex_lock(&metric->registry->lock);
+    struct metrics_series *series = metrics_find_locked(metric, value0, value1);
+    int status = series ? update(series, x) : -1;
+    pthread_mutex_unlock(&metric->registry->lock);
+    return status;
+}
+
+int metrics_add(struct metrics_series *series, double delta) {
+    return metrics_update(series, metrics_add_locked, delta);
+}
+
+int metrics_set(struct metrics_series *series, double value) {
+    return metrics_update(series, metrics_set_locked, value);
+}
+
+int metrics_observe(struct metrics_series *series, double value) {
+    return metrics_update(series, metrics_observe_locked, value);
+}
+
+int metrics_add_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                   double delta) {
+    return metrics_update_at(metric, value0, value1, metrics_add_locked, delta);
+}
+
+int metrics_set_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                   double value) {
+    return metrics_update_at(metric, value0, value1, metrics_set_locked, value);
+}
+
+int metrics_observe_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                       double value) {
+    return metrics_update_at(metric, value0, value1, metrics_observe_locked, value);
 }
 
 int metrics_read(struct metrics_series *series, double *value, uint64_t *count) {

@@ -23,9 +23,11 @@
  *     metrics_observe(metrics_series_get(ttft, "kjv2m", NULL), 0.042);
  *
  * A hot path may look its series up once and keep the handle: a series lives
- * as long as its registry, unless metrics_drop removes it. Every update takes the registry's one
- * mutex, so updates from many threads are exact and a render sees a consistent snapshot. Numbers
- * are printed with the C library in the "C" numeric locale (the gateway never calls setlocale). */
+ * as long as its registry, unless metrics_drop removes it (series that may
+ * be dropped are updated by label values, with the *_at forms). Every update takes the registry's
+ * one mutex, so updates from many threads are exact and a render sees a consistent snapshot.
+ * Numbers are printed with the C library in the "C" numeric locale (the gateway never calls
+ * setlocale). */
 #ifndef LOCKSTEP_GATEWAY_METRICS_H
 #define LOCKSTEP_GATEWAY_METRICS_H
 
@@ -38,6 +40,7 @@
 #define METRICS_SERIES_MAX   256 /* label value tuples per family */
 #define METRICS_BUCKETS_MAX  32  /* finite bucket bounds per histogram (+Inf comes on top) */
 #define METRICS_NAME_MAX     128 /* bytes in a family or label name, without the NUL */
+#define METRICS_GONE_MAX     256 /* dropped label values remembered (metrics_drop) */
 
 /* What a family measures; decides which updates it accepts and how it renders. */
 enum metrics_type {
@@ -56,6 +59,11 @@ struct metrics_registry {
         *metrics;  /* (n_metrics) families in registration order (= render order) */
     int n_metrics; /* families registered */
     int capacity;  /* entries allocated in metrics */
+    struct {
+        char *label;          /* label name (malloc'ed) */
+        char *value;          /* its value, gone for good (malloc'ed) */
+    } gone[METRICS_GONE_MAX]; /* (n_gone) dropped values, oldest first */
+    int n_gone;               /* entries in gone */
 };
 
 /* Makes an empty registry; 0, or -1 if the mutex cannot be created. */
@@ -86,17 +94,21 @@ struct metrics_metric *metrics_register_histogram(struct metrics_registry *regis
 
 /* The series of metric for these label values (one per label name, NULL for
  * the others), created with zero values on first use. NULL when metric is
- * NULL, the number of values does not match the label names, memory runs
- * out, or the family already holds METRICS_SERIES_MAX series. Values are
+ * NULL, the number of values does not match the label names, a value was
+ * dropped (metrics_drop), memory runs out, or the family already holds
+ * METRICS_SERIES_MAX series. Values are
  * bytes (UTF-8 expected); render escapes backslash, double quote and
  * newline. */
 struct metrics_series *metrics_series_get(struct metrics_metric *metric, const char *value0,
                                           const char *value1);
 
 /* Drops every series, in every family, whose label called `label` has
- * this value (an instance that is gone), so that label sets do not grow
- * without bound; handles to them become invalid, and a later
- * metrics_series_get makes a fresh series at zero. Returns how many. */
+ * this value (an instance that is gone for good), so that label sets do not
+ * grow without bound. The value is remembered (the last METRICS_GONE_MAX
+ * of them): a late update for it, from a thread that has not heard yet,
+ * neither revives the series nor touches freed memory when it goes through
+ * the *_at forms below. Handles to dropped series become invalid. Returns
+ * how many series went, or -1 (nothing dropped) if memory runs out. */
 int metrics_drop(struct metrics_registry *registry, const char *label, const char *value);
 
 /* Updates. Each returns 0, or -1 and changes nothing when series is NULL or
@@ -109,6 +121,18 @@ int metrics_drop(struct metrics_registry *registry, const char *label, const cha
 int metrics_add(struct metrics_series *series, double delta);
 int metrics_set(struct metrics_series *series, double value);
 int metrics_observe(struct metrics_series *series, double value);
+
+/* The same updates by label values: the series is looked up (made at zero
+ * on first use) and updated under one hold of the lock, so a concurrent
+ * metrics_drop cannot free it in between. Series that may be dropped are
+ * updated only this way. -1 also when a value is gone or the series cannot
+ * be made. */
+int metrics_add_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                   double delta);
+int metrics_set_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                   double value);
+int metrics_observe_at(struct metrics_metric *metric, const char *value0, const char *value1,
+                       double value);
 
 /* Reads a series: value gets a counter's or gauge's value, or a histogram's
  * sum; count gets a histogram's number of observations (0 for the others).

@@ -152,25 +152,23 @@ void gateway_observe_instance(struct gateway_instance *in) {
 
 void gateway_observe_hosts(struct gateway *g) {
     for (int i = 0; i < g->n_hosts; i++)
-        metrics_set(metrics_series_get(g->metrics.host_up, g->hosts[i].name, NULL),
-                    !g->hosts[i].lost);
+        metrics_set_at(g->metrics.host_up, g->hosts[i].name, NULL, !g->hosts[i].lost);
 }
 
 void gateway_observe_move(struct gateway *g, const char *model, int done, double seconds) {
-    metrics_add(metrics_series_get(g->metrics.moves, model, done ? "done" : "failed"), 1);
-    if (done) metrics_observe(metrics_series_get(g->metrics.move_seconds, model, NULL), seconds);
+    metrics_add_at(g->metrics.moves, model, done ? "done" : "failed", 1);
+    if (done) metrics_observe_at(g->metrics.move_seconds, model, NULL, seconds);
 }
 
 void gateway_observe_queued(struct gateway_instance *in, double seconds) {
-    metrics_observe(metrics_series_get(in->gateway->metrics.queue_seconds, in->name, in->id),
-                    seconds);
+    metrics_observe_at(in->gateway->metrics.queue_seconds, in->name, in->id, seconds);
 }
 
 void gateway_observe_finished(struct gateway_request *r, double seconds, int cached) {
     struct gateway_metrics *m = &r->gateway->metrics;
     const struct gateway_instance *in = r->instance;
-    metrics_observe(metrics_series_get(m->request_seconds, in->name, NULL), seconds);
-    if (cached > 0) metrics_add(metrics_series_get(m->prefix_hits, in->name, in->id), 1);
+    metrics_observe_at(m->request_seconds, in->name, NULL, seconds);
+    if (cached > 0) metrics_add_at(m->prefix_hits, in->name, in->id, 1);
 }
 
 /* What is read when /metrics is asked: the hosts, each instance's state
@@ -187,10 +185,8 @@ static void refresh(struct gateway *g) {
         int state = (int)in->state;
         pthread_mutex_unlock(&in->lock);
         for (int k = 0; k < GATEWAY_INSTANCE_STATES; k++)
-            metrics_set(
-                metrics_series_get(m->instance_state, in->id, gateway_instance_state_name(k)),
-                k == state);
-        metrics_set(metrics_series_get(m->oldest_request, in->name, in->id), oldest);
+            metrics_set_at(m->instance_state, in->id, gateway_instance_state_name(k), k == state);
+        metrics_set_at(m->oldest_request, in->name, in->id, oldest);
     }
     pthread_mutex_unlock(&g->cluster_lock);
 }
@@ -198,19 +194,18 @@ static void refresh(struct gateway *g) {
 void gateway_observe_request(struct gateway *g, const char *model, int status) {
     char text[16];
     snprintf(text, sizeof(text), "%d", status);
-    metrics_add(metrics_series_get(g->metrics.requests, model, text), 1);
+    metrics_add_at(g->metrics.requests, model, text, 1);
 }
 
 void gateway_observe_tokens(struct gateway_instance *in, int prompt, int generated) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    if (prompt) metrics_add(metrics_series_get(m->prompt_tokens, in->name, in->id), prompt);
-    if (generated)
-        metrics_add(metrics_series_get(m->generated_tokens, in->name, in->id), generated);
+    if (prompt) metrics_add_at(m->prompt_tokens, in->name, in->id, prompt);
+    if (generated) metrics_add_at(m->generated_tokens, in->name, in->id, generated);
 }
 
 void gateway_observe_cached(struct gateway_instance *in, int cached) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    if (cached) metrics_add(metrics_series_get(m->cached_tokens, in->name, in->id), cached);
+    if (cached) metrics_add_at(m->cached_tokens, in->name, in->id, cached);
 }
 
 void gateway_observe_latency(struct gateway_instance *in, double ttft, double itl) {
@@ -223,40 +218,36 @@ void gateway_observe_latency(struct gateway_instance *in, double ttft, double it
         atomic_fetch_add(&in->stats.itl_us, (unsigned long long)(itl * 1e6));
         atomic_fetch_add(&in->stats.itl_count, 1);
     }
-    if (ttft >= 0)
-        metrics_observe(metrics_series_get(m->time_to_first_token, in->name, in->id), ttft);
-    if (itl >= 0)
-        metrics_observe(metrics_series_get(m->inter_token_latency, in->name, in->id), itl);
+    if (ttft >= 0) metrics_observe_at(m->time_to_first_token, in->name, in->id, ttft);
+    if (itl >= 0) metrics_observe_at(m->inter_token_latency, in->name, in->id, itl);
 }
 
 void gateway_observe_heartbeat(struct gateway_instance *in, const struct runner_heartbeat *h) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    metrics_set(metrics_series_get(m->queue_depth, in->name, in->id), h->n_waiting);
-    metrics_set(metrics_series_get(m->running, in->name, in->id), h->n_running);
-    metrics_set(metrics_series_get(m->kv_used, in->name, in->id), h->kv_blocks_used);
-    metrics_set(metrics_series_get(m->kv_total, in->name, in->id), h->kv_blocks_total);
-    metrics_set(metrics_series_get(m->kv_cached, in->name, in->id), h->kv_blocks_cached);
-    metrics_observe(metrics_series_get(m->step_seconds, in->name, in->id),
-                    (double)(h->end_us - h->start_us) * 1e-6);
+    metrics_set_at(m->queue_depth, in->name, in->id, h->n_waiting);
+    metrics_set_at(m->running, in->name, in->id, h->n_running);
+    metrics_set_at(m->kv_used, in->name, in->id, h->kv_blocks_used);
+    metrics_set_at(m->kv_total, in->name, in->id, h->kv_blocks_total);
+    metrics_set_at(m->kv_cached, in->name, in->id, h->kv_blocks_cached);
+    metrics_observe_at(m->step_seconds, in->name, in->id, (double)(h->end_us - h->start_us) * 1e-6);
 }
 
 void gateway_observe_restart(struct gateway_instance *in) {
-    metrics_add(metrics_series_get(in->gateway->metrics.restarts, in->name, in->id), 1);
+    metrics_add_at(in->gateway->metrics.restarts, in->name, in->id, 1);
 }
 
 void gateway_observe_overhead(struct gateway_instance *in, double seconds) {
-    metrics_observe(metrics_series_get(in->gateway->metrics.overhead, in->name, in->id), seconds);
+    metrics_observe_at(in->gateway->metrics.overhead, in->name, in->id, seconds);
 }
 
 void gateway_observe_stuck(struct gateway_instance *in, double detection_seconds) {
     struct gateway_metrics *m = &in->gateway->metrics;
-    metrics_add(metrics_series_get(m->stuck, in->name, in->id), 1);
-    metrics_observe(metrics_series_get(m->detection_seconds, in->name, in->id), detection_seconds);
+    metrics_add_at(m->stuck, in->name, in->id, 1);
+    metrics_observe_at(m->detection_seconds, in->name, in->id, detection_seconds);
 }
 
 void gateway_observe_recovery(struct gateway_instance *in, double seconds) {
-    metrics_observe(metrics_series_get(in->gateway->metrics.recovery_seconds, in->name, in->id),
-                    seconds);
+    metrics_observe_at(in->gateway->metrics.recovery_seconds, in->name, in->id, seconds);
 }
 
 /* lockstep_build_info, first: Prometheus's info-metric idiom (a gauge of 1
