@@ -43,7 +43,7 @@ static int tokens_seen[MAX_IDS];
 static void on_token(void *c, uint32_t client, const struct runner_token *t) {
     (void)c;
     (void)client;
-    if (t->id < MAX_IDS && tokens_seen[t->id]++ == 0) first_token_us[t->id] = runner_now_us();
+    if (t->id < MAX_IDS && tokens_seen[t->id]++ == 0) first_token_us[t->id] = clock_now_us();
 }
 static void on_finished(void *c, uint32_t client, const struct runner_finished *f) {
     (void)c;
@@ -83,7 +83,7 @@ static void submit(struct runner *r, uint64_t id, int n_prompt, int max_tokens, 
     q.prompt = malloc((size_t)n_prompt * sizeof(int));
     for (int i = 0; i < n_prompt; i++)
         q.prompt[i] = 1 + (int)((id * 131 + (uint64_t)i * 7) % (uint64_t)(vocab - 1));
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
 }
 
 static int compare_doubles(const void *a, const void *b) {
@@ -274,7 +274,7 @@ static void admit_once(struct engine *e, int vocab, int budget, double *ttft, do
         runner_trace_recent(r, &last, 1);
         if (k >= 4) before[n_before++] = (double)(last->end_us - last->start_us) * 1e-3;
     }
-    uint64_t t0 = runner_now_us();
+    uint64_t t0 = clock_now_us();
     submit(r, 100, 512, 4, vocab);
     while (tokens_seen[100] == 0 && n_during < 600) {
         runner_step(r, 0, err, sizeof(err));
@@ -332,12 +332,12 @@ static double core_round_trip_ns(void) {
     pthread_t other;
     atomic_store(&ball, 0);
     if (pthread_create(&other, NULL, return_ball, NULL)) return -1;
-    uint64_t start = runner_now_us();
+    uint64_t start = clock_now_us();
     for (int i = 0; i < ROUND_TRIPS; i++) {
         atomic_store_explicit(&ball, 2 * i + 1, memory_order_release);
         while (atomic_load_explicit(&ball, memory_order_acquire) != 2 * i + 2) continue;
     }
-    uint64_t end = runner_now_us();
+    uint64_t end = clock_now_us();
     pthread_join(other, NULL);
     return (double)(end - start) * 1e3 / ROUND_TRIPS;
 }

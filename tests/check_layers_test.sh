@@ -29,13 +29,15 @@ expect() { # expect STATUS TEXT: check_layers on the tree exits STATUS saying TE
     fi
 }
 
-tree tensor/a.c "tensor/t.h" model/m.c "tensor/tensor.h" gateway/g.c "runner/runner.h" \
-    runner/r.h "engine/engine.h" engine/e.h "comm/comm.h" comm/c.h "tensor/tensor.h"
+tree tensor/a.c "tensor/t.h" model/m.c "tensor/tensor.h" gateway/g.c "protocol/protocol.h" \
+    runner/r.h "protocol/protocol.h" engine/e.h "comm/comm.h" comm/c.h "base/base.h"
 expect 0 "all downward"
 tree tensor/a.c "model/model.h" model/model.h "tensor/tensor.h"
 expect 1 "src/tensor/a.c:1: tensor includes model, which is above it in the layer order"
 tree gateway/g.c "engine/engine.h" engine/engine.h "tensor/tensor.h"
 expect 1 "src/gateway/g.c:1: gateway includes engine, which DESIGN.md excludes for it"
+tree gateway/g.c "runner/runner.h" runner/runner.h "protocol/protocol.h"
+expect 1 "src/gateway/g.c:1: gateway includes runner, which DESIGN.md excludes for it"
 tree gateway/http/x.c "gateway/requests/requests.h" gateway/requests/y.c "gateway/http/http.h"
 expect 1 "gateway/http and gateway/requests include each other"
 tree newmodule/n.c "tensor/tensor.h" tensor/t.c "tensor/tensor.h"

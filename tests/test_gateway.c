@@ -283,7 +283,7 @@ static void test_metrics_format(void) {
     char build_info[256];
     snprintf(build_info, sizeof(build_info),
              "\nlockstep_build_info{version=\"%s\",commit=\"%s\",protocol=\"%d\"} 1\n",
-             runner_version(), runner_commit(), RUNNER_PROTOCOL_VERSION);
+             version_string(), version_commit(), RUNNER_PROTOCOL_VERSION);
     CHECK_MSG(h.body && strstr(h.body, build_info), "no %s in /metrics", build_info);
     int samples = 0;
     for (char *line = h.body; line && *line;) {
@@ -430,7 +430,7 @@ static void test_limits(void) {
     struct test_http h = test_http_request(port, "GET", "/v1/models", key, NULL, 10);
     CHECK(h.status == 200 && strstr(h.body, "\"kjv2m-q8_0\"") && strstr(h.body, "\"second\""));
     char version[64];
-    snprintf(version, sizeof(version), "\"lockstep_version\":\"%s\"", runner_version());
+    snprintf(version, sizeof(version), "\"lockstep_version\":\"%s\"", version_string());
     CHECK_MSG(strstr(h.body, version), "no %s in /v1/models: %s", version, h.body);
     test_http_free(&h);
     h = test_http_request(port, "POST", "/v1/completions", key,

@@ -470,8 +470,8 @@ static void test_models(void) {
     for (int i = 0; i < 2 && i < cJSON_GetArraySize(data); i++) {
         const cJSON *model = cJSON_GetArrayItem(data, i);
         CHECK(cJSON_GetArraySize(model) == 8);
-        CHECK(is_string(get(model, "lockstep_version"), runner_version()));
-        CHECK(is_string(get(model, "lockstep_commit"), runner_commit()));
+        CHECK(is_string(get(model, "lockstep_version"), version_string()));
+        CHECK(is_string(get(model, "lockstep_commit"), version_commit()));
         CHECK(is_number(get(model, "context_length"), contexts[i]));
         CHECK(is_number(get(model, "max_model_len"), contexts[i]));
         CHECK(is_string(get(model, "id"), ids[i]));
@@ -491,7 +491,7 @@ static void test_models(void) {
     snprintf(want, sizeof(want),
              "{\"id\":\"kjv2m\",\"object\":\"model\",\"created\":7,\"owned_by\":\"lockstep\","
              "\"lockstep_version\":\"%s\",\"lockstep_commit\":\"%s\"}",
-             runner_version(), runner_commit());
+             version_string(), version_commit());
     CHECK(same_string(text, want));
     free(text);
 }

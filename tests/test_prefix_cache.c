@@ -189,7 +189,7 @@ static void run_specs(struct runner *r, const struct spec *specs, int n) {
         if (i > 0 && !specs[i].together && drain(r)) return;
         struct runner_request q;
         make_request(&q, (uint64_t)i, &specs[i]);
-        runner_submit(r, 0, &q, runner_now_us());
+        runner_submit(r, 0, &q, clock_now_us());
     }
     drain(r);
 }

@@ -112,7 +112,7 @@ static int run_schedule(struct runner *r, const struct spec *specs, int n, int v
             if (specs[i].arrival_step == steps) {
                 struct runner_request q;
                 make_request(&q, (uint64_t)i, &specs[i], vocab);
-                runner_submit(r, 0, &q, runner_now_us());
+                runner_submit(r, 0, &q, clock_now_us());
                 submitted++;
             }
         int rc = runner_step(r, 0, err, sizeof(err));
@@ -235,7 +235,7 @@ static void test_chunking(struct engine *engine, int vocab) {
     memset(results, 0, sizeof(results));
     for (int i = 0; i < 4; i++) {
         make_request(&q, (uint64_t)i, &(struct spec){5, 40, 0, 0.0f}, vocab);
-        runner_submit(r, 0, &q, runner_now_us());
+        runner_submit(r, 0, &q, clock_now_us());
     }
     for (int k = 0; k < 3; k++) runner_step(r, 0, err, sizeof(err));
     int n = runner_trace_recent(r, steps, 64);
@@ -246,7 +246,7 @@ static void test_chunking(struct engine *engine, int vocab) {
         CHECK(steps[k]->n_tokens == 4 && steps[k]->entries[0].decode &&
               steps[k]->entries[3].decode);
     make_request(&q, 4, &(struct spec){200, 4, 0, 0.0f}, vocab);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     int first = 3, chunks = 0, prefilled = 0;
     while (results[4].n_tokens == 0 && runner_step(r, 0, err, sizeof(err)) == 1) continue;
     n = runner_trace_recent(r, steps, 64);
@@ -275,7 +275,7 @@ static void test_cancel_and_stops(struct engine *engine, int vocab) {
     struct runner_request q;
     memset(results, 0, sizeof(results));
     make_request(&q, 0, &(struct spec){40, 50, 0, 0.0f}, vocab);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     for (int k = 0; k < 4; k++) runner_step(r, 0, err, sizeof(err));
     CHECK(engine->kv.n_free < engine->kv.n_blocks);
     runner_cancel(r, 0, 0);
@@ -287,7 +287,7 @@ static void test_cancel_and_stops(struct engine *engine, int vocab) {
     /* stop sequence: tokens 3 and 4 of the greedy output of the same prompt */
     int expected[MAX_OUTPUT];
     make_request(&q, 1, &(struct spec){40, 12, 0, 0.0f}, vocab);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     while (runner_step(r, 0, err, sizeof(err)) == 1) continue;
     CHECK(results[1].finished == RUNNER_FINISH_LENGTH && results[1].n_tokens == 12);
     memcpy(expected, results[1].tokens, sizeof(expected));
@@ -305,24 +305,24 @@ static void test_cancel_and_stops(struct engine *engine, int vocab) {
     q.stops[0].tokens = malloc(2 * sizeof(int));
     q.stops[0].tokens[0] = expected[3];
     q.stops[0].tokens[1] = expected[4];
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     while (runner_step(r, 0, err, sizeof(err)) == 1) continue;
     CHECK_MSG(results[2].finished == RUNNER_FINISH_STOP && results[2].n_tokens == first_match + 2,
               "stop: reason %d after %d tokens", results[2].finished, results[2].n_tokens);
 
     /* refusals */
     make_request(&q, 3, &(struct spec){engine->context_length, 4, 0, 0.0f}, vocab);
-    CHECK(runner_submit(r, 0, &q, runner_now_us()) == -1);
+    CHECK(runner_submit(r, 0, &q, clock_now_us()) == -1);
     CHECK(results[3].finished == RUNNER_FINISH_ERROR && strstr(results[3].message, "context"));
     make_request(&q, 4, &(struct spec){3, 4, 0, 0.0f}, vocab);
     q.prompt[1] = vocab;
-    CHECK(runner_submit(r, 0, &q, runner_now_us()) == -1);
+    CHECK(runner_submit(r, 0, &q, clock_now_us()) == -1);
     CHECK(results[4].finished == RUNNER_FINISH_ERROR && strstr(results[4].message, "vocabulary"));
     make_request(&q, 5, &(struct spec){3, 4, 0, 0.0f}, vocab);
-    CHECK(runner_submit(r, 0, &q, runner_now_us()) == 0);
+    CHECK(runner_submit(r, 0, &q, clock_now_us()) == 0);
     make_request(&q, 5, &(struct spec){3, 4, 0, 0.0f}, vocab);
     results[5].finished = 0;
-    CHECK(runner_submit(r, 0, &q, runner_now_us()) == -1);
+    CHECK(runner_submit(r, 0, &q, clock_now_us()) == -1);
     CHECK(results[5].finished == RUNNER_FINISH_ERROR && strstr(results[5].message, "in use"));
     runner_free(r);
     CHECK(engine->kv.n_free == engine->kv.n_blocks);

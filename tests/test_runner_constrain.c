@@ -128,7 +128,7 @@ static void test_grammar_outputs(struct engine *engine, const struct grammar *g)
     for (int i = 0; i < 60; i++) {
         struct runner_request q;
         make_request(&q, (uint64_t)i, prompt, N_PROMPT, json_like, 1.0f);
-        runner_submit(r, 0, &q, runner_now_us());
+        runner_submit(r, 0, &q, clock_now_us());
         if (i % 8 == 7) drain(r);
     }
     drain(r);
@@ -152,7 +152,7 @@ static void test_resumed(struct engine *engine) {
     struct runner_request q;
     memset(results, 0, sizeof(results));
     make_request(&q, 0, prompt, N_PROMPT, json_like, 1.0f);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     drain(r);
     struct result whole = results[0];
     CHECK(whole.n_tokens > 4);
@@ -164,10 +164,10 @@ static void test_resumed(struct engine *engine) {
     q.sampling.seed = 77; /* request 0's */
     q.resumed = k;
     q.max_tokens = MAX_OUTPUT - k;
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     /* beside an unconstrained neighbour */
     make_request(&q, 1, prompt, N_PROMPT, NULL, 1.0f);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     drain(r);
     CHECK_MSG(results[0].n_tokens == whole.n_tokens - k, "resumed: %d tokens, expected %d",
               results[0].n_tokens, whole.n_tokens - k);
@@ -185,7 +185,7 @@ static void test_biases(struct engine *engine) {
     memset(results, 0, sizeof(results));
     make_request(&q, 0, prompt, N_PROMPT, NULL, 0.0f);
     q.max_tokens = 8;
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     drain(r);
     struct result greedy = results[0];
     CHECK(greedy.n_tokens == 8);
@@ -194,13 +194,13 @@ static void test_biases(struct engine *engine) {
     q.n_biases = 1;
     q.biases = malloc(sizeof(favour));
     memcpy(q.biases, favour, sizeof(favour));
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     make_request(&q, 2, prompt, N_PROMPT, NULL, 0.0f);
     q.max_tokens = 8;
     q.n_biases = 1;
     q.biases = malloc(sizeof(struct runner_bias));
     q.biases[0] = (struct runner_bias){greedy.tokens[0], -100.0f};
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     drain(r);
     for (int i = 0; i < results[1].n_tokens; i++)
         CHECK_MSG(results[1].tokens[i] == 300, "+100 on token 300: token %d is %d", i,
@@ -236,11 +236,11 @@ static void test_trigger(struct engine *engine, const struct grammar *g) {
     memset(results, 0, sizeof(results));
     /* no trigger in the output: the same tokens as with no grammar at all */
     make_request(&q, 0, prompt, N_PROMPT, NULL, 1.0f);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     make_request(&q, 1, prompt, N_PROMPT, tagged, 1.0f);
     q.sampling.seed = 77;
     q.grammar_trigger = strdup("<c>");
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     drain(r);
     CHECK_MSG(results[1].n_tokens == results[0].n_tokens &&
                   !memcmp(results[0].tokens, results[1].tokens, sizeof(results[0].tokens)),
@@ -253,7 +253,7 @@ static void test_trigger(struct engine *engine, const struct grammar *g) {
         make_request(&q, (uint64_t)i, resumed, N_PROMPT + k, tagged, 1.0f);
         q.grammar_trigger = strdup("<c>");
         q.resumed = k;
-        runner_submit(r, 0, &q, runner_now_us());
+        runner_submit(r, 0, &q, clock_now_us());
     }
     drain(r);
     for (int i = 2; i < 12; i++) {
@@ -274,7 +274,7 @@ static void test_refusals(struct engine *engine) {
     struct runner_request q;
     memset(results, 0, sizeof(results));
     make_request(&q, 0, prompt, N_PROMPT, "root ::= valu", 1.0f);
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     CHECK_MSG(results[0].finished == RUNNER_FINISH_ERROR &&
                   strstr(results[0].message, "grammar: 1:10: ") == results[0].message &&
                   strstr(results[0].message, "valu") != NULL,
@@ -283,7 +283,7 @@ static void test_refusals(struct engine *engine) {
     q.n_biases = 1;
     q.biases = malloc(sizeof(struct runner_bias));
     q.biases[0] = (struct runner_bias){512, 1.0f};
-    runner_submit(r, 0, &q, runner_now_us());
+    runner_submit(r, 0, &q, clock_now_us());
     CHECK_MSG(
         results[1].finished == RUNNER_FINISH_ERROR &&
             !strcmp(results[1].message, "logit_bias token 512 is outside the vocabulary (0..511)"),

@@ -1,4 +1,4 @@
-/* test_runner_protocol.c -- the runner protocol codec (src/runner/protocol.c):
+/* test_runner_protocol.c -- the runner protocol codec (src/protocol/protocol.c):
  * every message round-trips field by field; two frames match bytes written
  * out by hand; every validation rule refuses its bad value, in the decoder
  * (a valid frame with one field patched) and in the encoder (the same value

@@ -1,5 +1,5 @@
 /* test_runner_protocol_rules.c -- every validation rule of the runner
- * protocol (src/runner/protocol.c) refuses its bad value twice: in the
+ * protocol (src/protocol/protocol.c) refuses its bad value twice: in the
  * decoder (a valid frame with one u32 field patched) and in the encoder (the
  * same value in the struct), each time with the exact message naming the
  * frame and the field. */
@@ -346,12 +346,12 @@ static void test_hello_version(void) {
     snprintf(expected, sizeof(expected),
              "HELLO: the runner speaks protocol version 6 (lockstep 0.9.0 (git test)), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
-             RUNNER_PROTOCOL_VERSION, runner_build());
+             RUNNER_PROTOCOL_VERSION, version_build());
     CHECK_FAILS(decode_hello_of_version(&buffer, 6), expected);
     snprintf(expected, sizeof(expected),
              "HELLO: the runner speaks protocol version 3 (a build older than 0.9.0), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
-             RUNNER_PROTOCOL_VERSION, runner_build());
+             RUNNER_PROTOCOL_VERSION, version_build());
     CHECK_FAILS(decode_hello_of_version(&buffer, 3), expected);
     CHECK(decode_hello_of_version(&buffer, RUNNER_PROTOCOL_VERSION) == 0);
     /* the peer's build is quoted on one line, whatever bytes it has */
@@ -361,7 +361,7 @@ static void test_hello_version(void) {
     snprintf(expected, sizeof(expected),
              "HELLO: the runner speaks protocol version 4 (lockstep 0.9?(git?x)), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
-             RUNNER_PROTOCOL_VERSION, runner_build());
+             RUNNER_PROTOCOL_VERSION, version_build());
     CHECK_FAILS(decode_hello_of_version(&buffer, 4), expected);
 
     buffer.length = 0;

@@ -244,7 +244,7 @@ static void on_token(struct client_run *run, const struct runner_token *t) {
     char err[160], text[1024];
     struct client_request *r = find_request(run, t->id);
     if (!r || r->done || r->n_tokens >= r->request.max_tokens) return;
-    if (r->n_tokens == 0) r->first_token_us = runner_now_us();
+    if (r->n_tokens == 0) r->first_token_us = clock_now_us();
     r->logprobs[r->n_tokens] = t->logprob;
     r->tokens[r->n_tokens++] = t->token;
     if (run->stream) {
@@ -305,7 +305,7 @@ static int on_frame(struct client_run *run, const struct runner_frame *f) {
         if (r && !r->done) {
             r->done = 1;
             r->finished = finished;
-            r->finished_us = runner_now_us();
+            r->finished_us = clock_now_us();
             run->n_done++;
             if (!run->stream) print_result(r);
         }
@@ -327,7 +327,7 @@ static int on_frame(struct client_run *run, const struct runner_frame *f) {
 /* Sends the requests whose delay has passed. */
 static void send_due(struct client_run *run, uint64_t start_us) {
     char err[200];
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     /* the analyzer loses track of run->requests (free_run frees it) here */
     for (int i = 0; i < run->n_requests; i++) { /* NOLINT(clang-analyzer-unix.Malloc) */
         struct client_request *r = &run->requests[i];
@@ -346,7 +346,7 @@ static void send_due(struct client_run *run, uint64_t start_us) {
 /* Reads frames until every request finished; 0, or -1 on error/timeout. */
 static int exchange(struct client_run *run) {
     char err[200];
-    uint64_t start = runner_now_us(), deadline = start + (uint64_t)(run->options->timeout * 1e6);
+    uint64_t start = clock_now_us(), deadline = start + (uint64_t)(run->options->timeout * 1e6);
     while (run->n_done < run->n_requests) {
         if (run->linked) send_due(run, start);
         if (run->out.length) {
@@ -355,7 +355,7 @@ static int exchange(struct client_run *run) {
             runner_buffer_consume(&run->out, (size_t)n);
         }
         struct pollfd p = {run->fd, POLLIN, 0};
-        if (runner_now_us() > deadline) {
+        if (clock_now_us() > deadline) {
             fprintf(stderr, "lockstep client: timed out after %.0f s\n", run->options->timeout);
             return -1;
         }

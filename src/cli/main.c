@@ -35,7 +35,7 @@ static void usage(FILE *out) {
  * and the kernels' instruction sets: all are compiled in, the best the CPU
  * has is used. */
 static void print_version(void) {
-    printf("lockstep %s\n", runner_build());
+    printf("lockstep %s\n", version_build());
     printf("runner protocol %d\n", RUNNER_PROTOCOL_VERSION);
     printf("instruction sets: %s %s %s (this machine: %s)\n", tensor_isa_name(TENSOR_ISA_SCALAR),
            tensor_isa_name(TENSOR_ISA_AVX2), tensor_isa_name(TENSOR_ISA_AVX512),

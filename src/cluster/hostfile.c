@@ -6,6 +6,7 @@
  * (memory=SIZE, a cap on what placement may use there), so one file serves
  * both. Each line is checked whole: a mistake is an error naming path:line
  * and the word, never a host silently skipped. */
+#include "base/base.h"
 #include "cluster_internal.h"
 
 #include <ctype.h>
@@ -139,12 +140,12 @@ struct hostfile_line {
 
 __attribute__((format(printf, 4, 5))) static int
 line_fail(char *err, size_t errlen, const struct hostfile_line *at, const char *fmt, ...) {
-    char message[384];
+    char where[320];
+    snprintf(where, sizeof(where), "%s:%d", at->path, at->number);
     va_list args;
     va_start(args, fmt);
-    vsnprintf(message, sizeof(message), fmt, args);
+    error_vformat_at(err, errlen, where, fmt, args);
     va_end(args);
-    snprintf(err, errlen, "%s:%d: %s", at->path, at->number, message);
     return -1;
 }
 

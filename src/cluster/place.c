@@ -9,7 +9,7 @@
  * the same state always gives the same answer. A refusal says which host
  * stopped it and by how much. */
 #include "cluster_internal.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <stdarg.h>
 #include <stdio.h>

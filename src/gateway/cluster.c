@@ -345,7 +345,7 @@ static int start_move(struct gateway *g, struct gateway_instance *in, int tp,
         status ? NULL : start_instance(g, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;
     in->move = (struct gateway_move){
-        .state = GATEWAY_MOVE_STARTING, .tp = tp, .started_us = runner_now_us(), .successor = next};
+        .state = GATEWAY_MOVE_STARTING, .tp = tp, .started_us = clock_now_us(), .successor = next};
     snprintf(in->move.to, sizeof(in->move.to), "%s", next->hosts_text);
     gateway_cluster_event(g, "move", in->id, NULL, "%s moving from %s to %s", in->id,
                           in->hosts_text, next->hosts_text);
@@ -410,7 +410,7 @@ static void hand_over(struct gateway_instance *from, struct gateway_instance *to
  * list, its requests, and its counters (cluster lock held). */
 static void complete_move(struct gateway *g, int i) {
     struct gateway_instance *old = g->instances[i], *next = old->move.successor;
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     next->move = old->move;
     next->move.state = GATEWAY_MOVE_DONE;
     next->move.successor = NULL;
@@ -447,7 +447,7 @@ static void fail_move(struct gateway *g, struct gateway_instance *in, const char
     retire(g, in->move.successor);
     in->move.successor = NULL;
     in->move.state = GATEWAY_MOVE_FAILED;
-    in->move.finished_us = runner_now_us();
+    in->move.finished_us = clock_now_us();
     snprintf(in->move.reason, sizeof(in->move.reason), "%s", reason);
     gateway_cluster_event(g, "move_failed", in->id, NULL, "%s did not move to %s: %s", in->id,
                           in->move.to, reason);
@@ -466,7 +466,7 @@ static void check_move(struct gateway *g, int i) {
     pthread_mutex_lock(&in->lock);
     int serving = in->state == INSTANCE_READY && !placed_on_lost(g, &in->placement, 0);
     pthread_mutex_unlock(&in->lock);
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     double waited = (double)(now - in->move.started_us) * 1e-6;
     if (ready && !serving) {
         /* the old placement is down (a host lost, its runner failing): its
@@ -525,7 +525,7 @@ static int check_delete(struct gateway *g, int i) {
  * placed elsewhere, once in a while (cluster lock held). */
 static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     char why[512];
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     if (g->n_hosts < 2 || in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
         now - in->replaced_us < REPLACE_EVERY_US)
         return;
@@ -552,7 +552,7 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
 
 void gateway_cluster_drain_for(struct gateway *g, int host, double seconds) {
     pthread_mutex_lock(&g->cluster_lock);
-    g->drained_until_us[host] = runner_now_us() + (uint64_t)(seconds * 1e6);
+    g->drained_until_us[host] = clock_now_us() + (uint64_t)(seconds * 1e6);
     if (!g->hosts[host].drained) {
         g->hosts[host].drained = 1;
         gateway_cluster_event(g, "drain", NULL, g->hosts[host].name,
@@ -565,7 +565,7 @@ void gateway_cluster_drain_for(struct gateway *g, int host, double seconds) {
 /* Ends the drains a fault asked for once their time is over (cluster lock
  * held). */
 static void end_drain_faults(struct gateway *g) {
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     for (int i = 0; i < g->n_hosts; i++) {
         if (!g->drained_until_us[i] || now < g->drained_until_us[i]) continue;
         g->drained_until_us[i] = 0;
@@ -579,7 +579,7 @@ static void end_drain_faults(struct gateway *g) {
  * once in a while when nothing else fits (cluster lock held). */
 static void leave_drained(struct gateway *g, struct gateway_instance *in) {
     char why[512];
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     if (in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
         !placed_on_lost(g, &in->placement, 1) || now - in->left_us < REPLACE_EVERY_US)
         return;
@@ -631,7 +631,7 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
     int n = 0;
     pthread_mutex_lock(&g->cluster_lock);
     struct cluster_host *h = &g->hosts[host];
-    g->lost_until_us[host] = runner_now_us() + (uint64_t)(seconds * 1e6);
+    g->lost_until_us[host] = clock_now_us() + (uint64_t)(seconds * 1e6);
     if (!h->lost) {
         cluster_host_update(h, NULL);
         gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost (a fault, for %.0f s)",

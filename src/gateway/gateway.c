@@ -141,8 +141,8 @@ void gateway_drain(struct gateway *g) {
  * requests in flight (each one leaves g->active when its answer is sent);
  * a client that does not read in time is cut. */
 static void flush_requests(struct gateway *g, double seconds) {
-    uint64_t start = runner_now_us();
-    while (atomic_load(&g->active) > 0 && (double)(runner_now_us() - start) * 1e-6 < seconds) {
+    uint64_t start = clock_now_us();
+    while (atomic_load(&g->active) > 0 && (double)(clock_now_us() - start) * 1e-6 < seconds) {
         struct timespec nap = {0, 10000000};
         nanosleep(&nap, NULL);
     }
@@ -189,7 +189,7 @@ void gateway_run(struct gateway *g) {
         /* a move completes this soon after its runner is ready */
         if (poll(&p, 1, 20) > 0) take_wake(g);
         gateway_cluster_step(g);
-        uint64_t now = runner_now_us();
+        uint64_t now = clock_now_us();
         if (atomic_load(&g->draining) && drain_over(g, now, &drain_deadline)) return;
         if (now - last_keep_alive < 250000) continue;
         last_keep_alive = now;

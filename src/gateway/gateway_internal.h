@@ -13,7 +13,7 @@
 #include "gateway/metrics.h"
 #include "gateway/openai.h"
 #include "model/model.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 #include "tokenizer/tokenizer.h"
 
 struct MHD_Connection;
@@ -195,7 +195,7 @@ struct gateway_instance {
     struct gateway_instance_stats stats;
     atomic_int stop_requested; /* 1: the supervisor stops its runner and returns */
     int number;                /* its place in start order: names its files, spreads its ports */
-    char socket_path[108];     /* where its runner listens: a runner address (runner.h) */
+    char socket_path[108];     /* where its runner listens: a runner address (protocol.h) */
     pthread_t thread;          /* supervisor: starts, reads, writes, restarts */
     int thread_started;
     atomic_int supervisor_done; /* 1: the supervisor returned (it may be joined at once) */

@@ -49,7 +49,7 @@ void gateway_instance_give(struct gateway_instance *in, struct gateway_choice **
             in->capacity = capacity;
         }
     }
-    if (in->n_requests == 0) in->progress_us = runner_now_us();
+    if (in->n_requests == 0) in->progress_us = clock_now_us();
     for (int i = 0; i < n; i++) {
         struct gateway_request *r = choices[i]->request;
         pthread_mutex_lock(&r->lock);

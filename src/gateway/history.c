@@ -46,7 +46,7 @@ static struct gateway_history_track *track_of(struct gateway_history *h, const c
 
 void gateway_history_sample(struct gateway *g) {
     struct timespec wall;
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     if (!g->history || now - g->history->last_us < (uint64_t)(GATEWAY_HISTORY_EVERY * 1e6)) return;
     g->history->last_us = now;
     clock_gettime(CLOCK_REALTIME, &wall);

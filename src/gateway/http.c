@@ -199,7 +199,7 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
         cJSON *m = cJSON_CreateObject();
-        double oldest = gateway_instance_oldest(in, runner_now_us());
+        double oldest = gateway_instance_oldest(in, clock_now_us());
         pthread_mutex_lock(&in->lock);
         int ready = in->state == INSTANCE_READY;
         all_ready &= ready;
@@ -262,7 +262,7 @@ static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t ma
         runner_buffer_consume(&r->out, (size_t)n);
         if (r->unsent_since_us) {
             gateway_observe_overhead(r->instance,
-                                     (double)(runner_now_us() - r->unsent_since_us) * 1e-6);
+                                     (double)(clock_now_us() - r->unsent_since_us) * 1e-6);
             r->unsent_since_us = 0;
         }
     } else if (r->done) {
@@ -591,7 +591,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         call = calloc(1, sizeof(*call));
         if (!call) return MHD_NO;
         *state = call;
-        call->start_us = runner_now_us();
+        call->start_us = clock_now_us();
         call->gateway = g;
         /* a POST may be refused before its body is read (the connection
          * closes then); anything else is answered once the request is
@@ -635,7 +635,7 @@ static void log_request(struct MHD_Connection *c, const struct http_call *call,
     else if (info && info->client_addr && info->client_addr->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr, client,
                   sizeof(client));
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     const char *model = call->model ? call->model : "";
     struct log_field fields[] = {
         {"id", r ? r->response_id : "", 0},
@@ -672,7 +672,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
         gateway_observe_cached(r->instance, usage.cached_tokens);
         gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
-        gateway_observe_finished(r, (double)(runner_now_us() - r->arrival_us) * 1e-6,
+        gateway_observe_finished(r, (double)(clock_now_us() - r->arrival_us) * 1e-6,
                                  usage.cached_tokens);
         if (g->params.log_requests)
             log_request(c, call, r, &usage, first_token_us, abandoned ? 499 : call->status);

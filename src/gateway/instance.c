@@ -225,7 +225,7 @@ static void queue_requests(struct gateway_instance *in) {
         if (queue_add(in, c, err, sizeof(err)) == 0) {
             if (!c->queued_once)
                 gateway_observe_queued(in,
-                                       (double)(runner_now_us() - c->request->arrival_us) * 1e-6);
+                                       (double)(clock_now_us() - c->request->arrival_us) * 1e-6);
             c->queued_once = 1;
             c->queued_generation = in->generation;
             i++;
@@ -249,7 +249,7 @@ static int flush_outbox(struct gateway_instance *in) {
         if (n <= 0) return -1;
         runner_buffer_consume(&in->outbox, (size_t)n);
     }
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     if (in->outbox.length == 0)
         in->outbox_stalled_us = 0;
     else if (in->outbox.length < before || in->outbox_stalled_us == 0)
@@ -269,7 +269,7 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
         return;
     }
     /* an idle runner starts its watchdog clock when work arrives */
-    if (in->n_requests == 0) in->progress_us = runner_now_us();
+    if (in->n_requests == 0) in->progress_us = clock_now_us();
     if (in->n_requests + r->n_choices > in->capacity) {
         int capacity = in->capacity ? 2 * in->capacity : 64;
         while (capacity < in->n_requests + r->n_choices) capacity *= 2;
@@ -481,9 +481,9 @@ static pid_t spawn_runner(struct gateway_instance *in) {
  * passed or the gateway stops. */
 static int connect_runner(struct gateway_instance *in, pid_t pid) {
     char err[200];
-    uint64_t start = runner_now_us();
+    uint64_t start = clock_now_us();
     while (!instance_stopping(in) &&
-           (double)(runner_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
+           (double)(clock_now_us() - start) * 1e-6 < START_DEADLINE_SECONDS) {
         if (waitpid(pid, &in->last_exit, WNOHANG) == pid) return -2;
         int fd = runner_connect(in->socket_path, 0.2, err, sizeof(err));
         if (fd >= 0) return fd;
@@ -496,7 +496,7 @@ static int connect_runner(struct gateway_instance *in, pid_t pid) {
 /* The runner said HELLO (lock held): it is up; what it must do is queued
  * again from the start (the requests' ADDs name the older generation). */
 static void runner_ready(struct gateway_instance *in) {
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     set_state(in, INSTANCE_READY);
     in->status[0] = '\0';
     in->progress_us = now;
@@ -508,7 +508,7 @@ static void runner_ready(struct gateway_instance *in) {
 
 /* 1 if the watchdog finds the runner stuck (the report is made; lock held). */
 static int check_watchdog(struct gateway_instance *in) {
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     int stuck = gateway_watchdog_expired(in, now);
     if (stuck) {
         gateway_watchdog_report(in, now);
@@ -750,7 +750,7 @@ static int runner_lost(struct gateway_instance *in, int stuck) {
     in->outbox_stalled_us = 0;
     snprintf(in->status, sizeof(in->status), "runner %s; restarting",
              stuck ? "stuck and killed" : "gone");
-    if (!in->down_since_us) in->down_since_us = runner_now_us();
+    if (!in->down_since_us) in->down_since_us = clock_now_us();
     return was_ready;
 }
 

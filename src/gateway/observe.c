@@ -174,7 +174,7 @@ void gateway_observe_finished(struct gateway_request *r, double seconds, int cac
 /* What is read when /metrics is asked: the hosts, each instance's state
  * and the age of its oldest request (cluster lock taken). */
 static void refresh(struct gateway *g) {
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     struct gateway_metrics *m = &g->metrics;
     pthread_mutex_lock(&g->cluster_lock);
     gateway_observe_hosts(g);
@@ -260,7 +260,7 @@ static int build_info_text(char *text, size_t size) {
                     "runner protocol version\n"
                     "# TYPE lockstep_build_info gauge\n"
                     "lockstep_build_info{version=\"%s\",commit=\"%s\",protocol=\"%d\"} 1\n",
-                    runner_version(), runner_commit(), RUNNER_PROTOCOL_VERSION);
+                    version_string(), version_commit(), RUNNER_PROTOCOL_VERSION);
 }
 
 char *gateway_metrics_text(struct gateway *g) {

@@ -154,14 +154,6 @@ struct openai_bias {
 
 struct cJSON;
 
-/* Bytes of the well-formed UTF-8 character at s (n >= 1 bytes available),
- * or minus the length of the ill-formed prefix that one U+FFFD replaces
- * (Unicode's "maximal subpart": at least 1 byte). Ranges from the Unicode
- * Standard's table of well-formed byte sequences: no overlong forms, no
- * surrogates, nothing above U+10FFFF. One rule for every text the gateway
- * sends (openai_response.c, tokenize.c). */
-int openai_utf8_sequence(const unsigned char *s, size_t n);
-
 /* openai_fields.c: for the parsers of a request's optional parts. A 400
  * invalid_request_error about param (control characters in the message
  * become spaces); returns -1. */

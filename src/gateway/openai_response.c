@@ -9,7 +9,7 @@
  * digits that read back as the same float ("-0.123", not
  * "-0.12300000339746475"). */
 #include "gateway/openai.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -20,38 +20,13 @@
 
 /* ------------------------------- text ----------------------------------- */
 
-int openai_utf8_sequence(const unsigned char *s, size_t n) {
-    unsigned lo = 0x80, hi = 0xBF;
-    int trailing;
-    if (s[0] < 0x80) return 1;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
-        trailing = 1;
-    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
-        trailing = 2;
-        if (s[0] == 0xE0) lo = 0xA0; /* overlong below U+0800 */
-        if (s[0] == 0xED) hi = 0x9F; /* surrogates U+D800..U+DFFF */
-    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
-        trailing = 3;
-        if (s[0] == 0xF0) lo = 0x90; /* overlong below U+10000 */
-        if (s[0] == 0xF4) hi = 0x8F; /* above U+10FFFF */
-    } else {
-        return -1;
-    }
-    for (int i = 1; i <= trailing; i++) {
-        if ((size_t)i >= n || s[i] < lo || s[i] > hi) return -i;
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    return trailing + 1;
-}
-
 /* Copies length bytes of text to out (room for 3 * length + 1 bytes) as
  * NUL-terminated valid UTF-8 without NUL bytes. */
 static void utf8_sanitize(const char *text, size_t length, char *out) {
     const unsigned char *s = (const unsigned char *)text;
     size_t used = 0;
     for (size_t i = 0; i < length;) {
-        int n = openai_utf8_sequence(s + i, length - i);
+        int n = utf8_sequence(s + i, length - i);
         if (n > 0 && s[i] != '\0') {
             memcpy(out + used, s + i, (size_t)n);
             used += (size_t)n;
@@ -469,8 +444,8 @@ static cJSON *model_object(const char *id, int context_length, int64_t created, 
     json_add(model, "object", cJSON_CreateString("model"), failed);
     json_add(model, "created", cJSON_CreateNumber((double)created), failed);
     json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
-    json_add(model, "lockstep_version", cJSON_CreateString(runner_version()), failed);
-    json_add(model, "lockstep_commit", cJSON_CreateString(runner_commit()), failed);
+    json_add(model, "lockstep_version", cJSON_CreateString(version_string()), failed);
+    json_add(model, "lockstep_commit", cJSON_CreateString(version_commit()), failed);
     if (context_length > 0) {
         json_add(model, "context_length", cJSON_CreateNumber(context_length), failed);
         json_add(model, "max_model_len", cJSON_CreateNumber(context_length), failed);

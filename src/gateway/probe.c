@@ -62,9 +62,9 @@ static pid_t spawn_probe(const struct gateway *g, const char *host, int *out) {
 static int read_probe(int fd, struct cluster_probe *p, const struct gateway *g) {
     char text[4096], err[200];
     size_t used = 0;
-    uint64_t start = runner_now_us();
+    uint64_t start = clock_now_us();
     for (;;) {
-        double left = PROBE_DEADLINE_SECONDS - (double)(runner_now_us() - start) * 1e-6;
+        double left = PROBE_DEADLINE_SECONDS - (double)(clock_now_us() - start) * 1e-6;
         if (left <= 0 || atomic_load(&g->stopping)) return -1;
         struct pollfd pfd = {fd, POLLIN, 0};
         int ready = poll(&pfd, 1, left < 0.1 ? 1 : 100);
@@ -103,7 +103,7 @@ static int record(struct gateway *g, int host, const struct cluster_probe *p) {
     struct cluster_host *h = &g->hosts[host];
     int was_lost = h->lost;
     /* a host a fault took down stays down for its time, whatever it says */
-    if (runner_now_us() < g->lost_until_us[host]) p = NULL;
+    if (clock_now_us() < g->lost_until_us[host]) p = NULL;
     cluster_host_update(h, p);
     if (h->lost && !was_lost)
         gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost: it did not answer",

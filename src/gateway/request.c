@@ -202,7 +202,7 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     memset(body, 0, sizeof(*body));
     r->n_choices = r->body.n > 0 ? r->body.n : 1;
     r->id = atomic_fetch_add(&gateway->next_id, (unsigned long long)r->n_choices);
-    r->arrival_us = runner_now_us();
+    r->arrival_us = clock_now_us();
     r->last_output_us = r->arrival_us;
     snprintf(r->response_id, sizeof(r->response_id), "%s-%llx%06llx",
              r->body.kind == OPENAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)r->arrival_us,
@@ -266,7 +266,7 @@ void gateway_request_event(struct gateway_request *r, char *json) {
     runner_buffer_append(&r->out, json, strlen(json));
     runner_buffer_append(&r->out, suffix, sizeof(suffix) - 1);
     free(json);
-    r->last_output_us = runner_now_us();
+    r->last_output_us = clock_now_us();
 }
 
 /* Sends a choice's text (and its pending logprobs) to the client. */
@@ -466,7 +466,7 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
         pthread_mutex_unlock(&r->lock);
         return;
     }
-    observe_token(c, from, runner_now_us());
+    observe_token(c, from, clock_now_us());
     c->token_start[c->n_generated] = c->decoded;
     c->generated[c->n_generated++] = t->token;
     c->n_shown = c->n_generated;

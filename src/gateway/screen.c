@@ -317,7 +317,7 @@ static void *screen_main(void *arg) {
             fds[i + 1] = (struct pollfd){s->pending[i].fd, events, 0};
         }
         poll(fds, (nfds_t)s->n_pending + 1, unfinished ? 20 : 100);
-        uint64_t now = runner_now_us();
+        uint64_t now = clock_now_us();
         for (int i = s->n_pending - 1; i >= 0; i--) {
             s->pending[i].revents = fds[i + 1].revents;
             if (screen_one(s, &s->pending[i], now)) s->pending[i] = s->pending[--s->n_pending];

@@ -130,7 +130,7 @@ void gateway_tokens_free(struct gateway_tokens_body *body) {
 static int utf8_text(const char *text, size_t length) {
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < length;) {
-        int n = openai_utf8_sequence(s + i, length - i);
+        int n = utf8_sequence(s + i, length - i);
         if (n < 0 || s[i] == '\0') return 0;
         i += (size_t)n;
     }
@@ -149,7 +149,7 @@ static int put_string(struct runner_buffer *out, const char *text, size_t length
     const unsigned char *s = (const unsigned char *)text;
     int rc = put(out, "\"");
     for (size_t i = 0; i < length && rc == 0;) {
-        int n = openai_utf8_sequence(s + i, length - i);
+        int n = utf8_sequence(s + i, length - i);
         char escaped[8];
         if (n < 0 || s[i] == '\0') {
             rc = put(out, "\xEF\xBF\xBD"); /* one for the ill-formed prefix, as the answers do */

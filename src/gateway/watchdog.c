@@ -43,7 +43,7 @@ void gateway_watchdog_free(struct gateway_instance *in) {
 }
 
 void gateway_watchdog_note(struct gateway_instance *in, const struct runner_heartbeat *h) {
-    in->progress_us = runner_now_us();
+    in->progress_us = clock_now_us();
     if (h->n_tokens == 0) return; /* a state report, not a step */
     in->steps_since_ready++;
     in->step_seconds[in->next_step_second] = (double)(h->end_us - h->start_us) * 1e-6;

@@ -34,6 +34,7 @@
  * Object schemas (properties, required, additionalProperties) are written
  * by json_schema_object.c; json_schema_internal.h is what the two share.
  */
+#include "base/base.h"
 #include "grammar/grammar.h"
 #include "json_schema_internal.h"
 
@@ -216,29 +217,10 @@ char *schema_child_path(const char *path, const char *key, const char *key2) {
 }
 
 long schema_utf8_next(const unsigned char *s, int *len) {
-    static const long min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
-    *len = 1;
-    int n = s[0] < 0x80                   ? 1
-            : s[0] >= 0xC2 && s[0] < 0xE0 ? 2
-            : s[0] >= 0xE0 && s[0] < 0xF0 ? 3
-            : s[0] >= 0xF0 && s[0] < 0xF5 ? 4
-                                          : 0;
-    if (n == 0) return -1;
-    long cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min_of[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return -1;
-    *len = n;
-    return cp;
-}
-
-static int valid_utf8(const char *s) {
-    int len;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p += len)
-        if (schema_utf8_next(p, &len) < 0) return 0;
-    return 1;
+    uint32_t cp = 0;
+    int n = utf8_decode(s, 4, &cp); /* s is NUL-terminated: decoding stops at the NUL */
+    *len = n > 0 ? n : 1;
+    return n > 0 ? (long)cp : -1;
 }
 
 void schema_put_literal_text(struct strbuf *b, const char *text, size_t n) {
@@ -504,7 +486,7 @@ static void number_text(double d, char *buf, size_t size) {
 
 int schema_gen_string_value(struct schema_ctx *ctx, const char *s, const char *path,
                             struct strbuf *out) {
-    if (!valid_utf8(s))
+    if (!utf8_valid(s, strlen(s)))
         return schema_fail(ctx, "a string is not valid UTF-8 at %s", schema_where(path));
     put_string_literal(out, s);
     return 0;

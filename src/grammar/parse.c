@@ -12,6 +12,7 @@
  * ends a rule except after '|' or inside parentheses. Every error names
  * the line and column where the parser stood. check.c validates what is
  * parsed (undefined rules, root, left recursion). */
+#include "base/base.h"
 #include "grammar_internal.h"
 
 #include <stdarg.h>
@@ -65,13 +66,12 @@ void grammar_where(const char *text, size_t offset, char *buf, size_t size) {
 
 /* Writes "L:C: message" for byte offset at; returns -1. */
 static int fail_at(struct grammar_parser *p, size_t at, const char *fmt, ...) {
-    char where[32], message[256];
+    char where[32];
+    grammar_where(p->text, at, where, sizeof(where));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
+    error_vformat_at(p->err, p->errlen, where, fmt, ap);
     va_end(ap);
-    grammar_where(p->text, at, where, sizeof(where));
-    snprintf(p->err, p->errlen, "%s: %s", where, message);
     return -1;
 }
 
@@ -334,21 +334,11 @@ static uint32_t word_length(const struct grammar_parser *p) {
 
 /* Decodes the UTF-8 character at pos into *cp and moves past it. */
 static int decode_utf8(struct grammar_parser *p, uint32_t *cp) {
-    static const uint32_t smallest[4] = {0, 0x80, 0x800, 0x10000};
-    int c = peek(p, 0);
-    int more = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (more < 0) return fail_at(p, p->pos, "invalid UTF-8 in the grammar");
-    uint32_t value = (uint32_t)c & (more ? 0x3Fu >> more : 0x7Fu);
-    for (int k = 1; k <= more; k++) {
-        int next = peek(p, (size_t)k);
-        if (next < 0 || (next & 0xC0) != 0x80)
-            return fail_at(p, p->pos, "invalid UTF-8 in the grammar");
-        value = (value << 6) | ((uint32_t)next & 0x3Fu);
-    }
-    if (value < smallest[more] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
-        return fail_at(p, p->pos, "invalid UTF-8 in the grammar");
-    p->pos += (size_t)more + 1;
-    *cp = value;
+    int n = p->pos < p->length
+                ? utf8_decode((const unsigned char *)p->text + p->pos, p->length - p->pos, cp)
+                : -1;
+    if (n < 0) return fail_at(p, p->pos, "invalid UTF-8 in the grammar");
+    p->pos += (size_t)n;
     return 0;
 }
 

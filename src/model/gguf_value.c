@@ -8,6 +8,7 @@
  * For an array of arrays the table holds n offsets followed by n pointers,
  * the offset tables of the inner arrays, so gguf_array_nested can hand out
  * an inner array that can itself be indexed. */
+#include "base/base.h"
 #include "model/gguf_internal.h"
 
 #include <float.h>
@@ -42,16 +43,12 @@ int gguf_type_size(uint32_t type) {
 }
 
 int gguf_fail(struct gguf_reader *reader, const char *format, ...) {
-    char message[256];
+    char where[512];
+    snprintf(where, sizeof(where), "%s: %s", reader->name, reader->context);
     va_list args;
     va_start(args, format);
-    /* args is started above; clang-tidy 14 says otherwise when it checks several files in
-     * one run (LLVM bug 41311). */
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized) */
-    vsnprintf(message, sizeof(message), format, args);
+    error_vformat_at(reader->err, reader->errlen, where, format, args);
     va_end(args);
-    if (reader->errlen > 0)
-        snprintf(reader->err, reader->errlen, "%s: %s: %s", reader->name, reader->context, message);
     return -1;
 }
 

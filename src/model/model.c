@@ -7,6 +7,7 @@
  * and shape is checked against the config before its data is used, so the
  * forward pass can trust struct model without further checks. Weights point
  * into the file mapping and are never copied. */
+#include "base/base.h"
 #include "model_internal.h"
 
 #include <stdarg.h>
@@ -45,10 +46,7 @@ int model_is_gguf(const char *path) {
 
 /* "<path>: " and the formatted message into err. */
 static int model_vfail(char *err, size_t errlen, const char *path, const char *fmt, va_list ap) {
-    char message[384];
-    vsnprintf(message, sizeof(message), fmt, ap);
-    snprintf(err, errlen, "%s: %s", path, message);
-    return -1;
+    return error_vformat_at(err, errlen, path, fmt, ap);
 }
 
 int model_fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {

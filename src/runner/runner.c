@@ -13,13 +13,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-uint64_t runner_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static int check_params(const struct runner_params *p, const struct engine *engine, char *err,
                         size_t errlen) {
@@ -239,7 +232,7 @@ static void finish_with(struct runner *runner, int i, enum runner_finish_reason 
         f.category = RUNNER_ERROR_BAD_REQUEST;
         snprintf(f.message, sizeof(f.message), "%s", message);
     }
-    runner_trace_event(runner, "finish", s, runner_now_us(), runner_finish_reason_name(reason));
+    runner_trace_event(runner, "finish", s, clock_now_us(), runner_finish_reason_name(reason));
     runner->sink.finished(runner->sink.context, s->client, &f);
     if (s->admitted) runner->n_admitted--;
     free_sequence(runner, s);
@@ -275,7 +268,7 @@ void runner_describe(const struct runner *runner, struct runner_hello *hello) {
     hello->kv_block_size = runner->engine->kv.block_size;
     hello->kv_blocks_total = runner->engine->kv.n_blocks;
     hello->tensor_parallel = runner->engine->model->shard_count;
-    snprintf(hello->build, sizeof(hello->build), "%s", runner_build());
+    snprintf(hello->build, sizeof(hello->build), "%s", version_build());
 }
 
 /* The most likely n tokens of a logits row with their log-probabilities,
@@ -431,14 +424,14 @@ void runner_inject_fault(struct runner *runner, const struct runner_fault *fault
 }
 
 void runner_report_state(struct runner *runner) {
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     runner->n_batch_sequences = 0;
     runner->n_decode = 0;
     send_heartbeat(runner, now, now, 0, 0.0f);
 }
 
 int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen) {
-    if (!start_us) start_us = runner_now_us();
+    if (!start_us) start_us = clock_now_us();
     int n_tokens = runner_schedule(runner);
     if (n_tokens == 0) return 0;
     struct engine_batch batch = {n_tokens, runner->batch_tokens, runner->batch_positions,
@@ -449,7 +442,7 @@ int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errl
     /* the trace copies the batch before sequences finish and are freed */
     runner_trace_begin(runner, start_us, n_tokens);
     finish_step(runner);
-    uint64_t end_us = runner_now_us();
+    uint64_t end_us = clock_now_us();
     runner_trace_end(runner, end_us);
     send_heartbeat(runner, start_us, end_us, n_tokens, comm_ms);
     runner->steps++;

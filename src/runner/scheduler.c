@@ -38,7 +38,7 @@ void runner_preempt(struct runner *runner, struct runner_sequence *sequence) {
     sequence->n_computed = 0;
     sequence->admitted = 0;
     runner->n_admitted--;
-    runner_trace_event(runner, "preempt", sequence, runner_now_us(), NULL);
+    runner_trace_event(runner, "preempt", sequence, clock_now_us(), NULL);
 }
 
 /* The admitted sequence that arrived last. */

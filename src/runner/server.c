@@ -157,7 +157,7 @@ static int push_command(struct runner_server *server, struct server_command *com
     if (server->inbox_count < server->inbox_capacity) {
         /* the arrival time is taken under the lock the step loop takes its
          * boundary time under, so "arrived before step k+1 began" is exact */
-        command->arrival_us = runner_now_us();
+        command->arrival_us = clock_now_us();
         server->inbox[server->inbox_count++] = *command;
         pthread_cond_signal(&server->inbox_ready);
     } else {
@@ -295,7 +295,7 @@ static void accept_connection(struct runner_server *server) {
     struct server_connection c = {.fd = fd,
                                   .client = server->next_client++,
                                   .authenticated = server->params.cluster_key == NULL,
-                                  .accepted_us = runner_now_us()};
+                                  .accepted_us = clock_now_us()};
     describe_peer(&address, c.peer, sizeof(c.peer));
     if (server->n_connections == server->params.max_connections) {
         runner_encode_error(&c.out, RUNNER_ERROR_OVER_CAPACITY, "runner: too many connections", err,
@@ -324,7 +324,7 @@ static void accept_connection(struct runner_server *server) {
  * is still to prove it (the I/O loop then wakes to check again). */
 static int expire_unproved(struct runner_server *server) {
     int pending = 0;
-    uint64_t now = runner_now_us();
+    uint64_t now = clock_now_us();
     for (int i = 0; i < server->n_connections; i++) {
         struct server_connection *c = &server->connections[i];
         if (c->authenticated || c->closing) continue;
@@ -555,7 +555,7 @@ static int wait_for_work(struct runner_server *server, struct server_command **t
                 (size_t)(server->inbox_count - n) * sizeof(*server->inbox));
     }
     server->inbox_count -= n;
-    *start_us = runner_now_us();
+    *start_us = clock_now_us();
     pthread_mutex_unlock(&server->inbox_lock);
     return n;
 }

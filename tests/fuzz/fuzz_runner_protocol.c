@@ -1,5 +1,5 @@
 /* fuzz_runner_protocol.c -- libFuzzer harness for the runner protocol codec
- * (src/runner/protocol.c). The input is read as a connection reads its byte
+ * (src/protocol/protocol.c). The input is read as a connection reads its byte
  * stream: runner_frame_next, the decoder of the frame's type, the next frame,
  * until the bytes run out or a frame is refused. Every decoded message is
  * encoded again; that frame must decode to the same values, and to the same

@@ -7,7 +7,7 @@
  * watchdog) reads it only through runner_status_read, so it needs no
  * header of the engine or of comm. */
 #include "engine/engine.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

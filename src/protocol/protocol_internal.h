@@ -10,7 +10,7 @@
 #ifndef LOCKSTEP_RUNNER_PROTOCOL_INTERNAL_H
 #define LOCKSTEP_RUNNER_PROTOCOL_INTERNAL_H
 
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <stddef.h>
 #include <stdint.h>

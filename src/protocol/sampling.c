@@ -6,7 +6,7 @@
  * what it refuses, so a value one side takes can never be dropped by the
  * other (a top_p of 0 once passed the gateway, failed to encode and left
  * its client waiting). */
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <math.h>
 #include <stdio.h>

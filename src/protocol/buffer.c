@@ -1,7 +1,7 @@
 /* buffer.c -- the growable byte buffer the runner protocol appends frames to
- * and reads received bytes into (struct runner_buffer in runner.h). Frames are
+ * and reads received bytes into (struct runner_buffer in protocol/protocol.h). Frames are
  * appended at the end and dropped from the front once sent or parsed. */
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* protocol.c -- the runner protocol codec: encodes the frames the gateway and
  * the leader exchange, finds whole frames in received bytes and decodes them
- * (frame layout: runner.h, "protocol frames"). Every integer is written and
+ * (frame layout: protocol/protocol.h, "protocol frames"). Every integer is written and
  * read byte by byte, little-endian whatever the host; floats travel as their
  * IEEE-754 bits.
  *
@@ -14,7 +14,7 @@
  * The ADD message (a request) is protocol_add.c's; protocol_internal.h is
  * what the two share. */
 #include "protocol_internal.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -56,13 +56,12 @@ const char *runner_finish_reason_name(enum runner_finish_reason reason) {
 }
 
 int protocol_fail(const struct protocol_report *report, const char *format, ...) {
-    if (report->err == NULL || report->errlen == 0) return -1;
-    char detail[256];
+    char where[160];
+    snprintf(where, sizeof(where), "runner protocol: %s", report->context);
     va_list args;
     va_start(args, format);
-    vsnprintf(detail, sizeof(detail), format, args);
+    error_vformat_at(report->err, report->errlen, where, format, args);
     va_end(args);
-    snprintf(report->err, report->errlen, "runner protocol: %s: %s", report->context, detail);
     return -1;
 }
 
@@ -562,8 +561,8 @@ int protocol_reader_end(struct protocol_reader *reader, const char *last_field) 
 /* A HELLO of another protocol version: refused, naming both versions and
  * both builds (the peer's is the first field from version 4 on). */
 static int protocol_refuse_version(struct protocol_reader *reader, unsigned version) {
-    char build[RUNNER_BUILD_MAX] = "";
-    char peer[RUNNER_BUILD_MAX + 16] = "a build older than 0.9.0";
+    char build[VERSION_BUILD_MAX] = "";
+    char peer[VERSION_BUILD_MAX + 16] = "a build older than 0.9.0";
     if (version >= 4 && protocol_reader_string(reader, "build", build, sizeof(build)) == 0) {
         /* the peer's text goes into a one-line message: no control bytes */
         for (char *c = build; *c; c++)
@@ -573,7 +572,7 @@ static int protocol_refuse_version(struct protocol_reader *reader, unsigned vers
     return protocol_fail(&reader->report,
                          "the runner speaks protocol version %u (%s), this process %d "
                          "(lockstep %s): the gateway and every rank must run the same build",
-                         version, peer, RUNNER_PROTOCOL_VERSION, runner_build());
+                         version, peer, RUNNER_PROTOCOL_VERSION, version_build());
 }
 
 int runner_decode_hello(const struct runner_frame *frame, struct runner_hello *hello, char *err,

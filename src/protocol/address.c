@@ -6,7 +6,7 @@
  * The TCP form carries the same frames, unauthenticated, like Open MPI's
  * own traffic between ranks: it belongs on the cluster's private network.
  * Small frames (one token each) go out at once (TCP_NODELAY). */
-#include "runner_internal.h"
+#include "protocol/protocol.h"
 
 #include <errno.h>
 #include <netdb.h>

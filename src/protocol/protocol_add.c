@@ -4,13 +4,13 @@
  * both sides apply to it, and runner_request_free for what a decoded request
  * owns. The frame writer and reader, the shared value checks and the other
  * messages are protocol.c's (protocol_internal.h is what the two share); the
- * payload layout is in runner.h, "protocol frames".
+ * payload layout is in protocol/protocol.h, "protocol frames".
  *
  * The decoder allocates the stops, biases, grammar texts and prompt as it
  * reads them, each count checked against its maximum and the bytes left
  * first; on any failure it frees them and leaves the request zeroed. */
 #include "protocol_internal.h"
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <inttypes.h>
 #include <limits.h>

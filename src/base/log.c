@@ -1,4 +1,4 @@
-/* log.c -- one line per event on stderr, as text or JSON (runner.h).
+/* log.c -- one line per event on stderr, as text or JSON (base/base.h).
  *
  * The gateway, `lockstep serve` and the runner report what happens here
  * rather than with their own fprintf, so every line carries a UTC
@@ -6,7 +6,7 @@
  * read them all one way (--log-format json). A line is formatted in a
  * buffer and written with one write(): stderr's own buffering would let
  * the lines of concurrent threads interleave. */
-#include "runner.h"
+#include "base/base.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

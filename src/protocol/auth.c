@@ -1,8 +1,8 @@
-/* auth.c -- proof of the cluster key on a runner link (runner.h says the
+/* auth.c -- proof of the cluster key on a runner link (protocol/protocol.h says the
  * exchange): HMAC-SHA256 from OpenSSL's libcrypto, random challenges from
  * the kernel, and every comparison of a proof in constant time, so that
  * how long a refusal takes says nothing of how much of a proof was right. */
-#include "runner/runner.h"
+#include "protocol/protocol.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

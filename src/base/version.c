@@ -3,20 +3,20 @@
  * cmake/commit.cmake, so only this file recompiles on a new commit). The
  * runner says it in HELLO, `lockstep --version` prints it, the gateway shows
  * it in /v1/models and /metrics. */
-#include "runner/runner.h"
+#include "base/base.h"
 
 #include "lockstep_version.h"
 
-_Static_assert(sizeof(LOCKSTEP_BUILD) <= RUNNER_BUILD_MAX, "the build's name fits HELLO's field");
+_Static_assert(sizeof(LOCKSTEP_BUILD) <= VERSION_BUILD_MAX, "the build's name fits HELLO's field");
 
-const char *runner_version(void) {
+const char *version_string(void) {
     return LOCKSTEP_VERSION;
 }
 
-const char *runner_commit(void) {
+const char *version_commit(void) {
     return LOCKSTEP_COMMIT;
 }
 
-const char *runner_build(void) {
+const char *version_build(void) {
     return LOCKSTEP_BUILD;
 }
