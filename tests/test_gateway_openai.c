@@ -6,7 +6,7 @@
  * refusal (unrecognized and unimplemented fields among them) checked for
  * its status, type, param and exact message. The response bodies are
  * test_gateway_openai_response.c's. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "grammar/grammar.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"

@@ -4,7 +4,7 @@
  * streamed), answers of several choices, logprobs and /v1/models: every body parsed back with cJSON
  * and checked field by field, including texts with quotes, newlines, control characters, non-ASCII
  * UTF-8 and bytes that are not UTF-8. The request parser is test_gateway_openai.c's. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "runner/runner.h"
 #include "testutil.h"
 

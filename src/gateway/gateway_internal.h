@@ -11,7 +11,7 @@
 #include "cluster/cluster.h"
 #include "gateway/gateway.h"
 #include "gateway/metrics.h"
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "model/model.h"
 #include "protocol/protocol.h"
 #include "tokenizer/tokenizer.h"

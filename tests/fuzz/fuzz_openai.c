@@ -1,5 +1,5 @@
 /* fuzz_openai.c -- libFuzzer harness for the gateway's OpenAI JSON layer
- * (src/gateway/openai_*.c). The input is parsed as a body for both
+ * (src/openai/openai_*.c). The input is parsed as a body for both
  * endpoints. A refusal must be a 400 with a one-line message, and its error
  * body must parse back. An accepted request must hold what openai.h
  * promises (every range, every string present, model non-empty or NULL
@@ -13,7 +13,7 @@
  * texts and logprobs for the builders are cut from the input, so they hold
  * split characters, NUL bytes, -inf and NaN. Built by
  * tests/fuzz/CMakeLists.txt when LOCKSTEP_FUZZ=ON. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -11,7 +11,7 @@
  * meets its instance (openai_tools_grammar): the converted grammars are
  * embedded with their rule names prefixed ("t<i>-", renamed here), under
  * rules of its own named "tc-*" and root. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 

@@ -10,7 +10,7 @@
  * ignored something it asked for, so a field the endpoint does not have is
  * refused as OpenAI refuses it, and one lockstep does not implement is
  * refused unless its value asks for nothing. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>

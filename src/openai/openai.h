@@ -1,4 +1,4 @@
-/* openai.h -- the gateway's OpenAI JSON layer (internal to src/gateway).
+/* openai.h -- the OpenAI JSON layer (src/openai, a leaf the gateway calls).
  *
  * Parses the bodies of POST /v1/chat/completions and POST /v1/completions
  * into a struct openai_request, validating every field the gateway uses

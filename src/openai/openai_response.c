@@ -8,7 +8,7 @@
  * JSON for strict parsers. Log-probabilities are printed with the fewest
  * digits that read back as the same float ("-0.123", not
  * "-0.12300000339746475"). */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "protocol/protocol.h"
 
 #include <cjson/cJSON.h>

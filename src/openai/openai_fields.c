@@ -4,7 +4,7 @@
  * member read as absent when null, and the refusal of members an object
  * does not have or has twice. The OpenAI endpoints, the admin API and
  * /tokenize all read their bodies through these. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

@@ -9,7 +9,7 @@
  * grammar the runner would refuse is a 400 naming the field before any
  * runner is involved (one rule in one place). Token ids of logit_bias are
  * checked against the vocabulary by the runner, which knows it. */
-#include "gateway/openai.h"
+#include "openai/openai.h"
 #include "grammar/grammar.h"
 
 #include <cjson/cJSON.h>
