@@ -74,13 +74,10 @@ int utf8_valid(const char *s, size_t n);
 
 /* ============================ errors (error.c) ============================ */
 
-/* printf into err (errlen bytes, always terminated; nothing if err is NULL
- * or errlen is 0); returns -1, so that `return error_format(...)` reports
- * a failure in one line. */
-int error_format(char *err, size_t errlen, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-/* The same as "WHERE: message": where names the place (a file and line, a
- * frame, a rank), the message what was wrong there. */
+/* "WHERE: message" into err (errlen bytes, always terminated; nothing if
+ * err is NULL or errlen is 0): where names the place (a file and line, a
+ * frame, a rank), the message what was wrong there. Returns -1, so that a
+ * module's failure helper reports in one line. */
 int error_vformat_at(char *err, size_t errlen, const char *where, const char *format, va_list args);
 
 #endif

@@ -5,14 +5,6 @@
 
 #include <stdio.h>
 
-int error_format(char *err, size_t errlen, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    if (err != NULL && errlen > 0) vsnprintf(err, errlen, format, args);
-    va_end(args);
-    return -1;
-}
-
 int error_vformat_at(char *err, size_t errlen, const char *where, const char *format,
                      va_list args) {
     if (err == NULL || errlen == 0) return -1;

@@ -108,7 +108,7 @@ size_t tokenizer_utf8_encode(unsigned cp, char *out) {
 
 /* Decodes one UTF-8 character of s (len > 0) into *cp; returns its length,
  * or 0 if the bytes there are not a complete well-formed sequence. */
-static size_t utf8_decode(const unsigned char *s, size_t len, unsigned *cp) {
+static size_t vocab_utf8_decode(const unsigned char *s, size_t len, unsigned *cp) {
     size_t n = tokenizer_utf8_len(s[0]);
     if (n == 1) {
         *cp = s[0];
@@ -158,7 +158,7 @@ static size_t bpe_unmap(const char *text, size_t len, char *buf) {
     size_t n = 0;
     for (size_t i = 0; i < len;) {
         unsigned cp;
-        size_t step = utf8_decode(s + i, len - i, &cp);
+        size_t step = vocab_utf8_decode(s + i, len - i, &cp);
         int byte = step ? tokenizer_bpe_codepoint_byte(cp) : -1;
         if (byte >= 0) {
             buf[n++] = (char)byte;
