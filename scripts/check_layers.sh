@@ -4,8 +4,10 @@
 # module may include only the headers of modules below it in the layer
 # order that docs/DESIGN.md lists (between its "layers:" markers), plus the
 # exclusions it lists there ("gateway !engine" and the like). A subfolder
-# (src/gateway/http) is a module of its own at its parent's level; two
-# folders whose files include each other are refused whatever the order.
+# (src/gateway/requests) is a module of its own: at its own place when the
+# order names it ("gateway/requests"), else at its parent's; its parent's
+# exclusions hold for it too. Two folders whose files include each other
+# are refused whatever the order.
 # Every refusal names the file and line of the include and both modules.
 #
 # usage: scripts/check_layers.sh [SRC_DIR [DESIGN_FILE]]   (exit 0, or 1)
@@ -29,6 +31,11 @@ while read -r m not; do
     [ -n "$m" ] && [ -n "${not:-}" ] && excluded["$m ${not#!}"]=1
 done < <(grep '^[a-z_/]* ![a-z_/]*$' <<<"$block" || true)
 
+# The place of a module: its own, else its top folder's (empty if none).
+place() {
+    if [ -n "${rank[$1]+x}" ]; then echo "${rank[$1]}"; elif [ -n "${rank[${1%%/*}]+x}" ]; then echo "${rank[${1%%/*}]}"; fi
+}
+
 failures=0
 fail() { echo "check_layers: $*"; failures=$((failures + 1)); }
 declare -A edges # "from to" -> first file:line
@@ -36,8 +43,7 @@ declare -A edges # "from to" -> first file:line
 # Every module (folder holding C files) must have a place in the order.
 while read -r dir; do
     m=${dir#"$src"/}
-    top=${m%%/*}
-    [ -n "${rank[$top]+x}" ] || fail "src/$m is in no layer: add it to the order in $design"
+    [ -n "$(place "$m")" ] || fail "src/$m is in no layer: add it to the order in $design"
 done < <(find "$src" -mindepth 1 -type d | while read -r d; do
     ls "$d"/*.[ch] >/dev/null 2>&1 && echo "$d"; done | sort)
 
@@ -48,11 +54,12 @@ while IFS=: read -r file line include; do
     [ -d "$src/$to" ] || continue # a generated header or the like: not a module
     edges["$from $to"]=${edges["$from $to"]:-$file:$line}
     top_from=${from%%/*} top_to=${to%%/*}
-    [ -n "${rank[$top_from]+x}" ] && [ -n "${rank[$top_to]+x}" ] || continue
+    rank_from=$(place "$from") rank_to=$(place "$to")
+    [ -n "$rank_from" ] && [ -n "$rank_to" ] || continue
     where="${file#"$here"/}:$line"
     if [ -n "${excluded["$top_from $top_to"]+x}" ]; then
         fail "$where: $from includes $to, which DESIGN.md excludes for it"
-    elif [ "${rank[$top_to]}" -gt "${rank[$top_from]}" ]; then
+    elif [ "$rank_to" -gt "$rank_from" ]; then
         fail "$where: $from includes $to, which is above it in the layer order"
     fi
 done < <(grep -rnE '^#include "[a-z_]+(/[a-z_]+)*/[a-z_]+\.h"' "$src" --include='*.c' --include='*.h' || true)

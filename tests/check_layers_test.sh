@@ -2,7 +2,7 @@
 # check_layers_test.sh -- the CTest test layers_refusals: scripts/check_layers.sh
 # passes on a tree that keeps docs/DESIGN.md's layers and fails, naming the
 # file, the line and both modules, on each way of breaking them: an include
-# of a module above, an excluded one, two folders that include each other,
+# of a module above (a layer of src/gateway too), an excluded one, two folders that include each other,
 # and a folder in no layer.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +40,12 @@ tree gateway/g.c "runner/runner.h" runner/runner.h "protocol/protocol.h"
 expect 1 "src/gateway/g.c:1: gateway includes runner, which DESIGN.md excludes for it"
 tree gateway/http/x.c "gateway/requests/requests.h" gateway/requests/y.c "gateway/http/http.h"
 expect 1 "gateway/http and gateway/requests include each other"
+tree gateway/supervisor/s.c "gateway/requests/requests.h" gateway/requests/r.h "protocol/protocol.h"
+expect 1 "src/gateway/supervisor/s.c:1: gateway/supervisor includes gateway/requests, which is above it in the layer order"
+tree gateway/requests/r.c "gateway/gateway.h" gateway/gateway.h "protocol/protocol.h"
+expect 1 "src/gateway/requests/r.c:1: gateway/requests includes gateway, which is above it in the layer order"
+tree gateway/supervisor/s.c "runner/runner.h" runner/runner.h "protocol/protocol.h"
+expect 1 "src/gateway/supervisor/s.c:1: gateway/supervisor includes runner, which DESIGN.md excludes for it"
 tree newmodule/n.c "tensor/tensor.h" tensor/t.c "tensor/tensor.h"
 expect 1 "src/newmodule is in no layer"
 

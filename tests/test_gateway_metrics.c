@@ -10,7 +10,7 @@
  * times, with a renderer running alongside, for exact totals.
  *
  * ctest-labels: concurrency */
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -39,10 +39,11 @@ static cJSON *host_json(const struct cluster_host *h, const struct cluster_usage
     return j;
 }
 
-static const char *instance_state_name(const struct gateway_instance *in) {
+static const char *instance_state_name(const struct gateway_instance *in,
+                                       const struct supervisor_view *view) {
     if (in->deleting) return "draining";
     if (in->move.state == GATEWAY_MOVE_STARTING) return "moving";
-    return gateway_instance_state_name(in->state);
+    return supervisor_state_name(view->state);
 }
 
 static cJSON *move_json(const struct gateway_move *m) {
@@ -72,19 +73,19 @@ static cJSON *instance_json(struct gateway *g, struct gateway_instance *in) {
         cJSON_AddItemToArray(placement, at);
     }
     cJSON_AddStringToObject(j, "hosts", in->hosts_text);
-    int64_t outstanding = gateway_instance_outstanding(in);
-    pthread_mutex_lock(&in->lock);
-    cJSON_AddStringToObject(j, "state", instance_state_name(in));
-    cJSON_AddStringToObject(j, "status", in->state == INSTANCE_READY ? "" : in->status);
-    cJSON_AddNumberToObject(j, "restarts", in->restarts);
-    cJSON_AddNumberToObject(j, "requests", in->n_requests);
+    int64_t outstanding = supervisor_outstanding(&in->supervisor);
+    struct supervisor_view view;
+    supervisor_view(&in->supervisor, &view);
+    cJSON_AddStringToObject(j, "state", instance_state_name(in, &view));
+    cJSON_AddStringToObject(j, "status", view.status);
+    cJSON_AddNumberToObject(j, "restarts", view.restarts);
+    cJSON_AddNumberToObject(j, "requests", view.n_jobs);
     cJSON_AddNumberToObject(j, "outstanding_tokens", (double)outstanding);
-    cJSON_AddNumberToObject(j, "queue_depth", in->last_heartbeat.n_waiting);
-    cJSON_AddNumberToObject(j, "running", in->last_heartbeat.n_running);
-    cJSON_AddNumberToObject(j, "kv_used", in->last_heartbeat.kv_blocks_used);
-    cJSON_AddNumberToObject(j, "kv_total", in->last_heartbeat.kv_blocks_total);
-    cJSON_AddNumberToObject(j, "runner_pid", (double)in->pid);
-    pthread_mutex_unlock(&in->lock);
+    cJSON_AddNumberToObject(j, "queue_depth", view.heartbeat.n_waiting);
+    cJSON_AddNumberToObject(j, "running", view.heartbeat.n_running);
+    cJSON_AddNumberToObject(j, "kv_used", view.heartbeat.kv_blocks_used);
+    cJSON_AddNumberToObject(j, "kv_total", view.heartbeat.kv_blocks_total);
+    cJSON_AddNumberToObject(j, "runner_pid", (double)view.pid);
     cJSON_AddNumberToObject(j, "generated_tokens", (double)atomic_load(&in->stats.generated));
     cJSON_AddNumberToObject(j, "ttft_seconds_sum", (double)atomic_load(&in->stats.ttft_us) * 1e-6);
     cJSON_AddNumberToObject(j, "ttft_count", (double)atomic_load(&in->stats.ttft_count));

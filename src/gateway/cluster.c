@@ -111,7 +111,7 @@ void gateway_cluster_usage(struct gateway *g, struct cluster_usage *usage) {
                 u->memory_used += at->bytes_per_rank * at->placement.ranks[k];
             }
         }
-        double load = (double)gateway_instance_outstanding(in);
+        double load = (double)supervisor_outstanding(&in->supervisor);
         for (int k = 0; k < in->placement.n_hosts; k++) usage[in->placement.host[k]].load += load;
     }
 }
@@ -186,19 +186,20 @@ static struct gateway_instance *start_instance(struct gateway *g, const struct g
     char own_id[160];
     snprintf(own_id, sizeof(own_id), "%s-%d", s->name, number);
     if (gateway_instance_init(in, g, s, id ? id : own_id, placement, number, why, whylen) ||
-        gateway_instance_start(in, why, whylen)) {
+        supervisor_start(&in->supervisor, why, whylen)) {
         gateway_instance_release(in);
         return NULL;
     }
     in->bytes_per_rank = bytes_per_rank;
-    gateway_observe_instance(in);
+    gateway_observe_instance(&g->metrics, in->name, in->id, supervisor_state_names,
+                             SUPERVISOR_STATES);
     return in;
 }
 
 /* ---------- routing ---------- */
 
 void gateway_cluster_submit(struct gateway *g, struct gateway_request *r) {
-    const struct gateway_served *s = r->instance->served;
+    const struct gateway_served *s = r->served;
     struct gateway_instance *best = NULL;
     int64_t best_load = 0;
     int best_ready = 0;
@@ -206,10 +207,10 @@ void gateway_cluster_submit(struct gateway *g, struct gateway_request *r) {
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
         if (in->served != s || !in->routable) continue;
-        pthread_mutex_lock(&in->lock);
-        int ready = in->state == INSTANCE_READY;
-        pthread_mutex_unlock(&in->lock);
-        int64_t load = gateway_instance_outstanding(in);
+        struct supervisor_view view;
+        supervisor_view(&in->supervisor, &view);
+        int ready = view.state == SUPERVISOR_READY;
+        int64_t load = supervisor_outstanding(&in->supervisor);
         /* a ready replica first; then the one with the least work */
         if (!best || ready > best_ready || (ready == best_ready && load < best_load)) {
             best = in;
@@ -217,7 +218,10 @@ void gateway_cluster_submit(struct gateway *g, struct gateway_request *r) {
             best_ready = ready;
         }
     }
-    if (best) gateway_instance_submit(best, r);
+    if (best) { /* its metrics are the instance's that serves it */
+        snprintf(r->instance_id, sizeof(r->instance_id), "%s", best->id);
+        gateway_instance_submit(best, r);
+    }
     pthread_mutex_unlock(&g->cluster_lock);
     if (!best) {
         char why[256];
@@ -250,9 +254,9 @@ void gateway_cluster_each(struct gateway *g, void (*fn)(struct gateway_request *
 void gateway_cluster_fail(struct gateway *g, int status, const char *message) {
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_instances; i++) {
-        gateway_instance_fail(g->instances[i], status, message);
+        supervisor_fail(&g->instances[i]->supervisor, status, message);
         if (g->instances[i]->move.state == GATEWAY_MOVE_STARTING)
-            gateway_instance_fail(g->instances[i]->move.successor, status, message);
+            supervisor_fail(&g->instances[i]->move.successor->supervisor, status, message);
     }
     pthread_mutex_unlock(&g->cluster_lock);
 }
@@ -261,7 +265,7 @@ void gateway_cluster_fail(struct gateway *g, int status, const char *message) {
 
 int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char *const *hosts,
                         int n_hosts, char *id, size_t idlen, char *why, size_t whylen) {
-    const struct gateway_served *s = gateway_served_find(g, model);
+    const struct gateway_served *s = gateway_served_find(g->served, g->n_served, model);
     struct cluster_placement placement;
     int64_t bytes = 0;
     if (!s) {
@@ -275,8 +279,8 @@ int gateway_cluster_add(struct gateway *g, const char *model, int tp, const char
     if (!status && !in) status = 500;
     if (in && append(&g->instances, &g->n_instances, &g->instances_capacity, in)) {
         pthread_mutex_unlock(&g->cluster_lock);
-        gateway_instance_retire(in);
-        gateway_instance_stop(in);
+        supervisor_retire(&in->supervisor);
+        supervisor_stop(&in->supervisor);
         gateway_instance_release(in);
         snprintf(why, whylen, "out of memory for the instance list");
         return 500;
@@ -370,7 +374,7 @@ int gateway_cluster_move(struct gateway *g, const char *id, int tp, const char *
  * signal on), so it is only reaped by a later step (reap_retired): the
  * cluster thread never waits for it (cluster lock held). */
 static void retire(struct gateway *g, struct gateway_instance *in) {
-    gateway_instance_retire(in);
+    supervisor_retire(&in->supervisor);
     if (append(&g->retiring, &g->n_retiring, &g->retiring_capacity, in) == 0) return;
     /* no room to keep it: it is reaped when the gateway ends instead */
     log_event(LOG_LEVEL_ERROR, "gateway", "%s: out of memory for the retiring list", in->id);
@@ -384,7 +388,7 @@ static void reap_retired(struct gateway *g) {
     int n = 0;
     pthread_mutex_lock(&g->cluster_lock);
     for (int i = 0; i < g->n_retiring && n < 64;)
-        if (gateway_instance_stopped(g->retiring[i])) {
+        if (supervisor_stopped(&g->retiring[i]->supervisor)) {
             done[n++] = g->retiring[i];
             g->retiring[i] = g->retiring[--g->n_retiring];
         } else {
@@ -392,18 +396,18 @@ static void reap_retired(struct gateway *g) {
         }
     pthread_mutex_unlock(&g->cluster_lock);
     for (int i = 0; i < n; i++) {
-        gateway_instance_stop(done[i]); /* returns at once: its supervisor is done */
+        supervisor_stop(&done[i]->supervisor); /* returns at once: its supervisor is done */
         gateway_instance_release(done[i]);
     }
 }
 
 /* Hands every choice of `from` to `to` (cluster lock held). */
 static void hand_over(struct gateway_instance *from, struct gateway_instance *to) {
-    struct gateway_choice **choices;
-    int n = gateway_instance_take(from, &choices);
+    struct supervisor_job **jobs;
+    int n = supervisor_take(&from->supervisor, &jobs);
     if (n < 0) return; /* out of memory: they stay and finish where they are */
-    gateway_instance_give(to, choices, n);
-    free(choices);
+    supervisor_give(&to->supervisor, jobs, n);
+    free(jobs);
 }
 
 /* The move's new placement is ready: it takes the old one's place in the
@@ -420,13 +424,9 @@ static void complete_move(struct gateway *g, int i) {
     atomic_store(&next->stats.ttft_count, atomic_load(&old->stats.ttft_count));
     atomic_store(&next->stats.itl_us, atomic_load(&old->stats.itl_us));
     atomic_store(&next->stats.itl_count, atomic_load(&old->stats.itl_count));
-    pthread_mutex_lock(&old->lock);
-    int restarts = old->restarts, stuck = old->stuck_detections;
-    pthread_mutex_unlock(&old->lock);
-    pthread_mutex_lock(&next->lock);
-    next->restarts += restarts;
-    next->stuck_detections += stuck;
-    pthread_mutex_unlock(&next->lock);
+    struct supervisor_view view;
+    supervisor_view(&old->supervisor, &view);
+    supervisor_inherit(&next->supervisor, view.restarts, view.stuck_detections);
     /* a DELETE that came while it moved wins: the new placement finishes
      * the requests (or hands them to a replica), then stops */
     next->deleting = old->deleting;
@@ -439,7 +439,7 @@ static void complete_move(struct gateway *g, int i) {
     gateway_cluster_event(g, "move", next->id, NULL, "%s moved from %s to %s in %.1f s", next->id,
                           old->hosts_text, next->hosts_text,
                           (double)(now - next->move.started_us) * 1e-6);
-    gateway_observe_move(g, next->name, 1, (double)(now - next->move.started_us) * 1e-6);
+    gateway_observe_move(&g->metrics, next->name, 1, (double)(now - next->move.started_us) * 1e-6);
 }
 
 /* The move's new placement failed (cluster lock held): the old one serves on. */
@@ -451,21 +451,18 @@ static void fail_move(struct gateway *g, struct gateway_instance *in, const char
     snprintf(in->move.reason, sizeof(in->move.reason), "%s", reason);
     gateway_cluster_event(g, "move_failed", in->id, NULL, "%s did not move to %s: %s", in->id,
                           in->move.to, reason);
-    gateway_observe_move(g, in->name, 0, 0);
+    gateway_observe_move(&g->metrics, in->name, 0, 0);
 }
 
 /* Looks at a move in progress (cluster lock held). */
 static void check_move(struct gateway *g, int i) {
     struct gateway_instance *in = g->instances[i], *next = in->move.successor;
-    char status[256];
-    pthread_mutex_lock(&next->lock);
-    int ready = next->state == INSTANCE_READY, failed = next->failures > 0 || next->restarts > 0;
-    int warm = next->warm_pending == 0;
-    snprintf(status, sizeof(status), "%s", next->status);
-    pthread_mutex_unlock(&next->lock);
-    pthread_mutex_lock(&in->lock);
-    int serving = in->state == INSTANCE_READY && !placed_on_lost(g, &in->placement, 0);
-    pthread_mutex_unlock(&in->lock);
+    struct supervisor_view to, from;
+    supervisor_view(&next->supervisor, &to);
+    supervisor_view(&in->supervisor, &from);
+    int ready = to.state == SUPERVISOR_READY, failed = to.failures > 0 || to.restarts > 0;
+    int warm = to.warm_pending == 0;
+    int serving = from.state == SUPERVISOR_READY && !placed_on_lost(g, &in->placement, 0);
     uint64_t now = clock_now_us();
     double waited = (double)(now - in->move.started_us) * 1e-6;
     if (ready && !serving) {
@@ -477,11 +474,11 @@ static void check_move(struct gateway *g, int i) {
          * requests' KV; they then move with only a few tokens to compute */
         in->move.warming = 1;
         in->move.warm_started_us = now;
-        gateway_instance_warm(in, next);
+        supervisor_warm(&in->supervisor, &next->supervisor);
     } else if (ready && (warm || (double)(now - in->move.warm_started_us) * 1e-6 > WARM_SECONDS))
         complete_move(g, i);
     else if (failed)
-        fail_move(g, in, status);
+        fail_move(g, in, to.status);
     else if (waited > MOVE_START_SECONDS)
         fail_move(g, in, "its runner was not ready in time");
 }
@@ -493,7 +490,7 @@ static struct gateway_instance *replica_of(struct gateway *g, const struct gatew
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *other = g->instances[i];
         if (other == in || other->served != in->served || !other->routable) continue;
-        int64_t load = gateway_instance_outstanding(other);
+        int64_t load = supervisor_outstanding(&other->supervisor);
         if (!best || load < best_load) {
             best = other;
             best_load = load;
@@ -508,9 +505,9 @@ static int check_delete(struct gateway *g, int i) {
     struct gateway_instance *in = g->instances[i], *replica = replica_of(g, in);
     if (in->move.state == GATEWAY_MOVE_STARTING) return 0; /* the move ends first */
     if (replica) hand_over(in, replica);
-    pthread_mutex_lock(&in->lock);
-    int empty = in->n_requests == 0;
-    pthread_mutex_unlock(&in->lock);
+    struct supervisor_view view;
+    supervisor_view(&in->supervisor, &view);
+    int empty = view.n_jobs == 0;
     if (!empty) return 0;
     g->instances[i] = g->instances[--g->n_instances];
     retire(g, in);
@@ -529,16 +526,16 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
     if (g->n_hosts < 2 || in->deleting || in->move.state == GATEWAY_MOVE_STARTING ||
         now - in->replaced_us < REPLACE_EVERY_US)
         return;
-    pthread_mutex_lock(&in->lock);
-    int failed = in->state == INSTANCE_FAILED;
-    pthread_mutex_unlock(&in->lock);
+    struct supervisor_view view;
+    supervisor_view(&in->supervisor, &view);
+    int failed = view.state == SUPERVISOR_FAILED;
     if (!failed) return;
     /* the last placement elsewhere failed too: its requests end (503)
      * rather than wait for ever, as on a cluster of one host */
     if (in->replaced_us && in->move.state == GATEWAY_MOVE_FAILED) {
         snprintf(why, sizeof(why), "model %s is unavailable: no placement starts (%s)", in->name,
                  in->move.reason);
-        gateway_instance_fail(in, 503, why);
+        supervisor_fail(&in->supervisor, 503, why);
     }
     in->replaced_us = now;
     char reason[800];
@@ -547,7 +544,7 @@ static void replace_failed(struct gateway *g, struct gateway_instance *in) {
               why);
     snprintf(reason, sizeof(reason), "model %s is unavailable: it has no other placement (%s)",
              in->name, why);
-    gateway_instance_fail(in, 503, reason);
+    supervisor_fail(&in->supervisor, 503, reason);
 }
 
 void gateway_cluster_drain_for(struct gateway *g, int host, double seconds) {
@@ -642,9 +639,9 @@ int gateway_cluster_lose_host(struct gateway *g, int host, double seconds) {
             struct gateway_instance *in = g->instances[i];
             struct gateway_instance *at = in && pass ? in->move.successor : in;
             if (!at || !placed_on(&at->placement, host) || n == 128) continue;
-            pthread_mutex_lock(&at->lock);
-            if (at->pid > 0) pids[n++] = at->pid;
-            pthread_mutex_unlock(&at->lock);
+            struct supervisor_view view;
+            supervisor_view(&at->supervisor, &view);
+            if (view.pid > 0) pids[n++] = view.pid;
         }
     pthread_mutex_unlock(&g->cluster_lock);
     /* what ran there dies with it */
@@ -684,7 +681,7 @@ static int start_initial(struct gateway *g, char *err, size_t errlen) {
     for (int i = 0; i < (p->n_places ? p->n_places : g->n_served); i++) {
         const struct cluster_place_spec *spec = p->n_places ? &p->places[i] : NULL;
         const char *model = spec ? spec->model : g->served[i].name;
-        const struct gateway_served *s = gateway_served_find(g, model);
+        const struct gateway_served *s = gateway_served_find(g->served, g->n_served, model);
         const char *hosts[CLUSTER_HOSTS_MAX];
         int n_hosts = spec ? spec->n_hosts : 0, tp = spec ? spec->tp : g->served[i].model.tp;
         for (int k = 0; k < n_hosts; k++) hosts[k] = spec->hosts[k];
@@ -723,10 +720,10 @@ void gateway_cluster_stop(struct gateway *g) {
      * holds no request of its own */
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *next = g->instances[i]->move.successor;
-        if (next) gateway_instance_stop(next);
-        gateway_instance_stop(g->instances[i]);
+        if (next) supervisor_stop(&next->supervisor);
+        supervisor_stop(&g->instances[i]->supervisor);
     }
-    for (int i = 0; i < g->n_retiring; i++) gateway_instance_stop(g->retiring[i]);
+    for (int i = 0; i < g->n_retiring; i++) supervisor_stop(&g->retiring[i]->supervisor);
 }
 
 void gateway_cluster_free(struct gateway *g) {

@@ -101,7 +101,12 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     pthread_mutex_init(&g->reports_lock, NULL);
     pthread_mutex_init(&g->cluster_lock, NULL);
     atomic_init(&g->next_id, 1);
-    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(g) ||
+    g->requests_env = (struct requests_env){.params = &g->params,
+                                            .next_id = &g->next_id,
+                                            .metrics = &g->metrics,
+                                            .cancel = gateway_instance_cancel,
+                                            .context = g};
+    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(&g->metrics) ||
         gateway_history_init(g)) {
         snprintf(err, errlen, "cannot set up the gateway");
         gateway_free(g);
@@ -209,7 +214,7 @@ void gateway_free(struct gateway *g) {
     for (int i = 0; i < g->n_served; i++) gateway_served_free(&g->served[i]);
     free(g->served);
     if (g->runtime_dir[0]) remove_runtime_dir(g->runtime_dir);
-    metrics_registry_free(&g->metrics.registry);
+    gateway_metrics_free(&g->metrics);
     for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
     pthread_mutex_destroy(&g->reports_lock);
     gateway_history_free(g);

@@ -62,12 +62,12 @@ void gateway_history_sample(struct gateway *g) {
         s->ttft_count = (double)atomic_load(&in->stats.ttft_count);
         s->itl_sum = (double)atomic_load(&in->stats.itl_us) * 1e-6;
         s->itl_count = (double)atomic_load(&in->stats.itl_count);
-        pthread_mutex_lock(&in->lock);
-        s->queue = in->last_heartbeat.n_waiting;
-        s->running = in->last_heartbeat.n_running;
-        s->kv_used = in->last_heartbeat.kv_blocks_used;
-        s->kv_total = in->last_heartbeat.kv_blocks_total;
-        pthread_mutex_unlock(&in->lock);
+        struct supervisor_view view;
+        supervisor_view(&in->supervisor, &view);
+        s->queue = view.heartbeat.n_waiting;
+        s->running = view.heartbeat.n_running;
+        s->kv_used = view.heartbeat.kv_blocks_used;
+        s->kv_total = view.heartbeat.kv_blocks_total;
         t->next = (t->next + 1) % GATEWAY_HISTORY_SAMPLES;
         if (t->n < GATEWAY_HISTORY_SAMPLES) t->n++;
         t->written = time;

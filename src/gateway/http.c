@@ -199,19 +199,19 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
     for (int i = 0; i < g->n_instances; i++) {
         struct gateway_instance *in = g->instances[i];
         cJSON *m = cJSON_CreateObject();
-        double oldest = gateway_instance_oldest(in, clock_now_us());
-        pthread_mutex_lock(&in->lock);
-        int ready = in->state == INSTANCE_READY;
+        double oldest = supervisor_oldest(&in->supervisor, clock_now_us());
+        struct supervisor_view view;
+        supervisor_view(&in->supervisor, &view);
+        int ready = view.state == SUPERVISOR_READY;
         all_ready &= ready;
         cJSON_AddStringToObject(m, "model", in->name);
         cJSON_AddStringToObject(m, "id", in->id);
         cJSON_AddBoolToObject(m, "ready", ready);
-        cJSON_AddNumberToObject(m, "restarts", in->restarts);
-        cJSON_AddNumberToObject(m, "runner_pid", (double)in->pid);
-        cJSON_AddNumberToObject(m, "stuck_detections", in->stuck_detections);
+        cJSON_AddNumberToObject(m, "restarts", view.restarts);
+        cJSON_AddNumberToObject(m, "runner_pid", (double)view.pid);
+        cJSON_AddNumberToObject(m, "stuck_detections", view.stuck_detections);
         cJSON_AddNumberToObject(m, "oldest_request_seconds", oldest);
-        cJSON_AddStringToObject(m, "status", ready ? "ready" : in->status);
-        pthread_mutex_unlock(&in->lock);
+        cJSON_AddStringToObject(m, "status", ready ? "ready" : view.status);
         cJSON_AddItemToArray(models, m);
     }
     if (g->n_instances == 0) all_ready = 0;
@@ -239,7 +239,7 @@ static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c
         return send_text(c, call, 200, "application/json",
                          openai_models_json(ids, contexts, n, (int64_t)time(NULL)));
     const char *name = url + strlen("/v1/models/");
-    const struct gateway_served *s = gateway_served_find(g, name);
+    const struct gateway_served *s = gateway_served_find(g->served, g->n_served, name);
     if (s)
         return send_text(c, call, 200, "application/json",
                          openai_model_json(name, s->context_length, (int64_t)time(NULL)));
@@ -261,19 +261,24 @@ static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t ma
         memcpy(buffer, r->out.data, (size_t)n);
         runner_buffer_consume(&r->out, (size_t)n);
         if (r->unsent_since_us) {
-            gateway_observe_overhead(r->instance,
+            gateway_observe_overhead(r->env->metrics, r->served->name, r->instance_id,
                                      (double)(clock_now_us() - r->unsent_since_us) * 1e-6);
             r->unsent_since_us = 0;
         }
     } else if (r->done) {
         n = MHD_CONTENT_READER_END_OF_STREAM;
-    } else if (r->connection) {
+    } else if (r->reader) {
         /* nothing yet: park the connection until the request wakes it */
         r->suspended = 1;
-        MHD_suspend_connection(r->connection);
+        MHD_suspend_connection(r->reader);
     }
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+/* Wakes a connection its request parked (request_wake's reader). */
+static void resume_connection(void *connection) {
+    MHD_resume_connection(connection);
 }
 
 static enum MHD_Result start_stream(struct MHD_Connection *c, struct http_call *call) {
@@ -347,7 +352,8 @@ static enum MHD_Result answer_when_ready(struct MHD_Connection *c, struct http_c
  * when it is submitted. */
 static struct gateway_instance *choose_instance(struct gateway *g, const char *name,
                                                 struct openai_error *e) {
-    const struct gateway_served *s = name ? gateway_served_find(g, name) : NULL;
+    const struct gateway_served *s =
+        name ? gateway_served_find(g->served, g->n_served, name) : NULL;
     if (!name && g->n_served == 1) s = &g->served[0];
     struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
     if (!name && !s)
@@ -408,12 +414,15 @@ static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection
         return send_error(c, call, &e);
     }
     call->counted = 1;
-    call->request = gateway_request_create(g, in, &body, &e);
-    gateway_instance_release(in); /* the request holds its own */
+    const struct gateway_served *served = in->served; /* the gateway's: it outlives in */
+    call->request = gateway_request_create(&g->requests_env, served, in->id, &body, &e);
+    gateway_instance_release(in);
     if (!call->request) return send_error(c, call, &e);
-    call->request->connection = c;
-    gateway_observe_tokens(call->request->instance, call->request->n_prompt, 0);
+    call->request->reader = c;
+    call->request->wake_reader = resume_connection;
     gateway_cluster_submit(g, call->request);
+    gateway_observe_tokens(&g->metrics, served->name, call->request->instance_id,
+                           call->request->n_prompt, 0);
     return answer_when_ready(c, call);
 }
 
@@ -431,7 +440,7 @@ static enum MHD_Result answer_tokens(struct gateway *g, struct MHD_Connection *c
                              call->route == ROUTE_DETOKENIZE, &body, &e))
         return send_error(c, call, &e);
     struct gateway_instance *in = choose_instance(g, body.model, &e);
-    char *json = in ? gateway_tokens_answer(in, &body, &e) : NULL;
+    char *json = in ? gateway_tokens_answer(in->served, &body, &e) : NULL;
     gateway_tokens_free(&body);
     if (in) call->model = in->served->name;
     gateway_instance_release(in);
@@ -450,10 +459,12 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     const cJSON *delay = cJSON_GetObjectItemCaseSensitive(j, "delay_ms");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
     const cJSON *count = cJSON_GetObjectItemCaseSensitive(j, "count");
-    const struct gateway_served *s = model ? gateway_served_find(g, model) : NULL;
+    const struct gateway_served *s =
+        model ? gateway_served_find(g->served, g->n_served, model) : NULL;
     struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
     enum MHD_Result rc;
     int failed = 0;
+    char why[200];
     if (kind && in && gateway_admin_fault(g, in, kind, j, &e, &failed)) {
         if (!failed)
             gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
@@ -467,10 +478,12 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
         openai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
                          "the model does not exist");
         rc = send_error(c, call, &e);
-    } else if (gateway_instance_fault(in, kind, cJSON_IsNumber(rank) ? rank->valueint : 0,
-                                      cJSON_IsNumber(delay) ? delay->valueint : 0,
-                                      cJSON_IsNumber(steps) ? steps->valueint : 0,
-                                      cJSON_IsNumber(count) ? count->valueint : 1, &e)) {
+    } else if ((failed = supervisor_fault(
+                    &in->supervisor, kind, cJSON_IsNumber(rank) ? rank->valueint : 0,
+                    cJSON_IsNumber(delay) ? delay->valueint : 0,
+                    cJSON_IsNumber(steps) ? steps->valueint : 0,
+                    cJSON_IsNumber(count) ? count->valueint : 1, why, sizeof(why)))) {
+        openai_error_set(&e, failed, "invalid_request_error", NULL, NULL, "%s", why);
         rc = send_error(c, call, &e);
     } else {
         gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
@@ -639,7 +652,7 @@ static void log_request(struct MHD_Connection *c, const struct http_call *call,
     const char *model = call->model ? call->model : "";
     struct log_field fields[] = {
         {"id", r ? r->response_id : "", 0},
-        {"model", r ? r->instance->name : model, 0},
+        {"model", r ? r->served->name : model, 0},
         {"status", NULL, status},
         {"prompt_tokens", NULL, usage ? usage->prompt_tokens : 0},
         {"generated_tokens", NULL, usage ? usage->completion_tokens : 0},
@@ -660,7 +673,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
     struct gateway_request *r = call->request;
     if (r) {
         pthread_mutex_lock(&r->lock);
-        r->connection = NULL;
+        r->reader = NULL;
         int abandoned = !r->done || why != MHD_REQUEST_TERMINATED_COMPLETED_OK;
         r->abandoned = abandoned;
         if (!r->done) r->done = 1;
@@ -668,17 +681,19 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         uint64_t first_token_us = r->first_token_us;
         pthread_mutex_unlock(&r->lock);
         /* every choice goes with the client */
-        if (abandoned) gateway_instance_cancel(r);
-        gateway_observe_tokens(r->instance, 0, usage.completion_tokens);
-        gateway_observe_cached(r->instance, usage.cached_tokens);
-        gateway_observe_request(g, r->instance->name, abandoned ? 499 : call->status);
-        gateway_observe_finished(r, (double)(clock_now_us() - r->arrival_us) * 1e-6,
+        if (abandoned) gateway_instance_cancel(g, r, NULL);
+        const char *model = r->served->name, *instance = r->instance_id;
+        gateway_observe_tokens(&g->metrics, model, instance, 0, usage.completion_tokens);
+        gateway_observe_cached(&g->metrics, model, instance, usage.cached_tokens);
+        gateway_observe_request(&g->metrics, model, abandoned ? 499 : call->status);
+        gateway_observe_finished(&g->metrics, model, instance,
+                                 (double)(clock_now_us() - r->arrival_us) * 1e-6,
                                  usage.cached_tokens);
         if (g->params.log_requests)
             log_request(c, call, r, &usage, first_token_us, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {
-        gateway_observe_request(g, call->model ? call->model : "", call->status);
+        gateway_observe_request(&g->metrics, call->model ? call->model : "", call->status);
         if (g->params.log_requests) log_request(c, call, NULL, NULL, 0, call->status);
     }
     if (call->counted) atomic_fetch_sub(&g->active, 1);

@@ -11,7 +11,7 @@
  * process cannot hide: its record simply stops changing. A runner that does
  * not take what the gateway writes to it (its outbox) within the deadline
  * is stuck the same way. */
-#include "gateway_internal.h"
+#include "gateway/supervisor/supervisor_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -25,30 +25,30 @@
 #include <time.h>
 #include <unistd.h>
 
-int gateway_watchdog_prepare(struct gateway_instance *in) {
-    gateway_watchdog_free(in);
-    unlink(in->status_path);
-    int fd = open(in->status_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+int supervisor_watchdog_prepare(struct supervisor *s) {
+    supervisor_watchdog_free(s);
+    unlink(s->status_path);
+    int fd = open(s->status_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     void *p = MAP_FAILED;
     if (fd >= 0 && ftruncate(fd, (off_t)runner_status_bytes()) == 0)
         p = mmap(NULL, runner_status_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
-    in->rank_status = p == MAP_FAILED ? NULL : p;
-    return in->rank_status ? 0 : -1;
+    s->rank_status = p == MAP_FAILED ? NULL : p;
+    return s->rank_status ? 0 : -1;
 }
 
-void gateway_watchdog_free(struct gateway_instance *in) {
-    if (in->rank_status) munmap(in->rank_status, runner_status_bytes());
-    in->rank_status = NULL;
+void supervisor_watchdog_free(struct supervisor *s) {
+    if (s->rank_status) munmap(s->rank_status, runner_status_bytes());
+    s->rank_status = NULL;
 }
 
-void gateway_watchdog_note(struct gateway_instance *in, const struct runner_heartbeat *h) {
-    in->progress_us = clock_now_us();
+void supervisor_watchdog_note(struct supervisor *s, const struct runner_heartbeat *h) {
+    s->progress_us = clock_now_us();
     if (h->n_tokens == 0) return; /* a state report, not a step */
-    in->steps_since_ready++;
-    in->step_seconds[in->next_step_second] = (double)(h->end_us - h->start_us) * 1e-6;
-    in->next_step_second = (in->next_step_second + 1) % 64;
-    if (in->n_step_seconds < 64) in->n_step_seconds++;
+    s->steps_since_ready++;
+    s->step_seconds[s->next_step_second] = (double)(h->end_us - h->start_us) * 1e-6;
+    s->next_step_second = (s->next_step_second + 1) % 64;
+    if (s->n_step_seconds < 64) s->n_step_seconds++;
 }
 
 static int by_value(const void *a, const void *b) {
@@ -56,37 +56,37 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double gateway_watchdog_deadline(const struct gateway_instance *in) {
-    double sorted[64], floor = in->gateway->params.watchdog_seconds;
-    int n = in->n_step_seconds;
+double supervisor_watchdog_deadline(const struct supervisor *s) {
+    double sorted[64], floor = s->config.watchdog_seconds;
+    int n = s->n_step_seconds;
     if (n == 0) return floor;
-    memcpy(sorted, in->step_seconds, (size_t)n * sizeof(double));
+    memcpy(sorted, s->step_seconds, (size_t)n * sizeof(double));
     qsort(sorted, (size_t)n, sizeof(double), by_value);
     double twenty_medians = 20.0 * sorted[n / 2];
     return twenty_medians > floor ? twenty_medians : floor;
 }
 
-int gateway_watchdog_expired(const struct gateway_instance *in, uint64_t now_us) {
-    if (in->state != INSTANCE_READY) return 0;
-    double deadline = gateway_watchdog_deadline(in);
-    if (in->outbox_stalled_us && now_us > in->outbox_stalled_us &&
-        (double)(now_us - in->outbox_stalled_us) * 1e-6 > deadline)
+int supervisor_watchdog_expired(const struct supervisor *s, uint64_t now_us) {
+    if (s->state != SUPERVISOR_READY) return 0;
+    double deadline = supervisor_watchdog_deadline(s);
+    if (s->outbox_stalled_us && now_us > s->outbox_stalled_us &&
+        (double)(now_us - s->outbox_stalled_us) * 1e-6 > deadline)
         return 1;
-    if (in->n_requests == 0 || now_us < in->progress_us) return 0;
-    return (double)(now_us - in->progress_us) * 1e-6 > deadline;
+    if (s->n_jobs == 0 || now_us < s->progress_us) return 0;
+    return (double)(now_us - s->progress_us) * 1e-6 > deadline;
 }
 
-pid_t gateway_rank_pid(const struct gateway_instance *in, int rank) {
+pid_t supervisor_rank_pid(const struct supervisor *s, int rank) {
     struct runner_rank_status status = {0};
-    if (in->rank_status && rank >= 0 && rank < RUNNER_RANKS_MAX)
-        runner_status_read(in->rank_status, rank, in->served->file->config.n_layers, &status);
-    return status.pid > 0 ? (pid_t)status.pid : (rank == 0 ? in->pid : 0);
+    if (s->rank_status && rank >= 0 && rank < RUNNER_RANKS_MAX)
+        runner_status_read(s->rank_status, rank, s->config.launch.n_layers, &status);
+    return status.pid > 0 ? (pid_t)status.pid : (rank == 0 ? s->pid : 0);
 }
 
 /* One rank's line of the report, and its JSON object. */
-static cJSON *report_rank(const struct gateway_instance *in, int rank, char *line, size_t size) {
+static cJSON *report_rank(const struct supervisor *s, int rank, char *line, size_t size) {
     struct runner_rank_status r;
-    runner_status_read(in->rank_status, rank, in->served->file->config.n_layers, &r);
+    runner_status_read(s->rank_status, rank, s->config.launch.n_layers, &r);
     cJSON *o = cJSON_CreateObject();
     unsigned long long step = r.step;
     cJSON_AddNumberToObject(o, "rank", rank);
@@ -121,97 +121,69 @@ static cJSON *report_rank(const struct gateway_instance *in, int rank, char *lin
     return o;
 }
 
-/* Keeps the report for GET /debug/stuck (the newest 16). */
-static void keep_report(struct gateway *g, char *json) {
-    pthread_mutex_lock(&g->reports_lock);
-    int slot = g->n_stuck_reports % 16;
-    free(g->stuck_reports[slot]);
-    g->stuck_reports[slot] = json;
-    g->n_stuck_reports++;
-    pthread_mutex_unlock(&g->reports_lock);
-}
-
-void gateway_watchdog_report(struct gateway_instance *in, uint64_t now_us) {
+char *supervisor_watchdog_report(struct supervisor *s, uint64_t now_us) {
     char text[4096], line[256];
-    double quiet = (double)(now_us - in->progress_us) * 1e-6;
+    double quiet = (double)(now_us - s->progress_us) * 1e-6;
     int n = snprintf(text, sizeof(text),
                      "model %s: runner (pid %d) stuck: no step completed for %.2f s with %d "
                      "requests pending (deadline %.2f s; last step %llu)",
-                     in->name, (int)in->pid, quiet, in->n_requests, gateway_watchdog_deadline(in),
-                     (unsigned long long)in->last_heartbeat.step);
+                     s->config.name, (int)s->pid, quiet, s->n_jobs, supervisor_watchdog_deadline(s),
+                     (unsigned long long)s->last_heartbeat.step);
     cJSON *report = cJSON_CreateObject(), *ranks = cJSON_AddArrayToObject(report, "ranks");
-    cJSON_AddStringToObject(report, "model", in->name);
+    cJSON_AddStringToObject(report, "model", s->config.name);
     cJSON_AddNumberToObject(report, "unix_time", (double)time(NULL));
     cJSON_AddNumberToObject(report, "no_progress_seconds", quiet);
-    cJSON_AddNumberToObject(report, "deadline_seconds", gateway_watchdog_deadline(in));
-    cJSON_AddNumberToObject(report, "pending_requests", in->n_requests);
-    cJSON_AddNumberToObject(report, "last_step", (double)in->last_heartbeat.step);
+    cJSON_AddNumberToObject(report, "deadline_seconds", supervisor_watchdog_deadline(s));
+    cJSON_AddNumberToObject(report, "pending_requests", s->n_jobs);
+    cJSON_AddNumberToObject(report, "last_step", (double)s->last_heartbeat.step);
     /* a single rank has no collectives, so no record */
-    for (int rank = 0;
-         in->model.tp > 1 && in->rank_status && rank < in->model.tp && rank < RUNNER_RANKS_MAX;
+    for (int rank = 0; s->config.launch.tp > 1 && s->rank_status && rank < s->config.launch.tp &&
+                       rank < RUNNER_RANKS_MAX;
          rank++) {
-        cJSON_AddItemToArray(ranks, report_rank(in, rank, line, sizeof(line)));
+        cJSON_AddItemToArray(ranks, report_rank(s, rank, line, sizeof(line)));
         if (n >= 0 && (size_t)n < sizeof(text))
             n += snprintf(text + n, sizeof(text) - (size_t)n, "\n  %s", line);
     }
-    if (in->model.tp == 1 && n >= 0 && (size_t)n < sizeof(text))
+    if (s->config.launch.tp == 1 && n >= 0 && (size_t)n < sizeof(text))
         snprintf(text + n, sizeof(text) - (size_t)n,
                  "\n  rank 0 (pid %d): a single rank has no collectives; its last step ended "
                  "%.2f s ago",
-                 (int)in->pid, quiet);
+                 (int)s->pid, quiet);
     cJSON_AddStringToObject(report, "text", text);
     log_event(LOG_LEVEL_WARN, "gateway", "%s", text);
     char *json = cJSON_PrintUnformatted(report);
     cJSON_Delete(report);
-    if (json) keep_report(in->gateway, json);
-    in->stuck_detections++;
-}
-
-char *gateway_stuck_json(struct gateway *g) {
-    size_t size = 64;
-    pthread_mutex_lock(&g->reports_lock);
-    int n = g->n_stuck_reports < 16 ? g->n_stuck_reports : 16;
-    for (int i = 0; i < n; i++) size += strlen(g->stuck_reports[i]) + 1;
-    char *out = malloc(size);
-    if (out) {
-        size_t used = (size_t)sprintf(out, "{\"reports\":[");
-        for (int k = 0; k < n; k++) { /* oldest first */
-            int slot = (g->n_stuck_reports - n + k) % 16;
-            used += (size_t)sprintf(out + used, "%s%s", k ? "," : "", g->stuck_reports[slot]);
-        }
-        sprintf(out + used, "]}");
-    }
-    pthread_mutex_unlock(&g->reports_lock);
-    return out;
+    s->stuck_detections++;
+    return json;
 }
 
 /* Queues a FAULT frame for the runner (lock held); -1 if it has none ready. */
-static int send_fault(struct gateway_instance *in, const struct runner_fault *fault) {
+static int send_fault(struct supervisor *s, const struct runner_fault *fault) {
     char err[200];
-    if (in->state != INSTANCE_READY || runner_encode_fault(&in->outbox, fault, err, sizeof(err)))
+    if (s->state != SUPERVISOR_READY || runner_encode_fault(&s->outbox, fault, err, sizeof(err)))
         return -1;
-    gateway_instance_wake(in);
+    supervisor_wake(s);
     return 0;
 }
 
 /* Applies a fault to the runner (lock held): 0, or the HTTP status of the
  * refusal with its message in why. */
-static int apply_fault(struct gateway_instance *in, const char *kind, int rank, int delay_ms,
-                       int steps, char *why, size_t size) {
+static int apply_fault(struct supervisor *s, const char *kind, int rank, int delay_ms, int steps,
+                       char *why, size_t size) {
     struct runner_fault f = {RUNNER_FAULT_STALL, rank, delay_ms, steps};
-    if (rank < 0 || rank >= in->model.tp) {
-        snprintf(why, size, "rank %d is not one of model %s's ranks 0..%d", rank, in->name,
-                 in->model.tp - 1);
+    if (rank < 0 || rank >= s->config.launch.tp) {
+        snprintf(why, size, "rank %d is not one of model %s's ranks 0..%d", rank, s->config.name,
+                 s->config.launch.tp - 1);
         return 400;
     }
-    if (in->state != INSTANCE_READY) {
-        snprintf(why, size, "model %s has no ready runner now", in->name);
+    if (s->state != SUPERVISOR_READY) {
+        snprintf(why, size, "model %s has no ready runner now", s->config.name);
         return 409;
     }
     if (!strcmp(kind, "kill") || !strcmp(kind, "stop")) {
-        pid_t pid = gateway_rank_pid(in, rank);
+        pid_t pid = supervisor_rank_pid(s, rank);
         if (pid > 0 && kill(pid, !strcmp(kind, "kill") ? SIGKILL : SIGSTOP) == 0) return 0;
-        snprintf(why, size, "rank %d of model %s has no process to signal", rank, in->name);
+        snprintf(why, size, "rank %d of model %s has no process to signal", rank, s->config.name);
         return 409;
     }
     if (!strcmp(kind, "delay"))
@@ -227,23 +199,21 @@ static int apply_fault(struct gateway_instance *in, const char *kind, int rank, 
         snprintf(why, size, "delay needs delay_ms in 1..60000 and steps >= 1");
         return 400;
     }
-    if (send_fault(in, &f) == 0) return 0;
-    snprintf(why, size, "the runner of model %s did not take the fault", in->name);
+    if (send_fault(s, &f) == 0) return 0;
+    snprintf(why, size, "the runner of model %s did not take the fault", s->config.name);
     return 409;
 }
 
-int gateway_instance_fault(struct gateway_instance *in, const char *kind, int rank, int delay_ms,
-                           int steps, int count, struct openai_error *error) {
-    char why[200];
+int supervisor_fault(struct supervisor *s, const char *kind, int rank, int delay_ms, int steps,
+                     int count, char *why, size_t size) {
     int rc = 0;
-    pthread_mutex_lock(&in->lock);
+    pthread_mutex_lock(&s->lock);
     if (!strcmp(kind, "refuse")) {
         /* bounded, so that no count can wrap around */
         unsigned more = count > 0 ? (unsigned)count : 1u;
-        in->refuse_starts = more > 1000u - in->refuse_starts ? 1000u : in->refuse_starts + more;
+        s->refuse_starts = more > 1000u - s->refuse_starts ? 1000u : s->refuse_starts + more;
     } else
-        rc = apply_fault(in, kind, rank, delay_ms, steps, why, sizeof(why));
-    pthread_mutex_unlock(&in->lock);
-    if (rc) openai_error_set(error, rc, "invalid_request_error", NULL, NULL, "%s", why);
-    return rc ? -1 : 0;
+        rc = apply_fault(s, kind, rank, delay_ms, steps, why, size);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }

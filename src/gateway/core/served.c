@@ -3,7 +3,7 @@
  * every instance of the model (its replicas and the placements a move goes
  * through). The gateway never loads weights: the file is read for its
  * metadata and tokenizer only. */
-#include "gateway_internal.h"
+#include "gateway/core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +75,9 @@ void gateway_served_free(struct gateway_served *s) {
     s->file = NULL;
 }
 
-const struct gateway_served *gateway_served_find(const struct gateway *g, const char *name) {
-    for (int i = 0; i < g->n_served; i++)
-        if (!strcmp(g->served[i].name, name)) return &g->served[i];
+const struct gateway_served *gateway_served_find(const struct gateway_served *served, int n,
+                                                 const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(served[i].name, name)) return &served[i];
     return NULL;
 }

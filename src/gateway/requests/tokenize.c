@@ -1,5 +1,5 @@
 /* tokenize.c -- llama.cpp's POST /tokenize and POST /detokenize: text to an
- * instance's token ids and back, in the HTTP thread with the instance's own
+ * served model's token ids and back, in the HTTP thread with the model's own
  * tokenizer (no runner is asked; DESIGN.md I7).
  *
  * llama.cpp's shapes (tools/server/README.md):
@@ -21,7 +21,7 @@
  * U+FFFD, as does a NUL byte, so the answer is always valid JSON. A piece
  * holding a NUL byte is given as bytes. Both take "model" as the other
  * endpoints do; other fields are ignored, as llama.cpp does. */
-#include "gateway_internal.h"
+#include "gateway/requests/requests.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -66,7 +66,7 @@ static int read_flag(const cJSON *root, const char *name, int fallback, int *out
 }
 
 /* /detokenize's "tokens": an array of integers (the vocabulary's range is
- * checked once the instance is known); -1 with a 400. */
+ * checked once the model is known); -1 with a 400. */
 static int check_tokens(const cJSON *tokens, struct openai_error *e) {
     if (!tokens) return openai_refuse(e, "tokens", "tokens is required: an array of token ids");
     if (!cJSON_IsArray(tokens))
@@ -286,8 +286,8 @@ static char *detokenize_json(const struct tokenizer *tok, const struct gateway_t
     return json;
 }
 
-char *gateway_tokens_answer(const struct gateway_instance *in,
+char *gateway_tokens_answer(const struct gateway_served *served,
                             const struct gateway_tokens_body *body, struct openai_error *e) {
-    if (body->detokenize) return detokenize_json(in->served->tokenizer, body, e);
-    return tokenize_json(in->served->tokenizer, body, e);
+    if (body->detokenize) return detokenize_json(served->tokenizer, body, e);
+    return tokenize_json(served->tokenizer, body, e);
 }

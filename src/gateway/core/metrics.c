@@ -9,7 +9,7 @@
  * Histogram buckets are stored per bucket and summed into Prometheus's
  * cumulative counts only when rendering, so an observation touches one
  * bucket. */
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -12,9 +12,9 @@
  * interleave in one stream, each with its index. Each choice keeps every
  * token it generated, so a restarted runner can resume it exactly
  * (DESIGN.md I4). */
-#include "gateway_internal.h"
+#include "gateway/requests/requests.h"
 
-#include <microhttpd.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 /* ---------- creation: prompt tokens and limits ---------- */
 
 static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
-    const struct gateway_instance *in = r->instance;
+    const struct gateway_served *served = r->served;
     char err[256], *text = NULL;
     size_t length = 0;
     struct tokenizer_chat_message *m = NULL;
@@ -35,9 +35,9 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
         free(calls);
         return -1;
     }
-    int rc = tokenizer_chat_apply_tools(in->served->chat_template, m, r->body.n_messages, tools,
-                                        n_tools, 1, in->served->bos_text, in->served->eos_text,
-                                        &text, &length, err, sizeof(err));
+    int rc = tokenizer_chat_apply_tools(served->chat_template, m, r->body.n_messages, tools,
+                                        n_tools, 1, served->bos_text, served->eos_text, &text,
+                                        &length, err, sizeof(err));
     free(m);
     free(calls);
     free(tools);
@@ -45,13 +45,12 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
         openai_error_set(error, 400, "invalid_request_error", "messages", NULL, "%s", err);
         return -1;
     }
-    int add_bos = tokenizer_adds_bos(in->served->tokenizer) &&
-                  !tokenizer_chat_template_writes_bos(in->served->chat_template);
+    int add_bos = tokenizer_adds_bos(served->tokenizer) &&
+                  !tokenizer_chat_template_writes_bos(served->chat_template);
     int max_ids = tokenizer_max_ids(length);
     r->prompt = malloc((size_t)max_ids * sizeof(int));
-    if (!r->prompt ||
-        tokenizer_encode_special(in->served->tokenizer, text, length, add_bos, r->prompt, max_ids,
-                                 &r->n_prompt, err, sizeof(err))) {
+    if (!r->prompt || tokenizer_encode_special(served->tokenizer, text, length, add_bos, r->prompt,
+                                               max_ids, &r->n_prompt, err, sizeof(err))) {
         free(text);
         goto out_of_memory;
     }
@@ -63,7 +62,7 @@ out_of_memory:
 }
 
 static int completion_prompt(struct gateway_request *r, struct openai_error *error) {
-    const struct tokenizer *tok = r->instance->served->tokenizer;
+    const struct tokenizer *tok = r->served->tokenizer;
     char err[256];
     if (r->body.prompt_tokens) {
         int vocab = tokenizer_vocab_size(tok);
@@ -101,8 +100,8 @@ static int completion_prompt(struct gateway_request *r, struct openai_error *err
 
 /* The limits: prompt length, context, max_tokens. */
 static int check_limits(struct gateway_request *r, struct openai_error *error) {
-    const struct gateway_params *p = &r->gateway->params;
-    int context = r->instance->served->context_length;
+    const struct gateway_params *p = r->env->params;
+    int context = r->served->context_length;
     if (r->n_prompt > p->max_prompt_tokens || r->n_prompt >= context) {
         int limit = p->max_prompt_tokens < context - 1 ? p->max_prompt_tokens : context - 1;
         openai_error_set(error, 400, "invalid_request_error", "messages", "context_length_exceeded",
@@ -166,7 +165,9 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
     if (!r->choices) goto out_of_memory;
     for (int i = 0; i < r->n_choices; i++) {
         struct gateway_choice *c = &r->choices[i];
-        c->id = r->id + (uint64_t)i;
+        c->job.id = r->id + (uint64_t)i;
+        c->job.group = r;
+        c->job.arrival_us = r->arrival_us;
         c->index = i;
         c->request = r;
         c->sampling = *sampling;
@@ -175,7 +176,7 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
         c->token_reports = calloc((size_t)r->max_tokens, sizeof(*c->token_reports));
         c->token_start = malloc((size_t)r->max_tokens * sizeof(*c->token_start));
         if (!c->generated || !c->token_reports || !c->token_start) goto out_of_memory;
-        tokenizer_stream_init(&c->decoder, r->instance->served->tokenizer, 0);
+        tokenizer_stream_init(&c->decoder, r->served->tokenizer, 0);
     }
     return 0;
 out_of_memory:
@@ -183,9 +184,9 @@ out_of_memory:
     return -1;
 }
 
-struct gateway_request *gateway_request_create(struct gateway *gateway,
-                                               struct gateway_instance *instance,
-                                               struct openai_request *body,
+struct gateway_request *gateway_request_create(const struct requests_env *env,
+                                               const struct gateway_served *served,
+                                               const char *instance_id, struct openai_request *body,
                                                struct openai_error *error) {
     struct gateway_request *r = calloc(1, sizeof(*r));
     if (!r) {
@@ -195,20 +196,20 @@ struct gateway_request *gateway_request_create(struct gateway *gateway,
     }
     atomic_init(&r->references, 1);
     pthread_mutex_init(&r->lock, NULL);
-    r->gateway = gateway;
-    r->instance = instance;
-    gateway_instance_hold(instance);
+    r->env = env;
+    r->served = served;
+    snprintf(r->instance_id, sizeof(r->instance_id), "%s", instance_id);
     r->body = *body;
     memset(body, 0, sizeof(*body));
     r->n_choices = r->body.n > 0 ? r->body.n : 1;
-    r->id = atomic_fetch_add(&gateway->next_id, (unsigned long long)r->n_choices);
+    r->id = atomic_fetch_add(env->next_id, (unsigned long long)r->n_choices);
     r->arrival_us = clock_now_us();
     r->last_output_us = r->arrival_us;
     snprintf(r->response_id, sizeof(r->response_id), "%s-%llx%06llx",
              r->body.kind == OPENAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)r->arrival_us,
              (unsigned long long)r->id);
     openai_response_init(&r->response, &r->body, r->response_id, (int64_t)time(NULL));
-    r->response.model = instance->name;
+    r->response.model = served->name;
     struct runner_sampling sampling;
     int failed = r->body.kind == OPENAI_CHAT ? chat_prompt(r, error) : completion_prompt(r, error);
     if (!failed) failed = check_limits(r, error);
@@ -240,7 +241,6 @@ void gateway_request_release(struct gateway_request *r) {
     free(r->error_json);
     runner_buffer_free(&r->out);
     pthread_mutex_destroy(&r->lock);
-    gateway_instance_release(r->instance);
     free(r);
 }
 
@@ -253,9 +253,9 @@ struct openai_usage gateway_request_usage(const struct gateway_request *r) {
 /* ---------- output ---------- */
 
 void gateway_request_wake(struct gateway_request *r) {
-    if (r->suspended && r->connection) {
+    if (r->suspended && r->reader) {
         r->suspended = 0;
-        MHD_resume_connection(r->connection);
+        r->wake_reader(r->reader);
     }
 }
 
@@ -399,7 +399,7 @@ static void end_choice(struct gateway_choice *c, enum openai_finish finish) {
 /* Fills the logprobs report of the choice's newest token. */
 static void report_token(struct gateway_choice *c, const struct runner_token *t) {
     struct openai_token *report = &c->token_reports[c->n_generated - 1];
-    const struct tokenizer *tok = c->request->instance->served->tokenizer;
+    const struct tokenizer *tok = c->request->served->tokenizer;
     report->text = tokenizer_token_bytes(tok, t->token, &report->length);
     report->logprob = t->logprob;
     report->n_top = t->n_top < OPENAI_TOP_LOGPROBS_MAX ? t->n_top : OPENAI_TOP_LOGPROBS_MAX;
@@ -413,14 +413,14 @@ static void report_token(struct gateway_choice *c, const struct runner_token *t)
 
 /* A token arrived now: the request's time to first token (its first of any
  * choice: what the client waits for) and the choice's inter-token latency. */
-static void observe_token(struct gateway_choice *c, struct gateway_instance *from, uint64_t now) {
+static void observe_token(struct gateway_choice *c, uint64_t now, struct gateway_latency *latency) {
     struct gateway_request *r = c->request;
+    latency->ttft = latency->itl = -1;
     if (r->first_token_us == 0) {
         r->first_token_us = now;
-        gateway_observe_latency(from, (double)(now - r->arrival_us) * 1e-6, -1);
+        latency->ttft = (double)(now - r->arrival_us) * 1e-6;
     }
-    if (c->n_generated > 0)
-        gateway_observe_latency(from, -1, (double)(now - c->last_token_us) * 1e-6);
+    if (c->n_generated > 0) latency->itl = (double)(now - c->last_token_us) * 1e-6;
     c->last_token_us = now;
     if (r->body.stream && !r->unsent_since_us) r->unsent_since_us = now;
 }
@@ -446,7 +446,7 @@ static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
     if (rc < 0) {
         pthread_mutex_unlock(&r->lock);
         gateway_request_fail(r, 500, err);
-        gateway_instance_cancel(r);
+        r->env->cancel(r->env->context, r, NULL);
         return;
     }
     if (rc == 1) /* the calls' text stays content */
@@ -457,16 +457,17 @@ static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
 }
 
 void gateway_request_on_token(struct gateway_choice *c, const struct runner_token *t,
-                              struct gateway_instance *from) {
+                              struct supervisor *from, struct gateway_latency *latency) {
     struct gateway_request *r = c->request;
     char text[1024];
     int stopped = 0;
+    latency->ttft = latency->itl = -1;
     pthread_mutex_lock(&r->lock);
-    if (r->done || c->done || c->n_generated >= r->max_tokens || c->holder != from) {
+    if (r->done || c->done || c->n_generated >= r->max_tokens || c->job.holder != from) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
-    observe_token(c, from, clock_now_us());
+    observe_token(c, clock_now_us(), latency);
     c->token_start[c->n_generated] = c->decoded;
     c->generated[c->n_generated++] = t->token;
     c->n_shown = c->n_generated;
@@ -477,8 +478,8 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
     if (stopped) end_choice(c, OPENAI_FINISH_STOP);
     gateway_request_wake(r);
     pthread_mutex_unlock(&r->lock);
-    /* outside the request's lock: the instance lock is taken before it */
-    if (stopped) gateway_instance_cancel_choice(c);
+    /* outside the request's lock: a supervisor's lock is taken before it */
+    if (stopped) r->env->cancel(r->env->context, r, c);
 }
 
 void gateway_request_fail(struct gateway_request *r, int status, const char *message) {
@@ -498,11 +499,11 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
 }
 
 void gateway_request_on_finished(struct gateway_choice *c, const struct runner_finished *f,
-                                 struct gateway_instance *from) {
+                                 struct supervisor *from) {
     struct gateway_request *r = c->request;
     char text[64];
     pthread_mutex_lock(&r->lock);
-    int moved = c->holder != from; /* it left that instance: its successor finishes it */
+    int moved = c->job.holder != from; /* it left that runner: its successor finishes it */
     pthread_mutex_unlock(&r->lock);
     if (moved) return;
     static const int status_of[] = {[RUNNER_ERROR_INTERNAL] = 500,
@@ -513,7 +514,7 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
         /* the choices live and die together: one's error is the request's,
          * and the others are cancelled (outside the request's lock) */
         gateway_request_fail(r, status_of[f->category], f->message);
-        gateway_instance_cancel(r);
+        r->env->cancel(r->env->context, r, NULL);
         return;
     }
     pthread_mutex_lock(&r->lock);
@@ -531,7 +532,7 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
 
 void gateway_request_keep_alive(struct gateway_request *r, uint64_t now_us) {
     static const char comment[] = ": keep-alive\n\n";
-    double seconds = r->gateway->params.keep_alive_seconds;
+    double seconds = r->env->params->keep_alive_seconds;
     pthread_mutex_lock(&r->lock);
     if (r->body.stream && !r->done && (double)(now_us - r->last_output_us) * 1e-6 >= seconds) {
         runner_buffer_append(&r->out, comment, sizeof(comment) - 1);
@@ -539,4 +540,105 @@ void gateway_request_keep_alive(struct gateway_request *r, uint64_t now_us) {
         gateway_request_wake(r);
     }
     pthread_mutex_unlock(&r->lock);
+}
+
+/* ---------- a choice as a supervisor's job ---------- */
+
+struct gateway_choice *gateway_choice_of(struct supervisor_job *job) {
+    return (struct gateway_choice *)((char *)job - offsetof(struct gateway_choice, job));
+}
+
+static void job_hold(struct supervisor_job *job) {
+    atomic_fetch_add(&gateway_choice_of(job)->request->references, 1);
+}
+
+static void job_release(struct supervisor_job *job) {
+    gateway_request_release(gateway_choice_of(job)->request);
+}
+
+/* 1 if the choice will produce nothing more (request lock held). */
+static int choice_over(const struct gateway_choice *c) {
+    return c->done || c->request->done || c->request->abandoned;
+}
+
+static int job_adopt(struct supervisor_job *job, struct supervisor *s) {
+    struct gateway_choice *c = gateway_choice_of(job);
+    pthread_mutex_lock(&c->request->lock);
+    int keep = !choice_over(c);
+    if (keep) job->holder = s;
+    pthread_mutex_unlock(&c->request->lock);
+    return keep;
+}
+
+/* A request's logit biases go to the runner as they were parsed. */
+_Static_assert(sizeof(struct openai_bias) == sizeof(struct runner_bias) &&
+                   offsetof(struct openai_bias, bias) == offsetof(struct runner_bias, bias),
+               "struct openai_bias and struct runner_bias have one layout");
+_Static_assert(OPENAI_GRAMMAR_MAX == RUNNER_GRAMMAR_MAX && OPENAI_BIASES_MAX == RUNNER_BIASES_MAX,
+               "the gateway's limits are the runner protocol's");
+
+/* The choice as a runner request: the prompt plus what it generated so far. */
+static int job_request(struct supervisor_job *job, struct runner_request *q, char *err,
+                       size_t errlen) {
+    struct gateway_choice *c = gateway_choice_of(job);
+    struct gateway_request *r = c->request;
+    pthread_mutex_lock(&r->lock);
+    int n = r->n_prompt + c->n_generated;
+    int *prompt = malloc((size_t)n * sizeof(int));
+    if (prompt) {
+        memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
+        memcpy(prompt + r->n_prompt, c->generated, (size_t)c->n_generated * sizeof(int));
+        /* a choice whose last token came but not its FINISHED asks for one
+         * more, which it ignores, and then ends by length as it would have */
+        int remaining = r->max_tokens - c->n_generated;
+        *q = (struct runner_request){.id = job->id,
+                                     .sampling = c->sampling,
+                                     .max_tokens = remaining > 0 ? remaining : 1,
+                                     .ignore_eos = r->body.ignore_eos,
+                                     .logprobs = 1,
+                                     .top_logprobs = r->body.top_logprobs,
+                                     .resumed = c->n_generated,
+                                     .n_prompt = n,
+                                     .prompt = prompt,
+                                     .n_biases = r->body.n_biases,
+                                     .biases = (struct runner_bias *)r->body.biases,
+                                     .grammar = r->body.grammar,
+                                     .grammar_trigger = r->body.grammar_trigger};
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (prompt) return 0;
+    snprintf(err, errlen, "out of memory for the runner's copy of the prompt");
+    return -1;
+}
+
+static int64_t job_outstanding(struct supervisor_job *job) {
+    const struct gateway_choice *c = gateway_choice_of(job);
+    pthread_mutex_lock(&c->request->lock);
+    int64_t tokens = c->request->max_tokens - c->n_generated;
+    if (c->n_generated == 0) tokens += c->request->n_prompt;
+    pthread_mutex_unlock(&c->request->lock);
+    return tokens;
+}
+
+static void job_failed(struct supervisor_job *job, int status, const char *message) {
+    gateway_request_fail(gateway_choice_of(job)->request, status, message);
+}
+
+void gateway_request_events(struct supervisor_events *events) {
+    events->hold = job_hold;
+    events->release = job_release;
+    events->adopt = job_adopt;
+    events->request = job_request;
+    events->outstanding = job_outstanding;
+    events->failed = job_failed;
+}
+
+void gateway_request_submit(struct gateway_request *r, struct supervisor *s) {
+    struct supervisor_job *jobs[OPENAI_CHOICES_MAX];
+    int n = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
+    for (int i = 0; i < n; i++) {
+        atomic_fetch_add(&r->references, 1);
+        jobs[i] = &r->choices[i].job;
+    }
+    supervisor_submit(s, jobs, n);
 }

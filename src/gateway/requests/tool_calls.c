@@ -12,7 +12,7 @@
  * stream as OpenAI sends them (per call a chunk with its id, type, name and
  * empty arguments, then one with the arguments). Stop strings are matched
  * in the content only: text from the trigger on is never cut by one. */
-#include "gateway_internal.h"
+#include "gateway/requests/requests.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +79,7 @@ int gateway_tools_messages(const struct gateway_request *r, struct tokenizer_cha
 int gateway_tools_constrain(struct gateway_request *r, struct openai_error *error) {
     if (!gateway_tools_active(r)) return 0;
     const struct tokenizer_tool_format *format =
-        tokenizer_chat_tool_format(r->instance->served->chat_template);
+        tokenizer_chat_tool_format(r->served->chat_template);
     if (!format) {
         openai_error_set(error, 500, "server_error", NULL, NULL,
                          "the chat template has no tool-call format");
@@ -102,8 +102,8 @@ static int is_space(char c) {
 int gateway_tools_limit(const struct gateway_choice *c, int final, size_t *limit) {
     const char *all = c->all.data ? (const char *)c->all.data : "";
     size_t length = c->all.length, at = length;
-    int found = tokenizer_chat_find_tool_trigger(c->request->instance->served->chat_template, all,
-                                                 length, &at);
+    int found =
+        tokenizer_chat_find_tool_trigger(c->request->served->chat_template, all, length, &at);
     if (!found && final) {
         *limit = c->n_held;
         return 0;
@@ -137,7 +137,7 @@ static int take_calls(struct gateway_choice *c, struct tokenizer_parsed_calls *p
     for (int i = 0; i < parsed->n_calls; i++) {
         char id[64];
         snprintf(id, sizeof(id), "call_%llx%06llx%02x", (unsigned long long)c->request->arrival_us,
-                 (unsigned long long)c->id, (unsigned)i);
+                 (unsigned long long)c->job.id, (unsigned)i);
         c->calls[i].id = strdup(id);
         c->calls[i].name = parsed->calls[i].name;
         c->calls[i].arguments = parsed->calls[i].arguments;
@@ -154,8 +154,8 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     struct tokenizer_parsed_calls parsed = {0};
     char why[200];
     const char *all = c->all.data ? (const char *)c->all.data : "";
-    int rc = tokenizer_chat_parse_tool_calls(r->instance->served->chat_template, all, c->all.length,
-                                             &parsed, why, sizeof(why));
+    int rc = tokenizer_chat_parse_tool_calls(r->served->chat_template, all, c->all.length, &parsed,
+                                             why, sizeof(why));
     if (rc == 0 && parsed.n_calls > 0 && take_calls(c, &parsed)) {
         rc = -1;
         snprintf(why, sizeof(why), "out of memory");
