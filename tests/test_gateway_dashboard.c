@@ -1,9 +1,9 @@
 /* test_gateway_dashboard.c -- the dashboard's files, embedded in the
  * binary (cmake/embed.cmake) and served by `lockstep serve`.
  *
- *   - gateway_dashboard_asset maps "/", "/dashboard" and "/dashboard/" to
+ *   - http_dashboard_asset maps "/", "/dashboard" and "/dashboard/" to
  *     index.html and "/dashboard/NAME" to the other files, byte for byte
- *     the files in src/gateway/dashboard/ (so a rebuild took the latest),
+ *     the files in src/gateway/http/dashboard/ (so a rebuild took the latest),
  *     each with its content type and a NUL after it; any other
  *     "/dashboard/..." is -1 (404), any other URL 0 (not the dashboard's);
  *   - the page can load nothing from elsewhere: the only URL in any file
@@ -15,14 +15,14 @@
  *     still wants the key, and POST / is not the page. */
 #include "testutil.h"
 
-#include "gateway/dashboard.h"
+#include "gateway/http/dashboard.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifndef LOCKSTEP_DASHBOARD_DIR
-#error "LOCKSTEP_DASHBOARD_DIR (src/gateway/dashboard) is set by test_gateway_dashboard.cmake"
+#error "LOCKSTEP_DASHBOARD_DIR (src/gateway/http/dashboard) is set by test_gateway_dashboard.cmake"
 #endif
 
 #define DEADLINE 120.0
@@ -56,7 +56,7 @@ static void test_lookup(void) {
         const unsigned char *body = NULL;
         const char *type = NULL;
         size_t length = 0, size = 0;
-        CHECK_MSG(gateway_dashboard_asset(files[i].url, &body, &length, &type) == 1, "%s",
+        CHECK_MSG(http_dashboard_asset(files[i].url, &body, &length, &type) == 1, "%s",
                   files[i].url);
         char *want = source(files[i].name, &size);
         CHECK_MSG(want && body && length == size && !memcmp(body, want, size),
@@ -72,10 +72,9 @@ static void test_lookup(void) {
     size_t length;
     const char *type;
     for (size_t i = 0; i < sizeof(missing) / sizeof(missing[0]); i++)
-        CHECK_MSG(gateway_dashboard_asset(missing[i], &body, &length, &type) == -1, "%s",
-                  missing[i]);
+        CHECK_MSG(http_dashboard_asset(missing[i], &body, &length, &type) == -1, "%s", missing[i]);
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
-        CHECK_MSG(gateway_dashboard_asset(others[i], &body, &length, &type) == 0, "%s", others[i]);
+        CHECK_MSG(http_dashboard_asset(others[i], &body, &length, &type) == 0, "%s", others[i]);
     CHECK(dashboard_n_files == 3);
 }
 

@@ -88,6 +88,27 @@ static int load_served(struct gateway *g, char *err, size_t errlen) {
     return 0;
 }
 
+/* The fleet, the HTTP server and the cluster's first instances, each given
+ * what it borrows from the gateway. */
+static int start_layers(struct gateway *g, char *err, size_t errlen) {
+    if (fleet_init(&g->fleet, &g->params, g->served, g->n_served, &g->metrics, &g->stopping,
+                   &g->next_id, g->runtime_dir, err, errlen))
+        return -1;
+    g->fleet_ready = 1;
+    g->requests_env = (struct requests_env){.params = &g->params,
+                                            .next_id = &g->next_id,
+                                            .metrics = &g->metrics,
+                                            .cancel = fleet_instance_cancel,
+                                            .context = &g->fleet};
+    g->http = (struct http_server){.params = &g->params,
+                                   .fleet = &g->fleet,
+                                   .metrics = &g->metrics,
+                                   .requests_env = &g->requests_env,
+                                   .stopping = &g->stopping,
+                                   .draining = &g->draining};
+    return http_start(&g->http, err, errlen) || fleet_start(&g->fleet, err, errlen) ? -1 : 0;
+}
+
 int gateway_create(struct gateway **out, const struct gateway_params *params, char *err,
                    size_t errlen) {
     struct gateway *g = calloc(1, sizeof(*g));
@@ -98,22 +119,14 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
     }
     g->params = *params;
     g->wake[0] = g->wake[1] = -1;
-    pthread_mutex_init(&g->reports_lock, NULL);
-    pthread_mutex_init(&g->cluster_lock, NULL);
     atomic_init(&g->next_id, 1);
-    g->requests_env = (struct requests_env){.params = &g->params,
-                                            .next_id = &g->next_id,
-                                            .metrics = &g->metrics,
-                                            .cancel = gateway_instance_cancel,
-                                            .context = g};
-    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(&g->metrics) ||
-        gateway_history_init(g)) {
+    if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) || gateway_metrics_init(&g->metrics)) {
         snprintf(err, errlen, "cannot set up the gateway");
         gateway_free(g);
         return -1;
     }
     if (make_runtime_dir(g, err, errlen) || load_served(g, err, errlen) ||
-        gateway_http_start(g, err, errlen) || gateway_cluster_start(g, err, errlen)) {
+        start_layers(g, err, errlen)) {
         gateway_free(g);
         return -1;
     }
@@ -122,7 +135,7 @@ int gateway_create(struct gateway **out, const struct gateway_params *params, ch
 }
 
 int gateway_port(const struct gateway *g) {
-    return g->port;
+    return g->http.port;
 }
 
 /* Wakes gateway_run; async-signal-safe. */
@@ -147,7 +160,7 @@ void gateway_drain(struct gateway *g) {
  * a client that does not read in time is cut. */
 static void flush_requests(struct gateway *g, double seconds) {
     uint64_t start = clock_now_us();
-    while (atomic_load(&g->active) > 0 && (double)(clock_now_us() - start) * 1e-6 < seconds) {
+    while (atomic_load(&g->http.active) > 0 && (double)(clock_now_us() - start) * 1e-6 < seconds) {
         struct timespec nap = {0, 10000000};
         nanosleep(&nap, NULL);
     }
@@ -158,7 +171,7 @@ static void flush_requests(struct gateway *g, double seconds) {
  * with an error naming the shutdown. *deadline is 0 until the first look. */
 static int drain_over(struct gateway *g, uint64_t now, uint64_t *deadline) {
     double seconds = g->params.drain_seconds > 0 ? g->params.drain_seconds : GATEWAY_DRAIN_SECONDS;
-    int active = atomic_load(&g->active);
+    int active = atomic_load(&g->http.active);
     char why[200];
     if (*deadline == 0) {
         *deadline = now + (uint64_t)(seconds * 1e6);
@@ -176,7 +189,7 @@ static int drain_over(struct gateway *g, uint64_t now, uint64_t *deadline) {
              "the gateway is shutting down: its drain timeout (%g s) passed before this "
              "request ended",
              seconds);
-    gateway_cluster_fail(g, 503, why);
+    fleet_fail(&g->fleet, 503, why);
     flush_requests(g, GATEWAY_FLUSH_SECONDS);
     return 1;
 }
@@ -193,12 +206,12 @@ void gateway_run(struct gateway *g) {
         struct pollfd p = {g->wake[0], POLLIN, 0};
         /* a move completes this soon after its runner is ready */
         if (poll(&p, 1, 20) > 0) take_wake(g);
-        gateway_cluster_step(g);
+        fleet_step(&g->fleet);
         uint64_t now = clock_now_us();
         if (atomic_load(&g->draining) && drain_over(g, now, &drain_deadline)) return;
         if (now - last_keep_alive < 250000) continue;
         last_keep_alive = now;
-        gateway_cluster_each(g, gateway_request_keep_alive, now);
+        fleet_each(&g->fleet, gateway_request_keep_alive, now);
     }
 }
 
@@ -207,18 +220,14 @@ void gateway_free(struct gateway *g) {
     atomic_store(&g->stopping, 1);
     /* runners first: their requests end with an error the clients still get;
      * then HTTP, whose last callbacks still reach the instances */
-    gateway_cluster_stop(g);
+    if (g->fleet_ready) fleet_stop(&g->fleet);
     flush_requests(g, GATEWAY_FLUSH_SECONDS);
-    gateway_http_stop(g);
-    gateway_cluster_free(g);
+    http_stop(&g->http);
+    if (g->fleet_ready) fleet_free(&g->fleet);
     for (int i = 0; i < g->n_served; i++) gateway_served_free(&g->served[i]);
     free(g->served);
     if (g->runtime_dir[0]) remove_runtime_dir(g->runtime_dir);
     gateway_metrics_free(&g->metrics);
-    for (int i = 0; i < 16; i++) free(g->stuck_reports[i]);
-    pthread_mutex_destroy(&g->reports_lock);
-    gateway_history_free(g);
-    pthread_mutex_destroy(&g->cluster_lock);
     for (int i = 0; i < 2; i++)
         if (g->wake[i] >= 0) close(g->wake[i]);
     free(g);

@@ -9,8 +9,8 @@
  * connection in the handler until the request is done. Every error is a
  * JSON body in OpenAI's shape, and nothing a client sends is more than that
  * client's problem (DESIGN.md I6). */
-#include "gateway_internal.h"
-#include "gateway/dashboard.h"
+#include "gateway/http/http.h"
+#include "gateway/http/dashboard.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -53,14 +53,15 @@ struct http_call {
     const char *model;               /* the instance a call without a request served, or NULL */
     uint64_t start_us;               /* when its first byte was read (the request log) */
     const char *allow;               /* a 405's Allow header, or NULL */
-    struct gateway *gateway;         /* the gateway it came to */
+    struct http_server *server;      /* the server it came to */
 };
 
 /* The allowed origin a browser's request came from, or NULL. */
-static const char *cors_origin(const struct gateway *g, struct MHD_Connection *c) {
+static const char *cors_origin(const struct http_server *server, struct MHD_Connection *c) {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    for (int i = 0; origin && i < g->params.n_cors_origins; i++)
-        if (!strcmp(g->params.cors_origins[i], "*") || !strcmp(g->params.cors_origins[i], origin))
+    for (int i = 0; origin && i < server->params->n_cors_origins; i++)
+        if (!strcmp(server->params->cors_origins[i], "*") ||
+            !strcmp(server->params->cors_origins[i], origin))
             return origin;
     return NULL;
 }
@@ -76,7 +77,7 @@ static void add_common_headers(const struct http_call *call, struct MHD_Response
     }
     if (status == 429 || status == 503) MHD_add_response_header(r, "Retry-After", "1");
     if (status == 405 && call->allow) MHD_add_response_header(r, "Allow", call->allow);
-    if (atomic_load(&call->gateway->draining))
+    if (atomic_load(call->server->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
@@ -100,7 +101,8 @@ static enum MHD_Result send_error(struct MHD_Connection *c, struct http_call *ca
     return send_text(c, call, e->status, "application/json", openai_error_json(e));
 }
 
-static enum route find_route(const struct gateway *g, const char *method, const char *url) {
+static enum route find_route(const struct http_server *server, const char *method,
+                             const char *url) {
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (get && !strcmp(url, "/health")) return ROUTE_HEALTH;
     if (get && !strcmp(url, "/metrics")) return ROUTE_METRICS;
@@ -109,7 +111,7 @@ static enum route find_route(const struct gateway *g, const char *method, const 
     if (post && !strcmp(url, "/v1/chat/completions")) return ROUTE_CHAT;
     if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
     if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
-    if (post && !strcmp(url, "/debug/fault") && g->params.enable_faults) return ROUTE_FAULT;
+    if (post && !strcmp(url, "/debug/fault") && server->params->enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
     if (post && !strcmp(url, "/detokenize")) return ROUTE_DETOKENIZE;
     if (get && (!strcmp(url, "/v1/cluster") || !strcmp(url, "/v1/cluster/history")))
@@ -135,9 +137,9 @@ static int carries_key(struct MHD_Connection *c, const char *key) {
 /* Whether the call may go on: the inference key (when set) for the
  * inference API; either key for GET /v1/cluster; the admin key alone for
  * the admin API, which is off without one. 0, or -1 with e. */
-static int check_key(const struct gateway *g, struct MHD_Connection *c, enum route route,
+static int check_key(const struct http_server *server, struct MHD_Connection *c, enum route route,
                      struct openai_error *e) {
-    const char *key = g->params.api_key, *admin = g->params.admin_key;
+    const char *key = server->params->api_key, *admin = server->params->admin_key;
     int admin_given = admin && carries_key(c, admin);
     if (route == ROUTE_HEALTH) return 0;
     if (route == ROUTE_ADMIN && !admin) {
@@ -191,33 +193,13 @@ static int conflicting_lengths(struct MHD_Connection *c) {
 
 /* ---------- GET endpoints ---------- */
 
-static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result answer_health(struct http_server *server, struct MHD_Connection *c,
                                      struct http_call *call) {
-    cJSON *health = cJSON_CreateObject(), *models = cJSON_AddArrayToObject(health, "models");
-    int all_ready = 1;
-    pthread_mutex_lock(&g->cluster_lock);
-    for (int i = 0; i < g->n_instances; i++) {
-        struct gateway_instance *in = g->instances[i];
-        cJSON *m = cJSON_CreateObject();
-        double oldest = supervisor_oldest(&in->supervisor, clock_now_us());
-        struct supervisor_view view;
-        supervisor_view(&in->supervisor, &view);
-        int ready = view.state == SUPERVISOR_READY;
-        all_ready &= ready;
-        cJSON_AddStringToObject(m, "model", in->name);
-        cJSON_AddStringToObject(m, "id", in->id);
-        cJSON_AddBoolToObject(m, "ready", ready);
-        cJSON_AddNumberToObject(m, "restarts", view.restarts);
-        cJSON_AddNumberToObject(m, "runner_pid", (double)view.pid);
-        cJSON_AddNumberToObject(m, "stuck_detections", view.stuck_detections);
-        cJSON_AddNumberToObject(m, "oldest_request_seconds", oldest);
-        cJSON_AddStringToObject(m, "status", ready ? "ready" : view.status);
-        cJSON_AddItemToArray(models, m);
-    }
-    if (g->n_instances == 0) all_ready = 0;
-    pthread_mutex_unlock(&g->cluster_lock);
+    cJSON *health = cJSON_CreateObject();
+    int all_ready;
+    cJSON_AddItemToObject(health, "models", fleet_health_json(server->fleet, &all_ready));
     /* a draining gateway is unhealthy, so that load balancers send nothing more */
-    int draining = atomic_load(&g->draining), ok = all_ready && !draining;
+    int draining = atomic_load(server->draining), ok = all_ready && !draining;
     cJSON_AddStringToObject(health, "status",
                             draining    ? "draining"
                             : all_ready ? "ok"
@@ -227,19 +209,20 @@ static enum MHD_Result answer_health(struct gateway *g, struct MHD_Connection *c
     return send_text(c, call, ok ? 200 : 503, "application/json", text);
 }
 
-static enum MHD_Result answer_models(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result answer_models(struct http_server *server, struct MHD_Connection *c,
                                      struct http_call *call, const char *url) {
     const char *ids[64];
-    int contexts[64], n = g->n_served < 64 ? g->n_served : 64;
+    int contexts[64], n = server->fleet->n_served < 64 ? server->fleet->n_served : 64;
     for (int i = 0; i < n; i++) {
-        ids[i] = g->served[i].name;
-        contexts[i] = g->served[i].context_length;
+        ids[i] = server->fleet->served[i].name;
+        contexts[i] = server->fleet->served[i].context_length;
     }
     if (call->route == ROUTE_MODELS)
         return send_text(c, call, 200, "application/json",
                          openai_models_json(ids, contexts, n, (int64_t)time(NULL)));
     const char *name = url + strlen("/v1/models/");
-    const struct gateway_served *s = gateway_served_find(g->served, g->n_served, name);
+    const struct gateway_served *s =
+        gateway_served_find(server->fleet->served, server->fleet->n_served, name);
     if (s)
         return send_text(c, call, 200, "application/json",
                          openai_model_json(name, s->context_length, (int64_t)time(NULL)));
@@ -350,15 +333,16 @@ static enum MHD_Result answer_when_ready(struct MHD_Connection *c, struct http_c
  * one served), with a reference for the caller: its vocabulary prepares
  * the request, which the cluster routes to the replica with the least work
  * when it is submitted. */
-static struct gateway_instance *choose_instance(struct gateway *g, const char *name,
-                                                struct openai_error *e) {
+static struct fleet_instance *choose_instance(struct http_server *server, const char *name,
+                                              struct openai_error *e) {
     const struct gateway_served *s =
-        name ? gateway_served_find(g->served, g->n_served, name) : NULL;
-    if (!name && g->n_served == 1) s = &g->served[0];
-    struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
+        name ? gateway_served_find(server->fleet->served, server->fleet->n_served, name) : NULL;
+    if (!name && server->fleet->n_served == 1) s = &server->fleet->served[0];
+    struct fleet_instance *in = s ? fleet_any(server->fleet, s) : NULL;
     if (!name && !s)
         openai_error_set(e, 400, "invalid_request_error", "model", NULL,
-                         "model is required: %d models are served (GET /v1/models)", g->n_served);
+                         "model is required: %d models are served (GET /v1/models)",
+                         server->fleet->n_served);
     else if (!s)
         openai_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
                          "the model '%s' does not exist", name);
@@ -371,10 +355,10 @@ static struct gateway_instance *choose_instance(struct gateway *g, const char *n
 /* 1 if the gateway drains and the call would start work (completions,
  * tokens, admin changes): it gets a 503 in e. What only reads the
  * gateway's state is still answered. */
-static int refused_while_draining(struct gateway *g, const struct http_call *call,
+static int refused_while_draining(struct http_server *server, const struct http_call *call,
                                   struct openai_error *e) {
     enum route r = call->route;
-    if (!atomic_load(&g->draining) ||
+    if (!atomic_load(server->draining) ||
         !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_TOKENIZE ||
           r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
         return 0;
@@ -385,70 +369,71 @@ static int refused_while_draining(struct gateway *g, const struct http_call *cal
 }
 
 /* Parses, checks limits, creates and submits the request. */
-static enum MHD_Result start_completion(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result start_completion(struct http_server *server, struct MHD_Connection *c,
                                         struct http_call *call) {
     struct openai_request body;
     struct openai_error e;
     enum openai_kind kind = call->route == ROUTE_CHAT ? OPENAI_CHAT : OPENAI_COMPLETION;
     /* its head came before the drain began, its body after */
-    if (refused_while_draining(g, call, &e)) return send_error(c, call, &e);
+    if (refused_while_draining(server, call, &e)) return send_error(c, call, &e);
     if (call->too_large) {
         openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+                         "the body is larger than %zu bytes", server->params->max_body_bytes);
         return send_error(c, call, &e);
     }
     if (openai_parse_request(call->body.data ? (const char *)call->body.data : "",
                              call->body.length, kind, &body, &e))
         return send_error(c, call, &e);
-    struct gateway_instance *in = choose_instance(g, body.model, &e);
+    struct fleet_instance *in = choose_instance(server, body.model, &e);
     if (!in) {
         openai_request_free(&body);
         return send_error(c, call, &e);
     }
-    if (atomic_fetch_add(&g->active, 1) >= g->params.max_concurrent) {
-        atomic_fetch_sub(&g->active, 1);
-        gateway_instance_release(in);
+    if (atomic_fetch_add(&server->active, 1) >= server->params->max_concurrent) {
+        atomic_fetch_sub(&server->active, 1);
+        fleet_instance_release(in);
         openai_error_set(&e, 429, "rate_limit_error", NULL, "too_many_requests",
-                         "%d requests are in progress; try again later", g->params.max_concurrent);
+                         "%d requests are in progress; try again later",
+                         server->params->max_concurrent);
         openai_request_free(&body);
         return send_error(c, call, &e);
     }
     call->counted = 1;
     const struct gateway_served *served = in->served; /* the gateway's: it outlives in */
-    call->request = gateway_request_create(&g->requests_env, served, in->id, &body, &e);
-    gateway_instance_release(in);
+    call->request = gateway_request_create(server->requests_env, served, in->id, &body, &e);
+    fleet_instance_release(in);
     if (!call->request) return send_error(c, call, &e);
     call->request->reader = c;
     call->request->wake_reader = resume_connection;
-    gateway_cluster_submit(g, call->request);
-    gateway_observe_tokens(&g->metrics, served->name, call->request->instance_id,
+    fleet_submit(server->fleet, call->request);
+    gateway_observe_tokens(server->metrics, served->name, call->request->instance_id,
                            call->request->n_prompt, 0);
     return answer_when_ready(c, call);
 }
 
 /* POST /tokenize and /detokenize (tokenize.c): answered at once. */
-static enum MHD_Result answer_tokens(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result answer_tokens(struct http_server *server, struct MHD_Connection *c,
                                      struct http_call *call) {
     struct openai_error e;
     struct gateway_tokens_body body;
     if (call->too_large) {
         openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+                         "the body is larger than %zu bytes", server->params->max_body_bytes);
         return send_error(c, call, &e);
     }
     if (gateway_tokens_parse((const char *)call->body.data, call->body.length,
                              call->route == ROUTE_DETOKENIZE, &body, &e))
         return send_error(c, call, &e);
-    struct gateway_instance *in = choose_instance(g, body.model, &e);
+    struct fleet_instance *in = choose_instance(server, body.model, &e);
     char *json = in ? gateway_tokens_answer(in->served, &body, &e) : NULL;
     gateway_tokens_free(&body);
     if (in) call->model = in->served->name;
-    gateway_instance_release(in);
+    fleet_instance_release(in);
     return json ? send_text(c, call, 200, "application/json", json) : send_error(c, call, &e);
 }
 
 /* POST /debug/fault {"model", "kind", "rank", "delay_ms", "steps", "count"}. */
-static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result answer_fault(struct http_server *server, struct MHD_Connection *c,
                                     struct http_call *call) {
     struct openai_error e;
     cJSON *j = cJSON_ParseWithLength(call->body.data ? (const char *)call->body.data : "",
@@ -460,14 +445,14 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
     const cJSON *count = cJSON_GetObjectItemCaseSensitive(j, "count");
     const struct gateway_served *s =
-        model ? gateway_served_find(g->served, g->n_served, model) : NULL;
-    struct gateway_instance *in = s ? gateway_cluster_any(g, s) : NULL;
+        model ? gateway_served_find(server->fleet->served, server->fleet->n_served, model) : NULL;
+    struct fleet_instance *in = s ? fleet_any(server->fleet, s) : NULL;
     enum MHD_Result rc;
     int failed = 0;
     char why[200];
-    if (kind && in && gateway_admin_fault(g, in, kind, j, &e, &failed)) {
+    if (kind && in && http_admin_fault(server, in, kind, j, &e, &failed)) {
         if (!failed)
-            gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
+            fleet_note(server->fleet, "fault", in->id, "fault %s injected into %s", kind, in->id);
         rc = failed ? send_error(c, call, &e)
                     : send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
     } else if (!kind || !model) {
@@ -486,27 +471,27 @@ static enum MHD_Result answer_fault(struct gateway *g, struct MHD_Connection *c,
         openai_error_set(&e, failed, "invalid_request_error", NULL, NULL, "%s", why);
         rc = send_error(c, call, &e);
     } else {
-        gateway_cluster_note(g, "fault", in->id, "fault %s injected into %s", kind, in->id);
+        fleet_note(server->fleet, "fault", in->id, "fault %s injected into %s", kind, in->id);
         rc = send_text(c, call, 200, "application/json", strdup("{\"ok\":true}"));
     }
-    gateway_instance_release(in);
+    fleet_instance_release(in);
     cJSON_Delete(j);
     return rc;
 }
 
 /* /admin/instances...: the admin API (admin.c). */
-static enum MHD_Result answer_admin(struct gateway *g, struct MHD_Connection *c,
+static enum MHD_Result answer_admin(struct http_server *server, struct MHD_Connection *c,
                                     struct http_call *call, const char *url, const char *method) {
     struct openai_error e;
     char *json = NULL;
     if (call->too_large) {
         openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                         "the body is larger than %zu bytes", g->params.max_body_bytes);
+                         "the body is larger than %zu bytes", server->params->max_body_bytes);
         return send_error(c, call, &e);
     }
-    int status = gateway_admin_call(g, method, url, (const char *)call->body.data,
-                                    call->body.length, &json, &e);
-    call->allow = status < 0 && e.status == 405 ? gateway_admin_allowed(url) : NULL;
+    int status = http_admin_call(server, method, url, (const char *)call->body.data,
+                                 call->body.length, &json, &e);
+    call->allow = status < 0 && e.status == 405 ? http_admin_allowed(url) : NULL;
     return status < 0 ? send_error(c, call, &e)
                       : send_text(c, call, status, "application/json", json);
 }
@@ -536,7 +521,7 @@ static int answer_dashboard(struct MHD_Connection *c, struct http_call *call, co
     size_t length;
     const char *type;
     struct openai_error e;
-    int found = gateway_dashboard_asset(url, &body, &length, &type);
+    int found = http_dashboard_asset(url, &body, &length, &type);
     if (found < 0) {
         openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found",
                          "no dashboard file %s", url);
@@ -558,11 +543,11 @@ static int answer_dashboard(struct MHD_Connection *c, struct http_call *call, co
     return 1;
 }
 
-static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, const char *url,
-                                  const char *method, struct http_call *call) {
+static enum MHD_Result first_call(struct http_server *server, struct MHD_Connection *c,
+                                  const char *url, const char *method, struct http_call *call) {
     struct openai_error e;
-    call->origin = cors_origin(g, c);
-    call->route = find_route(g, method, url);
+    call->origin = cors_origin(server, c);
+    call->route = find_route(server, method, url);
     if (conflicting_lengths(c)) {
         openai_error_set(&e, 400, "invalid_request_error", NULL, NULL,
                          "the request has two Content-Length headers that disagree");
@@ -572,32 +557,34 @@ static enum MHD_Result first_call(struct gateway *g, struct MHD_Connection *c, c
     enum MHD_Result rc;
     if (!strcmp(method, "GET") && answer_dashboard(c, call, url, &rc)) return rc;
     /* with a key set, nothing but /health tells a stranger what exists */
-    if (check_key(g, c, call->route, &e)) return send_error(c, call, &e);
+    if (check_key(server, c, call->route, &e)) return send_error(c, call, &e);
     if (call->route == ROUTE_NONE) {
         openai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s %s",
                          method, url);
         return send_error(c, call, &e);
     }
-    if (refused_while_draining(g, call, &e)) return send_error(c, call, &e);
-    if (call->route == ROUTE_HEALTH) return answer_health(g, c, call);
+    if (refused_while_draining(server, call, &e)) return send_error(c, call, &e);
+    if (call->route == ROUTE_HEALTH) return answer_health(server, c, call);
     if (call->route == ROUTE_METRICS)
-        return send_text(c, call, 200, "text/plain; version=0.0.4", gateway_metrics_text(g));
+        return send_text(c, call, 200, "text/plain; version=0.0.4",
+                         fleet_metrics_text(server->fleet));
     if (call->route == ROUTE_MODELS || call->route == ROUTE_MODEL)
-        return answer_models(g, c, call, url);
+        return answer_models(server, c, call, url);
     if (call->route == ROUTE_STUCK)
-        return send_text(c, call, 200, "application/json", gateway_stuck_json(g));
+        return send_text(c, call, 200, "application/json", fleet_stuck_json(server->fleet));
     if (call->route == ROUTE_CLUSTER)
         return send_text(c, call, 200, "application/json",
-                         strcmp(url, "/v1/cluster") != 0 ? gateway_history_json(g)
-                                                         : gateway_cluster_json(g));
-    if (call->route == ROUTE_ADMIN && !call->post) return answer_admin(g, c, call, url, method);
+                         strcmp(url, "/v1/cluster") != 0 ? fleet_history_json(server->fleet)
+                                                         : fleet_json(server->fleet));
+    if (call->route == ROUTE_ADMIN && !call->post)
+        return answer_admin(server, c, call, url, method);
     return MHD_YES; /* a completion: the body comes next */
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **state) {
-    struct gateway *g = cls;
+    struct http_server *server = cls;
     struct http_call *call = *state;
     (void)version;
     if (!call) {
@@ -605,31 +592,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!call) return MHD_NO;
         *state = call;
         call->start_us = clock_now_us();
-        call->gateway = g;
+        call->server = server;
         /* a POST may be refused before its body is read (the connection
          * closes then); anything else is answered once the request is
          * whole, which keeps the connection open for the next one */
         call->post = !strcmp(method, "POST");
-        return call->post ? first_call(g, c, url, method, call) : MHD_YES;
+        return call->post ? first_call(server, c, url, method, call) : MHD_YES;
     }
     if (call->status) { /* answered already (an error before the body): drop the body */
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (call->body.length + *upload_data_size > g->params.max_body_bytes)
+        if (call->body.length + *upload_data_size > server->params->max_body_bytes)
             call->too_large = 1;
         else if (runner_buffer_append(&call->body, upload_data, *upload_data_size))
             return MHD_NO;
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (!call->post) return first_call(g, c, url, method, call);
-    if (call->route == ROUTE_FAULT) return answer_fault(g, c, call);
-    if (call->route == ROUTE_ADMIN) return answer_admin(g, c, call, url, method);
+    if (!call->post) return first_call(server, c, url, method, call);
+    if (call->route == ROUTE_FAULT) return answer_fault(server, c, call);
+    if (call->route == ROUTE_ADMIN) return answer_admin(server, c, call, url, method);
     if (call->route == ROUTE_TOKENIZE || call->route == ROUTE_DETOKENIZE)
-        return answer_tokens(g, c, call);
-    if (!call->request) return start_completion(g, c, call);
+        return answer_tokens(server, c, call);
+    if (!call->request) return start_completion(server, c, call);
     return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }
 
@@ -667,7 +654,7 @@ static void log_request(struct MHD_Connection *c, const struct http_call *call,
 /* The request is over for MHD (answered, or the client went away). */
 static void completed(void *cls, struct MHD_Connection *c, void **state,
                       enum MHD_RequestTerminationCode why) {
-    struct gateway *g = cls;
+    struct http_server *server = cls;
     struct http_call *call = *state;
     if (!call) return;
     struct gateway_request *r = call->request;
@@ -681,22 +668,22 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
         uint64_t first_token_us = r->first_token_us;
         pthread_mutex_unlock(&r->lock);
         /* every choice goes with the client */
-        if (abandoned) gateway_instance_cancel(g, r, NULL);
+        if (abandoned) fleet_instance_cancel(server->fleet, r, NULL);
         const char *model = r->served->name, *instance = r->instance_id;
-        gateway_observe_tokens(&g->metrics, model, instance, 0, usage.completion_tokens);
-        gateway_observe_cached(&g->metrics, model, instance, usage.cached_tokens);
-        gateway_observe_request(&g->metrics, model, abandoned ? 499 : call->status);
-        gateway_observe_finished(&g->metrics, model, instance,
+        gateway_observe_tokens(server->metrics, model, instance, 0, usage.completion_tokens);
+        gateway_observe_cached(server->metrics, model, instance, usage.cached_tokens);
+        gateway_observe_request(server->metrics, model, abandoned ? 499 : call->status);
+        gateway_observe_finished(server->metrics, model, instance,
                                  (double)(clock_now_us() - r->arrival_us) * 1e-6,
                                  usage.cached_tokens);
-        if (g->params.log_requests)
+        if (server->params->log_requests)
             log_request(c, call, r, &usage, first_token_us, abandoned ? 499 : call->status);
         gateway_request_release(r);
     } else if (call->status) {
-        gateway_observe_request(&g->metrics, call->model ? call->model : "", call->status);
-        if (g->params.log_requests) log_request(c, call, NULL, NULL, 0, call->status);
+        gateway_observe_request(server->metrics, call->model ? call->model : "", call->status);
+        if (server->params->log_requests) log_request(c, call, NULL, NULL, 0, call->status);
     }
-    if (call->counted) atomic_fetch_sub(&g->active, 1);
+    if (call->counted) atomic_fetch_sub(&server->active, 1);
     runner_buffer_free(&call->body);
     free(call);
     *state = NULL;
@@ -709,7 +696,7 @@ static void connection_closed(void *cls, struct MHD_Connection *c, void **socket
     if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    gateway_screen_closed(cls, info ? info->client_addr : NULL);
+    http_screen_closed(cls, info ? info->client_addr : NULL);
 }
 
 /* Connections at once: what the descriptor limit leaves after the
@@ -725,13 +712,13 @@ static unsigned connection_limit(void) {
 }
 
 /* The listening socket on host:port (port 0: any free one); -1 with err. */
-static int listen_on(const struct gateway *g, int *port, char *err, size_t errlen) {
+static int listen_on(const struct http_server *server, int *port, char *err, size_t errlen) {
     struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons((uint16_t)g->params.port)};
-    const char *host = g->params.host;
+                                  .sin_port = htons((uint16_t)server->params->port)};
+    const char *host = server->params->host;
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
     if (inet_pton(AF_INET, host, &address.sin_addr) != 1) {
-        snprintf(err, errlen, "--host %s is not an IPv4 address", g->params.host);
+        snprintf(err, errlen, "--host %s is not an IPv4 address", server->params->host);
         return -1;
     }
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -739,8 +726,8 @@ static int listen_on(const struct gateway *g, int *port, char *err, size_t errle
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
         bind(fd, (struct sockaddr *)&address, sizeof(address)) || listen(fd, 1024) ||
         getsockname(fd, (struct sockaddr *)&address, &length)) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", g->params.host, g->params.port,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", server->params->host,
+                 server->params->port, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -748,39 +735,41 @@ static int listen_on(const struct gateway *g, int *port, char *err, size_t errle
     return fd;
 }
 
-int gateway_http_start(struct gateway *g, char *err, size_t errlen) {
-    int timeout = g->params.connection_timeout_seconds > 0 ? g->params.connection_timeout_seconds
-                                                           : GATEWAY_CONNECTION_TIMEOUT;
-    int per_client = g->params.max_client_connections > 0 ? g->params.max_client_connections
-                                                          : GATEWAY_CLIENT_CONNECTIONS;
-    int fd = listen_on(g, &g->port, err, errlen);
+int http_start(struct http_server *server, char *err, size_t errlen) {
+    int timeout = server->params->connection_timeout_seconds > 0
+                      ? server->params->connection_timeout_seconds
+                      : HTTP_CONNECTION_TIMEOUT;
+    int per_client = server->params->max_client_connections > 0
+                         ? server->params->max_client_connections
+                         : HTTP_CLIENT_CONNECTIONS;
+    int fd = listen_on(server, &server->port, err, errlen);
     if (fd < 0) return -1;
     /* poll, not epoll: libmicrohttpd 0.9.75's epoll loop misses a client's
      * close that arrives with its last bytes, and such connections stayed
      * in CLOSE_WAIT until the timeout (430 of 500 half-sent requests); the
      * connections come from the screen (screen.c), not a socket of its own */
-    g->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG,
-                                 0, NULL, NULL, handle, g, MHD_OPTION_NOTIFY_COMPLETED, completed,
-                                 g, MHD_OPTION_NOTIFY_CONNECTION, connection_closed, g,
-                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout, MHD_OPTION_END);
-    if (!g->daemon) {
+    server->daemon = MHD_start_daemon(
+        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, handle, server, MHD_OPTION_NOTIFY_COMPLETED, completed, server,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_closed, server, MHD_OPTION_CONNECTION_LIMIT,
+        connection_limit(), MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout, MHD_OPTION_END);
+    if (!server->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server");
         close(fd);
         return -1;
     }
-    if (gateway_screen_start(g, fd, per_client, err, errlen)) {
+    if (http_screen_start(server, fd, per_client, err, errlen)) {
         close(fd);
         return -1;
     }
     return 0;
 }
 
-void gateway_http_stop(struct gateway *g) {
-    gateway_screen_stop(g); /* nothing new reaches the daemon from here */
-    if (g->daemon) MHD_stop_daemon(g->daemon);
-    gateway_screen_free(g);
-    g->daemon = NULL;
+void http_stop(struct http_server *server) {
+    http_screen_stop(server); /* nothing new reaches the daemon from here */
+    if (server->daemon) MHD_stop_daemon(server->daemon);
+    http_screen_free(server);
+    server->daemon = NULL;
 }

@@ -1,10 +1,10 @@
 /* dashboard.h -- the cluster dashboard's files, embedded in the binary
  * (internal to src/gateway).
  *
- * The page (src/gateway/dashboard/: index.html, dashboard.js,
+ * The page (src/gateway/http/dashboard/: index.html, dashboard.js,
  * dashboard.css) is turned into a C table at build time by
  * cmake/embed.cmake, so the gateway serves it with nothing read from disk
- * and nothing fetched from elsewhere. http.c asks gateway_dashboard_asset
+ * and nothing fetched from elsewhere. http.c asks http_dashboard_asset
  * for every GET and answers the ones it knows with the headers below. */
 #ifndef LOCKSTEP_GATEWAY_DASHBOARD_H
 #define LOCKSTEP_GATEWAY_DASHBOARD_H
@@ -22,7 +22,7 @@
 
 /* One embedded file (the generated table's entries). */
 struct dashboard_file {
-    const char *name;           /* its name under src/gateway/dashboard/ */
+    const char *name;           /* its name under src/gateway/http/dashboard/ */
     const char *content_type;   /* its Content-Type */
     const unsigned char *bytes; /* its contents, plus a NUL not counted */
     size_t length;              /* bytes in bytes */
@@ -36,7 +36,7 @@ extern const int dashboard_n_files;
  * content type) for "/", "/dashboard", "/dashboard/" (the page) and
  * "/dashboard/NAME" (its other files); -1 for any other URL under
  * "/dashboard/" (answered 404); 0 for URLs that are not the dashboard's. */
-int gateway_dashboard_asset(const char *url, const unsigned char **body, size_t *length,
-                            const char **content_type);
+int http_dashboard_asset(const char *url, const unsigned char **body, size_t *length,
+                         const char **content_type);
 
 #endif

@@ -8,7 +8,7 @@
  * on a lost host are moved to a placement without it (cluster.c); a host
  * that answers again is used for new placements. No lock is held while a
  * probe runs. */
-#include "gateway_internal.h"
+#include "gateway/fleet/fleet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,18 +25,18 @@
 #define PROBE_DEADLINE_SECONDS 10.0 /* a probe that has not answered by then failed */
 
 /* Starts `mpirun ... lockstep probe` on host with its stdout on *out. */
-static pid_t spawn_probe(const struct gateway *g, const char *host, int *out) {
+static pid_t spawn_probe(const struct fleet *f, const char *host, int *out) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC)) return -1;
     const char *argv[16];
     int n = 0;
-    argv[n++] = g->params.mpirun_path;
+    argv[n++] = f->params->mpirun_path;
     if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
     argv[n++] = "-np";
     argv[n++] = "1";
     argv[n++] = "--host";
     argv[n++] = host;
-    argv[n++] = g->params.lockstep_path;
+    argv[n++] = f->params->lockstep_path;
     argv[n++] = "probe";
     argv[n] = NULL;
     pid_t parent = getpid(), pid = fork();
@@ -59,13 +59,13 @@ static pid_t spawn_probe(const struct gateway *g, const char *host, int *out) {
 
 /* Reads the probe's output until it ends or the deadline passes; the
  * last line is the answer. 0 with *p, or -1. */
-static int read_probe(int fd, struct cluster_probe *p, const struct gateway *g) {
+static int read_probe(int fd, struct cluster_probe *p, const struct fleet *f) {
     char text[4096], err[200];
     size_t used = 0;
     uint64_t start = clock_now_us();
     for (;;) {
         double left = PROBE_DEADLINE_SECONDS - (double)(clock_now_us() - start) * 1e-6;
-        if (left <= 0 || atomic_load(&g->stopping)) return -1;
+        if (left <= 0 || atomic_load(f->stopping)) return -1;
         struct pollfd pfd = {fd, POLLIN, 0};
         int ready = poll(&pfd, 1, left < 0.1 ? 1 : 100);
         if (ready < 0 && errno != EINTR) return -1;
@@ -83,14 +83,14 @@ static int read_probe(int fd, struct cluster_probe *p, const struct gateway *g) 
 }
 
 /* Probes one host; 0 with *p, or -1 when it did not answer in time. */
-static int probe_host(const struct gateway *g, const struct cluster_host *h,
+static int probe_host(const struct fleet *f, const struct cluster_host *h,
                       struct cluster_probe *p) {
     char err[200];
     if (h->local) return cluster_probe_local(p, err, sizeof(err));
     int fd = -1, status = 0;
-    pid_t pid = spawn_probe(g, h->name, &fd);
+    pid_t pid = spawn_probe(f, h->name, &fd);
     if (pid < 0) return -1;
-    int rc = read_probe(fd, p, g);
+    int rc = read_probe(fd, p, f);
     close(fd);
     kill(-pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -99,62 +99,61 @@ static int probe_host(const struct gateway *g, const struct cluster_host *h,
 
 /* Records a probe's answer (cluster lock held); 1 if the host was just
  * found lost. */
-static int record(struct gateway *g, int host, const struct cluster_probe *p) {
-    struct cluster_host *h = &g->hosts[host];
+static int record(struct fleet *f, int host, const struct cluster_probe *p) {
+    struct cluster_host *h = &f->hosts[host];
     int was_lost = h->lost;
     /* a host a fault took down stays down for its time, whatever it says */
-    if (clock_now_us() < g->lost_until_us[host]) p = NULL;
+    if (clock_now_us() < f->lost_until_us[host]) p = NULL;
     cluster_host_update(h, p);
     if (h->lost && !was_lost)
-        gateway_cluster_event(g, "lost", NULL, h->name, "host %s is lost: it did not answer",
-                              h->name);
+        fleet_record(f, "lost", NULL, h->name, "host %s is lost: it did not answer", h->name);
     if (!h->lost && was_lost)
-        gateway_cluster_event(g, "back", NULL, h->name, "host %s answers again", h->name);
+        fleet_record(f, "back", NULL, h->name, "host %s answers again", h->name);
     return h->lost && !was_lost;
 }
 
-void gateway_probe_hosts(struct gateway *g, int local_only) {
-    for (int i = 0; i < g->n_hosts && !atomic_load(&g->stopping); i++) {
+void fleet_probe_hosts(struct fleet *f, int local_only) {
+    for (int i = 0; i < f->n_hosts && !atomic_load(f->stopping); i++) {
         struct cluster_host copy;
         struct cluster_probe p;
-        pthread_mutex_lock(&g->cluster_lock);
-        copy = g->hosts[i];
-        pthread_mutex_unlock(&g->cluster_lock);
+        pthread_mutex_lock(&f->cluster_lock);
+        copy = f->hosts[i];
+        pthread_mutex_unlock(&f->cluster_lock);
         if (local_only && !copy.local) continue;
-        int ok = probe_host(g, &copy, &p) == 0;
-        pthread_mutex_lock(&g->cluster_lock);
-        record(g, i, ok ? &p : NULL);
-        int lost = g->hosts[i].lost;
-        pthread_mutex_unlock(&g->cluster_lock);
-        if (lost) gateway_cluster_leave_host(g, i);
+        int ok = probe_host(f, &copy, &p) == 0;
+        pthread_mutex_lock(&f->cluster_lock);
+        record(f, i, ok ? &p : NULL);
+        int lost = f->hosts[i].lost;
+        pthread_mutex_unlock(&f->cluster_lock);
+        if (lost) fleet_leave_host(f, i);
     }
 }
 
 static void *probe_loop(void *arg) {
-    struct gateway *g = arg;
-    double every = g->params.probe_seconds > 0 ? g->params.probe_seconds : 5.0;
-    gateway_probe_hosts(g, 0); /* the other machines, at once */
-    while (!atomic_load(&g->stopping)) {
-        for (double waited = 0; waited < every && !atomic_load(&g->stopping); waited += 0.05) {
+    struct fleet *f = arg;
+    double every = f->params->probe_seconds > 0 ? f->params->probe_seconds : 5.0;
+    fleet_probe_hosts(f, 0); /* the other machines, at once */
+    while (!atomic_load(f->stopping)) {
+        for (double waited = 0; waited < every && !atomic_load(f->stopping); waited += 0.05) {
             struct timespec nap = {0, 50000000};
             nanosleep(&nap, NULL);
         }
-        if (!atomic_load(&g->stopping)) gateway_probe_hosts(g, 0);
+        if (!atomic_load(f->stopping)) fleet_probe_hosts(f, 0);
     }
     return NULL;
 }
 
-int gateway_probe_start(struct gateway *g, char *err, size_t errlen) {
-    if (pthread_create(&g->probe_thread, NULL, probe_loop, g)) {
+int fleet_probe_start(struct fleet *f, char *err, size_t errlen) {
+    if (pthread_create(&f->probe_thread, NULL, probe_loop, f)) {
         snprintf(err, errlen, "cannot start the host probes");
         return -1;
     }
-    g->probe_thread_started = 1;
+    f->probe_thread_started = 1;
     return 0;
 }
 
-void gateway_probe_stop(struct gateway *g) {
-    atomic_store(&g->stopping, 1);
-    if (g->probe_thread_started) pthread_join(g->probe_thread, NULL);
-    g->probe_thread_started = 0;
+void fleet_probe_stop(struct fleet *f) {
+    atomic_store(f->stopping, 1);
+    if (f->probe_thread_started) pthread_join(f->probe_thread, NULL);
+    f->probe_thread_started = 0;
 }

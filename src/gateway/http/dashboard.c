@@ -1,11 +1,11 @@
 /* dashboard.c -- which embedded dashboard file a URL asks for.
  *
- * The page lives in src/gateway/dashboard/ and is compiled into the
+ * The page lives in src/gateway/http/dashboard/ and is compiled into the
  * binary (cmake/embed.cmake writes the table dashboard_files); http.c
  * serves what this finds. The page itself holds no data: it reads
  * GET /v1/cluster, /v1/models and /metrics with the key the user types in,
  * so it is served without a key. */
-#include "gateway/dashboard.h"
+#include "gateway/http/dashboard.h"
 
 #include <string.h>
 
@@ -17,8 +17,8 @@ static const struct dashboard_file *find_file(const char *name) {
     return NULL;
 }
 
-int gateway_dashboard_asset(const char *url, const unsigned char **body, size_t *length,
-                            const char **content_type) {
+int http_dashboard_asset(const char *url, const unsigned char **body, size_t *length,
+                         const char **content_type) {
     const struct dashboard_file *file = NULL;
     size_t prefix = strlen(DASHBOARD_PREFIX);
     if (!strcmp(url, "/") || !strcmp(url, "/dashboard") || !strcmp(url, DASHBOARD_PREFIX))

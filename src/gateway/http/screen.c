@@ -15,7 +15,7 @@
  * connections being screened; a connection whose head does not arrive
  * within the connection timeout is closed, and nothing here waits on a
  * client (DESIGN.md I6, I7). */
-#include "gateway_internal.h"
+#include "gateway/http/http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,8 +49,8 @@ struct screen_address {
     int count;
 };
 
-struct gateway_screen {
-    struct gateway *gateway;
+struct http_screen {
+    struct http_server *server;
     int listen_fd;
     int per_client;       /* connections one address may hold */
     pthread_mutex_t lock; /* guards addresses (the daemon's thread closes connections) */
@@ -69,7 +69,7 @@ static uint32_t address_of(const struct sockaddr_storage *a) {
 
 /* Adds change to the count of address; returns the count before, or -1
  * when the table cannot grow (the address is then not limited). */
-static int count_address(struct gateway_screen *s, uint32_t address, int change) {
+static int count_address(struct http_screen *s, uint32_t address, int change) {
     int i = 0, before = -1;
     pthread_mutex_lock(&s->lock);
     while (i < s->n_addresses && s->addresses[i].address != address) i++;
@@ -93,13 +93,13 @@ static int count_address(struct gateway_screen *s, uint32_t address, int change)
     return before;
 }
 
-void gateway_screen_closed(struct gateway *g, const struct sockaddr *address) {
-    if (g->screen && address && address->sa_family == AF_INET)
-        count_address(g->screen, ((const struct sockaddr_in *)address)->sin_addr.s_addr, -1);
+void http_screen_closed(struct http_server *server, const struct sockaddr *address) {
+    if (server->screen && address && address->sa_family == AF_INET)
+        count_address(server->screen, ((const struct sockaddr_in *)address)->sin_addr.s_addr, -1);
 }
 
 /* Closes a connection the screen still holds. */
-static void drop(struct gateway_screen *s, struct screen_pending *p) {
+static void drop(struct http_screen *s, struct screen_pending *p) {
     close(p->fd);
     count_address(s, address_of(&p->address), -1);
 }
@@ -224,18 +224,17 @@ static int judge_head(const char *head, size_t size, size_t max_body, struct scr
 }
 
 /* The connection timeout has passed since p was accepted. */
-static int timed_out(const struct gateway_screen *s, const struct screen_pending *p,
-                     uint64_t now_us) {
-    double timeout = s->gateway->params.connection_timeout_seconds > 0
-                         ? s->gateway->params.connection_timeout_seconds
-                         : GATEWAY_CONNECTION_TIMEOUT;
+static int timed_out(const struct http_screen *s, const struct screen_pending *p, uint64_t now_us) {
+    double timeout = s->server->params->connection_timeout_seconds > 0
+                         ? s->server->params->connection_timeout_seconds
+                         : HTTP_CONNECTION_TIMEOUT;
     return (double)(now_us - p->since_us) * 1e-6 >= timeout;
 }
 
 /* Looks at what pending connection p has sent: 1 when it is done with
  * (handed to the daemon, refused or closed), 0 to wait for more. The bytes
  * are peeked, never taken: the daemon reads them again. */
-static int screen_one(struct gateway_screen *s, struct screen_pending *p, uint64_t now_us) {
+static int screen_one(struct http_screen *s, struct screen_pending *p, uint64_t now_us) {
     char *head = s->head;
     struct screen_verdict v = {0, NULL, NULL};
     ssize_t n = recv(p->fd, head, sizeof(s->head), MSG_PEEK | MSG_DONTWAIT);
@@ -269,7 +268,7 @@ static int screen_one(struct gateway_screen *s, struct screen_pending *p, uint64
         }
     } else {
         size_t size = (size_t)(end - head) + (end == bare ? 2 : 3);
-        judge_head(head, size, s->gateway->params.max_body_bytes, &v);
+        judge_head(head, size, s->server->params->max_body_bytes, &v);
     }
     if (v.status) {
         refuse(p->fd, v.status, v.reason, v.message);
@@ -277,15 +276,15 @@ static int screen_one(struct gateway_screen *s, struct screen_pending *p, uint64
         return 1;
     }
     /* the daemon owns the socket from here (and closes it if it refuses
-     * it); its close is counted by gateway_screen_closed */
-    if (MHD_add_connection(s->gateway->daemon, p->fd, (const struct sockaddr *)&p->address,
+     * it); its close is counted by http_screen_closed */
+    if (MHD_add_connection(s->server->daemon, p->fd, (const struct sockaddr *)&p->address,
                            p->address_length) != MHD_YES)
         count_address(s, address_of(&p->address), -1);
     return 1;
 }
 
 /* Accepts what the backlog holds while there is room. */
-static void accept_new(struct gateway_screen *s, uint64_t now_us) {
+static void accept_new(struct http_screen *s, uint64_t now_us) {
     while (s->n_pending < SCREEN_PENDING_MAX) {
         struct screen_pending *p = &s->pending[s->n_pending];
         p->address_length = sizeof(p->address);
@@ -304,9 +303,9 @@ static void accept_new(struct gateway_screen *s, uint64_t now_us) {
 }
 
 static void *screen_main(void *arg) {
-    struct gateway_screen *s = arg;
+    struct http_screen *s = arg;
     struct pollfd *fds = s->fds;
-    while (!atomic_load(&s->gateway->stopping)) {
+    while (!atomic_load(s->server->stopping)) {
         int unfinished = 0;
         fds[0] = (struct pollfd){s->n_pending < SCREEN_PENDING_MAX ? s->listen_fd : -1, POLLIN, 0};
         /* a connection whose head is half there stays readable: it is
@@ -329,20 +328,20 @@ static void *screen_main(void *arg) {
     return NULL;
 }
 
-int gateway_screen_start(struct gateway *g, int listen_fd, int per_client, char *err,
-                         size_t errlen) {
-    struct gateway_screen *s = calloc(1, sizeof(*s));
+int http_screen_start(struct http_server *server, int listen_fd, int per_client, char *err,
+                      size_t errlen) {
+    struct http_screen *s = calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errlen, "out of memory for the connection screen");
         return -1;
     }
-    s->gateway = g;
+    s->server = server;
     s->listen_fd = listen_fd;
     s->per_client = per_client;
     pthread_mutex_init(&s->lock, NULL);
-    g->screen = s;
+    server->screen = s;
     if (pthread_create(&s->thread, NULL, screen_main, s)) {
-        g->screen = NULL;
+        server->screen = NULL;
         pthread_mutex_destroy(&s->lock);
         free(s);
         snprintf(err, errlen, "cannot start the connection screen's thread");
@@ -351,18 +350,18 @@ int gateway_screen_start(struct gateway *g, int listen_fd, int per_client, char 
     return 0;
 }
 
-void gateway_screen_stop(struct gateway *g) {
-    struct gateway_screen *s = g->screen;
+void http_screen_stop(struct http_server *server) {
+    struct http_screen *s = server->screen;
     if (!s) return;
-    atomic_store(&g->stopping, 1);
+    atomic_store(server->stopping, 1);
     pthread_join(s->thread, NULL);
     close(s->listen_fd);
 }
 
-void gateway_screen_free(struct gateway *g) {
-    struct gateway_screen *s = g->screen;
+void http_screen_free(struct http_server *server) {
+    struct http_screen *s = server->screen;
     if (!s) return;
-    g->screen = NULL;
+    server->screen = NULL;
     pthread_mutex_destroy(&s->lock);
     free(s->addresses);
     free(s);

@@ -10,7 +10,7 @@
  * the cluster's hosts. It also cancels a request's choices wherever they
  * are now, for the requests layer, under the cluster lock that keeps an
  * instance being retired from going away meanwhile. */
-#include "gateway_internal.h"
+#include "gateway/fleet/fleet.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,22 +19,22 @@
 _Static_assert(SUPERVISOR_HOST_MAX == CLUSTER_HOST_NAME_MAX, "a supervisor holds a host's name");
 
 /* 1 if every host of the placement is this machine. */
-static int placement_is_local(const struct gateway *g, const struct cluster_placement *p) {
+static int placement_is_local(const struct fleet *f, const struct cluster_placement *p) {
     for (int k = 0; k < p->n_hosts; k++)
-        if (!g->hosts[p->host[k]].local) return 0;
+        if (!f->hosts[p->host[k]].local) return 0;
     return 1;
 }
 
 /* How its runner is launched: as the model was configured when the
  * placement is one local host; under mpirun otherwise, on the placement's
  * hosts when any is another machine (mpirun's --host a:1,b:1). */
-static void choose_launch(const struct gateway_instance *in, struct supervisor_launch *l) {
-    const struct gateway *g = in->gateway;
-    const struct gateway_params *p = &g->params;
+static void choose_launch(const struct fleet_instance *in, struct supervisor_launch *l) {
+    const struct fleet *f = in->fleet;
+    const struct gateway_params *p = f->params;
     const struct gateway_model *m = &in->served->model;
     const struct cluster_placement *placement = &in->placement;
-    const struct cluster_host *leader = &g->hosts[placement->host[0]];
-    int local = placement_is_local(g, placement);
+    const struct cluster_host *leader = &f->hosts[placement->host[0]];
+    int local = placement_is_local(f, placement);
     *l = (struct supervisor_launch){.lockstep_path = p->lockstep_path,
                                     .mpirun_path = p->mpirun_path,
                                     .model_path = m->path,
@@ -58,14 +58,14 @@ static void choose_launch(const struct gateway_instance *in, struct supervisor_l
     for (int k = 0; k < placement->n_hosts && used < sizeof(l->host_list); k++)
         used +=
             (size_t)snprintf(l->host_list + used, sizeof(l->host_list) - used, "%s%s:%d",
-                             k ? "," : "", g->hosts[placement->host[k]].name, placement->ranks[k]);
+                             k ? "," : "", f->hosts[placement->host[k]].name, placement->ranks[k]);
 }
 
 /* ---------- the supervisor's events ---------- */
 
 static void on_token(struct supervisor_job *job, const struct runner_token *token,
                      struct supervisor *from) {
-    struct gateway_instance *in = from->events.context;
+    struct fleet_instance *in = from->events.context;
     struct gateway_latency latency;
     atomic_fetch_add(&in->stats.generated, 1);
     gateway_request_on_token(gateway_choice_of(job), token, from, &latency);
@@ -77,7 +77,7 @@ static void on_token(struct supervisor_job *job, const struct runner_token *toke
         atomic_fetch_add(&in->stats.itl_us, (unsigned long long)(latency.itl * 1e6));
         atomic_fetch_add(&in->stats.itl_count, 1);
     }
-    gateway_observe_latency(&in->gateway->metrics, in->name, in->id, latency.ttft, latency.itl);
+    gateway_observe_latency(in->fleet->metrics, in->name, in->id, latency.ttft, latency.itl);
 }
 
 static void on_finished(struct supervisor_job *job, const struct runner_finished *finished,
@@ -86,103 +86,103 @@ static void on_finished(struct supervisor_job *job, const struct runner_finished
 }
 
 static void on_ready(void *context, int pid) {
-    struct gateway_instance *in = context;
-    gateway_cluster_note(in->gateway, "ready", in->id, "%s ready on %s (runner pid %d)", in->id,
-                         in->hosts_text, pid);
+    struct fleet_instance *in = context;
+    fleet_note(in->fleet, "ready", in->id, "%s ready on %s (runner pid %d)", in->id, in->hosts_text,
+               pid);
 }
 
 static void on_restarting(void *context, int stuck, const char *why) {
-    struct gateway_instance *in = context;
-    gateway_cluster_note(in->gateway, stuck ? "stuck" : "restart", in->id, "%s: %s", in->id, why);
-    gateway_observe_restart(&in->gateway->metrics, in->name, in->id);
+    struct fleet_instance *in = context;
+    fleet_note(in->fleet, stuck ? "stuck" : "restart", in->id, "%s: %s", in->id, why);
+    gateway_observe_restart(in->fleet->metrics, in->name, in->id);
 }
 
 static void on_queued(void *context, double seconds) {
-    struct gateway_instance *in = context;
-    gateway_observe_queued(&in->gateway->metrics, in->name, in->id, seconds);
+    struct fleet_instance *in = context;
+    gateway_observe_queued(in->fleet->metrics, in->name, in->id, seconds);
 }
 
 static void on_heartbeat(void *context, const struct runner_heartbeat *heartbeat) {
-    struct gateway_instance *in = context;
-    gateway_observe_heartbeat(&in->gateway->metrics, in->name, in->id, heartbeat);
+    struct fleet_instance *in = context;
+    gateway_observe_heartbeat(in->fleet->metrics, in->name, in->id, heartbeat);
 }
 
 /* Keeps the report for GET /debug/stuck (the newest 16). */
 static void on_stuck(void *context, double seconds, char *report) {
-    struct gateway_instance *in = context;
-    struct gateway *g = in->gateway;
-    gateway_observe_stuck(&g->metrics, in->name, in->id, seconds);
+    struct fleet_instance *in = context;
+    struct fleet *f = in->fleet;
+    gateway_observe_stuck(f->metrics, in->name, in->id, seconds);
     if (!report) return;
-    pthread_mutex_lock(&g->reports_lock);
-    int slot = g->n_stuck_reports % 16;
-    free(g->stuck_reports[slot]);
-    g->stuck_reports[slot] = report;
-    g->n_stuck_reports++;
-    pthread_mutex_unlock(&g->reports_lock);
+    pthread_mutex_lock(&f->reports_lock);
+    int slot = f->n_stuck_reports % 16;
+    free(f->stuck_reports[slot]);
+    f->stuck_reports[slot] = report;
+    f->n_stuck_reports++;
+    pthread_mutex_unlock(&f->reports_lock);
 }
 
 static void on_recovered(void *context, double seconds) {
-    struct gateway_instance *in = context;
-    gateway_observe_recovery(&in->gateway->metrics, in->name, in->id, seconds);
+    struct fleet_instance *in = context;
+    gateway_observe_recovery(in->fleet->metrics, in->name, in->id, seconds);
 }
 
 /* The name of a host of the placement the cluster has marked lost (copied
  * into host), or 0 if none is (takes the cluster lock). */
 static int on_placement_lost(void *context, char *host, size_t size) {
-    const struct gateway_instance *in = context;
-    struct gateway *g = in->gateway;
+    const struct fleet_instance *in = context;
+    struct fleet *f = in->fleet;
     int lost = 0;
-    pthread_mutex_lock(&g->cluster_lock);
+    pthread_mutex_lock(&f->cluster_lock);
     for (int k = 0; k < in->placement.n_hosts && !lost; k++) {
-        const struct cluster_host *h = &g->hosts[in->placement.host[k]];
+        const struct cluster_host *h = &f->hosts[in->placement.host[k]];
         if (h->lost) snprintf(host, size, "%s", h->name);
         lost = h->lost;
     }
-    pthread_mutex_unlock(&g->cluster_lock);
+    pthread_mutex_unlock(&f->cluster_lock);
     return lost;
 }
 
-char *gateway_stuck_json(struct gateway *g) {
+char *fleet_stuck_json(struct fleet *f) {
     size_t size = 64;
-    pthread_mutex_lock(&g->reports_lock);
-    int n = g->n_stuck_reports < 16 ? g->n_stuck_reports : 16;
-    for (int i = 0; i < n; i++) size += strlen(g->stuck_reports[i]) + 1;
+    pthread_mutex_lock(&f->reports_lock);
+    int n = f->n_stuck_reports < 16 ? f->n_stuck_reports : 16;
+    for (int i = 0; i < n; i++) size += strlen(f->stuck_reports[i]) + 1;
     char *out = malloc(size);
     if (out) {
         size_t used = (size_t)sprintf(out, "{\"reports\":[");
         for (int k = 0; k < n; k++) { /* oldest first */
-            int slot = (g->n_stuck_reports - n + k) % 16;
-            used += (size_t)sprintf(out + used, "%s%s", k ? "," : "", g->stuck_reports[slot]);
+            int slot = (f->n_stuck_reports - n + k) % 16;
+            used += (size_t)sprintf(out + used, "%s%s", k ? "," : "", f->stuck_reports[slot]);
         }
         sprintf(out + used, "]}");
     }
-    pthread_mutex_unlock(&g->reports_lock);
+    pthread_mutex_unlock(&f->reports_lock);
     return out;
 }
 
 /* ---------- life ---------- */
 
-int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
-                          const struct gateway_served *served, const char *id,
-                          const struct cluster_placement *placement, int number, char *err,
-                          size_t errlen) {
+int fleet_instance_init(struct fleet_instance *in, struct fleet *fleet,
+                        const struct gateway_served *served, const char *id,
+                        const struct cluster_placement *placement, int number, char *err,
+                        size_t errlen) {
     memset(in, 0, sizeof(*in));
     atomic_init(&in->references, 1);
-    in->gateway = gateway;
+    in->fleet = fleet;
     in->served = served;
     in->placement = *placement;
     in->tp = placement->tp;
     snprintf(in->name, sizeof(in->name), "%s", served->name);
     snprintf(in->id, sizeof(in->id), "%s", id);
-    cluster_placement_format(gateway->hosts, placement, in->hosts_text, sizeof(in->hosts_text));
+    cluster_placement_format(fleet->hosts, placement, in->hosts_text, sizeof(in->hosts_text));
     struct supervisor_config config = {.number = number,
-                                       .alone = gateway->n_hosts <= 1,
-                                       .watchdog_seconds = gateway->params.watchdog_seconds,
-                                       .stopping = &gateway->stopping,
-                                       .next_id = &gateway->next_id};
+                                       .alone = fleet->n_hosts <= 1,
+                                       .watchdog_seconds = fleet->params->watchdog_seconds,
+                                       .stopping = fleet->stopping,
+                                       .next_id = fleet->next_id};
     snprintf(config.id, sizeof(config.id), "%s", in->id);
     snprintf(config.name, sizeof(config.name), "%s", in->name);
-    snprintf(config.runtime_dir, sizeof(config.runtime_dir), "%s", gateway->runtime_dir);
+    snprintf(config.runtime_dir, sizeof(config.runtime_dir), "%s", fleet->runtime_dir);
     choose_launch(in, &config.launch);
     struct supervisor_events events = {.context = in,
                                        .token = on_token,
@@ -198,21 +198,21 @@ int gateway_instance_init(struct gateway_instance *in, struct gateway *gateway,
     return supervisor_init(&in->supervisor, &config, &events, err, errlen);
 }
 
-void gateway_instance_free(struct gateway_instance *in) {
+void fleet_instance_free(struct fleet_instance *in) {
     supervisor_free(&in->supervisor);
 }
 
-void gateway_instance_hold(struct gateway_instance *in) {
+void fleet_instance_hold(struct fleet_instance *in) {
     atomic_fetch_add(&in->references, 1);
 }
 
-void gateway_instance_release(struct gateway_instance *in) {
+void fleet_instance_release(struct fleet_instance *in) {
     if (!in || atomic_fetch_sub(&in->references, 1) != 1) return;
-    gateway_instance_free(in);
+    fleet_instance_free(in);
     free(in);
 }
 
-void gateway_instance_submit(struct gateway_instance *in, struct gateway_request *request) {
+void fleet_instance_submit(struct fleet_instance *in, struct gateway_request *request) {
     gateway_request_submit(request, &in->supervisor);
 }
 
@@ -220,12 +220,11 @@ void gateway_instance_submit(struct gateway_instance *in, struct gateway_request
  * Their holders are looked up under the cluster lock, which also keeps an
  * instance the cluster retires from going away meanwhile: a holder that is
  * no longer the cluster's has an empty table. */
-void gateway_instance_cancel(void *gateway, struct gateway_request *r,
-                             struct gateway_choice *only) {
-    struct gateway *g = gateway;
+void fleet_instance_cancel(void *gateway, struct gateway_request *r, struct gateway_choice *only) {
+    struct fleet *f = gateway;
     struct supervisor *holders[OPENAI_CHOICES_MAX];
     int n = 0;
-    pthread_mutex_lock(&g->cluster_lock);
+    pthread_mutex_lock(&f->cluster_lock);
     /* its choices may sit in several tables while a move hands them over;
      * a table they reach after this reads the request as over (adopt) */
     pthread_mutex_lock(&r->lock);
@@ -238,10 +237,10 @@ void gateway_instance_cancel(void *gateway, struct gateway_request *r,
     }
     pthread_mutex_unlock(&r->lock);
     for (int k = 0; k < n; k++) {
-        struct gateway_instance *in = holders[k]->events.context;
-        if (gateway_cluster_has(g, in)) supervisor_cancel(holders[k], r, only ? &only->job : NULL);
+        struct fleet_instance *in = holders[k]->events.context;
+        if (fleet_has(f, in)) supervisor_cancel(holders[k], r, only ? &only->job : NULL);
     }
-    pthread_mutex_unlock(&g->cluster_lock);
+    pthread_mutex_unlock(&f->cluster_lock);
 }
 
 /* supervisor_each's callback: fn and its argument ride in a struct. */
@@ -255,8 +254,8 @@ static void each_job(struct supervisor_job *job, void *call) {
     each->fn(gateway_choice_of(job)->request, each->arg);
 }
 
-void gateway_instance_each(struct gateway_instance *in,
-                           void (*fn)(struct gateway_request *, uint64_t), uint64_t arg) {
+void fleet_instance_each(struct fleet_instance *in, void (*fn)(struct gateway_request *, uint64_t),
+                         uint64_t arg) {
     struct each_call call = {fn, arg};
     supervisor_each(&in->supervisor, each_job, &call);
 }
