@@ -689,6 +689,37 @@ static int start_initial(struct fleet *f, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---------- the hosts, as the probes hear them ---------- */
+
+static int probe_hosts_copy(void *context, struct cluster_host *hosts) {
+    struct fleet *f = context;
+    pthread_mutex_lock(&f->cluster_lock);
+    int n = f->n_hosts;
+    memcpy(hosts, f->hosts, (size_t)n * sizeof(*hosts));
+    pthread_mutex_unlock(&f->cluster_lock);
+    return n;
+}
+
+/* A probe's answer (p), or its absence (NULL): a host just found lost has
+ * its instances moved elsewhere; one that answers again is used for new
+ * placements. */
+static void probe_answered(void *context, int host, const struct cluster_probe *p) {
+    struct fleet *f = context;
+    pthread_mutex_lock(&f->cluster_lock);
+    struct cluster_host *h = &f->hosts[host];
+    int was_lost = h->lost;
+    /* a host a fault took down stays down for its time, whatever it says */
+    if (clock_now_us() < f->lost_until_us[host]) p = NULL;
+    cluster_host_update(h, p);
+    if (h->lost && !was_lost)
+        fleet_record(f, "lost", NULL, h->name, "host %s is lost: it did not answer", h->name);
+    if (!h->lost && was_lost)
+        fleet_record(f, "back", NULL, h->name, "host %s answers again", h->name);
+    int lost = h->lost;
+    pthread_mutex_unlock(&f->cluster_lock);
+    if (lost) fleet_leave_host(f, host);
+}
+
 int fleet_init(struct fleet *f, const struct gateway_params *params,
                const struct gateway_served *served, int n_served, struct gateway_metrics *metrics,
                atomic_int *stopping, atomic_ullong *next_id, const char *runtime_dir, char *err,
@@ -701,6 +732,11 @@ int fleet_init(struct fleet *f, const struct gateway_params *params,
     f->stopping = stopping;
     f->next_id = next_id;
     snprintf(f->runtime_dir, sizeof(f->runtime_dir), "%s", runtime_dir);
+    f->prober = (struct fleet_prober){.mpirun_path = params->mpirun_path,
+                                      .lockstep_path = params->lockstep_path,
+                                      .every_seconds = params->probe_seconds,
+                                      .stopping = stopping,
+                                      .events = {f, probe_hosts_copy, probe_answered}};
     pthread_mutex_init(&f->cluster_lock, NULL);
     pthread_mutex_init(&f->reports_lock, NULL);
     if (fleet_history_init(f) == 0) return 0;
@@ -722,13 +758,13 @@ int fleet_start(struct fleet *f, char *err, size_t errlen) {
         f->hosts[0].slots = CLUSTER_RANKS_MAX;
         f->n_hosts = 1;
     }
-    fleet_probe_hosts(f, 1); /* this machine now; the others from the probe thread */
+    fleet_probe_hosts(&f->prober, 1); /* this machine now; the others from the probe thread */
     if (start_initial(f, err, errlen)) return -1;
-    return fleet_probe_start(f, err, errlen);
+    return fleet_probe_start(&f->prober, err, errlen);
 }
 
 void fleet_stop(struct fleet *f) {
-    fleet_probe_stop(f);
+    fleet_probe_stop(&f->prober);
     /* what is still moving stops with the rest: a move's new placement
      * holds no request of its own */
     for (int i = 0; i < f->n_instances; i++) {

@@ -113,6 +113,27 @@ struct fleet_event {
     char text[256];
 };
 
+/* How a prober hears of the hosts and tells what they answered. */
+struct fleet_probe_events {
+    void *context;
+    /* Copies the hosts to probe into hosts (CLUSTER_HOSTS_MAX at most);
+     * returns how many. */
+    int (*hosts)(void *context, struct cluster_host *hosts);
+    /* Host `host` (its index in that copy) answered p, or did not (NULL). */
+    void (*answered)(void *context, int host, const struct cluster_probe *p);
+};
+
+/* A thread that probes every host every every_seconds (probe.c). */
+struct fleet_prober {
+    const char *mpirun_path;   /* runs `lockstep probe` on other machines */
+    const char *lockstep_path; /* the lockstep binary there */
+    double every_seconds;      /* between rounds (0: 5) */
+    atomic_int *stopping;      /* the gateway stops: the thread returns */
+    struct fleet_probe_events events;
+    pthread_t thread;
+    int started;
+};
+
 /* The gateway's instances across the cluster's hosts. Set up by
  * fleet_init with what it borrows from the gateway (which
  * outlives it); its lock guards what its comments say. */
@@ -139,11 +160,10 @@ struct fleet {
     struct fleet_event events[FLEET_EVENTS]; /* ring */
     int n_events;                            /* events so far */
     struct fleet_history *history;           /* history.c (cluster lock) */
-    pthread_t probe_thread;                  /* probe.c: learns the hosts' state */
-    int probe_thread_started;
-    pthread_mutex_t reports_lock; /* guards the stuck reports */
-    char *stuck_reports[16];      /* JSON of the latest stuck reports (ring) */
-    int n_stuck_reports;          /* reports made so far */
+    struct fleet_prober prober;              /* probe.c: learns the hosts' state */
+    pthread_mutex_t reports_lock;            /* guards the stuck reports */
+    char *stuck_reports[16];                 /* JSON of the latest stuck reports (ring) */
+    int n_stuck_reports;                     /* reports made so far */
 };
 
 /* cluster.c */
@@ -239,9 +259,9 @@ char *fleet_history_json(struct fleet *fleet);
 /* probe.c */
 /* Probes every host once, or only this machine's names (no lock held by
  * the caller). */
-void fleet_probe_hosts(struct fleet *fleet, int local_only);
-int fleet_probe_start(struct fleet *fleet, char *err, size_t errlen);
-void fleet_probe_stop(struct fleet *fleet);
+void fleet_probe_hosts(struct fleet_prober *prober, int local_only);
+int fleet_probe_start(struct fleet_prober *prober, char *err, size_t errlen);
+void fleet_probe_stop(struct fleet_prober *prober);
 
 /* views.c (each takes the cluster lock) */
 /* GET /v1/cluster's JSON text (free() it). */

@@ -4,9 +4,10 @@
  * A thread asks every host every few seconds: this machine in-process,
  * another through Open MPI's launcher (`mpirun -np 1 --host H lockstep
  * probe`, which prints one JSON line), with a deadline after which the
- * probe is killed and the host counts as lost. The instances with a rank
- * on a lost host are moved to a placement without it (cluster.c); a host
- * that answers again is used for new placements. No lock is held while a
+ * probe is killed and the host counts as lost. The prober knows the
+ * hosts only through its events: it asks for a copy of them, and tells
+ * each answer (or its absence) back; the fleet decides what a lost host
+ * means (cluster.c: its instances move elsewhere). No lock is held while a
  * probe runs. */
 #include "gateway/fleet/fleet.h"
 
@@ -25,18 +26,18 @@
 #define PROBE_DEADLINE_SECONDS 10.0 /* a probe that has not answered by then failed */
 
 /* Starts `mpirun ... lockstep probe` on host with its stdout on *out. */
-static pid_t spawn_probe(const struct fleet *f, const char *host, int *out) {
+static pid_t spawn_probe(const struct fleet_prober *prober, const char *host, int *out) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC)) return -1;
     const char *argv[16];
     int n = 0;
-    argv[n++] = f->params->mpirun_path;
+    argv[n++] = prober->mpirun_path;
     if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
     argv[n++] = "-np";
     argv[n++] = "1";
     argv[n++] = "--host";
     argv[n++] = host;
-    argv[n++] = f->params->lockstep_path;
+    argv[n++] = prober->lockstep_path;
     argv[n++] = "probe";
     argv[n] = NULL;
     pid_t parent = getpid(), pid = fork();
@@ -59,13 +60,13 @@ static pid_t spawn_probe(const struct fleet *f, const char *host, int *out) {
 
 /* Reads the probe's output until it ends or the deadline passes; the
  * last line is the answer. 0 with *p, or -1. */
-static int read_probe(int fd, struct cluster_probe *p, const struct fleet *f) {
+static int read_probe(int fd, struct cluster_probe *p, const struct fleet_prober *prober) {
     char text[4096], err[200];
     size_t used = 0;
     uint64_t start = clock_now_us();
     for (;;) {
         double left = PROBE_DEADLINE_SECONDS - (double)(clock_now_us() - start) * 1e-6;
-        if (left <= 0 || atomic_load(f->stopping)) return -1;
+        if (left <= 0 || atomic_load(prober->stopping)) return -1;
         struct pollfd pfd = {fd, POLLIN, 0};
         int ready = poll(&pfd, 1, left < 0.1 ? 1 : 100);
         if (ready < 0 && errno != EINTR) return -1;
@@ -83,77 +84,56 @@ static int read_probe(int fd, struct cluster_probe *p, const struct fleet *f) {
 }
 
 /* Probes one host; 0 with *p, or -1 when it did not answer in time. */
-static int probe_host(const struct fleet *f, const struct cluster_host *h,
+static int probe_host(const struct fleet_prober *prober, const struct cluster_host *h,
                       struct cluster_probe *p) {
     char err[200];
     if (h->local) return cluster_probe_local(p, err, sizeof(err));
     int fd = -1, status = 0;
-    pid_t pid = spawn_probe(f, h->name, &fd);
+    pid_t pid = spawn_probe(prober, h->name, &fd);
     if (pid < 0) return -1;
-    int rc = read_probe(fd, p, f);
+    int rc = read_probe(fd, p, prober);
     close(fd);
     kill(-pid, SIGKILL);
     waitpid(pid, &status, 0);
     return rc;
 }
 
-/* Records a probe's answer (cluster lock held); 1 if the host was just
- * found lost. */
-static int record(struct fleet *f, int host, const struct cluster_probe *p) {
-    struct cluster_host *h = &f->hosts[host];
-    int was_lost = h->lost;
-    /* a host a fault took down stays down for its time, whatever it says */
-    if (clock_now_us() < f->lost_until_us[host]) p = NULL;
-    cluster_host_update(h, p);
-    if (h->lost && !was_lost)
-        fleet_record(f, "lost", NULL, h->name, "host %s is lost: it did not answer", h->name);
-    if (!h->lost && was_lost)
-        fleet_record(f, "back", NULL, h->name, "host %s answers again", h->name);
-    return h->lost && !was_lost;
-}
-
-void fleet_probe_hosts(struct fleet *f, int local_only) {
-    for (int i = 0; i < f->n_hosts && !atomic_load(f->stopping); i++) {
-        struct cluster_host copy;
+void fleet_probe_hosts(struct fleet_prober *prober, int local_only) {
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    int n = prober->events.hosts(prober->events.context, hosts);
+    for (int i = 0; i < n && !atomic_load(prober->stopping); i++) {
         struct cluster_probe p;
-        pthread_mutex_lock(&f->cluster_lock);
-        copy = f->hosts[i];
-        pthread_mutex_unlock(&f->cluster_lock);
-        if (local_only && !copy.local) continue;
-        int ok = probe_host(f, &copy, &p) == 0;
-        pthread_mutex_lock(&f->cluster_lock);
-        record(f, i, ok ? &p : NULL);
-        int lost = f->hosts[i].lost;
-        pthread_mutex_unlock(&f->cluster_lock);
-        if (lost) fleet_leave_host(f, i);
+        if (local_only && !hosts[i].local) continue;
+        int ok = probe_host(prober, &hosts[i], &p) == 0;
+        prober->events.answered(prober->events.context, i, ok ? &p : NULL);
     }
 }
 
 static void *probe_loop(void *arg) {
-    struct fleet *f = arg;
-    double every = f->params->probe_seconds > 0 ? f->params->probe_seconds : 5.0;
-    fleet_probe_hosts(f, 0); /* the other machines, at once */
-    while (!atomic_load(f->stopping)) {
-        for (double waited = 0; waited < every && !atomic_load(f->stopping); waited += 0.05) {
+    struct fleet_prober *prober = arg;
+    double every = prober->every_seconds > 0 ? prober->every_seconds : 5.0;
+    fleet_probe_hosts(prober, 0); /* the other machines, at once */
+    while (!atomic_load(prober->stopping)) {
+        for (double waited = 0; waited < every && !atomic_load(prober->stopping); waited += 0.05) {
             struct timespec nap = {0, 50000000};
             nanosleep(&nap, NULL);
         }
-        if (!atomic_load(f->stopping)) fleet_probe_hosts(f, 0);
+        if (!atomic_load(prober->stopping)) fleet_probe_hosts(prober, 0);
     }
     return NULL;
 }
 
-int fleet_probe_start(struct fleet *f, char *err, size_t errlen) {
-    if (pthread_create(&f->probe_thread, NULL, probe_loop, f)) {
+int fleet_probe_start(struct fleet_prober *prober, char *err, size_t errlen) {
+    if (pthread_create(&prober->thread, NULL, probe_loop, prober)) {
         snprintf(err, errlen, "cannot start the host probes");
         return -1;
     }
-    f->probe_thread_started = 1;
+    prober->started = 1;
     return 0;
 }
 
-void fleet_probe_stop(struct fleet *f) {
-    atomic_store(f->stopping, 1);
-    if (f->probe_thread_started) pthread_join(f->probe_thread, NULL);
-    f->probe_thread_started = 0;
+void fleet_probe_stop(struct fleet_prober *prober) {
+    atomic_store(prober->stopping, 1);
+    if (prober->started) pthread_join(prober->thread, NULL);
+    prober->started = 0;
 }
