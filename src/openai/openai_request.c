@@ -553,7 +553,7 @@ static int parse_max_tokens(const cJSON *root, struct openai_request *out, struc
                      &out->max_tokens, e);
 }
 
-/* n: the choices to generate, each sampled on its own (gateway request.c). */
+/* n: the choices to generate, each sampled on its own (src/gateway/requests/request.c). */
 static int parse_choices(const cJSON *root, struct openai_request *out, struct openai_error *e) {
     return check_int(field(root, "n"), "n", 1, OPENAI_CHOICES_MAX, &out->n, e);
 }

@@ -240,7 +240,7 @@ void fleet_leave_host(struct fleet *fleet, int host);
 /* What the live instances (and moves' new placements) hold on each host
  * (cluster lock held). */
 void fleet_usage(struct fleet *fleet, struct cluster_usage *usage);
-/* The same, taking the cluster lock (no instance lock may be held). */
+/* The same, taking the cluster lock (no supervisor's lock may be held). */
 void fleet_note(struct fleet *fleet, const char *kind, const char *instance, const char *format,
                 ...) __attribute__((format(printf, 4, 5)));
 /* Records an event and logs it (cluster lock held). */
