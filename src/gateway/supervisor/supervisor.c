@@ -186,7 +186,7 @@ static int connect_runner(struct supervisor *s, pid_t pid) {
 }
 
 /* The runner said HELLO (lock held): it is up; what it must do is queued
- * again from the start (the requests' ADDs name the older generation). */
+ * again from the start (the jobs' ADDs name the older generation). */
 static void runner_ready(struct supervisor *s) {
     uint64_t now = clock_now_us();
     supervisor_set_state(s, SUPERVISOR_READY);
@@ -331,7 +331,7 @@ static void drain_wake(struct supervisor *s) {
     while (read(s->wake[0], bytes, sizeof(bytes)) > 0) continue;
 }
 
-/* Serves the runner on fd: reads frames, queues and writes requests and
+/* Serves the runner on fd: reads frames, queues and writes jobs and
  * cancels, and watches for a stuck runner, until the connection ends
  * (returns 0), the runner is stuck (1) or the gateway stops. Only this
  * thread touches fd. */
@@ -380,8 +380,8 @@ static int stop_runner(struct supervisor *s, pid_t pid, int gently) {
 }
 
 /* After SUPERVISOR_START_ATTEMPTS failed starts in a row (lock held): the
- * requests fail with the reason instead of waiting forever. */
-static void give_up_requests(struct supervisor *s) {
+ * jobs fail with the reason instead of waiting forever. */
+static void give_up_jobs(struct supervisor *s) {
     char why[512];
     snprintf(why, sizeof(why), "model %s is unavailable: %s", s->config.name, s->status);
     supervisor_set_state(s, SUPERVISOR_FAILED);
@@ -428,10 +428,10 @@ static int start_runner(struct supervisor *s, pid_t *pid) {
     return *pid > 0 ? connect_runner(s, *pid) : -1;
 }
 
-/* The runner is gone or stuck: the instance stops it (lock held). Its
- * queued frames are dropped: its successor gets every request anew. */
+/* The runner is gone or stuck: the supervisor stops it (lock held). Its
+ * queued frames are dropped: its successor gets every job anew. */
 static int runner_lost(struct supervisor *s, int stuck) {
-    /* a runner that ends before it completes a step (say on the request it
+    /* a runner that ends before it completes a step (say on the job it
      * was given back) counts as a failed start, so a crash loop backs off
      * and ends in an error, not in a restart a second forever */
     int was_ready = s->state == SUPERVISOR_READY && (s->steps_since_ready > 0 || s->n_jobs == 0);
@@ -445,7 +445,7 @@ static int runner_lost(struct supervisor *s, int stuck) {
     return was_ready;
 }
 
-/* After the runner was reaped: counts the failure, gives up the requests
+/* After the runner was reaped: counts the failure, gives up the jobs
  * after too many, and returns the backoff before the next start (lock held). */
 static double plan_restart(struct supervisor *s, int stuck, int was_ready, int status) {
     char how[64];
@@ -458,7 +458,7 @@ static double plan_restart(struct supervisor *s, int stuck, int was_ready, int s
              : was_ready ? "ended"
                          : "failed before its first step",
              how, s->failures + 1);
-    if (s->failures >= SUPERVISOR_START_ATTEMPTS) give_up_requests(s);
+    if (s->failures >= SUPERVISOR_START_ATTEMPTS) give_up_jobs(s);
     double backoff = was_ready ? 0.05 : 0.1 * (double)(1 << (s->failures < 6 ? s->failures : 6));
     return backoff < BACKOFF_MAX_SECONDS ? backoff : BACKOFF_MAX_SECONDS;
 }
@@ -488,7 +488,7 @@ static void back_off(const struct supervisor *s, double seconds) {
 /* A host of its placement is lost: no runner is started there (mpirun
  * would wait for a daemon that never answers). The cluster moves the
  * instance elsewhere; meanwhile each look counts as a failed start, so
- * that with nowhere else to go its requests end with 503 as after any
+ * that with nowhere else to go its jobs end with 503 as after any
  * run of failed starts, rather than wait for the host for ever. */
 static void wait_for_host(struct supervisor *s, const char *host) {
     pthread_mutex_lock(&s->lock);
@@ -498,7 +498,7 @@ static void wait_for_host(struct supervisor *s, const char *host) {
     s->failures++;
     snprintf(s->status, sizeof(s->status),
              "host %s is lost: no runner starts there until the cluster places it elsewhere", host);
-    if (s->failures >= SUPERVISOR_START_ATTEMPTS) give_up_requests(s);
+    if (s->failures >= SUPERVISOR_START_ATTEMPTS) give_up_jobs(s);
     double backoff = 0.1 * (double)(1 << (s->failures < 6 ? s->failures : 6));
     pthread_mutex_unlock(&s->lock);
     if (first)
