@@ -76,8 +76,9 @@ int utf8_valid(const char *s, size_t n);
 
 /* "WHERE: message" into err (errlen bytes, always terminated; nothing if
  * err is NULL or errlen is 0): where names the place (a file and line, a
- * frame, a rank), the message what was wrong there. Returns -1, so that a
- * module's failure helper reports in one line. */
+ * frame, a rank), the message what was wrong there; a NULL where writes
+ * the message alone. Returns -1, so that a module's failure helper
+ * reports in one line. */
 int error_vformat_at(char *err, size_t errlen, const char *where, const char *format, va_list args);
 
 #endif

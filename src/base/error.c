@@ -8,7 +8,7 @@
 int error_vformat_at(char *err, size_t errlen, const char *where, const char *format,
                      va_list args) {
     if (err == NULL || errlen == 0) return -1;
-    int used = snprintf(err, errlen, "%s: ", where);
+    int used = where ? snprintf(err, errlen, "%s: ", where) : 0;
     if (used >= 0 && (size_t)used < errlen)
         vsnprintf(err + used, errlen - (size_t)used, format, args);
     return -1;

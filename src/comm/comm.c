@@ -5,6 +5,8 @@
  * The data moves in the backends, comm_local.c and comm_mpi.c. */
 #include "comm_internal.h"
 
+#include "base/base.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,12 +20,11 @@ uint64_t comm_now_ns(void) {
 }
 
 int comm_fail(char *err, size_t errlen, int code, int rank, const char *fmt, ...) {
-    if (!err || errlen == 0) return code;
-    int used = snprintf(err, errlen, "rank %d: ", rank);
-    if (used < 0 || (size_t)used >= errlen) return code;
+    char where[32];
+    snprintf(where, sizeof(where), "rank %d", rank);
     va_list args;
     va_start(args, fmt);
-    vsnprintf(err + used, errlen - (size_t)used, fmt, args);
+    error_vformat_at(err, errlen, where, fmt, args);
     va_end(args);
     return code;
 }

@@ -9,6 +9,8 @@
  * its calls and check once. Setting a key twice replaces its value. */
 #include "model/gguf_internal.h"
 
+#include "base/base.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -56,15 +58,11 @@ struct gguf_writer {
 /* Records a failure unless one is already recorded: the first is the cause. */
 __attribute__((format(printf, 2, 3))) static void gguf_writer_fail(struct gguf_writer *writer,
                                                                    const char *format, ...) {
-    char message[sizeof(writer->error)];
+    if (writer->error[0] != '\0') return;
     va_list args;
     va_start(args, format);
-    /* args is started above; clang-tidy 14 says otherwise when it checks several files in
-     * one run (LLVM bug 41311). */
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized) */
-    vsnprintf(message, sizeof(message), format, args);
+    error_vformat_at(writer->error, sizeof(writer->error), NULL, format, args);
     va_end(args);
-    if (writer->error[0] == '\0') memcpy(writer->error, message, sizeof(message));
 }
 
 /* Makes room for one more of n items of item_size bytes in *items. */

@@ -10,6 +10,8 @@
  * so both writers name, shape and convert tensors the same way. */
 #include "model/model_internal.h"
 
+#include "base/base.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@ __attribute__((format(printf, 2, 3))) static void model_writer_fail(struct model
     if (writer->error[0] != '\0') return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(writer->error, sizeof(writer->error), fmt, ap);
+    error_vformat_at(writer->error, sizeof(writer->error), NULL, fmt, ap);
     va_end(ap);
 }
 
