@@ -576,7 +576,10 @@ int supervisor_stopped(struct supervisor *s) {
 }
 
 void supervisor_stop(struct supervisor *s) {
-    supervisor_drain(s);
+    /* the thread returns only when told to: draining alone would leave it
+     * serving its runner, and the join waiting for ever, unless the
+     * gateway's `stopping` was set (it may be NULL) */
+    supervisor_retire(s);
     if (s->thread_started) pthread_join(s->thread, NULL);
     s->thread_started = 0;
     supervisor_fail(s, 503, "the gateway is shutting down");
