@@ -439,6 +439,7 @@ static int runner_lost(struct supervisor *s, int stuck) {
     s->fd = -1;
     runner_buffer_consume(&s->outbox, s->outbox.length);
     s->outbox_stalled_us = 0;
+    s->warm_pending = 0; /* a move's warm-ups went with it: nothing to wait for */
     snprintf(s->status, sizeof(s->status), "runner %s; restarting",
              stuck ? "stuck and killed" : "gone");
     if (!s->down_since_us) s->down_since_us = clock_now_us();
