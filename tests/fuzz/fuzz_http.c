@@ -1,13 +1,28 @@
 /* fuzz_http.c -- libFuzzer harness for the gateway's HTTP layer
- * (src/gateway over libmicrohttpd), driven with raw bytes over loopback.
+ * (src/gateway/http over libmicrohttpd, with the requests layer below it),
+ * driven with raw bytes over loopback, with no runner.
+ *
+ * The HTTP layer alone is under test: its sources and the requests
+ * layer's are compiled into the harness with the fuzzer's instrumentation
+ * and serve over a fake fleet (fake_fleet.c) in place of src/gateway/fleet:
+ * one served model, one instance whose supervisor is never started, and a
+ * fake runner that answers each request through the requests layer, at
+ * once in the HTTP thread or a token every 100 us on a worker thread, so
+ * that answers are whole, streamed, and waited for by suspended
+ * connections. No runner process and no supervisor thread: an input takes
+ * milliseconds whatever it asks, nothing is left running when the harness
+ * dies, and the coverage that guides the fuzzer is the code that reads what
+ * clients send, not a runner's life (fuzz_runner_protocol fuzzes that
+ * side's codec).
  *
  * Before the first input, a tiny seeded random model (fuzz_http-model.gguf)
- * is written to the working directory and a real gateway is started in this
- * process through gateway.h alone: 127.0.0.1, any free port, one `lockstep
- * runner` child (the lockstep binary of the same build, started through
- * fuzz_http-runner.sh so that it dies with the harness) and small limits
- * (16 KiB bodies, max_tokens 4, API key "fuzz-key"), so a valid request is
- * answered in milliseconds. The harness waits until GET /health is 200.
+ * is written to the working directory, for the vocabulary and chat template
+ * the requests are tokenized with (no ../shared needed), and the server is
+ * started with http_start as the gateway starts it: 127.0.0.1, any free
+ * port, API key "fuzz-key", admin key "fuzz-admin" (the admin API is
+ * fuzzed too), --enable-faults (POST /debug/fault), one CORS origin and
+ * small limits (16 KiB bodies, 768 prompt tokens, max_tokens 64). The
+ * harness waits until GET /health is 200.
  *
  * Each input is one TCP connection. Its first byte chooses how the rest is
  * sent and how the connection ends (the seeds in corpus-http/ start with a
@@ -26,14 +41,17 @@
  *     "Connection: close". Only the last may be cut off, and only when the
  *     client half-closed, left or was reset, not when the gateway closed
  *     on its own;
- *   - the gateway keeps answering GET /health (200, or 503 while a runner
- *     restarts): checked every HEALTH_EVERY inputs, after an input that
- *     could not connect or ran into the 3 s deadline, and at exit. No
+ *   - the gateway keeps answering GET /health with 200 (the fake fleet is
+ *     always ready): checked every HEALTH_EVERY inputs, after an input
+ *     that could not connect or ran into the 3 s deadline, and at exit. No
  *     answer within 5 s is a hang: the inputs sent since the last good
  *     check are written to fuzz_http-recent-NN, and the harness aborts.
- * At exit the gateway is stopped and freed, so ASan's leak check sees every
- * allocation it made. The answer to a connection's first request, which the
- * gateway's screen reads before libmicrohttpd does, is an OpenAI JSON
+ * At exit the fake runner's worker fails what it still holds (503, as a
+ * stopping supervisor does), the server is stopped, and everything is
+ * freed, so ASan's leak check sees every allocation the HTTP and requests
+ * layers made; a reference fleet_any gave out and the HTTP layer never
+ * released aborts too. The answer to a connection's first request, which
+ * the gateway's screen reads before libmicrohttpd does, is an OpenAI JSON
  * error whenever its status is 4xx or 5xx; later requests on a kept-alive
  * connection are parsed by the library alone, and once it answers one with
  * its own HTML page the rest of that connection is not checked. One
@@ -41,7 +59,8 @@
  *   -DFUZZ_HTTP_CLOSE_CHECK: a connection the client half-closed is closed
  *     by the gateway within 3 s, not left in CLOSE_WAIT until a timeout.
  * Built by tests/fuzz/CMakeLists.txt when LOCKSTEP_FUZZ=ON. */
-#include "gateway/gateway.h"
+#include "fake_fleet.h"
+#include "gateway/http/http.h"
 #include "model/model.h"
 
 #include <arpa/inet.h>
@@ -58,20 +77,17 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#ifndef LOCKSTEP_BIN
-#define LOCKSTEP_BIN "lockstep"
-#endif
-
 #define MODEL_NAME     "fuzz"
 #define API_KEY        "fuzz-key"
-#define START_SECONDS  60.0  /* the runner loads the model and says HELLO */
+#define ADMIN_KEY      "fuzz-admin"
+#define CORS_ORIGIN    "http://fuzz.example"
+#define START_SECONDS  10.0  /* the server answers /health */
 #define ANSWER_SECONDS 3.0   /* the most one input may take */
 #define HEALTH_SECONDS 5.0   /* /health must answer within this */
 #define CLOSE_SECONDS  3.0   /* FUZZ_HTTP_CLOSE_CHECK: a half-closed connection is closed */
@@ -101,8 +117,13 @@ struct recent {
     int count;
 };
 
-static struct gateway *gateway;
-static pthread_t serve_thread;
+/* What the gateway would hold: the server and what it borrows. */
+static struct gateway_metrics metrics;
+static atomic_int stopping, draining;
+static atomic_ullong next_id = 1;
+static struct fleet *fleet;
+static struct requests_env requests_env;
+static struct http_server server;
 static int port;
 static char model_path[4200];
 static struct answer answer;
@@ -478,10 +499,10 @@ static void save_recent(void) {
     }
 }
 
-/* The gateway must answer /health (200, or 503 while a runner restarts). */
+/* The gateway must answer /health with 200: the fake fleet is always ready. */
 static void require_health(const char *when) {
     int status = health_status(HEALTH_SECONDS);
-    if (status == 200 || status == 503) {
+    if (status == 200) {
         recent.count = 0;
         return;
     }
@@ -492,37 +513,24 @@ static void require_health(const char *when) {
     fail("the gateway stopped answering /health", NULL, 0);
 }
 
-/* ---------- the gateway's life ---------- */
+/* ---------- the server's life ---------- */
 
-static void *serve(void *unused) {
-    (void)unused;
-    gateway_run(gateway);
-    return NULL;
-}
-
-/* path in the working directory, made absolute for the runner. */
+/* path in the working directory, made absolute. */
 static void path_here(char *out, size_t size, const char *name) {
     char cwd[4096];
     if (!getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), ".");
     snprintf(out, size, "%s/%s", cwd, name);
 }
 
-/* Puts a finished file in place with one rename, so concurrent runs (and
- * -fork jobs) that share the working directory never see half of one. The
- * files are the same for every run and stay for the next one: a crash
- * leaves nothing new behind. */
-static void put_in_place(const char *temporary, const char *path) {
-    if (rename(temporary, path) != 0) {
-        perror("fuzz_http: rename");
-        exit(1);
-    }
-}
-
 /* The tiny model, written with the library `lockstep convert --random`
- * uses; its name is the gateway's model name. */
+ * uses, then put in place with one rename, so that concurrent runs (and
+ * -fork jobs) sharing the working directory never see half of one. It is
+ * the same for every run and stays for the next: a crash leaves nothing
+ * new behind. */
 static void write_model(void) {
     char err[256], temporary[sizeof(model_path) + 32];
-    struct model_random_params shape = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 512, 128, TENSOR_F32, 1,
+    /* a context long enough for a chat with tools (their schema is in the prompt) */
+    struct model_random_params shape = {MODEL_ARCH_LLAMA, 32, 64, 1, 2, 2, 512, 1024, TENSOR_F32, 1,
                                         MODEL_MIX_NONE};
     path_here(model_path, sizeof(model_path), "fuzz_http-model.gguf");
     snprintf(temporary, sizeof(temporary), "%s.%d", model_path, (int)getpid());
@@ -530,72 +538,78 @@ static void write_model(void) {
         fprintf(stderr, "fuzz_http: %s\n", err);
         exit(1);
     }
-    put_in_place(temporary, model_path);
+    if (rename(temporary, model_path) != 0) {
+        perror("fuzz_http: rename");
+        exit(1);
+    }
 }
 
-/* The runner command: LOCKSTEP_BIN under `setpriv --pdeathsig KILL`, so
- * that a runner dies with this process when a failure aborts it (a runner
- * outlives a gateway that dies, issue 21, and would keep CTest waiting on
- * its stderr). The gateway starts every runner from one supervising thread,
- * which lives until gateway_free has stopped its runner. */
-static const char *runner_command(void) {
-    static char wrapper[4200];
-    char temporary[sizeof(wrapper) + 32];
-    if (access("/usr/bin/setpriv", X_OK) != 0) return LOCKSTEP_BIN;
-    path_here(wrapper, sizeof(wrapper), "fuzz_http-runner.sh");
-    snprintf(temporary, sizeof(temporary), "%s.%d", wrapper, (int)getpid());
-    FILE *f = fopen(temporary, "w");
-    if (!f) return LOCKSTEP_BIN;
-    fprintf(f, "#!/bin/sh\nexec /usr/bin/setpriv --pdeathsig KILL -- '%s' \"$@\"\n", LOCKSTEP_BIN);
-    if (fclose(f) != 0 || chmod(temporary, 0700) != 0) return LOCKSTEP_BIN;
-    put_in_place(temporary, wrapper);
-    return wrapper;
-}
-
-/* Starts the gateway with its threads blocking SIGALRM: libFuzzer's
- * -timeout alarm must interrupt the fuzzer's thread, as the gateway's
- * threads block signals under `lockstep serve` too. */
-static void start_gateway(void) {
+/* The fake fleet and the HTTP server over it, filled as gateway.c's
+ * start_layers fills them, with their threads blocking SIGALRM:
+ * libFuzzer's -timeout alarm must interrupt the fuzzer's thread, as the
+ * gateway's threads block signals under `lockstep serve` too. */
+static void start_server(void) {
     static const struct gateway_model model = {.name = MODEL_NAME, .tp = 1, .threads = 1};
     static struct gateway_model models[1];
     static struct gateway_params params = {.host = "127.0.0.1",
                                            .api_key = API_KEY,
+                                           .admin_key = ADMIN_KEY,
+                                           .enable_faults = 1,
+                                           .n_cors_origins = 1,
+                                           .cors_origins = {CORS_ORIGIN},
                                            .max_body_bytes = 16 * 1024,
-                                           .max_prompt_tokens = 64,
-                                           .max_tokens_limit = 4,
+                                           .max_prompt_tokens = 768,
+                                           .max_tokens_limit = 64,
                                            .max_concurrent = 16,
                                            .keep_alive_seconds = 1,
                                            .watchdog_seconds = 5,
-                                           .mpirun_path = "mpirun",
                                            .n_models = 1,
                                            .models = models};
-    char err[512];
+    char err[512] = "";
     sigset_t alarm, old;
     models[0] = model;
     models[0].path = model_path;
-    params.lockstep_path = runner_command();
+    if (gateway_metrics_init(&metrics)) {
+        fprintf(stderr, "fuzz_http: cannot set up the metrics\n");
+        exit(1);
+    }
     sigemptyset(&alarm);
     sigaddset(&alarm, SIGALRM);
     pthread_sigmask(SIG_BLOCK, &alarm, &old);
-    int failed = gateway_create(&gateway, &params, err, sizeof(err)) ||
-                 pthread_create(&serve_thread, NULL, serve, NULL);
+    fleet = fake_fleet_create(&params, &metrics, &stopping, &next_id, err, sizeof(err));
+    requests_env = (struct requests_env){.params = &params,
+                                         .next_id = &next_id,
+                                         .metrics = &metrics,
+                                         .cancel = fleet_instance_cancel,
+                                         .context = fleet};
+    server = (struct http_server){.params = &params,
+                                  .fleet = fleet,
+                                  .metrics = &metrics,
+                                  .requests_env = &requests_env,
+                                  .stopping = &stopping,
+                                  .draining = &draining};
+    int failed = !fleet || http_start(&server, err, sizeof(err));
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (failed) {
-        fprintf(stderr, "fuzz_http: cannot start the gateway: %s\n", err);
+        fprintf(stderr, "fuzz_http: cannot start the HTTP server: %s\n", err);
         exit(1);
     }
-    port = gateway_port(gateway);
+    port = server.port;
 }
 
-/* At exit: the gateway must still answer; then everything it holds is
- * freed before ASan's leak check runs. */
-static void stop_gateway(void) {
+/* At exit: the server must still answer; then it stops as gateway_free
+ * stops the gateway (the runners' side first: what is left fails with
+ * 503, which its clients still get), and everything is freed before
+ * ASan's leak check runs. */
+static void stop_server(void) {
     require_health("at exit");
-    gateway_stop(gateway);
-    pthread_join(serve_thread, NULL);
-    gateway_free(gateway);
-    gateway = NULL;
-    fprintf(stderr, "fuzz_http: %lu inputs, the gateway answered /health throughout\n", n_inputs);
+    atomic_store(&stopping, 1);
+    fake_fleet_stop(fleet);
+    http_stop(&server);
+    fake_fleet_free(fleet);
+    fleet = NULL;
+    gateway_metrics_free(&metrics);
+    fprintf(stderr, "fuzz_http: %lu inputs, the server answered /health throughout\n", n_inputs);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -603,18 +617,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argv;
     signal(SIGPIPE, SIG_IGN); /* as `lockstep serve` does */
     write_model();
-    start_gateway();
+    start_server();
     double deadline = now_seconds() + START_SECONDS;
     while (health_status(HEALTH_SECONDS) != 200) {
         if (now_seconds() > deadline) {
-            fprintf(stderr, "fuzz_http: the gateway was not ready in %.0f s\n", START_SECONDS);
+            fprintf(stderr, "fuzz_http: the server was not ready in %.0f s\n", START_SECONDS);
             exit(1);
         }
         struct timespec nap = {0, 20 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
-    atexit(stop_gateway);
-    fprintf(stderr, "fuzz_http: gateway on 127.0.0.1:%d, runner %s\n", port, LOCKSTEP_BIN);
+    atexit(stop_server);
+    fprintf(stderr, "fuzz_http: the HTTP layer on 127.0.0.1:%d, over a fake fleet\n", port);
     return 0;
 }
 
