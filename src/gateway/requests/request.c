@@ -504,8 +504,11 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
     char text[64];
     pthread_mutex_lock(&r->lock);
     int moved = c->job.holder != from; /* it left that runner: its successor finishes it */
+    /* a stop string ended it, and its runner went on until the cancel came:
+     * an error it met meanwhile is not the request's */
+    int ended = c->done;
     pthread_mutex_unlock(&r->lock);
-    if (moved) return;
+    if (moved || (ended && f->reason == RUNNER_FINISH_ERROR)) return;
     static const int status_of[] = {[RUNNER_ERROR_INTERNAL] = 500,
                                     [RUNNER_ERROR_BAD_REQUEST] = 400,
                                     [RUNNER_ERROR_OVER_CAPACITY] = 429,
