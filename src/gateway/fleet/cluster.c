@@ -80,8 +80,7 @@ static int append(struct fleet_instance ***list, int *n, int *capacity, struct f
     return 0;
 }
 
-/* The live instance with this id, or NULL (cluster lock held). */
-static struct fleet_instance *find_live(struct fleet *f, const char *id) {
+struct fleet_instance *fleet_find(struct fleet *f, const char *id) {
     for (int i = 0; i < f->n_instances; i++)
         if (!strcmp(f->instances[i]->id, id)) return f->instances[i];
     return NULL;
@@ -294,7 +293,7 @@ int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hos
 
 int fleet_delete(struct fleet *f, const char *id, char *why, size_t whylen) {
     pthread_mutex_lock(&f->cluster_lock);
-    struct fleet_instance *in = find_live(f, id);
+    struct fleet_instance *in = fleet_find(f, id);
     if (in && !in->deleting) {
         in->deleting = 1;
         in->routable = 0;
@@ -355,7 +354,7 @@ static int start_move(struct fleet *f, struct fleet_instance *in, int tp, const 
 int fleet_move(struct fleet *f, const char *id, int tp, const char *const *hosts, int n_hosts,
                char *why, size_t whylen) {
     pthread_mutex_lock(&f->cluster_lock);
-    struct fleet_instance *in = find_live(f, id);
+    struct fleet_instance *in = fleet_find(f, id);
     int status = in ? start_move(f, in, tp, hosts, n_hosts, 0, why, whylen) : 404;
     if (!in) snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
     pthread_mutex_unlock(&f->cluster_lock);
@@ -608,7 +607,7 @@ void fleet_leave_host(struct fleet *f, int host) {
      * now is tried again at the next probe, and keeps restarting meanwhile */
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&f->cluster_lock);
-        struct fleet_instance *in = find_live(f, ids[i]);
+        struct fleet_instance *in = fleet_find(f, ids[i]);
         int status = in ? start_move(f, in, 0, NULL, 0, 1, why, sizeof(why)) : 0;
         pthread_mutex_unlock(&f->cluster_lock);
         if (status)

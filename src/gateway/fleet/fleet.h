@@ -214,6 +214,8 @@ void fleet_submit(struct fleet *fleet, struct gateway_request *request);
 /* A routable instance of served (its vocabulary, fault injection) with a
  * reference for the caller (fleet_instance_release it), or NULL. */
 struct fleet_instance *fleet_any(struct fleet *fleet, const struct gateway_served *served);
+/* The live instance with this id, or NULL (cluster lock held). */
+struct fleet_instance *fleet_find(struct fleet *fleet, const char *id);
 /* 1 if instance is one of the cluster's, or a move's new placement (cluster
  * lock held). */
 int fleet_has(const struct fleet *fleet, const struct fleet_instance *instance);

@@ -148,19 +148,17 @@ char *fleet_json(struct fleet *f) {
 }
 
 cJSON *fleet_instance_view(struct fleet *f, const char *id) {
-    cJSON *j = NULL;
     pthread_mutex_lock(&f->cluster_lock);
-    for (int i = 0; i < f->n_instances && !j; i++)
-        if (!strcmp(f->instances[i]->id, id)) j = instance_json(f, f->instances[i]);
+    struct fleet_instance *in = fleet_find(f, id);
+    cJSON *j = in ? instance_json(f, in) : NULL;
     pthread_mutex_unlock(&f->cluster_lock);
     return j;
 }
 
 cJSON *fleet_move_view(struct fleet *f, const char *id) {
-    cJSON *j = NULL;
     pthread_mutex_lock(&f->cluster_lock);
-    for (int i = 0; i < f->n_instances && !j; i++)
-        if (!strcmp(f->instances[i]->id, id)) j = move_json(&f->instances[i]->move);
+    struct fleet_instance *in = fleet_find(f, id);
+    cJSON *j = in ? move_json(&in->move) : NULL;
     pthread_mutex_unlock(&f->cluster_lock);
     return j;
 }

@@ -415,7 +415,6 @@ static void report_token(struct gateway_choice *c, const struct runner_token *t)
  * choice: what the client waits for) and the choice's inter-token latency. */
 static void observe_token(struct gateway_choice *c, uint64_t now, struct gateway_latency *latency) {
     struct gateway_request *r = c->request;
-    latency->ttft = latency->itl = -1;
     if (r->first_token_us == 0) {
         r->first_token_us = now;
         latency->ttft = (double)(now - r->arrival_us) * 1e-6;

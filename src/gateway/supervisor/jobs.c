@@ -162,23 +162,20 @@ void supervisor_cancel(struct supervisor *s, const void *group, const struct sup
     supervisor_wake(s);
 }
 
-void supervisor_fail(struct supervisor *s, int status, const char *message) {
-    pthread_mutex_lock(&s->lock);
+void supervisor_fail_locked(struct supervisor *s, int status, const char *message) {
     /* drop takes every job of the group, so the table shrinks each time */
     while (s->n_jobs > 0) {
         struct supervisor_job *job = s->jobs[s->n_jobs - 1];
         s->events.failed(job, status, message);
         drop(s, job->group, NULL);
     }
-    pthread_mutex_unlock(&s->lock);
-    supervisor_wake(s);
 }
 
-void supervisor_give_up(struct supervisor *s, const char *why) {
-    for (int i = s->n_jobs - 1; i >= 0; i--) {
-        s->events.failed(s->jobs[i], 503, why);
-        forget(s, i);
-    }
+void supervisor_fail(struct supervisor *s, int status, const char *message) {
+    pthread_mutex_lock(&s->lock);
+    supervisor_fail_locked(s, status, message);
+    pthread_mutex_unlock(&s->lock);
+    supervisor_wake(s);
 }
 
 void supervisor_each(struct supervisor *s, void (*fn)(struct supervisor_job *, void *), void *arg) {

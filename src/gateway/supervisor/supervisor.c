@@ -387,7 +387,7 @@ static void give_up_jobs(struct supervisor *s) {
     supervisor_set_state(s, SUPERVISOR_FAILED);
     /* with other hosts, the cluster places it elsewhere and its jobs wait
      * for that, as for a move */
-    if (s->config.alone) supervisor_give_up(s, why);
+    if (s->config.alone) supervisor_fail_locked(s, 503, why);
 }
 
 /* What the last runner's wait status says, for /health and logs. */

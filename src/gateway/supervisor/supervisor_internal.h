@@ -21,8 +21,8 @@ void supervisor_queue_jobs(struct supervisor *s);
 int supervisor_flush(struct supervisor *s);
 /* Handles a TOKEN, FINISHED, ERROR or HEARTBEAT frame (no lock held). */
 void supervisor_dispatch(struct supervisor *s, const struct runner_frame *frame);
-/* Every job fails with 503 and why (too many failed starts, alone). */
-void supervisor_give_up(struct supervisor *s, const char *why);
+/* supervisor_fail with the lock held (too many failed starts, alone). */
+void supervisor_fail_locked(struct supervisor *s, int status, const char *message);
 
 /* watchdog.c */
 /* Maps a fresh, zeroed status file for the next runner; -1 if it cannot. */
