@@ -1,8 +1,8 @@
 /* maddubs_block_avx2.c -- the AVX2 panel kernel's block step
- * (panel_block_avx2 in src/tensor/panel_avx2.h, the very code the engine
+ * (panel_block_avx2 in src/tensor/x86/panel_avx2.h, the very code the engine
  * runs) in a loop, for maddubs_peak. Compiled for AVX2 alone; maddubs_peak
  * calls it only once it has found AVX2 on the CPU. */
-#include "tensor/panel_avx2.h"
+#include "tensor/x86/panel_avx2.h"
 
 int32_t maddubs_block_steps(long n_blocks);
 

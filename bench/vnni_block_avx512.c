@@ -1,8 +1,8 @@
 /* vnni_block_avx512.c -- the panel kernel's block step (panel_block in
- * src/tensor/panel_avx512.h, the very code the engine runs) in a loop, for
+ * src/tensor/x86/panel_avx512.h, the very code the engine runs) in a loop, for
  * vnni_peak. Compiled for AVX-512 alone; vnni_peak calls it only once it
  * has found AVX-512 VNNI on the CPU. */
-#include "tensor/panel_avx512.h"
+#include "tensor/x86/panel_avx512.h"
 
 #define TILE_COLUMNS 8 /* batch columns of a tile, as the panel kernel's */
 

@@ -109,11 +109,12 @@ static void check_arch(enum model_arch arch, enum tensor_isa isa) {
 }
 
 int main(void) {
-    if (tensor_isa_best() < TENSOR_ISA_AVX2) {
-        printf("skip: this CPU has no AVX2, so the engine packs nothing\n");
+    if (!tensor_panels_preferred(TENSOR_Q8_0) && !tensor_panels_preferred(TENSOR_Q4_0)) {
+        printf("skip: the kernels of this CPU prefer no panels, so the engine packs nothing\n");
         return 77;
     }
-    for (int isa = TENSOR_ISA_AVX2; isa <= (int)tensor_isa_best(); isa++) {
+    for (int isa = TENSOR_ISA_SCALAR + 1; isa < TENSOR_ISA_COUNT; isa++) {
+        if (!tensor_isa_available((enum tensor_isa)isa)) continue;
         check_arch(MODEL_ARCH_LLAMA, (enum tensor_isa)isa);
         check_arch(MODEL_ARCH_QWEN2, (enum tensor_isa)isa);
     }

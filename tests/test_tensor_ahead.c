@@ -197,7 +197,7 @@ int main(void) {
     struct tensor_pool *pool = tensor_pool_create(3);
     struct tensor_ahead *ahead = tensor_ahead_create();
     CHECK(pool != NULL && ahead != NULL);
-    for (int isa = TENSOR_ISA_SCALAR; isa <= TENSOR_ISA_AVX512; isa++)
+    for (int isa = TENSOR_ISA_SCALAR; isa < TENSOR_ISA_COUNT; isa++)
         if (tensor_isa_select((enum tensor_isa)isa) == 0) check_instruction_set(pool, ahead);
     CHECK(tensor_isa_select(tensor_isa_best()) == 0);
     check_refusals(pool, ahead);

@@ -183,8 +183,8 @@ static void test_rope_isas(void) {
             memcpy(want, x, sizeof(x));
             tensor_rope_turn(want, HEADS, head_dim, pairs, cosines, sines,
                              (enum tensor_rope_style)style);
-            for (int isa = TENSOR_ISA_SCALAR + 1; isa <= (int)tensor_isa_best(); isa++) {
-                CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+            for (int isa = TENSOR_ISA_SCALAR + 1; isa < TENSOR_ISA_COUNT; isa++) {
+                if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
                 memcpy(got, x, sizeof(x));
                 tensor_rope_turn(got, HEADS, head_dim, pairs, cosines, sines,
                                  (enum tensor_rope_style)style);
@@ -231,8 +231,8 @@ static void test_exp_weights(void) {
     }
     CHECK_MSG(worst <= 4, "exp_weights: %ld ulp from expf", worst);
     CHECK_MSG(bad_range == 0, "exp_weights: %d values outside the range not 0 or +inf", bad_range);
-    for (int isa = TENSOR_ISA_SCALAR + 1; isa <= (int)tensor_isa_best(); isa++) {
-        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+    for (int isa = TENSOR_ISA_SCALAR + 1; isa < TENSOR_ISA_COUNT; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         for (int n = 1; n <= 17; n++) { /* every vector tail, and nothing written past it */
             got[n] = 12345.0f;
             tensor_exp_weights(got, x + N - n, n, 0.0f, 1.0f, -__builtin_inff());
@@ -250,8 +250,8 @@ static void test_exp_weights(void) {
                   tensor_isa_name((enum tensor_isa)isa));
     }
     /* a floor drops what lies below it; shift and divisor apply before e^ */
-    for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++) {
-        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+    for (int isa = TENSOR_ISA_SCALAR; isa < TENSOR_ISA_COUNT; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         float logits[6] = {3.0f, 1.0f, -2.0f, 2.5f, 0.0f, 0.5f}, w[6];
         tensor_exp_weights(w, logits, 6, 3.0f, 2.0f, 0.5f);
         CHECK(w[0] == 1.0f && w[2] == 0.0f && w[4] == 0.0f);
@@ -264,8 +264,8 @@ static void test_exp_weights(void) {
 int main(void) {
     test_rope_isas();
     test_exp_weights();
-    for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++) {
-        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+    for (int isa = TENSOR_ISA_SCALAR; isa < TENSOR_ISA_COUNT; isa++) {
+        if (tensor_isa_select((enum tensor_isa)isa) != 0) continue;
         const char *name = tensor_isa_name((enum tensor_isa)isa);
         for (int k = 0; k < LENGTHS; k++) {
             test_rmsnorm(name, lengths[k]);

@@ -1,12 +1,12 @@
 /* test_tensor_quants_bf16.c -- the BF16 row dots: for rows of lengths
  * around each kernel's steps (8, 32, 64 values) and 4096, of random
  * values, the scalar dot equals the double-precision dot of the same bf16
- * operands within 1e-5 of the sum of |products|, and the AVX2 and AVX-512
- * dots (where the CPU has them) the scalar one within 1e-5 too (their
- * float orders differ). Each length starts at an odd element, so the
+ * operands within 1e-5 of the sum of |products|, and every instruction
+ * set's dot the scalar one bit for bit. Each length starts at an odd element, so the
  * kernels take unaligned rows. With LOCKSTEP_TIME_ROW_DOTS set it also
  * prints ns per row dot of 4096 values. */
 #include "tensor/quants.h"
+#include "tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -35,15 +35,10 @@ static void check_length(int n, uint64_t *state) {
     float scalar = tensor_row_dot_bf16_scalar(w + 1, x + 1, n);
     CHECK_MSG(fabs(scalar - want) <= 1e-5 * magnitude, "n=%d: scalar %.9g, double %.9g", n, scalar,
               want);
-    if (tensor_isa_best() >= TENSOR_ISA_AVX2) {
-        float avx2 = tensor_row_dot_bf16_avx2(w + 1, x + 1, n);
-        CHECK_MSG(fabs(avx2 - scalar) <= 1e-5 * magnitude, "n=%d: avx2 %.9g, scalar %.9g", n, avx2,
-                  scalar);
-    }
-    if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
-        float avx512 = tensor_row_dot_bf16_avx512(w + 1, x + 1, n);
-        CHECK_MSG(fabs(avx512 - scalar) <= 1e-5 * magnitude, "n=%d: avx512 %.9g, scalar %.9g", n,
-                  avx512, scalar);
+    TEST_EACH_ISA(isa) {
+        float dot = test_row_dot(isa, TENSOR_BF16)(w + 1, x + 1, n);
+        CHECK_MSG(test_same_bits(&dot, &scalar, 1), "n=%d: %s %a, scalar %a", n,
+                  tensor_isa_name(isa), dot, scalar);
     }
 }
 
@@ -58,12 +53,12 @@ static double ns_per_call(tensor_row_dot_fn dot, const void *w, const void *x, i
 static void time_row_dots(uint64_t *state) {
     static uint16_t w[4096], x[4096];
     random_rows(w, x, 4096, state);
-    printf("BF16 row dot n=4096: scalar %.0f ns",
-           ns_per_call(tensor_row_dot_bf16_scalar, w, x, 4096, 2000));
-    if (tensor_isa_best() >= TENSOR_ISA_AVX2)
-        printf(", avx2 %.0f ns", ns_per_call(tensor_row_dot_bf16_avx2, w, x, 4096, 200000));
-    if (tensor_isa_best() >= TENSOR_ISA_AVX512)
-        printf(", avx512 %.0f ns", ns_per_call(tensor_row_dot_bf16_avx512, w, x, 4096, 200000));
+    printf("BF16 row dot n=4096:");
+    TEST_EACH_ISA(isa) {
+        int calls = isa == TENSOR_ISA_SCALAR ? 2000 : 200000;
+        printf(" %s %.0f ns", tensor_isa_name(isa),
+               ns_per_call(test_row_dot(isa, TENSOR_BF16), w, x, 4096, calls));
+    }
     printf("\n");
 }
 

@@ -2,13 +2,15 @@
  * against ggml's dequantization formulas; llama.cpp's own Q4_K_M / Q5_K_M
  * / Q6_K files against their F32 sources, and lockstep's quantizer against
  * llama.cpp's on the same rows; scalar row dots against double-precision
- * dots, AVX2 and AVX-512 against scalar, multi-column dots against single;
+ * dots, every instruction set's bit for bit against scalar, multi-column
+ * dots against single;
  * products of these weights batch invariant (every batch size gives each
  * row its bits alone), whole and split into column parts. Exits 77 (after
  * the other checks) if ../shared is absent. */
 #include "model/model.h"
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
+#include "tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -19,10 +21,6 @@
 struct ktype {
     enum tensor_type type;
     const char *name;
-    tensor_row_dot_fn scalar, avx2;
-    tensor_row_dots_fn avx2_columns; /* multi-column AVX2 dot */
-    tensor_row_dot_fn avx512;        /* AVX-512 dots, or NULL: the AVX2 ones */
-    tensor_row_dots_fn avx512_columns;
     double file_bound; /* relative RMS error a llama.cpp file stays below */
 };
 
@@ -30,12 +28,9 @@ struct ktype {
  * on the fixtures (Q4_K 0.0711 and Q5_K 0.0360 on kjv2m, Q6_K 0.0178); a
  * layout bug gives about 1. */
 static const struct ktype types[] = {
-    {TENSOR_Q4_K, "q4_k", tensor_row_dot_q4_k_scalar, tensor_row_dot_q4_k_avx2,
-     tensor_row_dots_q4_k_avx2, tensor_row_dot_q4_k_avx512, tensor_row_dots_q4_k_avx512, 0.11},
-    {TENSOR_Q5_K, "q5_k", tensor_row_dot_q5_k_scalar, tensor_row_dot_q5_k_avx2,
-     tensor_row_dots_q5_k_avx2, tensor_row_dot_q5_k_avx512, tensor_row_dots_q5_k_avx512, 0.054},
-    {TENSOR_Q6_K, "q6_k", tensor_row_dot_q6_k_scalar, tensor_row_dot_q6_k_avx2,
-     tensor_row_dots_q6_k_avx2, tensor_row_dot_q6_k_avx512, tensor_row_dots_q6_k_avx512, 0.027},
+    {TENSOR_Q4_K, "q4_k", 0.11},
+    {TENSOR_Q5_K, "q5_k", 0.054},
+    {TENSOR_Q6_K, "q6_k", 0.027},
 };
 #define N_TYPES ((int)(sizeof(types) / sizeof(types[0])))
 
@@ -278,22 +273,14 @@ static void check_row_dot(const struct ktype *kt, int n, int raw, uint64_t *stat
         want += (double)wf[i] * xf[i];
         scale += fabs((double)wf[i] * xf[i]);
     }
-    float scalar = kt->scalar(w, xq, n);
+    float scalar = test_row_dot(TENSOR_ISA_SCALAR, kt->type)(w, xq, n);
     CHECK_MSG(fabs(scalar - want) <= 1e-4 * scale, "%s n=%d raw=%d: scalar %.8g, double %.8g",
               kt->name, n, raw, scalar, want);
-    if (tensor_isa_best() >= TENSOR_ISA_AVX2) {
-        float avx2 = kt->avx2(w, xq, n);
-        CHECK_MSG(fabs(avx2 - scalar) <= 1e-4 * scale, "%s n=%d raw=%d: avx2 %.8g, scalar %.8g",
-                  kt->name, n, raw, avx2, scalar);
-        /* the same integer sums and float steps (quants_k.c): the same bits */
-        CHECK_MSG(test_same_bits(&avx2, &scalar, 1), "%s n=%d raw=%d: avx2 %a, scalar %a", kt->name,
-                  n, raw, avx2, scalar);
-    }
-    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
-        /* the AVX-512 lanes end in the scalar lane sums too (quants_k_avx512.c) */
-        float avx512 = kt->avx512(w, xq, n);
-        CHECK_MSG(test_same_bits(&avx512, &scalar, 1), "%s n=%d raw=%d: avx512 %a, scalar %a",
-                  kt->name, n, raw, avx512, scalar);
+    /* the same integer sums and float steps (quants_k.c): the same bits */
+    TEST_EACH_ISA(isa) {
+        float dot = test_row_dot(isa, kt->type)(w, xq, n);
+        CHECK_MSG(test_same_bits(&dot, &scalar, 1), "%s n=%d raw=%d: %s %a, scalar %a", kt->name, n,
+                  raw, tensor_isa_name(isa), dot, scalar);
     }
     free(w);
     free(x);
@@ -313,34 +300,29 @@ static void check_row_dot_columns(const struct ktype *kt, int n, int raw, uint64
         free(x);
     }
     float columns[TENSOR_DOT_COLUMNS];
-    kt->avx2_columns(columns, w, xq, stride, n);
-    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
-        float one = kt->avx2(w, xq + c * stride, n);
-        CHECK_MSG(test_same_bits(&columns[c], &one, 1), "%s n=%d raw=%d column %d: %a, single %a",
-                  kt->name, n, raw, c, columns[c], one);
-    }
-    if (kt->avx512 && tensor_isa_best() >= TENSOR_ISA_AVX512) {
-        kt->avx512_columns(columns, w, xq, stride, n);
+    TEST_EACH_ISA(isa) {
+        tensor_row_dots_fn row_dots = test_row_dots(isa, kt->type);
+        if (!row_dots) continue;
+        row_dots(columns, w, xq, stride, n);
         for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
-            float one = kt->avx512(w, xq + c * stride, n);
+            float one = test_row_dot(isa, kt->type)(w, xq + c * stride, n);
             CHECK_MSG(test_same_bits(&columns[c], &one, 1),
-                      "%s n=%d raw=%d avx512 column %d: %a, single %a", kt->name, n, raw, c,
-                      columns[c], one);
+                      "%s n=%d raw=%d %s column %d: %a, single %a", kt->name, n, raw,
+                      tensor_isa_name(isa), c, columns[c], one);
         }
     }
     free(w);
     free(xq);
 }
 
-static void test_row_dots(void) {
+static void test_all_row_dots(void) {
     uint64_t state = 42;
     static const int sizes[] = {256, 512, 4096};
     for (int t = 0; t < N_TYPES; t++)
         for (int s = 0; s < 3; s++)
             for (int rep = 0; rep < 4; rep++) {
                 check_row_dot(&types[t], sizes[s], rep % 2, &state);
-                if (tensor_isa_best() >= TENSOR_ISA_AVX2)
-                    check_row_dot_columns(&types[t], sizes[s], rep % 2, &state);
+                check_row_dot_columns(&types[t], sizes[s], rep % 2, &state);
             }
 }
 
@@ -367,9 +349,7 @@ static void check_matmul(const struct ktype *kt, enum tensor_isa isa, uint64_t *
     /* each element against the row dot of the quantized input */
     struct tensor_block_q8_k xq[COLS / TENSOR_QK_K];
     tensor_quantize_q8_k(xq, x + COLS, COLS);
-    tensor_row_dot_fn dot = isa == TENSOR_ISA_SCALAR                 ? kt->scalar
-                            : isa == TENSOR_ISA_AVX512 && kt->avx512 ? kt->avx512
-                                                                     : kt->avx2;
+    tensor_row_dot_fn dot = test_row_dot(isa, kt->type);
     float direct = dot(data + 3 * row_bytes, xq, COLS);
     CHECK(test_same_bits(&direct, whole + ROWS + 3, 1));
     CHECK(tensor_matmul_parts(NULL, parts, &w, x, BATCH, 2) == 0);
@@ -431,21 +411,20 @@ static void check_batches(const struct ktype *kt, enum tensor_isa isa, uint64_t 
 
 static void test_matmul(void) {
     uint64_t state = 7;
-    enum tensor_isa best = tensor_isa_best();
-    for (int isa = TENSOR_ISA_SCALAR; isa <= (int)best; isa++) {
-        CHECK(tensor_isa_select((enum tensor_isa)isa) == 0);
+    TEST_EACH_ISA(isa) {
+        CHECK(tensor_isa_select(isa) == 0);
         for (int t = 0; t < N_TYPES; t++) {
-            check_matmul(&types[t], (enum tensor_isa)isa, &state);
-            check_batches(&types[t], (enum tensor_isa)isa, &state);
+            check_matmul(&types[t], isa, &state);
+            check_batches(&types[t], isa, &state);
         }
     }
-    tensor_isa_select(best);
+    tensor_isa_select(tensor_isa_best());
 }
 
 int main(void) {
     test_known_q4_k_q5_k();
     test_known_q6_k();
-    test_row_dots();
+    test_all_row_dots();
     test_matmul();
     int have_files = test_files();
     if (!have_files && test_failures == 0) return TEST_SKIP_CODE;

@@ -12,16 +12,17 @@
  *  - row dots, for rows of 256, 512 and 4096 weights (quantized floats, and
  *    blocks of random bits) against activations quantized to Q8_K: the
  *    scalar row dot equals the double-precision dot of the dequantized rows
- *    within 1e-4 of the sum of |products|, the AVX2 one the scalar within
- *    1e-5, the AVX-512 one (where the CPU has it) the scalar bit for bit;
+ *    within 1e-4 of the sum of |products|, every instruction set's the
+ *    scalar one bit for bit;
  *  - tensor_matmul on each instruction set: each element is the kernel
  *    table's row dot bit for bit, rows of a batch of 5 equal the same rows
  *    alone, and two column parts add up to the whole within rounding.
  * With LOCKSTEP_TIME_ROW_DOTS set it also prints ns per row dot of 4096
- * weights, scalar, AVX2 and (where the CPU has it) AVX-512. */
+ * weights in every instruction set the CPU has. */
 #include "model/model.h"
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
+#include "tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -37,19 +38,15 @@ static const int iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 struct type_case {
     enum tensor_type type;
     const char *name;
-    tensor_row_dot_fn scalar, avx2, avx512;
     double file_bound; /* relative RMS error llama.cpp's files stay under */
 };
 
 /* Bounds ~1.5 times the worst tensor measured on rand3m (Q2_K 0.2336, Q3_K
  * 0.1258, IQ4_XS 0.0648). */
 static const struct type_case cases[] = {
-    {TENSOR_Q2_K, "Q2_K", tensor_row_dot_q2_k_scalar, tensor_row_dot_q2_k_avx2,
-     tensor_row_dot_q2_k_avx512, 0.35},
-    {TENSOR_Q3_K, "Q3_K", tensor_row_dot_q3_k_scalar, tensor_row_dot_q3_k_avx2,
-     tensor_row_dot_q3_k_avx512, 0.19},
-    {TENSOR_IQ4_XS, "IQ4_XS", tensor_row_dot_iq4_xs_scalar, tensor_row_dot_iq4_xs_avx2,
-     tensor_row_dot_iq4_xs_avx512, 0.10},
+    {TENSOR_Q2_K, "Q2_K", 0.35},
+    {TENSOR_Q3_K, "Q3_K", 0.19},
+    {TENSOR_IQ4_XS, "IQ4_XS", 0.10},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
@@ -267,7 +264,7 @@ static void random_blocks(void *blocks, enum tensor_type type, int n) {
     }
 }
 
-static void check_row_dot(const struct type_case *c, const void *w, const float *x, int n, int avx2,
+static void check_row_dot(const struct type_case *c, const void *w, const float *x, int n,
                           const char *kind) {
     float *wf = malloc(sizeof(float) * (size_t)n), *xf = malloc(sizeof(float) * (size_t)n);
     struct tensor_block_q8_k *xq = malloc(sizeof(*xq) * (size_t)(n / 256));
@@ -281,21 +278,14 @@ static void check_row_dot(const struct type_case *c, const void *w, const float 
             want += (double)wf[i] * xf[i];
             magnitude += fabs((double)wf[i] * xf[i]);
         }
-        float scalar = c->scalar(w, xq, n);
+        float scalar = test_row_dot(TENSOR_ISA_SCALAR, c->type)(w, xq, n);
         CHECK_MSG(fabs(scalar - want) <= 1e-4 * magnitude + 1e-30,
                   "%s %s n=%d: scalar %.9g, double %.9g (sum |products| %.4g)", c->name, kind, n,
                   scalar, want, magnitude);
-        if (avx2) {
-            float vector = c->avx2(w, xq, n);
-            CHECK_MSG(fabs(vector - scalar) <= 1e-5 * magnitude + 1e-30,
-                      "%s %s n=%d: avx2 %.9g, scalar %.9g (sum |products| %.4g)", c->name, kind, n,
-                      vector, scalar, magnitude);
-        }
-        if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
-            /* one exact integer per super-block, then the scalar float steps */
-            float wide = c->avx512(w, xq, n);
-            CHECK_MSG(test_same_bits(&wide, &scalar, 1), "%s %s n=%d: avx512 %a, scalar %a",
-                      c->name, kind, n, wide, scalar);
+        TEST_EACH_ISA(isa) {
+            float dot = test_row_dot(isa, c->type)(w, xq, n);
+            CHECK_MSG(test_same_bits(&dot, &scalar, 1), "%s %s n=%d: %s %a, scalar %a", c->name,
+                      kind, n, tensor_isa_name(isa), dot, scalar);
         }
     }
     free(wf);
@@ -303,7 +293,7 @@ static void check_row_dot(const struct type_case *c, const void *w, const float 
     free(xq);
 }
 
-static void check_row_dots(const struct type_case *c, int avx2) {
+static void check_row_dots(const struct type_case *c) {
     static const int lengths[] = {256, 512, 4096};
     float *w = malloc(sizeof(float) * 4096), *x = malloc(sizeof(float) * 4096);
     void *blocks = malloc(tensor_row_bytes(c->type, 4096));
@@ -314,9 +304,9 @@ static void check_row_dots(const struct type_case *c, int avx2) {
             random_weights(x, n);
             random_weights(w, n);
             tensor_quantize_row(c->type, blocks, w, n);
-            check_row_dot(c, blocks, x, n, avx2, "quantized");
+            check_row_dot(c, blocks, x, n, "quantized");
             random_blocks(blocks, c->type, n);
-            check_row_dot(c, blocks, x, n, avx2, "random bits");
+            check_row_dot(c, blocks, x, n, "random bits");
         }
     free(w);
     free(x);
@@ -331,7 +321,7 @@ static void check_row_dots(const struct type_case *c, int avx2) {
 
 /* The row dot tensor_matmul must use on isa. */
 static tensor_row_dot_fn kernel_of(const struct type_case *c, enum tensor_isa isa) {
-    return isa == TENSOR_ISA_SCALAR ? c->scalar : isa == TENSOR_ISA_AVX2 ? c->avx2 : c->avx512;
+    return test_row_dot(isa, c->type);
 }
 
 /* The products of a matrix: the weights as stored, and the sums of
@@ -411,11 +401,11 @@ static void check_matmul(const struct type_case *c, struct tensor_pool *pool) {
         p.x = x;
         p.xq = xq;
         product_magnitudes(&p, data, c->type);
-        enum tensor_isa best = tensor_isa_best();
-        for (int isa = TENSOR_ISA_SCALAR; isa <= (int)best; isa++)
-            if (tensor_isa_select((enum tensor_isa)isa) == 0)
-                check_matmul_isa(c, pool, &p, (enum tensor_isa)isa);
-        CHECK(tensor_isa_select(best) == 0);
+        TEST_EACH_ISA(isa) {
+            CHECK(tensor_isa_select(isa) == 0);
+            check_matmul_isa(c, pool, &p, isa);
+        }
+        CHECK(tensor_isa_select(tensor_isa_best()) == 0);
     }
     free(w);
     free(x);
@@ -441,11 +431,12 @@ static void time_row_dots(void) {
     tensor_quantize_q8_k(xq, x, 4096);
     for (int c = 0; c < N_CASES; c++) {
         tensor_quantize_row(cases[c].type, blocks, w, 4096);
-        double scalar = ns_per_call(cases[c].scalar, blocks, xq, 4096, 2000);
-        double avx2 = ns_per_call(cases[c].avx2, blocks, xq, 4096, 50000);
-        printf("%s row dot n=4096: scalar %.0f ns, avx2 %.0f ns", cases[c].name, scalar, avx2);
-        if (tensor_isa_best() >= TENSOR_ISA_AVX512)
-            printf(", avx512 %.0f ns", ns_per_call(cases[c].avx512, blocks, xq, 4096, 50000));
+        printf("%s row dot n=4096:", cases[c].name);
+        TEST_EACH_ISA(isa) {
+            int calls = isa == TENSOR_ISA_SCALAR ? 2000 : 50000;
+            printf(" %s %.0f ns", tensor_isa_name(isa),
+                   ns_per_call(test_row_dot(isa, cases[c].type), blocks, xq, 4096, calls));
+        }
         printf("\n");
     }
 }
@@ -454,16 +445,14 @@ int main(void) {
     known_q2_k();
     known_q3_k();
     known_iq4_xs();
-    int avx2 = tensor_isa_best() >= TENSOR_ISA_AVX2;
-    if (!avx2) printf("no AVX2: skipping the AVX2 row dot comparisons\n");
     struct tensor_pool *pool = tensor_pool_create(2);
     CHECK(pool != NULL);
     for (int c = 0; c < N_CASES; c++) {
-        check_row_dots(&cases[c], avx2);
+        check_row_dots(&cases[c]);
         if (pool) check_matmul(&cases[c], pool);
     }
     if (pool) tensor_pool_free(pool);
-    if (avx2 && getenv("LOCKSTEP_TIME_ROW_DOTS")) time_row_dots();
+    if (getenv("LOCKSTEP_TIME_ROW_DOTS")) time_row_dots();
     int have_files = check_files();
     if (!have_files && test_failures == 0) return TEST_SKIP_CODE;
     return test_status("test_tensor_quants_k_low");

@@ -5,13 +5,13 @@
  *    F32 sources within each type's error, and this quantizer comes within
  *    1.3x of llama.cpp's error on the same rows (Q4_1 / Q5_0 / Q5_1 write
  *    the very blocks llama-quantize wrote);
- *  - scalar row dots equal the dot of the dequantized operands, AVX2 row
- *    dots the scalar ones, within float rounding, and AVX-512 row dots
- *    have the AVX2 ones' bits;
+ *  - scalar row dots equal the dot of the dequantized operands, and every
+ *    instruction set's row dots have the scalar ones' bits;
  *  - tensor_matmul with these weights is batch invariant, equals the row
  *    dots, and its column parts add up to the whole. */
 #include "model/model.h"
 #include "tensor/quants.h"
+#include "tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -21,22 +21,17 @@
 struct legacy_type {
     enum tensor_type type;
     enum tensor_type dot_type; /* TENSOR_Q8_0 or TENSOR_Q8_1 */
-    tensor_row_dot_fn scalar, avx2, avx512;
-    float file_error;   /* bound on the relative RMS error of llama.cpp's files */
-    int ggml_quantizer; /* 1: tensor_quantize_row writes llama-quantize's blocks */
+    float file_error;          /* bound on the relative RMS error of llama.cpp's files */
+    int ggml_quantizer;        /* 1: tensor_quantize_row writes llama-quantize's blocks */
 };
 
 /* File bounds: ~1.5x the worst tensor measured (Q4_1 0.0791, Q5_0 0.0434,
  * Q5_1 0.0382, IQ4_NL 0.0643); a layout error gives ~1. */
 static const struct legacy_type types[] = {
-    {TENSOR_Q4_1, TENSOR_Q8_1, tensor_row_dot_q4_1_scalar, tensor_row_dot_q4_1_avx2,
-     tensor_row_dot_q4_1_avx512, 0.12f, 1},
-    {TENSOR_Q5_0, TENSOR_Q8_0, tensor_row_dot_q5_0_scalar, tensor_row_dot_q5_0_avx2,
-     tensor_row_dot_q5_0_avx512, 0.065f, 1},
-    {TENSOR_Q5_1, TENSOR_Q8_1, tensor_row_dot_q5_1_scalar, tensor_row_dot_q5_1_avx2,
-     tensor_row_dot_q5_1_avx512, 0.057f, 1},
-    {TENSOR_IQ4_NL, TENSOR_Q8_0, tensor_row_dot_iq4_nl_scalar, tensor_row_dot_iq4_nl_avx2,
-     tensor_row_dot_iq4_nl_avx512, 0.096f, 0},
+    {TENSOR_Q4_1, TENSOR_Q8_1, 0.12f, 1},
+    {TENSOR_Q5_0, TENSOR_Q8_0, 0.065f, 1},
+    {TENSOR_Q5_1, TENSOR_Q8_1, 0.057f, 1},
+    {TENSOR_IQ4_NL, TENSOR_Q8_0, 0.096f, 0},
 };
 #define N_TYPES (int)(sizeof(types) / sizeof(types[0]))
 
@@ -299,19 +294,13 @@ static void check_row_dot(const struct legacy_type *lt, int n, uint64_t *state) 
         exact += (double)wf[i] * xf[i];
         magnitude += fabs((double)wf[i] * xf[i]);
     }
-    float scalar = lt->scalar(wq, xq, n);
+    float scalar = test_row_dot(TENSOR_ISA_SCALAR, lt->type)(wq, xq, n);
     CHECK_MSG(fabs(scalar - exact) <= 1e-4 * magnitude, "%s n %d: scalar %.7g, exact %.7g (%.2g)",
               tensor_type_name(lt->type), n, scalar, exact, fabs(scalar - exact) / magnitude);
-    if (tensor_isa_best() >= TENSOR_ISA_AVX2) {
-        float avx2 = lt->avx2(wq, xq, n);
-        CHECK_MSG(fabs(avx2 - scalar) <= 1e-4 * magnitude, "%s n %d: avx2 %.7g, scalar %.7g",
-                  tensor_type_name(lt->type), n, avx2, scalar);
-        if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
-            /* the same lanes and float steps (quants_legacy_avx512.c) */
-            float avx512 = lt->avx512(wq, xq, n);
-            CHECK_MSG(test_same_bits(&avx512, &avx2, 1), "%s n %d: avx512 %a, avx2 %a",
-                      tensor_type_name(lt->type), n, avx512, avx2);
-        }
+    TEST_EACH_ISA(isa) {
+        float dot = test_row_dot(isa, lt->type)(wq, xq, n);
+        CHECK_MSG(test_same_bits(&dot, &scalar, 1), "%s n %d: %s %a, scalar %a",
+                  tensor_type_name(lt->type), n, tensor_isa_name(isa), dot, scalar);
     }
     free(w);
     free(x);
@@ -321,7 +310,7 @@ static void check_row_dot(const struct legacy_type *lt, int n, uint64_t *state) 
     free(xq);
 }
 
-static void test_row_dots(void) {
+static void test_all_row_dots(void) {
     uint64_t state = 99;
     /* 96: an odd number of blocks, the SIMD loops' tail */
     static const int sizes[] = {96, 256, 512, 4096};
@@ -341,9 +330,7 @@ static void check_matmul(struct tensor_pool *pool, const struct legacy_type *lt,
     struct tensor_matrix w = tensor_matrix_make(wq, lt->type, ROWS, COLS);
     float out[BATCH * ROWS], one[ROWS], parts[2 * BATCH * ROWS];
     const char *isa = tensor_isa_name(tensor_isa_current());
-    tensor_row_dot_fn row_dot = tensor_isa_current() == TENSOR_ISA_SCALAR ? lt->scalar
-                                : tensor_isa_current() == TENSOR_ISA_AVX2 ? lt->avx2
-                                                                          : lt->avx512;
+    tensor_row_dot_fn row_dot = test_row_dot(tensor_isa_current(), lt->type);
     CHECK(tensor_matmul(pool, out, &w, x, BATCH) == 0);
     float xf[COLS];
     for (int b = 0; b < BATCH; b++) {
@@ -375,8 +362,10 @@ static void test_matmul(void) {
     for (int t = 0; t < N_TYPES; t++) {
         char *wq = malloc(tensor_row_bytes(types[t].type, COLS) * ROWS);
         CHECK(tensor_quantize_row(types[t].type, wq, wf, (int64_t)ROWS * COLS) == 0);
-        for (int isa = TENSOR_ISA_SCALAR; isa <= (int)tensor_isa_best(); isa++)
-            if (tensor_isa_select((enum tensor_isa)isa) == 0) check_matmul(pool, &types[t], wq, x);
+        TEST_EACH_ISA(isa) {
+            CHECK(tensor_isa_select(isa) == 0);
+            check_matmul(pool, &types[t], wq, x);
+        }
         free(wq);
     }
     tensor_isa_select(tensor_isa_best());
@@ -390,7 +379,7 @@ int main(void) {
     test_known_q5();
     test_known_iq4_nl();
     test_quantizer_known();
-    test_row_dots();
+    test_all_row_dots();
     test_matmul();
     int have_files = test_files();
     int status = test_status("test_tensor_quants_legacy");

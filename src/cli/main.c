@@ -37,9 +37,11 @@ static void usage(FILE *out) {
 static void print_version(void) {
     printf("lockstep %s\n", version_build());
     printf("runner protocol %d\n", RUNNER_PROTOCOL_VERSION);
-    printf("instruction sets: %s %s %s (this machine: %s)\n", tensor_isa_name(TENSOR_ISA_SCALAR),
-           tensor_isa_name(TENSOR_ISA_AVX2), tensor_isa_name(TENSOR_ISA_AVX512),
-           tensor_isa_name(tensor_isa_best()));
+    printf("instruction sets (%s):", tensor_arch_name());
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++)
+        if (tensor_isa_built((enum tensor_isa)isa))
+            printf(" %s", tensor_isa_name((enum tensor_isa)isa));
+    printf(" (this machine: %s)\n", tensor_isa_name(tensor_isa_best()));
 }
 
 int main(int argc, char **argv) {

@@ -80,9 +80,7 @@ static int printable_prefix(const char *s, int max) {
 
 /* 1 if isa is one the tensor module names. */
 static int isa_known(const char *isa) {
-    for (int i = TENSOR_ISA_SCALAR; i <= TENSOR_ISA_AVX512; i++)
-        if (!strcmp(isa, tensor_isa_name((enum tensor_isa)i))) return 1;
-    return 0;
+    return tensor_isa_parse(isa) >= 0;
 }
 
 /* 0 if p's fields are what a probe can report, else -1 naming the field. */

@@ -71,7 +71,7 @@ static int ensure_capacity(struct tensor_ahead *ahead, size_t bytes) {
  * quantized ahead. */
 static int can_quantize_ahead(const struct tensor_matrix *const *ws, int n, int n_parts) {
     const struct tensor_matrix *w = ws[0];
-    if (w->type != TENSOR_Q8_0 && w->type != TENSOR_Q4_0) return 0;
+    if (tensor_input_for(tensor_kernels_current(), w) != TENSOR_INPUT_BLOCKS) return 0;
     if (n < 1 || n > TENSOR_MAX_PARTS || (n > 1 && n_parts != 1)) return 0;
     return tensor_split_fits(w, n_parts) && tensor_share_input(ws, n);
 }
@@ -88,12 +88,10 @@ int tensor_ahead_begin(struct tensor_ahead *ahead, const struct tensor_matrix *c
     if (ensure_capacity(ahead, (size_t)n_parts * part_bytes)) return 0;
     for (int p = 0; p < n_parts; p++) {
         char *at = ahead->memory + (size_t)p * part_bytes;
-        ahead->xq[p] = (struct tensor_xq){
-            .qs = (void *)at,
-            .d = (void *)(at + qs_bytes),
-            .bias = (void *)(at + qs_bytes + scale_bytes),
-            .offset = w->type == TENSOR_Q8_0 ? k->q8_0_offset : k->q4_0_offset,
-            .interleaved = w->layout == TENSOR_LAYOUT_PANELS && k->panels_interleaved};
+        ahead->xq[p] = (struct tensor_xq){.qs = (void *)at,
+                                          .d = (void *)(at + qs_bytes),
+                                          .bias = (void *)(at + qs_bytes + scale_bytes)};
+        tensor_xq_layout_for(k, w, &ahead->xq[p]);
     }
     ahead->k = k;
     ahead->type = w->type;

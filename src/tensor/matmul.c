@@ -153,39 +153,48 @@ static void matmul_chunk(void *arg, int chunk, int thread) {
     }
 }
 
-static tensor_matmul_fn kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
-    if (w->layout == TENSOR_LAYOUT_PANELS)
-        return w->type == TENSOR_Q8_0 ? k->matmul_q8_0_panels : k->matmul_q4_0_panels;
-    switch (w->type) {
-    case TENSOR_F32:
-        return k->matmul_f32;
-    case TENSOR_F16:
-        return k->matmul_f16;
-    case TENSOR_Q8_0:
-        return k->matmul_q8_0;
-    case TENSOR_Q4_0:
-        return k->matmul_q4_0;
-    default:
-        break;
-    }
+const struct tensor_type_kernels *tensor_row_for(const struct tensor_kernels *k,
+                                                 const struct tensor_matrix *w) {
+    static const struct tensor_type_kernels none;
     int type = (int)w->type;
-    return type >= 0 && type < TENSOR_TYPE_COUNT && k->row_dot[type] ? tensor_matmul_row_dots
-                                                                     : NULL;
+    return type >= 0 && type < TENSOR_TYPE_COUNT ? &k->types[type] : &none;
+}
+
+tensor_matmul_fn tensor_kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
+    const struct tensor_type_kernels *row = tensor_row_for(k, w);
+    if (w->layout == TENSOR_LAYOUT_PANELS) return row->matmul_panels;
+    if (row->matmul) return row->matmul;
+    return row->row_dot ? tensor_matmul_row_dots : NULL;
+}
+
+enum tensor_input tensor_input_for(const struct tensor_kernels *k, const struct tensor_matrix *w) {
+    const struct tensor_type_kernels *row = tensor_row_for(k, w);
+    if (w->layout == TENSOR_LAYOUT_PANELS) return TENSOR_INPUT_BLOCKS;
+    return row->matmul ? row->input : TENSOR_INPUT_DOT_TYPE;
+}
+
+void tensor_xq_layout_for(const struct tensor_kernels *k, const struct tensor_matrix *w,
+                          struct tensor_xq *xq) {
+    const struct tensor_type_kernels *row = tensor_row_for(k, w);
+    int panels = w->layout == TENSOR_LAYOUT_PANELS;
+    xq->offset = panels ? row->panels_offset : row->input_offset;
+    xq->interleaved = panels && row->panels_interleaved;
 }
 
 /* 1 if w's products quantize their input to Q8_0 blocks for a matmul
  * kernel of their own (struct tensor_xq). */
-static int quantized_for_kernel(const struct tensor_matrix *w) {
-    return w->type == TENSOR_Q8_0 || w->type == TENSOR_Q4_0;
+static int quantized_for_kernel(const struct matmul_run *run) {
+    return tensor_input_for(run->k, &run->views[0]) == TENSOR_INPUT_BLOCKS;
 }
 
 /* Row-dot types: the input's format and the row dot, in every job. */
 static void set_row_dots(struct matmul_run *run, int n_jobs) {
     if (run->kernel != tensor_matmul_row_dots) return;
+    const struct tensor_type_kernels *row = tensor_row_for(run->k, &run->views[0]);
     run->dot_type = tensor_type_traits(tensor_type_traits((int)run->views[0].type)->dot_type);
     for (int i = 0; i < n_jobs; i++) {
-        run->jobs[i].row_dot = run->k->row_dot[run->views[0].type];
-        run->jobs[i].row_dots = run->k->row_dots[run->views[0].type];
+        run->jobs[i].row_dot = row->row_dot;
+        run->jobs[i].row_dots = row->row_dots;
     }
 }
 
@@ -194,7 +203,7 @@ static void set_row_dots(struct matmul_run *run, int n_jobs) {
 static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
     const struct tensor_matrix *w = &run->views[0];
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
-    int quantized = quantized_for_kernel(w);
+    int quantized = quantized_for_kernel(run);
     size_t values = (size_t)batch * (size_t)w->cols; /* per part */
     size_t blocks = values / TENSOR_QK;
     size_t qs_bytes = quantized ? align64(values) : 0;
@@ -206,9 +215,10 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
         !quantized && !run->dot_type && run->n_parts > 1 ? align64(values * sizeof(float)) : 0;
     size_t part_bytes = run->ahead ? 0 : qs_bytes + d_bytes + bias_bytes + xa_bytes + copy_bytes;
     /* panels need no scratch of their own */
-    run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS
+    tensor_scratch_fn thread_scratch = tensor_row_for(run->k, w)->scratch;
+    run->thread_scratch_bytes = w->layout == TENSOR_LAYOUT_PANELS || !thread_scratch
                                     ? 0
-                                    : align64(run->k->matmul_scratch(w->type, w->cols, batch));
+                                    : align64(thread_scratch(w->type, w->cols, batch));
     char *scratch = tensor_pool_scratch(pool, (size_t)run->n_parts * part_bytes +
                                                   (size_t)n_threads * run->thread_scratch_bytes);
     if (!scratch) return -1;
@@ -221,9 +231,7 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
             run->xq[p].qs = (void *)scratch;
             run->xq[p].d = (void *)(scratch + qs_bytes);
             run->xq[p].bias = (void *)(scratch + qs_bytes + d_bytes);
-            run->xq[p].offset = w->type == TENSOR_Q8_0 ? run->k->q8_0_offset : run->k->q4_0_offset;
-            run->xq[p].interleaved =
-                w->layout == TENSOR_LAYOUT_PANELS && run->k->panels_interleaved;
+            tensor_xq_layout_for(run->k, w, &run->xq[p]);
             run->jobs[p].xq = &run->xq[p];
         } else if (run->dot_type) {
             run->jobs[p].xa = scratch;
@@ -242,9 +250,8 @@ static int place_scratch(struct tensor_pool *pool, struct matmul_run *run) {
 }
 
 static int run_matmul(struct tensor_pool *pool, struct matmul_run *run) {
-    const struct tensor_matrix *w = &run->views[0];
     int batch = run->jobs[0].batch, n_threads = tensor_pool_size(pool);
-    int prepared = quantized_for_kernel(w) || run->dot_type || run->n_parts > 1;
+    int prepared = quantized_for_kernel(run) || run->dot_type || run->n_parts > 1;
     if (place_scratch(pool, run)) return -1;
     if (!run->ahead && prepared) {
         if ((size_t)batch * (size_t)run->cols < QUANTIZE_PARALLEL_MIN || n_threads == 1) {
@@ -289,11 +296,11 @@ static int plan_parts(struct matmul_run *run, float *out, const struct tensor_ma
     int part_cols = w->cols / n_parts;
     run->n_matrices = 1;
     run->k = tensor_kernels_current();
-    run->kernel = kernel_for(run->k, w);
+    run->kernel = tensor_kernel_for(run->k, w);
     if (!run->kernel) return -1;
     run->n_parts = n_parts;
-    if (n_parts > 1 && run->kernel == run->k->matmul_q8_0_panels)
-        run->parts_kernel = run->k->matmul_q8_0_panels_parts;
+    if (n_parts > 1 && w->layout == TENSOR_LAYOUT_PANELS)
+        run->parts_kernel = tensor_row_for(run->k, w)->matmul_panels_parts;
     run->x = x;
     run->cols = w->cols;
     for (int p = 0; p < n_parts; p++) {
@@ -344,7 +351,7 @@ static int plan_many(struct matmul_run *run, float *const *outs,
     run->n_parts = 1;
     run->n_matrices = n;
     run->k = tensor_kernels_current();
-    run->kernel = kernel_for(run->k, ws[0]);
+    run->kernel = tensor_kernel_for(run->k, ws[0]);
     if (!run->kernel) return -1;
     run->x = x;
     run->cols = ws[0]->cols;

@@ -9,10 +9,10 @@
 
 #include <string.h>
 
-size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch) {
-    (void)batch;
+size_t tensor_matmul_scratch_f16_scalar(enum tensor_type type, int cols, int batch) {
+    (void)type, (void)batch;
     /* room for one weight row as floats (F16 rows are converted once, used batch times) */
-    return type == TENSOR_F16 ? (size_t)cols * sizeof(float) : 0;
+    return (size_t)cols * sizeof(float);
 }
 
 static float dot_sequential(const float *w, const float *x, int n) {

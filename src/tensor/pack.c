@@ -1,10 +1,10 @@
-/* pack.c -- packing Q8_0 and Q4_0 weights into the panel layout (tensor.h).
+/* pack.c -- packing weights of the panel types (Q8_0, Q4_0: the type
+ * table's panel traits) into the panel layout (tensor.h).
  *
  * The engine packs a model's matrices once, when it starts, if the kernels
- * in use prefer panels; the matmul driver then dispatches on the layout.
- * Packing moves bytes only: Q8_0 quants gain 128 (so the AVX-512 kernel
- * loads them as vpdpbusd's unsigned operand), Q4_0 bytes keep their two
- * nibbles, and the scales are copied. */
+ * in use prefer panels for the type; the matmul driver then dispatches on
+ * the layout. Packing moves bytes only: each quant byte takes its type's
+ * xor, and the scales are copied. */
 #include "tensor_internal.h"
 
 #include <string.h>
@@ -17,33 +17,27 @@ static size_t panel_bytes(enum tensor_type type, int cols) {
 }
 
 int tensor_panels_preferred(enum tensor_type type) {
-    const struct tensor_kernels *k = tensor_kernels_current();
-    return (type == TENSOR_Q8_0 && k->panels_preferred) ||
-           (type == TENSOR_Q4_0 && k->q4_0_panels_preferred);
+    if ((int)type < 0 || (int)type >= TENSOR_TYPE_COUNT) return 0;
+    return tensor_kernels_current()->types[type].panels_preferred;
 }
 
 size_t tensor_panels_bytes(const struct tensor_matrix *w) {
-    if ((w->type != TENSOR_Q8_0 && w->type != TENSOR_Q4_0) || w->layout != TENSOR_LAYOUT_ROWS ||
-        w->rows <= 0 || w->cols <= 0 || w->cols % TENSOR_QK != 0)
+    if (!tensor_panel_quants(w->type) || w->layout != TENSOR_LAYOUT_ROWS || w->rows <= 0 ||
+        w->cols <= 0 || w->cols % TENSOR_QK != 0)
         return 0;
     size_t panels = (size_t)(w->rows + TENSOR_PANEL_ROWS - 1) / TENSOR_PANEL_ROWS;
     return panels * panel_bytes(w->type, w->cols);
 }
 
-/* Row r's block j: its scale, and its quant bytes (Q8_0: 32 quants; Q4_0:
- * 16 bytes of two nibbles); NULL for rows past the end. */
+/* Row r's block j: its scale, and its quant bytes (a panel type's block is
+ * an fp16 scale, then the quants); NULL for rows past the end. */
 static const uint8_t *block_quants(const struct tensor_matrix *w, int r, int j, uint16_t *d) {
     *d = 0;
     if (r >= w->rows) return NULL;
-    const char *row = (const char *)w->data + (size_t)r * w->row_stride;
-    if (w->type == TENSOR_Q4_0) {
-        const struct tensor_block_q4_0 *block = (const struct tensor_block_q4_0 *)row + j;
-        *d = block->d;
-        return block->qs;
-    }
-    const struct tensor_block_q8_0 *block = (const struct tensor_block_q8_0 *)row + j;
-    *d = block->d;
-    return (const uint8_t *)block->qs;
+    const uint8_t *block = (const uint8_t *)w->data + (size_t)r * w->row_stride +
+                           (size_t)j * tensor_type_traits((int)w->type)->block_bytes;
+    memcpy(d, block, sizeof(*d));
+    return block + sizeof(*d);
 }
 
 /* Block j of rows 16p .. 16p+15 into its panel: quant bytes in groups of
@@ -53,8 +47,7 @@ static void pack_block(uint8_t *panel, const struct tensor_matrix *w, int p, int
     int blocks = w->cols / TENSOR_QK;
     size_t quant_bytes = tensor_panel_quants(w->type);
     int groups = (int)quant_bytes / 64;
-    /* xor 0x80 in each byte adds 128 to an int8 (Q8_0 only) */
-    uint32_t flip = w->type == TENSOR_Q8_0 ? 0x80808080u : 0;
+    uint32_t flip = tensor_type_traits((int)w->type)->panel_flip * 0x01010101u;
     uint8_t *quants = panel + (size_t)j * quant_bytes;
     uint8_t *scales = panel + (size_t)blocks * quant_bytes + (size_t)j * TENSOR_PANEL_SCALES;
     for (int m = 0; m < TENSOR_PANEL_ROWS; m++) {

@@ -11,8 +11,8 @@
  *     float dot = tensor_row_dot_T(w_row, x_row, n);
  *
  * w_row holds n / block_elements blocks of T, x_row the same n elements in
- * the dot type. Each type has a scalar reference (quants_*.c) and an AVX2
- * version (quants_*_avx2.c); the tests compare the two. Within one
+ * the dot type. Each type has a scalar reference (quants_*.c) and versions
+ * per instruction set (x86/, arm/); the tests compare them. Within one
  * instruction set a row dot is a fixed sequence of operations, so a product
  * does not depend on the batch or the thread. Nothing outside src/tensor
  * includes this header. */
@@ -140,37 +140,12 @@ typedef void (*tensor_dequantize_fn)(float *out, const void *blocks, int64_t n);
 /* Quantizes n floats into blocks. */
 typedef void (*tensor_quantize_fn)(void *out, const float *x, int64_t n);
 
-/* ---- per type: dequantize, quantize, scalar and AVX2 row dots ---- */
+/* ---- per type: dequantize, quantize, the scalar row dot ---- */
 
 #define TENSOR_DECLARE_TYPE(t)                                                                     \
     void tensor_dequantize_##t(float *out, const void *blocks, int64_t n);                         \
     void tensor_quantize_##t(void *out, const float *x, int64_t n);                                \
-    float tensor_row_dot_##t##_scalar(const void *w, const void *x, int n);                        \
-    float tensor_row_dot_##t##_avx2(const void *w, const void *x, int n);
-
-/* Multi-column row dots (AVX2) of the types of Q4_K_M / Q5_K_M / Q6_K
- * files. */
-void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
-void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
-void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
-/* AVX-512 row dots of Q4_K, Q5_K and Q6_K, single and multi-column. */
-float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q5_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q6_k_avx512(const void *w, const void *x, int n);
-void tensor_row_dots_q4_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
-void tensor_row_dots_q5_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
-void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_t x_stride, int n);
-/* AVX-512 row dots of Q4_1, Q5_0, Q5_1 and IQ4_NL (the AVX2 ones' bits). */
-float tensor_row_dot_q4_1_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q5_0_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q5_1_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_iq4_nl_avx512(const void *w, const void *x, int n);
-/* AVX-512 row dots of Q2_K, Q3_K and IQ4_XS. */
-float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n);
-/* The AVX-512 BF16 row dot (AVX512F only, no AVX512_BF16). */
-float tensor_row_dot_bf16_avx512(const void *w, const void *x, int n);
+    float tensor_row_dot_##t##_scalar(const void *w, const void *x, int n);
 
 TENSOR_DECLARE_TYPE(q4_1)
 TENSOR_DECLARE_TYPE(q5_0)

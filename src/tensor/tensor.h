@@ -6,8 +6,10 @@
  * that may be memory-mapped from a model file; quantized types use ggml's
  * block layouts byte for byte so GGUF tensors are used in place.
  *
- * Every kernel has a scalar reference; AVX2 and AVX-512 versions are chosen at
- * run time from cpuid (tensor_isa_select forces one for tests). Batch
+ * Every kernel has a scalar reference; x86 (AVX2, AVX-512) and arm64 (NEON,
+ * dotprod, i8mm) versions are chosen at run time from what the CPU reports
+ * (tensor_isa_select forces one for tests), and all give the reference's
+ * bits. Batch
  * invariance: the value of each output element of tensor_matmul is computed
  * by the same sequence of floating-point operations whatever the batch size
  * and whichever thread computes it, so a request's logits do not depend on
@@ -155,20 +157,45 @@ struct tensor_matrix tensor_pack_panels(void *out, const struct tensor_matrix *w
 
 /* ---- instruction-set dispatch ---- */
 
+/* The instruction sets, in one place: X(ID, name, parent). Each one's
+ * kernels fall back to its parent's (and so on down to the scalar
+ * reference) for anything it has no kernel of its own for, and a CPU that
+ * has one has its parent too. Every set gives the scalar reference's bits
+ * (tensor_internal.h), so the choice changes speed, never a result. */
+#define TENSOR_ISA_LIST(X)                                                                         \
+    X(SCALAR, "scalar", SCALAR) /* the portable C reference, any architecture */                   \
+    X(AVX2, "avx2", SCALAR)     /* x86-64: AVX2 + FMA + F16C */                                    \
+    X(AVX512, "avx512", AVX2)   /* x86-64: AVX-512 F/BW/VL/DQ + VNNI */                            \
+    X(NEON, "neon", SCALAR)     /* arm64: Advanced SIMD (armv8-a, every arm64 CPU) */              \
+    X(DOTPROD, "dotprod", NEON) /* arm64: + sdot/udot (armv8.2-a dotprod) */                       \
+    X(I8MM, "i8mm", DOTPROD)    /* arm64: + smmla (armv8.6-a i8mm) */
+
 enum tensor_isa {
-    TENSOR_ISA_SCALAR = 0,
-    TENSOR_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
-    TENSOR_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + VNNI */
+#define TENSOR_ISA_ENUM(id, name, parent) TENSOR_ISA_##id,
+    TENSOR_ISA_LIST(TENSOR_ISA_ENUM)
+#undef TENSOR_ISA_ENUM
+        TENSOR_ISA_COUNT
 };
 
-/* Best instruction set this CPU supports. */
+/* Best instruction set this CPU supports (capped by LOCKSTEP_ISA). */
 enum tensor_isa tensor_isa_best(void);
-/* Use isa from now on (tests compare paths); returns -1 if unsupported. */
+/* 1 if this build has kernels of isa (the sets of its architecture). */
+int tensor_isa_built(enum tensor_isa isa);
+/* 1 if isa can run here: the best set or one it falls back through. */
+int tensor_isa_available(enum tensor_isa isa);
+/* Use isa from now on (tests compare paths); returns -1 if unavailable. */
 int tensor_isa_select(enum tensor_isa isa);
-/* The instruction set in use: the best one, or less if the environment
- * variable LOCKSTEP_ISA names one (scalar, avx2), until tensor_isa_select. */
+/* The instruction set in use: the best one, or the one the environment
+ * variable LOCKSTEP_ISA names if it is on the best one's chain (scalar,
+ * avx2, neon, ...), until tensor_isa_select. */
 enum tensor_isa tensor_isa_current(void);
+/* The set's name ("avx2"); "unknown" out of range. */
 const char *tensor_isa_name(enum tensor_isa isa);
+/* The set a name names; -1 for none. */
+int tensor_isa_parse(const char *name);
+/* The architecture this build runs on, as uname names it ("x86_64",
+ * "aarch64"), or "unknown". */
+const char *tensor_arch_name(void);
 
 /* ---- thread pool ---- */
 

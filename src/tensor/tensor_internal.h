@@ -80,7 +80,15 @@ struct tensor_type_traits {
     int block_elements;              /* elements per block */
     enum tensor_type dot_type;       /* format a product quantizes its input to */
     int weights;                     /* 1 if weights may have the type */
+    /* Panel types (an fp16 scale, then the quant bytes, in every block):
+     * bytes of a block's quants in a panel (16 rows' worth), 0 for a type
+     * that does not pack; and the xor each quant byte takes when packed. */
+    size_t panel_quants;
+    uint8_t panel_flip;
 };
+
+/* Bytes of a panel's quants per block for type; 0: it does not pack. */
+size_t tensor_panel_quants(enum tensor_type type);
 
 /* The row of type in the type table; NULL for an unknown id. */
 const struct tensor_type_traits *tensor_type_traits(int type);
@@ -115,24 +123,43 @@ typedef void (*tensor_matmul_parts_fn)(const struct tensor_matmul_job *jobs, int
 typedef void (*tensor_quantize_x_fn)(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                                      int32_t offset);
 
-/* The kernels of one instruction set. */
+/* What a row's matmul kernel takes as its input. */
+enum tensor_input {
+    TENSOR_INPUT_FLOAT,    /* the float activations as they are (F32, F16 weights) */
+    TENSOR_INPUT_BLOCKS,   /* Q8_0 blocks with scales and sums (struct tensor_xq) */
+    TENSOR_INPUT_DOT_TYPE, /* rows in the weight type's dot type, for its row dots */
+};
+
+/* Per-thread scratch bytes a product of this type and width needs. */
+typedef size_t (*tensor_scratch_fn)(enum tensor_type type, int cols, int batch);
+
+/* One weight type's kernels in one instruction set: a row of its table.
+ * Each group (the product, the panel product, the row dots) is taken as a
+ * whole from the nearest set on the chain to the scalar reference that
+ * defines its first field (TENSOR_ISA_LIST), so a set defines only what it
+ * does better. */
+struct tensor_type_kernels {
+    /* the product in row layout; NULL: a row dot per output element */
+    tensor_matmul_fn matmul;
+    enum tensor_input input;   /* what matmul takes */
+    int32_t input_offset;      /* TENSOR_INPUT_BLOCKS: the bias offset matmul wants (0: none) */
+    tensor_scratch_fn scratch; /* matmul's per-thread scratch; NULL: none */
+    /* the product in panel layout (types with panel traits, types.c) */
+    tensor_matmul_fn matmul_panels;
+    tensor_matmul_parts_fn matmul_panels_parts; /* every column part at once, or NULL */
+    int panels_preferred;                       /* 1: packing makes products faster */
+    int panels_interleaved;                     /* 1: it reads interleaved activations */
+    int32_t panels_offset;                      /* the bias offset it wants (0: none) */
+    /* the row dots (types with a dot type other than F32) */
+    tensor_row_dot_fn row_dot;
+    tensor_row_dots_fn row_dots; /* its multi-column version, or NULL: single dots */
+};
+
+/* The kernels of one instruction set: the per-row ops, then one row per
+ * weight type. A NULL op or group is the parent set's (isa.c resolves
+ * each table once). */
 struct tensor_kernels {
     enum tensor_isa isa;
-    tensor_matmul_fn matmul_f32;
-    tensor_matmul_fn matmul_f16;
-    tensor_matmul_fn matmul_q8_0;
-    tensor_matmul_fn matmul_q4_0;
-    tensor_matmul_fn matmul_q8_0_panels;             /* Q8_0 packed by tensor_pack_panels */
-    tensor_matmul_parts_fn matmul_q8_0_panels_parts; /* ... its column parts at once, or NULL:
-                                                      * matmul_q8_0_panels for each part */
-    tensor_matmul_fn matmul_q4_0_panels;             /* Q4_0 packed by tensor_pack_panels */
-    int panels_preferred;                            /* 1: packing Q8_0 makes products faster */
-    int q4_0_panels_preferred;                       /* 1: packing Q4_0 makes them faster */
-    int panels_interleaved; /* 1: the panel kernels read interleaved activations */
-    /* Per-thread scratch bytes a matmul of this type and width needs. */
-    size_t (*matmul_scratch)(enum tensor_type type, int cols, int batch);
-    int32_t q8_0_offset; /* bias offset the Q8_0 kernel wants (0: none) */
-    int32_t q4_0_offset; /* bias offset the Q4_0 kernel wants (0: none) */
     tensor_quantize_x_fn quantize_x;
     void (*rmsnorm)(float *out, const float *x, const float *weight, int n, float eps);
     void (*softmax)(float *x, int n);
@@ -151,19 +178,36 @@ struct tensor_kernels {
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
     void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
-    /* Row dots of the types without a matmul kernel of their own, indexed
-     * by type id (NULL: not a weight type, or one of the four above). */
-    tensor_row_dot_fn row_dot[TENSOR_TYPE_COUNT];
-    /* Their multi-column versions, by type id (NULL: none, row dots only). */
-    tensor_row_dots_fn row_dots[TENSOR_TYPE_COUNT];
+    /* by type id; a row with nothing in it is a type no product takes */
+    struct tensor_type_kernels types[TENSOR_TYPE_COUNT];
 };
 
+/* The tables as each set's folder defines them (NULL: not built for this
+ * architecture), before isa.c fills their gaps from the parents. */
 extern const struct tensor_kernels tensor_kernels_scalar;
-extern const struct tensor_kernels tensor_kernels_avx2;
-extern const struct tensor_kernels tensor_kernels_avx512;
+const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa);
+/* The best set this CPU and operating system support (the architecture's
+ * detect.c); TENSOR_ISA_SCALAR elsewhere. */
+enum tensor_isa tensor_arch_detect(void);
+
+/* The resolved table of isa (every gap filled from the parents), whether
+ * or not this CPU can run it; tests read a type's row from it. */
+const struct tensor_kernels *tensor_kernels_for(enum tensor_isa isa);
 
 /* The kernel table of the instruction set in use (chosen on first use). */
 const struct tensor_kernels *tensor_kernels_current(void);
+
+/* The row of w's type in k (a row of zeros for an unknown id). */
+const struct tensor_type_kernels *tensor_row_for(const struct tensor_kernels *k,
+                                                 const struct tensor_matrix *w);
+/* The kernel k has for a product with w in w's layout (NULL: none), and
+ * what it takes as input. */
+tensor_matmul_fn tensor_kernel_for(const struct tensor_kernels *k, const struct tensor_matrix *w);
+enum tensor_input tensor_input_for(const struct tensor_kernels *k, const struct tensor_matrix *w);
+/* The layout of the quantized input (struct tensor_xq) a product with w
+ * takes from k's kernel: the bias offset and whether it is interleaved. */
+void tensor_xq_layout_for(const struct tensor_kernels *k, const struct tensor_matrix *w,
+                          struct tensor_xq *xq);
 
 /* Column parts a product may be cut into (tensor_matmul_parts). */
 #define TENSOR_MAX_PARTS 16
@@ -204,11 +248,6 @@ struct tensor_ahead {
 #define TENSOR_PANEL_QUANTS_Q4_0 256
 #define TENSOR_PANEL_SCALES      32
 
-/* Bytes of a panel's quants per block for type (Q8_0 or Q4_0). */
-static inline size_t tensor_panel_quants(enum tensor_type type) {
-    return type == TENSOR_Q4_0 ? TENSOR_PANEL_QUANTS_Q4_0 : TENSOR_PANEL_QUANTS;
-}
-
 /* Scratch memory owned by the pool, at least size bytes, 64-byte aligned;
  * NULL if it could not be grown. Valid until the next call. */
 void *tensor_pool_scratch(struct tensor_pool *pool, size_t size);
@@ -226,7 +265,7 @@ void tensor_matmul_q8_0_panels_scalar(const struct tensor_matmul_job *job, int r
                                       int row_end, void *scratch);
 void tensor_matmul_q4_0_panels_scalar(const struct tensor_matmul_job *job, int row_begin,
                                       int row_end, void *scratch);
-size_t tensor_matmul_scratch_none(enum tensor_type type, int cols, int batch);
+size_t tensor_matmul_scratch_f16_scalar(enum tensor_type type, int cols, int batch);
 /* Any type with a row dot: every output element one job->row_dot call
  * (matmul_rows.c); the same for every instruction set. */
 void tensor_matmul_row_dots(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -253,80 +292,5 @@ void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *que
 void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_scalar(uint16_t *out, const float *x, int n);
-
-/* AVX2 kernels (matmul_avx2.c, ops_avx2.c). */
-void tensor_matmul_f32_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                            void *scratch);
-void tensor_matmul_f16_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                            void *scratch);
-void tensor_matmul_q8_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                             void *scratch);
-void tensor_matmul_q4_0_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                             void *scratch);
-size_t tensor_matmul_scratch_avx2(enum tensor_type type, int cols, int batch);
-/* Q8_0 in panel layout, every batch size (matmul_panels_avx2.c). */
-void tensor_matmul_q8_0_panels_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                                    void *scratch);
-void tensor_matmul_q8_0_panels_parts_avx2(const struct tensor_matmul_job *jobs, int n_parts,
-                                          int row_begin, int row_end, void *scratch);
-void tensor_matmul_q4_0_panels_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                                    void *scratch);
-void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
-                            int32_t offset);
-void tensor_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
-void tensor_softmax_avx2(float *x, int n);
-void tensor_exp_weights_avx2(float *out, const float *x, int n, float shift, float divisor,
-                             float floor);
-void tensor_swiglu_avx2(float *out, const float *gate, const float *up, int n);
-int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, const float *sines,
-                                  enum tensor_rope_style style);
-float tensor_dot_avx2(const float *a, const float *b, int n);
-void tensor_axpy_avx2(float *y, float a, const float *x, int n);
-void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
-                             int n_rows, int n, int stride);
-void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query, const void *keys,
-                               int n_rows, int n, int stride);
-void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
-                              enum tensor_type type, int n_rows, int n);
-void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n);
-
-/* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
-void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                              void *scratch);
-void tensor_matmul_f16_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                              void *scratch);
-void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                               void *scratch);
-void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                               void *scratch);
-size_t tensor_matmul_scratch_avx512(enum tensor_type type, int cols, int batch);
-/* Q4_0 GEMV for small batches (matmul_gemv_avx512.c); scratch holds
- * tensor_gemv_scratch_avx512 bytes (the activations laid out for it). */
-void tensor_gemv_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                             void *scratch);
-size_t tensor_gemv_scratch_avx512(int cols, int batch);
-/* Q8_0 in panel layout, every batch size (matmul_panels_avx512.c). */
-void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int row_begin,
-                                      int row_end, void *scratch);
-void tensor_matmul_q8_0_panels_parts_avx512(const struct tensor_matmul_job *jobs, int n_parts,
-                                            int row_begin, int row_end, void *scratch);
-void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
-                              int32_t offset);
-void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
-void tensor_softmax_avx512(float *x, int n);
-void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, float divisor,
-                               float floor);
-void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
-int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines,
-                                    const float *sines, enum tensor_rope_style style);
-float tensor_dot_avx512(const float *a, const float *b, int n);
-void tensor_axpy_avx512(float *y, float a, const float *x, int n);
-void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
-                               enum tensor_type type, int n_rows, int n, int stride);
-void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
-                                 const void *keys, int n_rows, int n, int stride);
-void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
-                                enum tensor_type type, int n_rows, int n);
-void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n);
 
 #endif

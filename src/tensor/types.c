@@ -63,7 +63,12 @@ static void quantize_q4_0(void *out, const float *x, int64_t n) {
 /* A row of the type table: ggml's name, id, block elements and bytes, the
  * dot type, whether weights may have the type, and its converters. */
 #define TYPE_ROW(name, id, elements, bytes, dot, weight, dequantize, quantize)                     \
-    [id] = {name, bytes, dequantize, quantize, id, elements, dot, weight}
+    [id] = {name, bytes, dequantize, quantize, id, elements, dot, weight, 0, 0}
+/* ... for a type that packs into panels (tensor.h): quant bytes per block
+ * of a panel, and the xor each quant byte takes on the way in. */
+#define PANEL_TYPE_ROW(name, id, bytes, dequantize, quantize, panel_quants, panel_flip)            \
+    [id] = {name,      bytes,       dequantize, quantize,     id,                                  \
+            TENSOR_QK, TENSOR_Q8_0, 1,          panel_quants, panel_flip}
 /* ... for a type whose converters are tensor_dequantize_<t> and
  * tensor_quantize_<t>. */
 #define TYPE_ROW_OF(t, name, id, elements, bytes, dot, weight)                                     \
@@ -75,10 +80,12 @@ static void quantize_q4_0(void *out, const float *x, int64_t n) {
 static const struct tensor_type_traits type_table[TENSOR_TYPE_COUNT] = {
     TYPE_ROW("f32", TENSOR_F32, 1, sizeof(float), TENSOR_F32, 1, dequantize_f32, quantize_f32),
     TYPE_ROW("f16", TENSOR_F16, 1, sizeof(uint16_t), TENSOR_F32, 1, dequantize_f16, quantize_f16),
-    TYPE_ROW("q4_0", TENSOR_Q4_0, TENSOR_QK, sizeof(struct tensor_block_q4_0), TENSOR_Q8_0, 1,
-             dequantize_q4_0, quantize_q4_0),
-    TYPE_ROW("q8_0", TENSOR_Q8_0, TENSOR_QK, sizeof(struct tensor_block_q8_0), TENSOR_Q8_0, 1,
-             dequantize_q8_0, quantize_q8_0),
+    /* Q4_0 bytes keep their two nibbles; Q8_0 quants gain 128 (xor 0x80),
+     * so the AVX-512 kernel loads them as vpdpbusd's unsigned operand */
+    PANEL_TYPE_ROW("q4_0", TENSOR_Q4_0, sizeof(struct tensor_block_q4_0), dequantize_q4_0,
+                   quantize_q4_0, TENSOR_PANEL_QUANTS_Q4_0, 0x00),
+    PANEL_TYPE_ROW("q8_0", TENSOR_Q8_0, sizeof(struct tensor_block_q8_0), dequantize_q8_0,
+                   quantize_q8_0, TENSOR_PANEL_QUANTS, 0x80),
     TYPE_ROW_OF(q8_1, "q8_1", TENSOR_Q8_1, TENSOR_QK, sizeof(struct tensor_block_q8_1), TENSOR_Q8_1,
                 0),
     TYPE_ROW_OF(q8_k, "q8_K", TENSOR_Q8_K, TENSOR_QK_K, sizeof(struct tensor_block_q8_k),
@@ -124,6 +131,11 @@ _Static_assert(sizeof(struct tensor_block_q8_k) == 292, "block_q8_K must match g
 const struct tensor_type_traits *tensor_type_traits(int type) {
     if (type < 0 || type >= TENSOR_TYPE_COUNT || !type_table[type].name) return NULL;
     return &type_table[type];
+}
+
+size_t tensor_panel_quants(enum tensor_type type) {
+    const struct tensor_type_traits *traits = tensor_type_traits((int)type);
+    return traits ? traits->panel_quants : 0;
 }
 
 static const struct tensor_type_traits *find_type(int type) {

@@ -1,7 +1,7 @@
 /* quants_bf16_avx2.c -- the BF16 row dot with AVX2: widen 8 bf16 values of
  * each side to singles (a shift into the upper half), fused multiply-add
  * into 4 x 8 lane sums, then a fixed tree over the lanes. */
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 

@@ -10,7 +10,7 @@
  * 2^15, so nothing saturates). The float step per block is the scalar one,
  * over 8 rows at a time; GEMV reads rows as stored, GEMM repacks panels of
  * 8 rows so that one load holds 4 weights of each row. */
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <limits.h>

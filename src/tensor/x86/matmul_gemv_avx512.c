@@ -22,7 +22,7 @@
  * Then the float step of tensor_internal.h runs block after block on 16
  * rows at once: acc = acc + (float)dot * (d_w * d_x), the scalar sequence,
  * so results match the scalar kernel bit for bit. */
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * multiply-adds, were what bounded a loop of one block at a time). Integer
  * parts are exact, so a result differs from the scalar reference
  * (quants_legacy.c) by float rounding only. */
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

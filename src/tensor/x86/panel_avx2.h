@@ -17,7 +17,7 @@
 #ifndef LOCKSTEP_PANEL_AVX2_H
 #define LOCKSTEP_PANEL_AVX2_H
 
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef LOCKSTEP_PANEL_AVX512_H
 #define LOCKSTEP_PANEL_AVX512_H
 
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

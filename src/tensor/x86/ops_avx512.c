@@ -5,7 +5,7 @@
  * same bits. exp is a vector implementation (range reduction to
  * [-ln2/2, ln2/2] and a degree-7 polynomial, within 2 ulp of expf). */
 #include "panel_avx512.h"
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  * is AVX2's even accumulator and the high half its odd one, and the float
  * steps (scales, fused multiply-adds, the final tree) are the same, so
  * these dots give the AVX2 dots' bits. */
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 #ifndef LOCKSTEP_TENSOR_QUANTS_K_LOW_X86_H
 #define LOCKSTEP_TENSOR_QUANTS_K_LOW_X86_H
 
-#include "tensor_internal.h"
+#include "x86.h"
 
 #include <immintrin.h>
 #include <string.h>
