@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 struct generate_options {
@@ -19,6 +20,7 @@ struct generate_options {
     int context;                  /* 0: the model's */
     int add_bos;                  /* -1: as the vocabulary says */
     int print_ids;                /* also print the generated ids on a last line */
+    const char *logits_path;      /* --logits: every step's logits written here, or NULL */
     struct cli_parallel parallel; /* --tp, --comm, --comm-deadline */
     struct sampler_params sampling;
     enum tensor_type kv_type; /* --kv-type */
@@ -38,7 +40,10 @@ static void generate_usage(FILE *out) {
                  "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
                  "  --no-bos                do not put BOS before the prompt\n" CLI_KV_TYPE_HELP
                  "  --print-ids             print the generated token ids on a last "
-                 "line\n" CLI_PARALLEL_HELP);
+                 "line\n"
+                 "  --logits FILE           write the logits of every generated position to FILE\n"
+                 "                          (vocabulary-size little-endian floats each, in "
+                 "order)\n" CLI_PARALLEL_HELP);
 }
 
 static int parse_sampling_option(const char *arg, int argc, char **argv, int *i,
@@ -104,6 +109,8 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
             o->add_bos = 0;
         else if (!strcmp(a, "--print-ids"))
             o->print_ids = 1;
+        else if (!strcmp(a, "--logits"))
+            rc = cli_string_value(cmd, argc, argv, &i, &o->logits_path);
         else {
             fprintf(stderr, "lockstep generate: unknown option '%s' (see --help)\n", a);
             return -1;
@@ -118,18 +125,34 @@ static int parse_generate_options(int argc, char **argv, struct generate_options
 static int decode(struct engine *engine, const struct cli_model *m, struct kv_sequence *seq,
                   int *tokens, int n_prompt, const struct generate_options *o) {
     char err[256], text[1024];
+    FILE *logits = NULL;
     struct sampler sampler;
     struct sampler_scratch scratch;
     struct tokenizer_stream stream;
     int n = n_prompt, eos = tokenizer_eos(m->tokenizer);
     int limit = n_prompt + o->n_predict;
     if (limit > engine->context_length) limit = engine->context_length;
-    if (sampler_scratch_init(&scratch, m->model->config.vocab_size)) return -1;
+    if (o->logits_path && !(logits = fopen(o->logits_path, "wb"))) {
+        fprintf(stderr, "lockstep generate: cannot write %s: %s\n", o->logits_path,
+                strerror(errno));
+        return -1;
+    }
+    if (sampler_scratch_init(&scratch, m->model->config.vocab_size)) {
+        if (logits) fclose(logits);
+        return -1;
+    }
     sampler_init(&sampler, &o->sampling, m->model->config.vocab_size);
     /* text right after BOS starts the output: drop its SPM space prefix */
     int after_bos = n_prompt == 1 && tokens[0] == tokenizer_bos(m->tokenizer);
     tokenizer_stream_init(&stream, m->tokenizer, after_bos);
+    int failed = 0;
     while (n < limit) {
+        size_t vocab = (size_t)m->model->config.vocab_size;
+        if (logits && fwrite(engine->logits, sizeof(float), vocab, logits) != vocab) {
+            fprintf(stderr, "lockstep generate: writing %s failed\n", o->logits_path);
+            failed = 1;
+            break;
+        }
         int next = sampler_sample(&sampler, &scratch, engine->logits, tokens, n);
         tokens[n++] = next;
         if (next == eos) break;
@@ -139,14 +162,18 @@ static int decode(struct engine *engine, const struct cli_model *m, struct kv_se
         if (n == limit) break;
         if (engine_run_sequence(engine, seq, &tokens[n - 1], 1, n - 1, err, sizeof(err))) {
             fprintf(stderr, "lockstep generate: %s\n", err);
-            sampler_scratch_free(&scratch);
-            return -1;
+            failed = 1;
+            break;
         }
     }
     size_t n_text = tokenizer_stream_flush(&stream, text, sizeof(text));
     fwrite(text, 1, n_text, stdout);
     sampler_scratch_free(&scratch);
-    return n - n_prompt;
+    if (logits && fclose(logits) != 0 && !failed) {
+        fprintf(stderr, "lockstep generate: writing %s failed\n", o->logits_path);
+        failed = 1;
+    }
+    return failed ? -1 : n - n_prompt;
 }
 
 /* Tokenizes the prompt into *tokens (room for n_predict more); returns the

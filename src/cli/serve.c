@@ -33,6 +33,8 @@ static void serve_usage(FILE *out) {
             "  --chat-template NAME    llama2, llama3, chatml, mistral, zephyr or plain\n"
             "                          (default: recognised from the model file)\n"
             "  --runner-arg ARG        pass ARG to every `lockstep runner` (repeat)\n"
+            "  --runner-wrapper PROGRAM  start local runners as PROGRAM LOCKSTEP runner ...\n"
+            "                          (say qemu-aarch64 for an arm64 binary on x86-64)\n"
             "  --prefix-cache on|off   reuse the KV blocks of prompts' common beginnings\n"
             "                          (default on; a runner option, for every model)\n"
             "options:\n"

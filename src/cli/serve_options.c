@@ -294,6 +294,8 @@ const struct serve_option serve_option_table[] = {
     /* for every model */
     {"--runner-arg", NULL, "runner_args", SERVE_LIST, 0, 0, 0, 0, set_runner_arg,
      clear_runner_args},
+    {"--runner-wrapper", NULL, "runner_wrapper", SERVE_TEXT, 0, PARAM(runner_wrapper), 0, 0,
+     set_text, NULL},
     {"--prefix-cache", NULL, "prefix_cache", SERVE_SWITCH, 0, 0, 0, 0, set_prefix_cache, NULL},
     /* the server */
     {"--host", NULL, "host", SERVE_TEXT, 0, PARAM(host), 0, 0, set_text, NULL},

@@ -53,10 +53,12 @@ struct gateway_params {
     int n_cors_origins;
     const char *cors_origins[GATEWAY_CORS_ORIGINS_MAX]; /* (n_cors_origins) allowed browser
                                                            origins; "*" for any */
-    int enable_faults;         /* 1: POST /debug/fault and runners that accept faults (tests) */
-    int log_requests;          /* 1: a log line per finished request (never its text) */
-    const char *lockstep_path; /* the lockstep binary runners are started with */
-    const char *mpirun_path;   /* mpirun, for the mpi launcher */
+    int enable_faults;          /* 1: POST /debug/fault and runners that accept faults (tests) */
+    int log_requests;           /* 1: a log line per finished request (never its text) */
+    const char *lockstep_path;  /* the lockstep binary runners are started with */
+    const char *runner_wrapper; /* a program a local runner's command is handed to (say,
+                                   qemu-aarch64 for another architecture's binary), or NULL */
+    const char *mpirun_path;    /* mpirun, for the mpi launcher */
     int n_models;
     const struct gateway_model *models; /* (n_models) */
     /* the cluster */

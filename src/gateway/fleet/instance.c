@@ -36,6 +36,7 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
     const struct cluster_host *leader = &f->hosts[placement->host[0]];
     int local = placement_is_local(f, placement);
     *l = (struct supervisor_launch){.lockstep_path = p->lockstep_path,
+                                    .wrapper = p->runner_wrapper,
                                     .mpirun_path = p->mpirun_path,
                                     .model_path = m->path,
                                     .tokenizer_path = m->tokenizer_path,

@@ -122,6 +122,7 @@ static pid_t spawn_runner(struct supervisor *s) {
         argv[n++] = "-np";
         argv[n++] = np;
     }
+    if (m->wrapper && !m->mpi) argv[n++] = m->wrapper;
     argv[n++] = m->lockstep_path;
     argv[n++] = "runner";
     argv[n++] = "-m";

@@ -85,6 +85,7 @@ struct supervisor_events {
 /* How the runner is started. */
 struct supervisor_launch {
     const char *lockstep_path;        /* the lockstep binary */
+    const char *wrapper;              /* local runners: the program that runs it, or NULL */
     const char *mpirun_path;          /* mpirun, when mpi */
     const char *model_path;           /* GGUF file or llama2.c checkpoint */
     const char *tokenizer_path;       /* llama2.c tokenizer.bin, or NULL */

@@ -1,0 +1,23 @@
+/* arm.h -- the arm64 kernels (NEON in *_neon.c, dotprod in *_dotprod.c,
+ * i8mm in *_i8mm.c) that tables.c puts in the NEON, dotprod and i8mm
+ * tables. Each file is compiled for its own level of the architecture
+ * (CMake), so nothing here runs unless detect.c found the CPU has it.
+ * Every kernel gives the scalar reference's bits (tensor_internal.h): the
+ * float steps of an x86 kernel, eight lanes as two NEON registers. Only
+ * src/tensor/arm includes this header. */
+#ifndef LOCKSTEP_TENSOR_ARM_H
+#define LOCKSTEP_TENSOR_ARM_H
+
+#include "tensor/tensor_internal.h"
+
+/* Q8_0 and Q4_0 products (matmul_neon.c, matmul_dotprod.c). */
+void tensor_matmul_q8_0_neon(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_matmul_q4_0_neon(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_matmul_q8_0_dotprod(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                void *scratch);
+void tensor_matmul_q4_0_dotprod(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                                void *scratch);
+
+#endif
