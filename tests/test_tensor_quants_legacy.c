@@ -5,9 +5,10 @@
  *    F32 sources within each type's error, and this quantizer comes within
  *    1.3x of llama.cpp's error on the same rows (Q4_1 / Q5_0 / Q5_1 write
  *    the very blocks llama-quantize wrote);
- *  - scalar row dots equal the dot of the dequantized operands, AVX2 row
- *    dots the scalar ones, within float rounding, and AVX-512 row dots
- *    have the AVX2 ones' bits;
+ *  - scalar row dots equal the dot of the dequantized operands within
+ *    float rounding, AVX2 row dots have the scalar ones' bits (the scalar
+ *    dots spell out the AVX2 lanes, the canonical order), and AVX-512 row
+ *    dots have the AVX2 ones' bits;
  *  - tensor_matmul with these weights is batch invariant, equals the row
  *    dots, and its column parts add up to the whole. */
 #include "model/model.h"
@@ -304,7 +305,7 @@ static void check_row_dot(const struct legacy_type *lt, int n, uint64_t *state) 
               tensor_type_name(lt->type), n, scalar, exact, fabs(scalar - exact) / magnitude);
     if (tensor_isa_best() >= TENSOR_ISA_AVX2) {
         float avx2 = lt->avx2(wq, xq, n);
-        CHECK_MSG(fabs(avx2 - scalar) <= 1e-4 * magnitude, "%s n %d: avx2 %.7g, scalar %.7g",
+        CHECK_MSG(test_same_bits(&avx2, &scalar, 1), "%s n %d: avx2 %a, scalar %a",
                   tensor_type_name(lt->type), n, avx2, scalar);
         if (tensor_isa_best() >= TENSOR_ISA_AVX512) {
             /* the same lanes and float steps (quants_legacy_avx512.c) */
