@@ -3,8 +3,8 @@
  * stores, on every instruction set this CPU has:
  *  - tensor_dot_columns, over F32 and F16 blocks stored dimension by
  *    dimension, gives bit for bit its documented order of sums (four
- *    running sums over i mod 4; fused multiply-adds in the vector
- *    instruction sets) from column r alone, within 1e-5 of the sum of
+ *    running sums over i mod 4 of fused multiply-adds, on every
+ *    instruction set) from column r alone, within 1e-5 of the sum of
  *    |terms| of a double-precision reference, for any column count up to
  *    the stride; it writes nothing past the columns asked for and reads
  *    nothing past the block (which ends where a page no access is allowed
@@ -19,7 +19,7 @@
  *    nothing past the block;
  *  - tensor_weighted_sum adds to its output bit for bit what one tensor_axpy
  *    call per row in order adds (F32, F16; Q8_0: its documented order, a
- *    weight times scale per block, fused in the vector instruction sets),
+ *    weight times scale per block, then fused multiply-adds),
  *    and is within 1e-5 of the sum of |terms| of a double-precision
  *    reference;
  *  - tensor_fp16_from_fp32 rounds as tensor_fp32_to_fp16 does, bit for bit,
@@ -192,7 +192,7 @@ static void check_q8_0_keys(int n, int stride, const char *isa) {
  * a copy of r's data in guarded memory (guarded), so that a read past
  * the block faults. */
 static void check_dot_columns(const float *q, const struct rows *r, const void *block,
-                              int n_columns, int n, int stride, int fused, const char *isa) {
+                              int n_columns, int n, int stride, const char *isa) {
     float got[MAX_N + 1];
     const char *type = tensor_type_name(r->type);
     got[n_columns] = 12345.0f; /* past the end: must stay */
@@ -205,7 +205,7 @@ static void check_dot_columns(const float *q, const struct rows *r, const void *
         double value = 0.0, magnitude = 0.0;
         for (int i = 0; i < n; i++) {
             float x = r->values[(size_t)i * stride + c];
-            sums[i % 4] = fused ? fmaf(q[i], x, sums[i % 4]) : sums[i % 4] + q[i] * x;
+            sums[i % 4] = fmaf(q[i], x, sums[i % 4]);
             value += (double)q[i] * x;
             magnitude += fabs((double)q[i] * x);
         }
@@ -221,7 +221,7 @@ static void check_dot_columns(const float *q, const struct rows *r, const void *
 
 /* Dimension-major blocks: n dimensions (at most MAX_ROWS) of stride
  * columns (at most MAX_N), all of them or fewer. */
-static void check_dot_columns_shapes(const float *q, struct rows *rows, void *pool, int fused,
+static void check_dot_columns_shapes(const float *q, struct rows *rows, void *pool,
                                      const char *isa) {
     static const int dims[] = {1, 3, 4, 5, 7, 24, 64, 70};
     static const int strides[] = {1, 8, 15, 16, 17, 33, 130};
@@ -238,25 +238,25 @@ static void check_dot_columns_shapes(const float *q, struct rows *rows, void *po
                 memcpy(block, rows->data, bytes);
                 int columns[] = {strides[s], strides[s] - 1, strides[s] < 5 ? strides[s] : 5};
                 for (int c = 0; c < 3; c++)
-                    check_dot_columns(q, rows, block, columns[c], dims[d], strides[s], fused, isa);
+                    check_dot_columns(q, rows, block, columns[c], dims[d], strides[s], isa);
                 release_guarded(block, bytes, mapped);
             }
 }
 
 /* What tensor_weighted_sum adds over Q8_0 rows, in its documented order. */
 static void weighted_sum_q8_0(float *out, const float *weights, const struct rows *r, int n_rows,
-                              int n, int fused) {
+                              int n) {
     const struct tensor_block_q8_0 *blocks = r->data;
     for (int p = 0; p < n_rows; p++)
         for (int i = 0; i < n; i++) {
             const struct tensor_block_q8_0 *block = blocks + (p * n + i) / 32;
             float scaled = weights[p] * tensor_fp16_to_fp32(block->d), quant = block->qs[i % 32];
-            out[i] = fused ? fmaf(scaled, quant, out[i]) : out[i] + scaled * quant;
+            out[i] = fmaf(scaled, quant, out[i]);
         }
 }
 
 static void check_weighted_sum(const float *weights, const struct rows *r, int n_rows, int n,
-                               int fused, const char *isa) {
+                               const char *isa) {
     float start[MAX_N], got[MAX_N + 1], want[MAX_N];
     for (int i = 0; i < n; i++) start[i] = i % 3 == 0 ? 0.0f : test_random_float(&rng_state);
     memcpy(got, start, sizeof(float) * (size_t)n);
@@ -264,7 +264,7 @@ static void check_weighted_sum(const float *weights, const struct rows *r, int n
     got[n] = 12345.0f; /* past the end: must stay */
     tensor_weighted_sum(got, weights, r->data, r->type, n_rows, n);
     if (r->type == TENSOR_Q8_0)
-        weighted_sum_q8_0(want, weights, r, n_rows, n, fused);
+        weighted_sum_q8_0(want, weights, r, n_rows, n);
     else
         for (int p = 0; p < n_rows; p++)
             tensor_axpy(want, weights[p], r->values + (size_t)p * n, n);
@@ -344,7 +344,7 @@ int main(void) {
         const char *name = tensor_isa_name((enum tensor_isa)isa);
         check_fp16_rounding(name);
         check_quantize_row(name);
-        check_dot_columns_shapes(q, &rows, pool, isa != TENSOR_ISA_SCALAR, name);
+        check_dot_columns_shapes(q, &rows, pool, name);
         static const int key_strides[] = {1, 8, 15, 16, 17, 33};
         for (int n = 32; n <= 128; n += 32)
             for (int s = 0; s < (int)(sizeof(key_strides) / sizeof(key_strides[0])); s++)
@@ -354,8 +354,7 @@ int main(void) {
                 for (int r = 0; r < ROW_COUNTS; r++) {
                     if (types[t] == TENSOR_Q8_0 && lengths[l] % 32 != 0) continue;
                     make_rows(&rows, types[t], pool, row_counts[r], lengths[l]);
-                    check_weighted_sum(weights, &rows, row_counts[r], lengths[l],
-                                       isa != TENSOR_ISA_SCALAR, name);
+                    check_weighted_sum(weights, &rows, row_counts[r], lengths[l], name);
                 }
     }
     CHECK(tensor_isa_select(best) == 0);

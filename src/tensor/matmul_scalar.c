@@ -1,12 +1,15 @@
 /* matmul_scalar.c -- the scalar reference matmul kernels.
  *
- * Plain loops that state what the SIMD kernels must compute: float types
- * add w[i] * x[i] in order of i; quantized types add, block by block,
- * (float)(integer block dot) * (d_w * d_x). The SIMD kernels reproduce the
- * quantized sequence exactly and the float one up to rounding (they keep
- * several lane sums). Also the scalar activation quantizer. */
+ * Plain loops that state, operation for operation, what every instruction
+ * set computes (canon.h: the AVX2 order is the canonical one). Float types
+ * keep 8 lane sums per output, lane l taking elements i = l (mod 8) in
+ * order of i with fused multiply-adds, added by the lane tree; quantized
+ * types add, block by block, (float)(integer block dot) * (d_w * d_x).
+ * Also the scalar activation quantizer. */
+#include "canon.h"
 #include "tensor_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 size_t tensor_matmul_scratch_f16_scalar(enum tensor_type type, int cols, int batch) {
@@ -15,13 +18,14 @@ size_t tensor_matmul_scratch_f16_scalar(enum tensor_type type, int cols, int bat
     return (size_t)cols * sizeof(float);
 }
 
-static float dot_sequential(const float *w, const float *x, int n) {
-    float acc = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float product = w[i] * x[i];
-        acc += product;
-    }
-    return acc;
+/* One output of a float matmul in the order of matmul_avx2.c's float_tile:
+ * lane l = fmaf(w[i], x[i], lane l) for i = l (mod 8) in order of i (its
+ * zero-filled tail lanes add +0 to sums that are never -0: nothing), then
+ * the lane tree. */
+static float dot_lanes(const float *w, const float *x, int n) {
+    float lanes[CANON_LANES] = {0};
+    for (int i = 0; i < n; i++) lanes[i % CANON_LANES] = fmaf(w[i], x[i], lanes[i % CANON_LANES]);
+    return canon_sum_lanes(lanes);
 }
 
 void tensor_matmul_f32_scalar(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -32,7 +36,7 @@ void tensor_matmul_f32_scalar(const struct tensor_matmul_job *job, int row_begin
         const float *row = (const void *)((const char *)w->data + (size_t)r * w->row_stride);
         for (int b = 0; b < job->batch; b++)
             job->out[(size_t)b * w->rows + r] =
-                dot_sequential(row, job->x + (size_t)b * w->cols, w->cols);
+                dot_lanes(row, job->x + (size_t)b * w->cols, w->cols);
     }
 }
 
@@ -45,7 +49,7 @@ void tensor_matmul_f16_scalar(const struct tensor_matmul_job *job, int row_begin
                               w->cols);
         for (int b = 0; b < job->batch; b++)
             job->out[(size_t)b * w->rows + r] =
-                dot_sequential(row, job->x + (size_t)b * w->cols, w->cols);
+                dot_lanes(row, job->x + (size_t)b * w->cols, w->cols);
     }
 }
 
@@ -170,15 +174,14 @@ void tensor_matmul_q4_0_scalar(const struct tensor_matmul_job *job, int row_begi
     }
 }
 
+/* tensor_quantize_x_avx2's values: the canonical block quantizer, its
+ * scale rounded to fp16 (tensor_canon_quantize_block_q8_0). */
 void tensor_quantize_x_scalar(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
                               int32_t offset) {
     for (int j = 0; j < n / TENSOR_QK; j++) {
-        struct tensor_block_q8_0 block;
-        tensor_quantize_q8_0(&block, x + j * TENSOR_QK, TENSOR_QK);
-        memcpy(qs + j * TENSOR_QK, block.qs, TENSOR_QK);
-        d[j] = tensor_fp16_to_fp32(block.d);
-        int32_t sum = 0;
-        for (int i = 0; i < TENSOR_QK; i++) sum += block.qs[i];
-        bias[j] = -offset * sum;
+        int32_t sum;
+        float scale = tensor_canon_quantize_block_q8_0(qs + j * TENSOR_QK, &sum, x + j * TENSOR_QK);
+        d[j] = tensor_fp16_to_fp32(tensor_fp32_to_fp16(scale));
+        bias[j] = (int32_t)((uint32_t)-offset * (uint32_t)sum); /* wraps, as imul does */
     }
 }

@@ -6,50 +6,26 @@
  *
  * The public functions dispatch to the instruction set in use (isa.c); the
  * scalar versions here are the reference the SIMD ones (ops_avx2.c,
- * ops_avx512.c) are tested against. The rotary angles are scalar only: a
- * position's are computed once a step and shared by every head and layer;
- * the turn by them has vector versions. */
+ * ops_avx512.c) are tested against, and they perform ops_avx2.c's float
+ * operations in its order, lane by lane (canon.h), so they give its bits.
+ * The rotary angles are scalar only: a position's are computed once a step
+ * and shared by every head and layer; the turn by them has vector
+ * versions. */
+#include "canon.h"
 #include "tensor_internal.h"
 
 #include <math.h>
 #include <string.h>
 
-void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += x[i] * x[i];
-    float scale = 1.0f / sqrtf(sum / (float)n + eps);
-    for (int i = 0; i < n; i++) out[i] = weight[i] * (scale * x[i]);
-}
-
-void tensor_softmax_scalar(float *x, int n) {
-    if (n <= 0) return;
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    float inverse = 1.0f / sum;
-    for (int i = 0; i < n; i++) x[i] *= inverse;
-}
-
-void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
-}
-
 /* e^x by the steps of the vector kernels' exp_ps (ops_avx2.c,
  * ops_avx512.c), each a correctly rounded IEEE operation, so the bits are
- * theirs: fminf and fmaxf pass a NaN on as minps and maxps do (the bound),
- * nearbyintf rounds to nearest even as they do, and fmaf fuses as they do. */
+ * theirs: canon_min and canon_max are minps and maxps (a NaN becomes the
+ * bound), nearbyintf rounds to nearest even as they do, and fmaf fuses as
+ * they do. */
 static float exp_steps(float x) {
     const float high = 88.0f, low = -87.33f;
     int overflow = x > high, underflow = x < low;
-    x = fmaxf(fminf(x, high), low);
+    x = canon_max(canon_min(x, high), low);
     float n = nearbyintf(x * 1.44269504f);
     float r = fmaf(-n, 0.693359375f, x);
     r = fmaf(-n, -2.12194440e-4f, r);
@@ -68,19 +44,75 @@ static float exp_steps(float x) {
     return underflow ? 0.0f : p * scale;
 }
 
+/* The sum of squares in 8 lanes (element i fused into lane i % 8), the
+ * lane tree, then each element scaled as tensor_rmsnorm_avx2 does. */
+void tensor_rmsnorm_scalar(float *out, const float *x, const float *weight, int n, float eps) {
+    float lanes[CANON_LANES] = {0};
+    for (int i = 0; i < n; i++) lanes[i % CANON_LANES] = fmaf(x[i], x[i], lanes[i % CANON_LANES]);
+    float scale = 1.0f / sqrtf(canon_sum_lanes(lanes) / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = weight[i] * (scale * x[i]);
+}
+
+/* tensor_softmax_avx2's order: the maximum of the whole vectors by lanes
+ * (maxps) and the lane tree, then of the tail in order; exp_steps of each
+ * x - max, summed in 8 lanes (the tail's masked lanes add nothing) and
+ * the lane tree; each element times the sum's inverse. */
+void tensor_softmax_scalar(float *x, int n) {
+    if (n <= 0) return;
+    float lanes[CANON_LANES];
+    for (int l = 0; l < CANON_LANES; l++) lanes[l] = -__builtin_inff();
+    int whole = n - n % CANON_LANES;
+    for (int i = 0; i < whole; i++)
+        lanes[i % CANON_LANES] = canon_max(lanes[i % CANON_LANES], x[i]);
+    float max = canon_max_lanes(lanes);
+    for (int i = whole; i < n; i++)
+        if (x[i] > max) max = x[i];
+    for (int l = 0; l < CANON_LANES; l++) lanes[l] = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = exp_steps(x[i] - max);
+        lanes[i % CANON_LANES] = lanes[i % CANON_LANES] + x[i];
+    }
+    float inverse = 1.0f / canon_sum_lanes(lanes);
+    for (int i = 0; i < n; i++) x[i] *= inverse;
+}
+
+/* silu(g) * up as tensor_swiglu_avx2 computes it: e = exp_steps(0 - g),
+ * then (g / (1 + e)) * up. */
+void tensor_swiglu_scalar(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + exp_steps(0.0f - g)) * up[i];
+    }
+}
+
 void tensor_exp_weights_scalar(float *out, const float *x, int n, float shift, float divisor,
                                float floor) {
     for (int i = 0; i < n; i++) out[i] = x[i] >= floor ? exp_steps((x[i] - shift) / divisor) : 0.0f;
 }
 
+/* tensor_dot_avx2's order: four sums of 8 lanes; rounds of 32 elements
+ * put element i + 8k + l into sum k, lane l; then whole vectors of 8 go
+ * to sum 0 and the tail to sum 1 (fused, in order of i); the sums add as
+ * (0 + 1) + (2 + 3) lane by lane, then the lane tree. */
 float tensor_dot_scalar(const float *a, const float *b, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += a[i] * b[i];
-    return sum;
+    float acc[4][CANON_LANES] = {{0}};
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < CANON_LANES; l++)
+                acc[k][l] = fmaf(a[i + 8 * k + l], b[i + 8 * k + l], acc[k][l]);
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < CANON_LANES; l++) acc[0][l] = fmaf(a[i + l], b[i + l], acc[0][l]);
+    for (int l = 0; i + l < n; l++) acc[1][l] = fmaf(a[i + l], b[i + l], acc[1][l]);
+    float lanes[CANON_LANES];
+    for (int l = 0; l < CANON_LANES; l++)
+        lanes[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    return canon_sum_lanes(lanes);
 }
 
+/* y[i] = y[i] + a * x[i], fused as every vector lane does it. */
 void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
+    for (int i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
 /* Element i of rows (F32 or F16, counted across rows) as a float. */
@@ -89,13 +121,16 @@ static float row_element(const void *rows, enum tensor_type type, size_t i) {
     return ((const float *)rows)[i];
 }
 
+/* Column r is one vector lane: four sums over i mod 4, fused in order of
+ * i, added as (0 + 1) + (2 + 3). */
 void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride) {
     for (int r = 0; r < n_rows; r++) {
         float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int i = 0; i < n; i++)
-            sums[i % 4] +=
-                q[i] * row_element(columns, type, (size_t)i * (size_t)stride + (size_t)r);
+            sums[i % 4] =
+                fmaf(q[i], row_element(columns, type, (size_t)i * (size_t)stride + (size_t)r),
+                     sums[i % 4]);
         out[r] = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     }
 }
@@ -126,13 +161,16 @@ void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *que
     }
 }
 
+/* Each element takes one fused multiply-add per row, rows in order (the
+ * vector kernels keep the element in a lane across the rows); Q8_0: the
+ * row's weight times its block's scale, rounded, times the quant. */
 void tensor_weighted_sum_scalar(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n) {
     for (int p = 0; p < n_rows; p++) {
         size_t row = (size_t)p * (size_t)n;
         if (type != TENSOR_Q8_0) {
             for (int i = 0; i < n; i++)
-                out[i] += weights[p] * row_element(rows, type, row + (size_t)i);
+                out[i] = fmaf(weights[p], row_element(rows, type, row + (size_t)i), out[i]);
             continue;
         }
         const struct tensor_block_q8_0 *blocks =
@@ -140,7 +178,7 @@ void tensor_weighted_sum_scalar(float *out, const float *weights, const void *ro
         for (int i = 0; i < n; i++) {
             const struct tensor_block_q8_0 *block = blocks + i / TENSOR_QK;
             float scaled = weights[p] * tensor_fp16_to_fp32(block->d);
-            out[i] += scaled * (float)block->qs[i % TENSOR_QK];
+            out[i] = fmaf(scaled, (float)block->qs[i % TENSOR_QK], out[i]);
         }
     }
 }
@@ -268,6 +306,9 @@ void tensor_rope_angles(float *cosines, float *sines, int pairs, const float *fr
 
 void tensor_rope_turn_head(float *head, int first_pair, int pairs, const float *cosines,
                            const float *sines, enum tensor_rope_style style) {
+    /* two products, then their difference or sum, unfused, as the vector
+     * turns do (the NORM turn's negated sine in the first lane gives
+     * a * c + b * -s, the same bits as a * c - b * s) */
     for (int j = first_pair; j < pairs; j++) {
         /* NORM rotates (2j, 2j+1); NEOX rotates (j, j + rope_dim/2) */
         int first = style == TENSOR_ROPE_NEOX ? j : 2 * j;

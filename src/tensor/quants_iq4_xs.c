@@ -7,10 +7,11 @@
  * Group g of a super-block: its scale, stored plus 32, has its low four
  * bits in nibble g % 2 of scales_l[g / 2] and its high two bits at bit
  * 2 * g of scales_h; its 32 nibbles lie in qs[16 * g ..]: byte j holds
- * element j (low nibble) and j + 16 (high). The row dot adds, for each
- * super-block, the exact integer sum over its groups of the group scale
- * times the integer dot product of values and activation quants, then
- * scales it in float, as ggml does.
+ * element j (low nibble) and j + 16 (high). The row dot keeps the
+ * canonical order (canon.h, quants_k_low_avx2.c's): per super-block, 8
+ * exact integer lane sums, lane l the sum over the groups of the group
+ * scale times the dot of elements 4l .. 4l + 3 of the group; each lane
+ * fused times d_w * d_x into float lane l; at the end, the lane tree.
  *
  * The quantizer differs from llama.cpp's (without an importance matrix):
  * that one fits each group minimising the x^2-weighted squared error with
@@ -19,6 +20,7 @@
  * measures, also tries scales that put it near +113, refits the best a few
  * times, and after rounding a group's scale to the super-block's grid it
  * tries the neighbouring grid points too, keeping the one of least error. */
+#include "canon.h"
 #include "tensor_internal.h"
 
 #include <float.h>
@@ -172,16 +174,20 @@ void tensor_dequantize_iq4_xs(float *out, const void *row, int64_t n) {
 float tensor_row_dot_iq4_xs_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_iq4_xs *wb = w;
     const struct tensor_block_q8_k *xb = x;
-    float sum = 0.0f;
+    float acc[CANON_LANES] = {0};
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
-        int32_t dots = 0;
+        int32_t sums[CANON_LANES] = {0};
         for (int g = 0; g < GROUPS; g++) {
-            int32_t dot = 0;
-            for (int j = 0; j < GROUP; j++)
-                dot += tensor_iq4_values[group_nibble(&wb[b], g, j)] * xb[b].qs[GROUP * g + j];
-            dots += group_scale(&wb[b], g) * dot;
+            int scale = group_scale(&wb[b], g);
+            for (int l = 0; l < CANON_LANES; l++) {
+                int32_t dot = 0;
+                for (int j = 4 * l; j < 4 * l + 4; j++)
+                    dot += tensor_iq4_values[group_nibble(&wb[b], g, j)] * xb[b].qs[GROUP * g + j];
+                sums[l] += scale * dot;
+            }
         }
-        sum += tensor_fp16_to_fp32(wb[b].d) * xb[b].d * (float)dots;
+        float d = tensor_fp16_to_fp32(wb[b].d) * xb[b].d;
+        for (int l = 0; l < CANON_LANES; l++) acc[l] = fmaf(d, (float)sums[l], acc[l]);
     }
-    return sum;
+    return canon_sum_lanes(acc);
 }

@@ -9,10 +9,15 @@
  * bit 2 * (e % 128 / 32) (a byte holds four elements 32 apart), Q3_K's
  * third bit in bit e / 32 of hmask[e % 32].
  *
- * A row dot adds, for each super-block, the exact integer sum over its
- * groups of the group scale times the integer dot product of weight and
- * activation quants (Q2_K's minimums times the Q8_K block's sums of 16
- * quants), then scales that sum in float, as ggml does.
+ * A row dot keeps the canonical order (canon.h, quants_k_low_avx2.c's):
+ * per super-block, 8 exact integer lane sums, lane l taking the elements e
+ * with e % 32 in 4l .. 4l + 3 (each times its group scale), and each lane
+ * fused times d = d_x * d_w into float lane l; at the end, the lane tree.
+ * Q2_K's minimums go in 8 more integer lanes, lane l the minimums of
+ * groups 2l and 2l + 1 times their Q8_K sums of 16 quants, taken off each
+ * float lane by a fused negative multiply-add with dmin = d_x * dmin_w.
+ * Q3_K's lanes take its quants plus 4 (0..7) and, from lane l, 4 times
+ * the scales of groups 2l and 2l + 1 times their sums of 16 quants.
  *
  * The quantizers differ from llama.cpp's reference ones (which it uses
  * without an importance matrix): those fit each group minimising the
@@ -24,6 +29,7 @@
  * the best; and after rounding a group's scale (and minimum) to the
  * super-block's grid, the neighbouring grid points are tried as well, the
  * quants rounded anew for each, and the one of least error kept. */
+#include "canon.h"
 #include "tensor_internal.h"
 
 #include <float.h>
@@ -192,25 +198,36 @@ void tensor_dequantize_q2_k(float *out, const void *row, int64_t n) {
     }
 }
 
+/* A super-block's 8 integer lane sums (see the file comment): element e
+ * goes to lane e % 32 / 4, its quant q[e] times activation quant x[e]
+ * times the scale of e's group. */
+static void lane_sums(int32_t sums[CANON_LANES], const uint8_t *q, const int8_t *x,
+                      const int *scales) {
+    for (int l = 0; l < CANON_LANES; l++) sums[l] = 0;
+    for (int e = 0; e < TENSOR_QK_K; e++) sums[e % 32 / 4] += scales[e / GROUP] * q[e] * x[e];
+}
+
 float tensor_row_dot_q2_k_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_q2_k *wb = w;
     const struct tensor_block_q8_k *xb = x;
     uint8_t q[TENSOR_QK_K];
-    float sum = 0.0f;
+    float acc[CANON_LANES] = {0};
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
+        int scales[GROUPS];
+        int32_t sums[CANON_LANES];
+        for (int g = 0; g < GROUPS; g++) scales[g] = wb[b].scales[g] & 15;
         unpack_low_bits(q, wb[b].qs);
-        int32_t dots = 0, mins = 0;
-        for (int g = 0; g < GROUPS; g++) {
-            int32_t dot = 0;
-            for (int j = GROUP * g; j < GROUP * (g + 1); j++) dot += q[j] * xb[b].qs[j];
-            dots += (wb[b].scales[g] & 15) * dot;
-            mins += (wb[b].scales[g] >> 4) * xb[b].bsums[g];
-        }
+        lane_sums(sums, q, xb[b].qs, scales);
         float d = xb[b].d * tensor_fp16_to_fp32(wb[b].d);
         float dmin = xb[b].d * tensor_fp16_to_fp32(wb[b].dmin);
-        sum += d * (float)dots - dmin * (float)mins;
+        for (int l = 0; l < CANON_LANES; l++) {
+            int32_t mins = (wb[b].scales[2 * l] >> 4) * xb[b].bsums[2 * l] +
+                           (wb[b].scales[2 * l + 1] >> 4) * xb[b].bsums[2 * l + 1];
+            acc[l] = fmaf(d, (float)sums[l], acc[l]);
+            acc[l] = fmaf(-dmin, (float)mins, acc[l]);
+        }
     }
-    return sum;
+    return canon_sum_lanes(acc);
 }
 
 /* ---- Q3_K: value = d * scale * q, q in -4..3, scale in -32..31 ---- */
@@ -363,18 +380,25 @@ void tensor_dequantize_q3_k(float *out, const void *row, int64_t n) {
 float tensor_row_dot_q3_k_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_q3_k *wb = w;
     const struct tensor_block_q8_k *xb = x;
-    int8_t scales[GROUPS], q[TENSOR_QK_K];
-    float sum = 0.0f;
+    uint8_t q[TENSOR_QK_K];
+    float acc[CANON_LANES] = {0};
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
-        q3_unpack_scales(scales, wb[b].scales);
-        q3_unpack_quants(q, &wb[b]);
-        int32_t dots = 0;
-        for (int g = 0; g < GROUPS; g++) {
-            int32_t dot = 0;
-            for (int j = GROUP * g; j < GROUP * (g + 1); j++) dot += q[j] * xb[b].qs[j];
-            dots += scales[g] * dot;
+        int8_t packed[GROUPS];
+        int scales[GROUPS];
+        int32_t sums[CANON_LANES];
+        q3_unpack_scales(packed, wb[b].scales);
+        for (int g = 0; g < GROUPS; g++) scales[g] = packed[g];
+        /* the quants plus 4: the low bits, plus 4 where the high bit is set */
+        unpack_low_bits(q, wb[b].qs);
+        for (int e = 0; e < TENSOR_QK_K; e++)
+            q[e] = (uint8_t)(q[e] | ((wb[b].hmask[e % 32] >> (e / 32)) & 1) << 2);
+        lane_sums(sums, q, xb[b].qs, scales);
+        float d = tensor_fp16_to_fp32(wb[b].d) * xb[b].d;
+        for (int l = 0; l < CANON_LANES; l++) {
+            int32_t bias =
+                scales[2 * l] * xb[b].bsums[2 * l] + scales[2 * l + 1] * xb[b].bsums[2 * l + 1];
+            acc[l] = fmaf(d, (float)(sums[l] - 4 * bias), acc[l]);
         }
-        sum += tensor_fp16_to_fp32(wb[b].d) * xb[b].d * (float)dots;
     }
-    return sum;
+    return canon_sum_lanes(acc);
 }

@@ -16,10 +16,15 @@
  * been rounded to fp16.
  *
  * A row dot multiplies each block's quants by the activation quants (Q8_0
- * for Q5_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1) as an exact integer sum, then
- * adds that sum times the two scales in block order, as ggml does; Q4_1 /
- * Q5_1 add the weight minimum times the activation block's stored d * sum
- * of quants. */
+ * for Q5_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1) in the canonical order (canon.h,
+ * quants_legacy_avx2.c's): per block, 8 exact integer lane sums (lane l:
+ * elements 4l .. 4l + 3), each fused times the block's d_w * d_x into
+ * float lane l of one of two sets of 8 lanes, even blocks in one and odd
+ * blocks in the other; the two sets add lane by lane, then the lane tree.
+ * Q4_1 / Q5_1 add the weight minimum times the activation block's stored
+ * d * sum of quants, m_w * s_x, into one more sum, a block pair at a time:
+ * sum + (m_0 + m_1), added to the lanes' total at the end. */
+#include "canon.h"
 #include "tensor_internal.h"
 
 #include <float.h>
@@ -58,11 +63,34 @@ static void unpack_q5(int8_t q[TENSOR_QK], const uint8_t qs[TENSOR_QK / 2], cons
     add_fifth_bits(q, qh);
 }
 
-/* Exact integer dot product of two blocks of quants. */
-static int32_t dot_block(const int8_t *a, const int8_t *b) {
-    int32_t sum = 0;
-    for (int i = 0; i < TENSOR_QK; i++) sum += (int32_t)a[i] * (int32_t)b[i];
-    return sum;
+/* The exact integer dot product of two blocks of quants in 8 lanes:
+ * lane l takes elements 4l .. 4l + 3 (vpmaddubsw then vpmaddwd). */
+static void dot_block_lanes(int32_t lanes[CANON_LANES], const int8_t *a, const int8_t *b) {
+    for (int l = 0; l < CANON_LANES; l++) {
+        lanes[l] = 0;
+        for (int i = 4 * l; i < 4 * l + 4; i++) lanes[l] += (int32_t)a[i] * (int32_t)b[i];
+    }
+}
+
+/* The float lanes of a legacy row dot: even and odd blocks. */
+struct legacy_lanes {
+    float even[CANON_LANES], odd[CANON_LANES];
+};
+
+/* Adds block k (quants q, activation quants x) times scale to its lanes. */
+static void add_block_lanes(struct legacy_lanes *lanes, int k, const int8_t *q, const int8_t *x,
+                            float scale) {
+    int32_t sums[CANON_LANES];
+    float *acc = k % 2 ? lanes->odd : lanes->even;
+    dot_block_lanes(sums, q, x);
+    for (int l = 0; l < CANON_LANES; l++) acc[l] = fmaf(scale, (float)sums[l], acc[l]);
+}
+
+/* The even and odd lanes added lane by lane, then the lane tree. */
+static float legacy_lanes_total(const struct legacy_lanes *lanes) {
+    float v[CANON_LANES];
+    for (int l = 0; l < CANON_LANES; l++) v[l] = lanes->even[l] + lanes->odd[l];
+    return canon_sum_lanes(v);
 }
 
 /* ---- dequantize ---- */
@@ -251,58 +279,70 @@ void tensor_quantize_iq4_nl(void *out, const float *x, int64_t n) {
 
 /* ---- scalar row dots ---- */
 
-float tensor_row_dot_q4_1_scalar(const void *w, const void *x, int n) {
-    const struct tensor_block_q4_1 *a = w;
-    const struct tensor_block_q8_1 *b = x;
+/* Q4_1 / Q5_1: block k's quants (unpack), d_w * d_x to its lanes and
+ * m_w * s_x to the minimums' sum, a block pair at a time. */
+static float dot_with_mins(const void *w, size_t block_bytes, const struct tensor_block_q8_1 *x,
+                           int blocks, void (*unpack)(int8_t *q, const void *block)) {
+    struct legacy_lanes lanes = {{0}, {0}};
+    float mins = 0.0f, pair = 0.0f;
     int8_t q[TENSOR_QK];
-    float sum = 0.0f;
-    for (int k = 0; k < n / TENSOR_QK; k++) {
-        unpack_nibbles(q, a[k].qs);
-        float d = tensor_fp16_to_fp32(a[k].d) * tensor_fp16_to_fp32(b[k].d);
-        float m = tensor_fp16_to_fp32(a[k].m) * tensor_fp16_to_fp32(b[k].s);
-        sum += (float)dot_block(q, b[k].qs) * d + m;
+    for (int k = 0; k < blocks; k++) {
+        const void *block = (const char *)w + (size_t)k * block_bytes;
+        uint16_t dm[2]; /* the block's d and m: Q4_1 and Q5_1 start with them */
+        memcpy(dm, block, sizeof(dm));
+        unpack(q, block);
+        float d = tensor_fp16_to_fp32(dm[0]) * tensor_fp16_to_fp32(x[k].d);
+        float m = tensor_fp16_to_fp32(dm[1]) * tensor_fp16_to_fp32(x[k].s);
+        add_block_lanes(&lanes, k, q, x[k].qs, d);
+        if (k % 2 == 0 && k + 1 < blocks)
+            pair = m;
+        else
+            mins = mins + (k % 2 ? pair + m : m);
     }
-    return sum;
+    return legacy_lanes_total(&lanes) + mins;
+}
+
+static void unpack_q4_1(int8_t *q, const void *block) {
+    unpack_nibbles(q, ((const struct tensor_block_q4_1 *)block)->qs);
+}
+
+static void unpack_q5_1(int8_t *q, const void *block) {
+    const struct tensor_block_q5_1 *b = block;
+    unpack_q5(q, b->qs, b->qh);
+}
+
+float tensor_row_dot_q4_1_scalar(const void *w, const void *x, int n) {
+    return dot_with_mins(w, sizeof(struct tensor_block_q4_1), x, n / TENSOR_QK, unpack_q4_1);
 }
 
 float tensor_row_dot_q5_1_scalar(const void *w, const void *x, int n) {
-    const struct tensor_block_q5_1 *a = w;
-    const struct tensor_block_q8_1 *b = x;
-    int8_t q[TENSOR_QK];
-    float sum = 0.0f;
-    for (int k = 0; k < n / TENSOR_QK; k++) {
-        unpack_q5(q, a[k].qs, a[k].qh);
-        float d = tensor_fp16_to_fp32(a[k].d) * tensor_fp16_to_fp32(b[k].d);
-        float m = tensor_fp16_to_fp32(a[k].m) * tensor_fp16_to_fp32(b[k].s);
-        sum += (float)dot_block(q, b[k].qs) * d + m;
-    }
-    return sum;
+    return dot_with_mins(w, sizeof(struct tensor_block_q5_1), x, n / TENSOR_QK, unpack_q5_1);
 }
 
 float tensor_row_dot_q5_0_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_q5_0 *a = w;
     const struct tensor_block_q8_0 *b = x;
+    struct legacy_lanes lanes = {{0}, {0}};
     int8_t q[TENSOR_QK];
-    float sum = 0.0f;
     for (int k = 0; k < n / TENSOR_QK; k++) {
         unpack_q5(q, a[k].qs, a[k].qh);
         for (int i = 0; i < TENSOR_QK; i++) q[i] = (int8_t)(q[i] - 16);
-        sum = tensor_add_block(sum, dot_block(q, b[k].qs), tensor_fp16_to_fp32(a[k].d),
-                               tensor_fp16_to_fp32(b[k].d));
+        float scale = tensor_fp16_to_fp32(a[k].d) * tensor_fp16_to_fp32(b[k].d);
+        add_block_lanes(&lanes, k, q, b[k].qs, scale);
     }
-    return sum;
+    return legacy_lanes_total(&lanes);
 }
 
 float tensor_row_dot_iq4_nl_scalar(const void *w, const void *x, int n) {
     const struct tensor_block_iq4_nl *a = w;
     const struct tensor_block_q8_0 *b = x;
+    struct legacy_lanes lanes = {{0}, {0}};
     int8_t q[TENSOR_QK];
-    float sum = 0.0f;
     for (int k = 0; k < n / TENSOR_QK; k++) {
         unpack_nibbles(q, a[k].qs);
         for (int i = 0; i < TENSOR_QK; i++) q[i] = tensor_iq4_values[q[i]];
-        sum = tensor_add_block(sum, dot_block(q, b[k].qs), tensor_fp16_to_fp32(a[k].d),
-                               tensor_fp16_to_fp32(b[k].d));
+        float scale = tensor_fp16_to_fp32(a[k].d) * tensor_fp16_to_fp32(b[k].d);
+        add_block_lanes(&lanes, k, q, b[k].qs, scale);
     }
-    return sum;
+    return legacy_lanes_total(&lanes);
 }

@@ -339,7 +339,7 @@ void tensor_swiglu(float *out, const float *gate, const float *up, int n);
 /* Dot product of two float vectors, in a fixed order for a given n. */
 float tensor_dot(const float *a, const float *b, int n);
 
-/* y[i] += a * x[i]. */
+/* y[i] += a * x[i], one fused multiply-add per element. */
 void tensor_axpy(float *y, float a, const float *x, int n);
 
 /* out[r] = q . column r for r < n_rows (<= stride), over a block stored
@@ -390,8 +390,7 @@ void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, con
  * (attention's weighted values, a block of cached values at a time). F32
  * and F16: the same bits as one tensor_axpy(out, weights[p], row p, n) per
  * row. Q8_0: per block of a row, weights[p] times its scale is rounded once,
- * then each quant adds (weight * scale) * quant, fused in the vector
- * instruction sets. */
+ * then each quant adds (weight * scale) * quant in one fused multiply-add. */
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
 

@@ -12,13 +12,17 @@
  *    product s_j of the weight and activation quants, then
  *    acc = acc + (float)s_j * (d_w * d_x), starting from acc = 0. Integer
  *    sums are exact, so every instruction set gives the same bits.
- *  - F32 / F16: each instruction set keeps L lane sums (L = 1 scalar, 8 AVX2,
- *    16 AVX-512), lane l accumulating elements i = l (mod L) in order of i
- *    with fused multiply-adds, then adds the lanes with a fixed tree.
+ *  - F32 / F16: each instruction set keeps L lane sums (L = 8 scalar and
+ *    AVX2, 16 AVX-512), lane l accumulating elements i = l (mod L) in order
+ *    of i with fused multiply-adds, then adds the lanes with a fixed tree.
  *  - every other type: one row dot (quants.h) per output element, on the
  *    input quantized to the type's dot type; fixed per instruction set. A
- *    multi-column row dot gives each column the single dot's bits. Q4_K,
- *    Q5_K and Q6_K give the scalar reference's bits on every set. */
+ *    multi-column row dot gives each column the single dot's bits.
+ * The scalar kernels spell out the AVX2 kernels' operations (canon.h), so
+ * the two give the same bits for every op and type: that order is the
+ * canonical one. AVX-512 gives them too except for F32 / F16 products,
+ * dot, rmsnorm, softmax (16 lanes), BF16, Q2_K, Q3_K and IQ4_XS, and the
+ * activation quantizer on blocks with NaN, infinite or subnormal values. */
 #ifndef LOCKSTEP_TENSOR_INTERNAL_H
 #define LOCKSTEP_TENSOR_INTERNAL_H
 

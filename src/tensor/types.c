@@ -7,6 +7,7 @@
  * matrix quantized here equals one quantized by llama.cpp, and activations
  * quantized for a matmul (matmul.c) equal what llama.cpp feeds its dot
  * products. */
+#include "canon.h"
 #include "tensor_internal.h"
 
 #include <math.h>
@@ -243,15 +244,31 @@ uint16_t tensor_fp32_to_fp16(float f) {
 
 /* ---- quantizers (ggml's reference formulas) ---- */
 
+float tensor_canon_quantize_block_q8_0(int8_t qs[TENSOR_QK], int32_t *sum, const float *x) {
+    float amax[CANON_LANES] = {0};
+    for (int i = 0; i < TENSOR_QK; i++)
+        amax[i % CANON_LANES] = canon_max(amax[i % CANON_LANES], fabsf(x[i]));
+    float d = canon_max_lanes(amax) / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t total = 0;
+    for (int i = 0; i < TENSOR_QK; i++) {
+        int32_t q = canon_truncate(roundf(x[i] * id));
+        qs[i] = (int8_t)(q < -128 ? -128 : q > 127 ? 127 : q);
+        total += (uint32_t)q;
+    }
+    *sum = (int32_t)total;
+    return d;
+}
+
+/* ggml's quantize_row_q8_0_ref, value for value on finite rows: amax /
+ * 127 and roundf(x / scale). Written in the canonical order
+ * (tensor_canon_quantize_block_q8_0), so its NaN, infinity and subnormal
+ * corners are those of the activation quantizers too. */
 void tensor_quantize_q8_0(struct tensor_block_q8_0 *out, const float *x, int64_t n) {
     for (int64_t block = 0; block < n / TENSOR_QK; block++) {
-        const float *v = x + block * TENSOR_QK;
-        float amax = 0.0f;
-        for (int j = 0; j < TENSOR_QK; j++) amax = fmaxf(amax, fabsf(v[j]));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int32_t sum;
+        float d = tensor_canon_quantize_block_q8_0(out[block].qs, &sum, x + block * TENSOR_QK);
         out[block].d = tensor_fp32_to_fp16(d);
-        for (int j = 0; j < TENSOR_QK; j++) out[block].qs[j] = (int8_t)roundf(v[j] * id);
     }
 }
 

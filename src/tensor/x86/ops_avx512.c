@@ -1,9 +1,11 @@
 /* ops_avx512.c -- AVX-512 versions of the per-row kernels in ops.c.
  *
- * Reductions (dot, the RMS norm's sum of squares, the softmax sum) keep 16
- * lane sums and add them with a fixed tree, so a given n always gives the
- * same bits. exp is a vector implementation (range reduction to
- * [-ln2/2, ln2/2] and a degree-7 polynomial, within 2 ulp of expf). */
+ * Only the kernels whose bits are the canonical ones (the scalar
+ * reference's, tensor_internal.h): element-wise ops, and per-column sums
+ * that keep one lane per column. The reductions along a row (dot, the RMS
+ * norm's sum of squares, the softmax sum) are AVX2's: 16 lanes would add
+ * in another order. exp is the vector implementation of ops_avx2.c's
+ * steps (range reduction to [-ln2/2, ln2/2], a degree-7 polynomial). */
 #include "panel_avx512.h"
 #include "x86.h"
 
@@ -49,15 +51,6 @@ static ALWAYS_INLINE __m512 exp_ps(__m512 x) {
     return _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
 }
 
-/* The sum of v's lanes by a fixed tree: lane l with l+8, then l+4, l+2,
- * l+1. */
-static ALWAYS_INLINE float sum_lanes(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
 /* 16 elements of a row from element i, as floats: F32 rows; F16 rows
  * converted exactly. The masked form zeroes the lanes outside mask.
  * Callers pass a constant type, so each inlined copy has one kind of load. */
@@ -86,27 +79,6 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
                                      _mm512_maskz_loadu_ps(mask, y + i));
         _mm512_mask_storeu_ps(y + i, mask, sum);
     }
-}
-
-/* Four running sums, 64 elements a round, then 16, then the masked tail,
- * added as (0+1) + (2+3), then the lane tree. */
-float tensor_dot_avx512(const float *a, const float *b, int n) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    int i = 0;
-    for (; i + 64 <= n; i += 64)
-#pragma GCC unroll 4 /* keeps the four sums in registers */
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
-                                     _mm512_loadu_ps(b + i + 16 * k), acc[k]);
-    for (; i + 16 <= n; i += 16)
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc[0]);
-    if (i < n) {
-        __mmask16 mask = tail_mask(n);
-        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i),
-                                 _mm512_maskz_loadu_ps(mask, b + i), acc[1]);
-    }
-    return sum_lanes(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
 /* Sixteen columns of a dimension-major block from offset at, as floats
@@ -271,29 +243,6 @@ void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {
     }
 }
 
-void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps) {
-    __m512 acc = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    __mmask16 mask = tail_mask(n);
-    if (i < n) {
-        __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    float scale = 1.0f / __builtin_sqrtf(_mm512_reduce_add_ps(acc) / (float)n + eps);
-    __m512 vs = _mm512_set1_ps(scale);
-    for (i = 0; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(weight + i),
-                                                _mm512_mul_ps(vs, _mm512_loadu_ps(x + i))));
-    if (i < n)
-        _mm512_mask_storeu_ps(out + i, mask,
-                              _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, weight + i),
-                                            _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(mask, x + i))));
-}
-
 /* The weights of 16 elements (tensor_exp_weights). */
 static ALWAYS_INLINE __m512 weights_of(__m512 x, __m512 shift, __m512 divisor, __m512 floor) {
     __mmask16 kept = _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ);
@@ -313,32 +262,6 @@ void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, f
             out + i, mask,
             weights_of(_mm512_maskz_loadu_ps(mask, x + i), vshift, vdivisor, vfloor));
     }
-}
-
-void tensor_softmax_avx512(float *x, int n) {
-    __mmask16 mask = tail_mask(n);
-    __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-    int i = 0;
-    for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
-    if (i < n) vmax = _mm512_mask_max_ps(vmax, mask, vmax, _mm512_maskz_loadu_ps(mask, x + i));
-    __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-    __m512 sum = _mm512_setzero_ps();
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), max));
-        _mm512_storeu_ps(x + i, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    if (i < n) {
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max));
-        _mm512_mask_storeu_ps(x + i, mask, e);
-        sum = _mm512_mask_add_ps(sum, mask, sum, e);
-    }
-    __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (i = 0; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inverse));
-    if (i < n)
-        _mm512_mask_storeu_ps(x + i, mask,
-                              _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inverse));
 }
 
 static ALWAYS_INLINE __m512 swiglu_ps(__m512 gate, __m512 up) {

@@ -6,8 +6,8 @@
  * multiplies the pair sums by the group scale and adds pairs again into 8
  * exact 32-bit lane sums per super-block. The lanes are converted and
  * multiplied by the super-block's float scale into 8 float sums, added with
- * a fixed tree at the end; so the result differs from the scalar
- * reference's (one float sum per super-block) by rounding only.
+ * a fixed tree at the end: the scalar reference (quants_k_low.c) takes
+ * the same steps, so the bits are the same.
  *
  * Q3_K takes its quants biased by 4 (low bits plus 4 times the high bit,
  * 0..7, unsigned as maddubs wants them) and subtracts 4 times each group's

@@ -8,8 +8,8 @@
  * are added by a fixed tree at the end. The fp16 scales of a block pair
  * are converted by one instruction (their scalar conversions, not the
  * multiply-adds, were what bounded a loop of one block at a time). Integer
- * parts are exact, so a result differs from the scalar reference
- * (quants_legacy.c) by float rounding only. */
+ * parts are exact, and the scalar reference (quants_legacy.c) takes the
+ * same float steps in the same order: the same bits. */
 #include "x86.h"
 
 #include <immintrin.h>

@@ -65,13 +65,9 @@ static const struct tensor_kernels avx2 = {
  * one would add in another order, and so give other bits. */
 static const struct tensor_kernels avx512 = {
     .isa = TENSOR_ISA_AVX512,
-    .quantize_x = tensor_quantize_x_avx512,
-    .rmsnorm = tensor_rmsnorm_avx512,
-    .softmax = tensor_softmax_avx512,
     .exp_weights = tensor_exp_weights_avx512,
     .swiglu = tensor_swiglu_avx512,
     .rope_turn_vectors = tensor_rope_turn_vectors_avx512,
-    .dot = tensor_dot_avx512,
     .axpy = tensor_axpy_avx512,
     .dot_columns = tensor_dot_columns_avx512,
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
@@ -79,8 +75,6 @@ static const struct tensor_kernels avx512 = {
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
     .types =
         {
-            [TENSOR_F32] = {.matmul = tensor_matmul_f32_avx512, .input = TENSOR_INPUT_FLOAT},
-            [TENSOR_F16] = {.matmul = tensor_matmul_f16_avx512, .input = TENSOR_INPUT_FLOAT},
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_avx512,
                              .input = TENSOR_INPUT_BLOCKS,
                              .input_offset = 128,
@@ -101,12 +95,9 @@ static const struct tensor_kernels avx512 = {
             [TENSOR_Q5_0] = ROW_DOT(q5_0, avx512),
             [TENSOR_Q5_1] = ROW_DOT(q5_1, avx512),
             [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, avx512),
-            [TENSOR_Q2_K] = ROW_DOT(q2_k, avx512),
-            [TENSOR_Q3_K] = ROW_DOT(q3_k, avx512),
             [TENSOR_Q4_K] = ROW_DOTS(q4_k, avx512),
             [TENSOR_Q5_K] = ROW_DOTS(q5_k, avx512),
             [TENSOR_Q6_K] = ROW_DOTS(q6_k, avx512),
-            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, avx512),
         },
 };
 

@@ -41,10 +41,6 @@ float tensor_row_dot_q4_1_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q5_0_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q5_1_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_iq4_nl_avx512(const void *w, const void *x, int n);
-/* AVX-512 row dots of Q2_K, Q3_K and IQ4_XS. */
-float tensor_row_dot_q2_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_q3_k_avx512(const void *w, const void *x, int n);
-float tensor_row_dot_iq4_xs_avx512(const void *w, const void *x, int n);
 
 /* AVX2 kernels (matmul_avx2.c, ops_avx2.c). */
 void tensor_matmul_f32_avx2(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -83,10 +79,6 @@ void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n);
 
 /* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
-void tensor_matmul_f32_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                              void *scratch);
-void tensor_matmul_f16_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
-                              void *scratch);
 void tensor_matmul_q8_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                void *scratch);
 void tensor_matmul_q4_0_avx512(const struct tensor_matmul_job *job, int row_begin, int row_end,
@@ -102,16 +94,11 @@ void tensor_matmul_q8_0_panels_avx512(const struct tensor_matmul_job *job, int r
                                       int row_end, void *scratch);
 void tensor_matmul_q8_0_panels_parts_avx512(const struct tensor_matmul_job *jobs, int n_parts,
                                             int row_begin, int row_end, void *scratch);
-void tensor_quantize_x_avx512(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
-                              int32_t offset);
-void tensor_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
-void tensor_softmax_avx512(float *x, int n);
 void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, float divisor,
                                float floor);
 void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines,
                                     const float *sines, enum tensor_rope_style style);
-float tensor_dot_avx512(const float *a, const float *b, int n);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
