@@ -104,7 +104,13 @@ static void apply_word(const char *word, struct cluster_host *host, struct clust
     else if (!strncmp(word, "limit=", 6))
         host->memory_limit = v * MIB;
     else if (!strncmp(word, "probed=", 7)) {
-        struct cluster_probe p = {"x", 2, v * MIB, v * MIB, "avx2", 0};
+        struct cluster_probe p = {.hostname = "x",
+                                  .cores = 2,
+                                  .memory_total = v * MIB,
+                                  .memory_available = v * MIB,
+                                  .isa = "avx2",
+                                  .arch = "x86_64",
+                                  .numerics = CLUSTER_NUMERICS};
         int lost = host->lost;
         cluster_host_update(host, &p);
         host->lost = lost;
