@@ -289,11 +289,31 @@ static void test_request_numerics(void) {
               "%s", why);
 }
 
+/* A placement's contract, and whether hosts may take its ranks (what a
+ * move checks before it leaves). */
+static void test_numerics_check(void) {
+    struct cluster_host hosts[3] = {{.name = "a", .slots = 2},
+                                    {.name = "b", .slots = 2, .numerics = "c1"},
+                                    {.name = "c", .slots = 2, .numerics = "c2"}};
+    struct cluster_placement p = {.tp = 2, .n_hosts = 2, .host = {0, 1}, .ranks = {1, 1}};
+    char why[256] = "";
+    CHECK(!strcmp(cluster_placement_numerics(hosts, &p), "c1")); /* a is unprobed */
+    p.n_hosts = 1;
+    CHECK(!strcmp(cluster_placement_numerics(hosts, &p), ""));
+    int to[2] = {0, 1};
+    CHECK(cluster_numerics_check(hosts, "c1", to, 2, why, sizeof(why)) == 0);
+    to[1] = 2;
+    CHECK(cluster_numerics_check(hosts, "c1", to, 2, why, sizeof(why)) == -1);
+    CHECK_MSG(!strcmp(why, "host c computes with numerics c2, not c1"), "%s", why);
+    CHECK(cluster_numerics_check(hosts, "", to, 2, why, sizeof(why)) == 0);
+}
+
 int main(void) {
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
     for (int i = 0; i < n_cases; i++) run_case(&cases[i]);
     test_deterministic();
     test_request_numerics();
+    test_numerics_check();
     printf("%d placement cases\n", n_cases);
     return test_status("test_cluster_place");
 }

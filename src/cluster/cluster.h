@@ -209,6 +209,17 @@ int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *
                   const struct cluster_request *request, struct cluster_placement *out, char *why,
                   size_t whylen);
 
+/* The numerics contract placement's ranks compute with: its first probed
+ * host's, "" while none is probed (cluster_place keeps an instance's hosts
+ * to one contract). */
+const char *cluster_placement_numerics(const struct cluster_host *hosts,
+                                       const struct cluster_placement *p);
+/* 0 if each of the n_to hosts (indices) computes with contract numerics
+ * ("": any) or is unprobed; else -1 with why naming the first that does
+ * not and both contracts. */
+int cluster_numerics_check(const struct cluster_host *hosts, const char *numerics, const int *to,
+                           int n_to, char *why, size_t whylen);
+
 /* ======================= spellings (spec.c) ======================= */
 
 /* "a+b" / "a:2+b:2" spelling of a placement (a host holding one rank is its

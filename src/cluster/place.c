@@ -357,3 +357,21 @@ int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *
     if (request->n_pinned > 0) return place_pinned(hosts, all, n_hosts, request, out, why, whylen);
     return place_contracts(hosts, all, n_hosts, request, out, why, whylen);
 }
+
+const char *cluster_placement_numerics(const struct cluster_host *hosts,
+                                       const struct cluster_placement *p) {
+    for (int k = 0; k < p->n_hosts; k++)
+        if (hosts[p->host[k]].numerics[0]) return hosts[p->host[k]].numerics;
+    return "";
+}
+
+int cluster_numerics_check(const struct cluster_host *hosts, const char *numerics, const int *to,
+                           int n_to, char *why, size_t whylen) {
+    for (int k = 0; k < n_to; k++)
+        if (!numerics_match(&hosts[to[k]], numerics)) {
+            snprintf(why, whylen, "host %s computes with numerics %s, not %s", hosts[to[k]].name,
+                     hosts[to[k]].numerics, numerics);
+            return -1;
+        }
+    return 0;
+}
