@@ -167,23 +167,39 @@ static void test_probe_local(void) {
     CHECK_MSG(cluster_probe_local(&p, err, sizeof(err)) == 0, "%s", err);
     CHECK(p.cores >= 1 && p.memory_total > 0);
     CHECK(p.memory_available >= 0 && p.memory_available <= p.memory_total);
-    CHECK(!strcmp(p.isa, "avx512") || !strcmp(p.isa, "avx2") || !strcmp(p.isa, "scalar"));
+    CHECK(p.isa[0] != '\0' && p.arch[0] != '\0' && strcmp(p.arch, CLUSTER_UNKNOWN) != 0);
+    CHECK(!strcmp(p.numerics, CLUSTER_NUMERICS));
+#if defined(__x86_64__)
+    CHECK_MSG(!strcmp(p.arch, "x86_64"), "arch %s", p.arch);
+#elif defined(__aarch64__)
+    CHECK_MSG(!strcmp(p.arch, "aarch64"), "arch %s", p.arch);
+#endif
     int n = cluster_probe_format(&p, line, sizeof(line));
     CHECK(n > 0 && (size_t)n == strlen(line) && !strchr(line, '\n'));
     CHECK_MSG(cluster_probe_parse(line, &back, err, sizeof(err)) == 0, "%s", err);
     CHECK(!strcmp(back.hostname, p.hostname) && back.cores == p.cores);
     CHECK(back.memory_total == p.memory_total && back.memory_available == p.memory_available);
     CHECK(p.load >= 0 && back.load >= p.load - 0.01 && back.load <= p.load + 0.01);
-    CHECK(!strcmp(back.isa, p.isa));
+    CHECK(!strcmp(back.isa, p.isa) && !strcmp(back.arch, p.arch));
+    CHECK(!strcmp(back.numerics, p.numerics));
     CHECK(cluster_probe_format(&p, line, 20) == -1); /* too small a buffer */
 }
 
 static void test_probe_exact(void) {
-    struct cluster_probe p = {"node1", 8, (int64_t)64 << 30, (int64_t)60 << 30, "avx2", 1.5}, back;
+    struct cluster_probe p = {.hostname = "node1",
+                              .cores = 8,
+                              .memory_total = (int64_t)64 << 30,
+                              .memory_available = (int64_t)60 << 30,
+                              .isa = "avx2",
+                              .load = 1.5,
+                              .arch = "x86_64",
+                              .numerics = "lockstep-canonical-1"},
+                         back;
     char line[512], err[256];
     CHECK(cluster_probe_format(&p, line, sizeof(line)) > 0);
     CHECK_MSG(!strcmp(line, "{\"hostname\":\"node1\",\"cores\":8,\"memory_total\":68719476736,"
-                            "\"memory_available\":64424509440,\"isa\":\"avx2\",\"load\":1.50}"),
+                            "\"memory_available\":64424509440,\"isa\":\"avx2\",\"load\":1.50,"
+                            "\"arch\":\"x86_64\",\"numerics\":\"lockstep-canonical-1\"}"),
               "%s", line);
     /* whitespace and another key order are still the same probe */
     CHECK(cluster_probe_parse(" {\"isa\":\"scalar\", \"cores\":1, \"hostname\":\"h\", "
@@ -191,6 +207,9 @@ static void test_probe_exact(void) {
                               &back, err, sizeof(err)) == 0);
     CHECK(back.cores == 1 && back.memory_total == 1 && !strcmp(back.isa, "scalar"));
     struct cluster_probe bad = p;
+    bad.numerics[0] = '\0';
+    CHECK(cluster_probe_format(&bad, line, sizeof(line)) == -1);
+    bad = p;
     bad.memory_available = bad.memory_total + 1;
     CHECK(cluster_probe_format(&bad, line, sizeof(line)) == -1);
 }
@@ -234,8 +253,29 @@ static void test_probe_malformed(void) {
          "\"isa\":\"avx2\"}",
          "probe: memory_available is out of range"},
         {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":50,"
-         "\"isa\":\"sse2\"}",
-         "probe: isa is out of range"},
+         "\"isa\":\"SSE2\"}",
+         "probe: isa 'SSE2' is not 1 to 15 characters of [a-z0-9_]"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"\"}",
+         "probe: isa '' is not 1 to 15 characters of [a-z0-9_]"},
+        {"{\"hostname\":\"a\",\"cores\":2,\"memory_total\":100,\"memory_available\":50,"
+         "\"isa\":\"avx512_vnni_bf16x\"}",
+         "probe: \"isa\" is not a string of at most 15 bytes"},
+        {"{\"hostname\":\"a\",\"arch\":\"x86-64\"," FIELDS_AFTER_HOST,
+         "probe: arch 'x86-64' is not 1 to 15 characters of [a-z0-9_]"},
+        {"{\"hostname\":\"a\",\"arch\":1," FIELDS_AFTER_HOST,
+         "probe: \"arch\" is not a string of at most 15 bytes"},
+        {"{\"hostname\":\"a\",\"numerics\":\"\"," FIELDS_AFTER_HOST,
+         "probe: numerics '' is not 1 to 31 characters of [a-z0-9._-]"},
+        {"{\"hostname\":\"a\",\"numerics\":\"Canonical 1\"," FIELDS_AFTER_HOST,
+         "probe: numerics 'Canonical 1' is not 1 to 31 characters of [a-z0-9._-]"},
+        {"{\"hostname\":\"a\",\"numerics\":\"lockstep-canonical-1-and-much-"
+         "more\"," FIELDS_AFTER_HOST,
+         "probe: \"numerics\" is not a string of at most 31 bytes"},
+        {"{\"hostname\":\"a\",\"numerics\":null," FIELDS_AFTER_HOST,
+         "probe: \"numerics\" is not a string of at most 31 bytes"},
+        {"{\"hostname\":\"a\",\"numerics\":\"x\",\"numerics\":\"x\"," FIELDS_AFTER_HOST,
+         "probe: duplicate key \"numerics\""},
         {"{\"hostname\":\"a\",\"load\":\"high\"," FIELDS_AFTER_HOST,
          "probe: \"load\" is not a number"},
         {"{\"hostname\":\"a\",\"load\":-1," FIELDS_AFTER_HOST, "probe: load is out of range"},
@@ -254,12 +294,70 @@ static void test_probe_malformed(void) {
     }
 }
 
+/* A probe from a build older than arch and numerics still parses: its host
+ * is CLUSTER_UNKNOWN for both, a contract that matches no build that names
+ * one. An ISA this build cannot name (another architecture's) is taken. */
+static void test_probe_older_and_foreign(void) {
+    struct cluster_probe p;
+    char err[256] = "";
+    CHECK_MSG(cluster_probe_parse("{\"hostname\":\"old\",\"cores\":2,\"memory_total\":100,"
+                                  "\"memory_available\":50,\"isa\":\"avx2\",\"load\":0.5}",
+                                  &p, err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK(!strcmp(p.arch, CLUSTER_UNKNOWN) && !strcmp(p.numerics, CLUSTER_UNKNOWN));
+    CHECK(strcmp(p.numerics, CLUSTER_NUMERICS) != 0);
+    CHECK_MSG(cluster_probe_parse("{\"hostname\":\"arm1\",\"cores\":64,\"memory_total\":100,"
+                                  "\"memory_available\":50,\"isa\":\"i8mm\",\"load\":0,"
+                                  "\"arch\":\"aarch64\",\"numerics\":\"lockstep-canonical-1\"}",
+                                  &p, err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK(!strcmp(p.isa, "i8mm") && !strcmp(p.arch, "aarch64"));
+    CHECK(!strcmp(p.numerics, CLUSTER_NUMERICS));
+    CHECK_MSG(cluster_probe_parse("{\"hostname\":\"r\",\"cores\":1,\"memory_total\":1,"
+                                  "\"memory_available\":1,\"isa\":\"rvv_1_0\","
+                                  "\"arch\":\"riscv64\",\"numerics\":\"other.contract_2\"}",
+                                  &p, err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK(!strcmp(p.isa, "rvv_1_0") && !strcmp(p.numerics, "other.contract_2"));
+}
+
+/* uname's machine names, as a probe reports them. */
+static void test_arch_normalize(void) {
+    static const char *const cases[][2] = {
+        {"x86_64", "x86_64"},
+        {"amd64", "x86_64"},
+        {"AMD64", "x86_64"},
+        {"aarch64", "aarch64"},
+        {"arm64", "aarch64"},
+        {"armv7l", "armv7l"},
+        {"ppc64le", "ppc64le"},
+        {"RISCV64", "riscv64"},
+        {"", CLUSTER_UNKNOWN},
+        {"i86pc x", CLUSTER_UNKNOWN},
+        {"a-much-too-long-machine", CLUSTER_UNKNOWN},
+    };
+    char out[CLUSTER_ARCH_MAX];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cluster_arch_normalize(cases[i][0], out, sizeof(out));
+        CHECK_MSG(!strcmp(out, cases[i][1]), "'%s': %s, expected %s", cases[i][0], out,
+                  cases[i][1]);
+    }
+}
+
 static void test_host_update(void) {
     struct cluster_host host = {.name = "a", .slots = 2};
-    struct cluster_probe p = {"a", 4, 1000, 600, "avx2", 0.25};
+    struct cluster_probe p = {.hostname = "a",
+                              .cores = 4,
+                              .memory_total = 1000,
+                              .memory_available = 600,
+                              .isa = "neon",
+                              .load = 0.25,
+                              .arch = "aarch64",
+                              .numerics = "lockstep-canonical-1"};
     cluster_host_update(&host, &p);
     CHECK(host.probed && !host.lost && host.cores == 4 && host.memory_total == 1000);
-    CHECK(host.memory_available == 600 && !strcmp(host.isa, "avx2") && host.slots == 2);
+    CHECK(host.memory_available == 600 && !strcmp(host.isa, "neon") && host.slots == 2);
+    CHECK(!strcmp(host.arch, "aarch64") && !strcmp(host.numerics, "lockstep-canonical-1"));
     cluster_host_update(&host, NULL);
     CHECK(host.lost && host.probed && host.memory_total == 1000); /* last figures kept */
     cluster_host_update(&host, &p);
@@ -345,6 +443,8 @@ int main(void) {
     test_probe_local();
     test_probe_exact();
     test_probe_malformed();
+    test_probe_older_and_foreign();
+    test_arch_normalize();
     test_host_update();
     test_probe_command();
     test_placement_format();

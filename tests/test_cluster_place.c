@@ -5,7 +5,8 @@
  * expected, spelt as cluster_placement_format spells it ("b:2+a"), or a
  * substring of the reason it is refused with. Every placement is also
  * checked against the rules it must keep whatever the case: tp ranks in
- * all, no host twice, none lost, drained or excluded, slots and memory respected. */
+ * all, no host twice, none lost, drained or excluded, slots and memory
+ * respected, one numerics contract. */
 #include "cluster/cluster.h"
 #include "testutil.h"
 
@@ -18,7 +19,8 @@ struct place_case {
     const char *what;
     /* hosts, '|' between them: NAME SLOTS, then any of limit=MIB (memory=),
      * probed=MIB (a probe's memory_total), used=SLOTS and used_mib=MIB (what is
-     * placed there), load=TOKENS, and the words lost, drained and excluded */
+     * placed there), load=TOKENS, arch=NAME and numerics=NAME (a probe's),
+     * and the words lost, drained and excluded */
     const char *hosts;
     int tp;
     int64_t mib_per_rank;
@@ -83,6 +85,40 @@ static const struct place_case cases[] = {
      "host a: 1 slots free, needs 2"},
     {"pinned hosts that do not divide tp", "a 4 | b 4", 3, 1, "a+b", NULL,
      "3 ranks do not divide evenly over 2 pinned hosts"},
+    {"mixed numerics, neither contract's hosts hold all", "a 2 numerics=c1 | b 2 numerics=c2", 4,
+     1, NULL, NULL,
+     "4 ranks fit on the hosts of no one numerics contract (ranks of one instance must compute "
+     "the same bits): c1: 4 ranks need 4 slots; 2 are free on 1 hosts / c2: 4 ranks need 4 "
+     "slots; 2 are free on 1 hosts"},
+    {"an older build's host (numerics unknown) does not join this build's",
+     "a 2 numerics=lockstep-canonical-1 | b 2 numerics=unknown", 3, 1, NULL, NULL,
+     "lockstep-canonical-1: 3 ranks need 3 slots; 2 are free on 1 hosts / unknown: 3 ranks"},
+    {"mixed numerics, one contract's hosts hold all",
+     "a 2 numerics=c1 | b 2 numerics=c2 load=1 | c 2 numerics=c2 load=1", 4, 1, NULL, "b:2+c:2",
+     NULL},
+    {"mixed arch, one numerics: shared", "a 2 arch=x86_64 numerics=c1 | b 2 arch=aarch64 numerics=c1",
+     4, 1, NULL, "a:2+b:2", NULL},
+    {"probed hosts of this build, x86 and arm", "a 2 probed=4096 | b 2 probed=4096 arch=aarch64", 4,
+     1024, NULL, "a:2+b:2", NULL},
+    {"an unprobed host joins any contract", "a 2 numerics=c1 | b 2 | c 2 numerics=c2 load=5", 4, 1,
+     NULL, "a:2+b:2", NULL},
+    {"the fewest hosts whatever the contract",
+     "a 2 numerics=c1 | b 2 numerics=c1 | c 4 numerics=c2 load=9", 4, 1, NULL, "c:4", NULL},
+    {"the least loaded leader across contracts", "a 4 numerics=c1 load=5 | b 4 numerics=c2 load=1",
+     2, 1, NULL, "b:2", NULL},
+    {"the contract seen first on a full tie", "a 4 numerics=c2 | b 4 numerics=c1", 2, 1, NULL,
+     "a:2", NULL},
+    {"a lost host's contract does not narrow", "a 2 numerics=c1 | b 2 numerics=c2 lost", 4, 1, NULL,
+     NULL, "4 ranks need 4 slots; 2 are free on 1 hosts; host b is lost"},
+    {"a contract whose hosts are full", "a 2 numerics=c1 used=2 | b 2 numerics=c2", 2, 1, NULL,
+     "b:2", NULL},
+    {"pinned hosts of two contracts", "a 4 numerics=c1 | b 4 numerics=c2", 2, 1, "a+b", NULL,
+     "host b computes with numerics c2, the instance's other ranks with c1: ranks of one instance "
+     "must compute the same bits"},
+    {"pinned hosts of two arches, one contract",
+     "a 4 arch=x86_64 numerics=c1 | b 4 arch=aarch64 numerics=c1", 2, 1, "b+a", "b+a", NULL},
+    {"pinned with an unprobed host between two contracts", "a 4 | b 4 numerics=c1 | c 4 numerics=c2",
+     3, 1, "a+b+c", NULL, "host c computes with numerics c2, the instance's other ranks with c1"},
     {"no ranks", "a 4", 0, 1, NULL, NULL, "0 ranks is out of range (1 to 64)"},
     {"more ranks than a runner has", "a 128", 65, 1, NULL, NULL,
      "65 ranks is out of range (1 to 64)"},
@@ -104,11 +140,21 @@ static void apply_word(const char *word, struct cluster_host *host, struct clust
     else if (!strncmp(word, "limit=", 6))
         host->memory_limit = v * MIB;
     else if (!strncmp(word, "probed=", 7)) {
-        struct cluster_probe p = {"x", 2, v * MIB, v * MIB, "avx2", 0};
+        struct cluster_probe p = {.hostname = "x",
+                                  .cores = 2,
+                                  .memory_total = v * MIB,
+                                  .memory_available = v * MIB,
+                                  .isa = "avx2",
+                                  .arch = "x86_64",
+                                  .numerics = CLUSTER_NUMERICS};
         int lost = host->lost;
         cluster_host_update(host, &p);
         host->lost = lost;
-    } else if (!strncmp(word, "used=", 5))
+    } else if (!strncmp(word, "arch=", 5))
+        snprintf(host->arch, sizeof(host->arch), "%s", eq + 1);
+    else if (!strncmp(word, "numerics=", 9))
+        snprintf(host->numerics, sizeof(host->numerics), "%s", eq + 1);
+    else if (!strncmp(word, "used=", 5))
         usage->slots_used = (int)v;
     else if (!strncmp(word, "used_mib=", 9))
         usage->memory_used = v * MIB;
@@ -150,6 +196,7 @@ static void check_rules(const struct place_case *c, const struct cluster_host *h
                         const struct cluster_usage *usage, const struct cluster_request *r,
                         const struct cluster_placement *p) {
     int total = 0, seen[CLUSTER_HOSTS_MAX] = {0};
+    const char *numerics = r->numerics;
     CHECK_MSG(p->tp == r->tp && p->n_hosts >= 1, "%s", c->what);
     for (int k = 0; k < p->n_hosts; k++) {
         int i = p->host[k];
@@ -158,6 +205,9 @@ static void check_rules(const struct place_case *c, const struct cluster_host *h
                       p->ranks[k] >= 1,
                   "%s", c->what);
         CHECK_MSG(usage[i].slots_used + p->ranks[k] <= hosts[i].slots, "%s: slots", c->what);
+        if (hosts[i].numerics[0] && !numerics[0]) numerics = hosts[i].numerics;
+        CHECK_MSG(!hosts[i].numerics[0] || !strcmp(hosts[i].numerics, numerics),
+                  "%s: numerics %s and %s", c->what, numerics, hosts[i].numerics);
         int64_t memory = hosts[i].memory_limit ? hosts[i].memory_limit : hosts[i].memory_total;
         if (memory)
             CHECK_MSG(usage[i].memory_used + p->ranks[k] * r->bytes_per_rank <= memory,
@@ -208,10 +258,62 @@ static void test_deterministic(void) {
     CHECK_MSG(strstr(why, "pinned host index 7 is not one of the 3 hosts"), "%s", why);
 }
 
+/* A request that names its contract (a move keeps its instance's): only
+ * hosts of it (or unprobed ones), and a refusal names it. */
+static void test_request_numerics(void) {
+    struct cluster_host hosts[3] = {{.name = "a", .slots = 2, .numerics = "c1"},
+                                    {.name = "b", .slots = 2, .numerics = "c2"},
+                                    {.name = "c", .slots = 2}};
+    struct cluster_usage usage[3] = {{.load = 0}, {.load = 5}, {.load = 9}};
+    struct cluster_request r = {.tp = 2, .numerics = "c2"};
+    struct cluster_placement p;
+    char why[512] = "", text[64] = "";
+    CHECK_MSG(cluster_place(hosts, usage, 3, &r, &p, why, sizeof(why)) == 0, "%s", why);
+    cluster_placement_format(hosts, &p, text, sizeof(text));
+    CHECK_MSG(!strcmp(text, "b:2"), "placed %s", text);
+    r.tp = 4; /* b and the unprobed c */
+    CHECK_MSG(cluster_place(hosts, usage, 3, &r, &p, why, sizeof(why)) == 0, "%s", why);
+    cluster_placement_format(hosts, &p, text, sizeof(text));
+    CHECK_MSG(!strcmp(text, "b:2+c:2"), "placed %s", text);
+    snprintf(r.numerics, sizeof(r.numerics), "c3");
+    r.tp = 3;
+    CHECK(cluster_place(hosts, usage, 3, &r, &p, why, sizeof(why)) == -1);
+    CHECK_MSG(strstr(why, "on the hosts of numerics c3 (ranks of one instance must compute the "
+                          "same bits): 3 ranks need 3 slots; 2 are free on 1 hosts"),
+              "%s", why);
+    r.n_pinned = 1;
+    r.pinned[0] = 0;
+    r.tp = 2;
+    CHECK(cluster_place(hosts, usage, 3, &r, &p, why, sizeof(why)) == -1);
+    CHECK_MSG(strstr(why, "host a computes with numerics c1, the instance's other ranks with c3"),
+              "%s", why);
+}
+
+/* A placement's contract, and whether hosts may take its ranks (what a
+ * move checks before it leaves). */
+static void test_numerics_check(void) {
+    struct cluster_host hosts[3] = {{.name = "a", .slots = 2},
+                                    {.name = "b", .slots = 2, .numerics = "c1"},
+                                    {.name = "c", .slots = 2, .numerics = "c2"}};
+    struct cluster_placement p = {.tp = 2, .n_hosts = 2, .host = {0, 1}, .ranks = {1, 1}};
+    char why[256] = "";
+    CHECK(!strcmp(cluster_placement_numerics(hosts, &p), "c1")); /* a is unprobed */
+    p.n_hosts = 1;
+    CHECK(!strcmp(cluster_placement_numerics(hosts, &p), ""));
+    int to[2] = {0, 1};
+    CHECK(cluster_numerics_check(hosts, "c1", to, 2, why, sizeof(why)) == 0);
+    to[1] = 2;
+    CHECK(cluster_numerics_check(hosts, "c1", to, 2, why, sizeof(why)) == -1);
+    CHECK_MSG(!strcmp(why, "host c computes with numerics c2, not c1"), "%s", why);
+    CHECK(cluster_numerics_check(hosts, "", to, 2, why, sizeof(why)) == 0);
+}
+
 int main(void) {
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
     for (int i = 0; i < n_cases; i++) run_case(&cases[i]);
     test_deterministic();
+    test_request_numerics();
+    test_numerics_check();
     printf("%d placement cases\n", n_cases);
     return test_status("test_cluster_place");
 }

@@ -10,7 +10,8 @@
  *     key (401 without, 403 with the inference key); unknown ids are 404,
  *     bad bodies 400, a degree the model cannot take 400 with the reason,
  *     a placement that does not fit 409 naming the host;
- *   - GET /v1/cluster shows the hosts and the instance --place pinned;
+ *   - GET /v1/cluster shows the hosts (this machine's arch and numerics
+ *     among what its probe found) and the instance --place pinned;
  *   - a live move while 6 streams run (the runner slowed down so that they
  *     are mid-way): tp 2 on localhost to tp 1 on 127.0.0.2, then to tp 2
  *     across localhost and 127.0.0.2 (mpirun): every stream ends with
@@ -25,6 +26,7 @@
  *     tokens), and deleting the first while streams run hands them to the
  *     replica: the same texts, and one instance is left.
  * ctest-labels: concurrency */
+#include "cluster/cluster.h"
 #include "cluster_client.h"
 #include "testutil.h"
 
@@ -141,6 +143,14 @@ static void test_shows_cluster(void) {
     cJSON *host = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "hosts"), 0);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(host, "slots_used")) == 2);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(host, "cores")) >= 1);
+    /* this machine, probed in-process: its arch and this build's numerics */
+    const char *arch = cJSON_GetStringValue(cJSON_GetObjectItem(host, "arch"));
+    const char *numerics = cJSON_GetStringValue(cJSON_GetObjectItem(host, "numerics"));
+    const char *isa = cJSON_GetStringValue(cJSON_GetObjectItem(host, "isa"));
+    CHECK_MSG(arch && arch[0] && strcmp(arch, CLUSTER_UNKNOWN) != 0, "arch %s", arch ? arch : "-");
+    CHECK_MSG(numerics && !strcmp(numerics, CLUSTER_NUMERICS), "numerics %s",
+              numerics ? numerics : "-");
+    CHECK(isa && isa[0]);
     cJSON_Delete(c);
 }
 

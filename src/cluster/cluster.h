@@ -24,7 +24,21 @@ struct model;
 #define CLUSTER_HOST_NAME_MAX 64
 #define CLUSTER_HOSTS_MAX     64
 #define CLUSTER_RANKS_MAX     64 /* RUNNER_RANKS_MAX (static-asserted in place.c) */
-#define CLUSTER_ISA_MAX       16
+#define CLUSTER_ISA_MAX       16 /* an ISA name: [a-z0-9_]{1,15} */
+#define CLUSTER_ARCH_MAX      16 /* an architecture: [a-z0-9_]{1,15} */
+#define CLUSTER_NUMERICS_MAX  32 /* a numerics contract: [a-z0-9._-]{1,31} */
+
+/* The numerics contract of this build: the name of the one reduction order
+ * every tensor kernel of every instruction set follows (src/tensor), so
+ * that hosts reporting the same name compute the same float bits whatever
+ * their architecture or ISA, and the ranks of an instance (or a request
+ * moved between placements) may be spread over them without changing a
+ * token (DESIGN.md I5, I8). It must change whenever any kernel's float
+ * order changes; this is the only place that spells it. */
+#define CLUSTER_NUMERICS "lockstep-canonical-1"
+/* What a probe from a build older than the field reports as its numerics
+ * (and arch): such hosts share instances only with each other. */
+#define CLUSTER_UNKNOWN "unknown"
 
 /* ======================= hosts (hostfile.c) ======================= */
 
@@ -37,13 +51,16 @@ struct cluster_host {
     int local;                        /* 1: this machine (localhost, 127.x, or gethostname()) */
     int drained; /* 1: cordoned (POST /admin/hosts/NAME/drain): nothing is placed here */
     /* learnt by probing */
-    int probed;                /* 1: a probe answered at least once */
-    int lost;                  /* 1: the latest probe failed (unreachable) */
-    int cores;                 /* online CPUs */
-    int64_t memory_total;      /* bytes (MemTotal) */
-    int64_t memory_available;  /* bytes (MemAvailable) */
-    double load;               /* the 1-minute load average the latest probe read */
-    char isa[CLUSTER_ISA_MAX]; /* "avx512", "avx2" or "scalar" as the tensor module names them */
+    int probed;                  /* 1: a probe answered at least once */
+    int lost;                    /* 1: the latest probe failed (unreachable) */
+    int cores;                   /* online CPUs */
+    int64_t memory_total;        /* bytes (MemTotal) */
+    int64_t memory_available;    /* bytes (MemAvailable) */
+    double load;                 /* the 1-minute load average the latest probe read */
+    char isa[CLUSTER_ISA_MAX];   /* the instruction set a runner there uses ("avx2", "neon") */
+    char arch[CLUSTER_ARCH_MAX]; /* its machine, "x86_64" or "aarch64" ("": unprobed) */
+    char numerics[CLUSTER_NUMERICS_MAX]; /* its build's CLUSTER_NUMERICS ("": unprobed, which
+                                            placement takes as matching any) */
 };
 
 /* Parses an Open MPI hostfile: one host per line, `NAME [slots=N] [max_slots=N]
@@ -75,23 +92,36 @@ void cluster_size_format(int64_t bytes, char *out, size_t size);
 
 /* What a probe reports about the machine it runs on. */
 struct cluster_probe {
-    char hostname[CLUSTER_HOST_NAME_MAX];
-    int cores;
-    int64_t memory_total, memory_available;
-    char isa[CLUSTER_ISA_MAX];
+    char hostname[CLUSTER_HOST_NAME_MAX];   /* gethostname() there */
+    int cores;                              /* online CPUs */
+    int64_t memory_total, memory_available; /* bytes (MemTotal, MemAvailable) */
+    char isa[CLUSTER_ISA_MAX];              /* the instruction set a runner there uses */
     double load; /* the 1-minute load average (/proc/loadavg): runnable threads, not cores */
+    char arch[CLUSTER_ARCH_MAX];         /* uname's machine, normalized (cluster_arch_normalize) */
+    char numerics[CLUSTER_NUMERICS_MAX]; /* the build's CLUSTER_NUMERICS */
 };
 
 /* Probes this machine: online CPUs (sysconf), MemTotal and MemAvailable
- * (/proc/meminfo), and the instruction set a runner here would use (the
- * tensor module's best, capped by LOCKSTEP_ISA). */
+ * (/proc/meminfo), the instruction set a runner here would use (the
+ * tensor module's best, capped by LOCKSTEP_ISA), uname's machine and this
+ * build's CLUSTER_NUMERICS. */
 int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen);
+/* uname's machine as a probe reports it: "x86_64" for x86_64 and amd64,
+ * "aarch64" for aarch64 and arm64, any other name lowercased as it is, and
+ * CLUSTER_UNKNOWN for one that is not [a-z0-9_]{1,15} once lowercased. */
+void cluster_arch_normalize(const char *machine, char *out, size_t size);
 /* One line of JSON (no newline), {"hostname":..,"cores":..,"memory_total":..,
- * "memory_available":..,"isa":..}; its length, or -1 if it does not fit in
- * size bytes or a field is out of range. */
+ * "memory_available":..,"isa":..,"load":..,"arch":..,"numerics":..}; its
+ * length, or -1 if it does not fit in size bytes or a field is out of
+ * range. */
 int cluster_probe_format(const struct cluster_probe *p, char *out, size_t size);
-/* The line back; every field is required and validated, other keys are
- * refused. */
+/* The line back; every field is validated and other keys are refused.
+ * hostname, cores, memory_total, memory_available and isa are required;
+ * what older builds did not send may be missing: load (0), arch and
+ * numerics (CLUSTER_UNKNOWN, so an older build's host never shares an
+ * instance with this build's). isa may be any [a-z0-9_]{1,15}: the host
+ * may be of an architecture whose instruction sets this build does not
+ * know. */
 int cluster_probe_parse(const char *line, struct cluster_probe *out, char *err, size_t errlen);
 /* Records a probe's answer (or a failed probe: p NULL marks the host lost). */
 void cluster_host_update(struct cluster_host *host, const struct cluster_probe *p);
@@ -136,12 +166,14 @@ struct cluster_usage {
 
 /* What to place. */
 struct cluster_request {
-    int tp;                         /* ranks */
-    int64_t bytes_per_rank;         /* cluster_need.total_bytes at tp */
-    int n_pinned;                   /* > 0: only these hosts, every one used (hosts:a+b) */
-    int pinned[CLUSTER_HOSTS_MAX];  /* host indices */
-    int exclude[CLUSTER_HOSTS_MAX]; /* host index -> 1: never (e.g. the instance being moved
-                                       off it, or a host being drained) -- n_hosts entries */
+    int tp;                              /* ranks */
+    int64_t bytes_per_rank;              /* cluster_need.total_bytes at tp */
+    int n_pinned;                        /* > 0: only these hosts, every one used (hosts:a+b) */
+    int pinned[CLUSTER_HOSTS_MAX];       /* host indices */
+    int exclude[CLUSTER_HOSTS_MAX];      /* host index -> 1: never (e.g. the instance being moved
+                                            off it, or a host being drained) -- n_hosts entries */
+    char numerics[CLUSTER_NUMERICS_MAX]; /* "": any one contract; else only hosts of this one
+                                            (a move keeps its instance's) */
 };
 
 /* Where an instance's ranks go: ranks [first, first + ranks[k]) on host[k],
@@ -162,14 +194,31 @@ struct cluster_placement {
  * (load, then fewest slots used, then hostfile order, so it is
  * deterministic). Ranks on one host stay together, and the ranks are spread
  * as evenly as the chosen hosts allow (the less loaded host takes the extra
- * one). Pinned hosts: every pinned host gets tp / n_pinned ranks (tp must
- * divide evenly), each must fit, else refused. 0 with *out, or -1 with a
+ * one). All the ranks go to hosts of one numerics contract (an unprobed
+ * host, numerics "", matches any): when the open hosts report several, the
+ * policy places within each contract's hosts and keeps the placement on the
+ * fewest hosts, then the one whose leader is least loaded, then the
+ * contract seen first in the hostfile; when none fits, the refusal names
+ * every contract. Pinned hosts: every pinned host gets tp / n_pinned ranks
+ * (tp must divide evenly), each must fit and all must share one contract
+ * (request->numerics when given), else refused. 0 with *out, or -1 with a
  * reason naming the host and the shortfall ("host b: 1.2 GiB free, needs
  * 2.0 GiB per rank" / "host c is lost" / "4 ranks need 4 slots; 3 are free on
  * 3 hosts"). */
 int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *usage, int n_hosts,
                   const struct cluster_request *request, struct cluster_placement *out, char *why,
                   size_t whylen);
+
+/* The numerics contract placement's ranks compute with: its first probed
+ * host's, "" while none is probed (cluster_place keeps an instance's hosts
+ * to one contract). */
+const char *cluster_placement_numerics(const struct cluster_host *hosts,
+                                       const struct cluster_placement *p);
+/* 0 if each of the n_to hosts (indices) computes with contract numerics
+ * ("": any) or is unprobed; else -1 with why naming the first that does
+ * not and both contracts. */
+int cluster_numerics_check(const struct cluster_host *hosts, const char *numerics, const int *to,
+                           int n_to, char *why, size_t whylen);
 
 /* ======================= spellings (spec.c) ======================= */
 

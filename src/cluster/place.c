@@ -7,7 +7,13 @@
  * to every step. Among placements on as many hosts, the least loaded hosts
  * win, in an order fixed by load, then slots used, then the hostfile, so
  * the same state always gives the same answer. A refusal says which host
- * stopped it and by how much. */
+ * stopped it and by how much.
+ *
+ * The ranks of one instance exchange partial sums every step, and a request
+ * moved between placements resumes from its tokens: both give the tokens
+ * they would alone only if every rank computes the same float bits, so an
+ * instance's hosts share one numerics contract (CLUSTER_NUMERICS), whatever
+ * their architecture. */
 #include "cluster_internal.h"
 #include "protocol/protocol.h"
 
@@ -94,19 +100,29 @@ static int best_sum(const struct candidate *c, int n, int from, int count) {
     return sum;
 }
 
+/* 1 if host may hold ranks computing with contract numerics ("": any).
+ * An unprobed host's contract is not known yet and counts as matching, as
+ * its unknown memory counts as fitting: the gateway places its first
+ * instances before the other machines' probes answer. */
+static int numerics_match(const struct cluster_host *host, const char *numerics) {
+    return !numerics[0] || !host->numerics[0] || !strcmp(host->numerics, numerics);
+}
+
 /* 1 if host i may take ranks of r: not lost, drained or excluded. */
 static int open_host(const struct cluster_host *host, const struct cluster_request *r, int i) {
     return !host->lost && !host->drained && !r->exclude[i];
 }
 
-/* Why the hosts cannot take tp ranks of bytes_per_rank, host by host. */
+/* Why the hosts of contract numerics ("": all) cannot take tp ranks of
+ * bytes_per_rank, host by host, appended at *used. */
 static void explain_shortfall(const struct cluster_host *hosts, const struct candidate *all,
-                              int n_hosts, const struct cluster_request *r, char *why,
-                              size_t whylen) {
+                              int n_hosts, const struct cluster_request *r, const char *numerics,
+                              char *why, size_t whylen, size_t *at) {
     int free_slots = 0, open_hosts = 0;
-    size_t used = 0;
+    size_t used = *at;
     for (int i = 0; i < n_hosts; i++)
-        if (open_host(&hosts[i], r, i) && all[i].free_slots > 0) {
+        if (open_host(&hosts[i], r, i) && numerics_match(&hosts[i], numerics) &&
+            all[i].free_slots > 0) {
             free_slots += all[i].free_slots;
             open_hosts++;
         }
@@ -119,6 +135,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
         append(why, whylen, &used, "%d ranks of %s do not fit", r->tp, per_rank);
     for (int i = 0; i < n_hosts; i++) {
         const struct candidate *c = &all[i];
+        if (!numerics_match(&hosts[i], numerics)) continue;
         cluster_size_format(c->free_memory, free_memory, sizeof(free_memory));
         if (hosts[i].lost)
             append(why, whylen, &used, "; host %s is lost", hosts[i].name);
@@ -133,6 +150,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
             append(why, whylen, &used, "; host %s: %s free holds %d of %s", hosts[i].name,
                    free_memory, c->capacity, per_rank);
     }
+    *at = used;
 }
 
 /* Gives out tp ranks over the chosen hosts one at a time in turn, so they
@@ -154,21 +172,20 @@ static void spread_ranks(const struct candidate *chosen, int k, int tp,
             }
 }
 
-/* The policy's own choice (nothing pinned). */
+/* The policy's own choice (nothing pinned) among the hosts of contract
+ * numerics ("": any); -1 if they cannot take the ranks (why: explain_shortfall). */
 static int place_free(const struct cluster_host *hosts, const struct candidate *all, int n_hosts,
-                      const struct cluster_request *r, struct cluster_placement *out, char *why,
-                      size_t whylen) {
+                      const struct cluster_request *r, const char *numerics,
+                      struct cluster_placement *out) {
     struct candidate c[CLUSTER_HOSTS_MAX], chosen[CLUSTER_HOSTS_MAX];
     int n = 0, total = 0;
     for (int i = 0; i < n_hosts; i++)
-        if (open_host(&hosts[i], r, i) && all[i].capacity > 0) {
+        if (open_host(&hosts[i], r, i) && numerics_match(&hosts[i], numerics) &&
+            all[i].capacity > 0) {
             c[n++] = all[i];
             total += all[i].capacity;
         }
-    if (total < r->tp) {
-        explain_shortfall(hosts, all, n_hosts, r, why, whylen);
-        return -1;
-    }
+    if (total < r->tp) return -1;
     sort_by_load(c, n);
     int k = 1;
     while (best_sum(c, n, 0, k) < r->tp) k++;
@@ -192,6 +209,7 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
                         size_t whylen) {
     struct candidate chosen[CLUSTER_HOSTS_MAX];
     int per = r->tp / r->n_pinned, seen[CLUSTER_HOSTS_MAX] = {0};
+    const char *numerics = r->numerics; /* the contract every pinned host must share */
     char per_rank[32], free_memory[32];
     cluster_size_format(r->bytes_per_rank, per_rank, sizeof(per_rank));
     if (r->tp % r->n_pinned) {
@@ -216,6 +234,11 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
             snprintf(why, whylen, "host %s is drained (POST /admin/hosts/%s/undrain)", name, name);
         else if (r->exclude[i])
             snprintf(why, whylen, "host %s is excluded", name);
+        else if (!numerics_match(&hosts[i], numerics))
+            snprintf(why, whylen,
+                     "host %s computes with numerics %s, the instance's other ranks with %s: "
+                     "ranks of one instance must compute the same bits",
+                     name, hosts[i].numerics, numerics);
         else if (c->free_slots < per)
             snprintf(why, whylen, "host %s: %d slots free, needs %d", name, c->free_slots, per);
         else if (c->capacity < per)
@@ -224,12 +247,91 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
         else {
             chosen[j] = *c;
             chosen[j].capacity = per;
+            if (!numerics[0]) numerics = hosts[i].numerics; /* "" while unprobed */
             continue;
         }
         return -1;
     }
     spread_ranks(chosen, r->n_pinned, r->tp, out);
     return 0;
+}
+
+/* The contracts of the probed hosts r may use, each once in hostfile
+ * order (only r->numerics when it names one); how many. */
+static int contracts_of(const struct cluster_host *hosts, int n_hosts,
+                        const struct cluster_request *r, const char **out) {
+    int n = 0;
+    if (r->numerics[0]) {
+        out[0] = r->numerics;
+        return 1;
+    }
+    for (int i = 0; i < n_hosts; i++) {
+        if (!open_host(&hosts[i], r, i) || !hosts[i].numerics[0]) continue;
+        int k = 0;
+        while (k < n && strcmp(out[k], hosts[i].numerics) != 0) k++;
+        if (k == n) out[n++] = hosts[i].numerics;
+    }
+    return n;
+}
+
+/* 1 if some open host is of a contract other than numerics: the contract
+ * then narrowed the choice, and a refusal says so. */
+static int contract_narrowed(const struct cluster_host *hosts, int n_hosts,
+                             const struct cluster_request *r, const char *numerics) {
+    for (int i = 0; i < n_hosts; i++)
+        if (open_host(&hosts[i], r, i) && !numerics_match(&hosts[i], numerics)) return 1;
+    return 0;
+}
+
+/* Why no contract's hosts take the ranks: each contract, with its hosts'
+ * shortfall. */
+static void explain_contracts(const struct cluster_host *hosts, const struct candidate *all,
+                              int n_hosts, const struct cluster_request *r, const char **contract,
+                              int n_contracts, char *why, size_t whylen) {
+    size_t used = 0;
+    int narrowed = n_contracts == 1 && contract_narrowed(hosts, n_hosts, r, contract[0]);
+    if (n_contracts == 1 && !narrowed) n_contracts = 0; /* one contract: every host, as ever */
+    if (n_contracts > 1)
+        append(why, whylen, &used,
+               "%d ranks fit on the hosts of no one numerics contract (ranks of one instance "
+               "must compute the same bits): ",
+               r->tp);
+    else if (narrowed)
+        append(why, whylen, &used,
+               "on the hosts of numerics %s (ranks of one instance must compute the same bits): ",
+               contract[0]);
+    for (int k = 0; k < n_contracts; k++) {
+        if (n_contracts > 1) append(why, whylen, &used, "%s%s: ", k ? " / " : "", contract[k]);
+        explain_shortfall(hosts, all, n_hosts, r, contract[k], why, whylen, &used);
+    }
+    if (n_contracts == 0) explain_shortfall(hosts, all, n_hosts, r, "", why, whylen, &used);
+}
+
+/* 1 if placement a goes before b: fewer hosts, then a less loaded leader. */
+static int better_placement(const struct cluster_placement *a, const struct cluster_placement *b,
+                            const struct candidate *all) {
+    if (a->n_hosts != b->n_hosts) return a->n_hosts < b->n_hosts;
+    return less_loaded(&all[a->host[0]], &all[b->host[0]]);
+}
+
+/* The policy's choice within each contract's hosts, the best of them
+ * (better_placement; the contract seen first on a tie). */
+static int place_contracts(const struct cluster_host *hosts, const struct candidate *all,
+                           int n_hosts, const struct cluster_request *r,
+                           struct cluster_placement *out, char *why, size_t whylen) {
+    const char *contract[CLUSTER_HOSTS_MAX];
+    int n_contracts = contracts_of(hosts, n_hosts, r, contract), found = 0;
+    struct cluster_placement tried;
+    if (n_contracts == 0) contract[n_contracts++] = ""; /* no host probed yet: any */
+    for (int k = 0; k < n_contracts; k++) {
+        if (place_free(hosts, all, n_hosts, r, contract[k], &tried)) continue;
+        if (!found || better_placement(&tried, out, all)) *out = tried;
+        found = 1;
+    }
+    if (found) return 0;
+    memset(out, 0, sizeof(*out));
+    explain_contracts(hosts, all, n_hosts, r, contract, n_contracts, why, whylen);
+    return -1;
 }
 
 int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *usage, int n_hosts,
@@ -253,5 +355,23 @@ int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *
     for (int i = 0; i < n_hosts; i++)
         all[i] = candidate_of(hosts, usage, i, request->bytes_per_rank);
     if (request->n_pinned > 0) return place_pinned(hosts, all, n_hosts, request, out, why, whylen);
-    return place_free(hosts, all, n_hosts, request, out, why, whylen);
+    return place_contracts(hosts, all, n_hosts, request, out, why, whylen);
+}
+
+const char *cluster_placement_numerics(const struct cluster_host *hosts,
+                                       const struct cluster_placement *p) {
+    for (int k = 0; k < p->n_hosts; k++)
+        if (hosts[p->host[k]].numerics[0]) return hosts[p->host[k]].numerics;
+    return "";
+}
+
+int cluster_numerics_check(const struct cluster_host *hosts, const char *numerics, const int *to,
+                           int n_to, char *why, size_t whylen) {
+    for (int k = 0; k < n_to; k++)
+        if (!numerics_match(&hosts[to[k]], numerics)) {
+            snprintf(why, whylen, "host %s computes with numerics %s, not %s", hosts[to[k]].name,
+                     hosts[to[k]].numerics, numerics);
+            return -1;
+        }
+    return 0;
 }

@@ -9,9 +9,11 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #define PROBE_CORES_MAX  (1 << 16)
@@ -64,6 +66,10 @@ int cluster_probe_local(struct cluster_probe *out, char *err, size_t errlen) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores >= 1 && cores <= PROBE_CORES_MAX ? (int)cores : 1;
     snprintf(out->isa, sizeof(out->isa), "%s", tensor_isa_name(tensor_isa_current()));
+    struct utsname machine;
+    cluster_arch_normalize(uname(&machine) == 0 ? machine.machine : "", out->arch,
+                           sizeof(out->arch));
+    snprintf(out->numerics, sizeof(out->numerics), "%s", CLUSTER_NUMERICS);
     FILE *f = fopen("/proc/loadavg", "r");
     if (!f || fscanf(f, "%lf", &out->load) != 1 || !(out->load >= 0)) out->load = 0;
     if (f) fclose(f);
@@ -78,9 +84,58 @@ static int printable_prefix(const char *s, int max) {
     return n;
 }
 
-/* 1 if isa is one the tensor module names. */
-static int isa_known(const char *isa) {
-    return tensor_isa_parse(isa) >= 0;
+/* 1 if s is 1 to size - 1 bytes of [a-z0-9_] or of the characters in
+ * extra. A word of this charset needs no JSON escaping and cannot smuggle
+ * anything into a log line or the dashboard. The ISA is checked this way
+ * rather than against the tensor module's enum because the host may be of
+ * another architecture, whose instruction sets this build cannot name. */
+static int probe_word_valid(const char *s, size_t size, const char *extra) {
+    size_t n = strnlen(s, size);
+    if (n == 0 || n == size) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || strchr(extra, c)))
+            return 0;
+    }
+    return 1;
+}
+
+void cluster_arch_normalize(const char *machine, char *out, size_t size) {
+    char lower[CLUSTER_ARCH_MAX] = "";
+    size_t n = strlen(machine);
+    for (size_t i = 0; i < n && i < sizeof(lower) - 1; i++)
+        lower[i] =
+            machine[i] >= 'A' && machine[i] <= 'Z' ? (char)(machine[i] - 'A' + 'a') : machine[i];
+    /* the BSDs and macOS say amd64 and arm64 for what Linux calls these */
+    const char *name = !strcmp(lower, "amd64")   ? "x86_64"
+                       : !strcmp(lower, "arm64") ? "aarch64"
+                       : n < sizeof(lower) && probe_word_valid(lower, sizeof(lower), "")
+                           ? lower
+                           : CLUSTER_UNKNOWN;
+    snprintf(out, size, "%s", name);
+}
+
+/* 0 if the words of p (isa, arch, numerics) are of their charset and
+ * length, else -1 naming the field and quoting what it holds. */
+static int probe_words_check(const struct cluster_probe *p, char *err, size_t errlen) {
+    static const struct {
+        const char *key, *extra, *charset;
+        size_t offset, size;
+    } words[] = {
+        {"isa", "", "a-z0-9_", offsetof(struct cluster_probe, isa), CLUSTER_ISA_MAX},
+        {"arch", "", "a-z0-9_", offsetof(struct cluster_probe, arch), CLUSTER_ARCH_MAX},
+        {"numerics", ".-", "a-z0-9._-", offsetof(struct cluster_probe, numerics),
+         CLUSTER_NUMERICS_MAX},
+    };
+    for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++) {
+        const char *word = (const char *)p + words[k].offset;
+        if (probe_word_valid(word, words[k].size, words[k].extra)) continue;
+        snprintf(err, errlen, "probe: %s '%.*s' is not 1 to %zu characters of [%s]", words[k].key,
+                 printable_prefix(word, (int)strnlen(word, words[k].size)), word, words[k].size - 1,
+                 words[k].charset);
+        return -1;
+    }
+    return 0;
 }
 
 /* 0 if p's fields are what a probe can report, else -1 naming the field. */
@@ -94,24 +149,23 @@ static int probe_check(const struct cluster_probe *p, char *err, size_t errlen) 
         bad = "memory_total";
     else if (p->memory_available < 0 || p->memory_available > p->memory_total)
         bad = "memory_available";
-    else if (!isa_known(p->isa))
-        bad = "isa";
     else if (!(p->load >= 0 && p->load <= PROBE_LOAD_MAX))
         bad = "load";
-    if (!bad) return 0;
+    if (!bad) return probe_words_check(p, err, errlen);
     snprintf(err, errlen, "probe: %s is out of range", bad);
     return -1;
 }
 
 int cluster_probe_format(const struct cluster_probe *p, char *out, size_t size) {
-    char err[64];
+    char err[128];
     if (probe_check(p, err, sizeof(err))) return -1;
-    /* host names and ISA names need no JSON escaping (probe_check) */
+    /* host names, ISA, arch and numerics names need no JSON escaping (probe_check) */
     int n = snprintf(out, size,
                      "{\"hostname\":\"%s\",\"cores\":%d,\"memory_total\":%lld,"
-                     "\"memory_available\":%lld,\"isa\":\"%s\",\"load\":%.2f}",
+                     "\"memory_available\":%lld,\"isa\":\"%s\",\"load\":%.2f,"
+                     "\"arch\":\"%s\",\"numerics\":\"%s\"}",
                      p->hostname, p->cores, (long long)p->memory_total,
-                     (long long)p->memory_available, p->isa, p->load);
+                     (long long)p->memory_available, p->isa, p->load, p->arch, p->numerics);
     return n >= 0 && (size_t)n < size ? n : -1;
 }
 
@@ -139,35 +193,63 @@ static int probe_string(const cJSON *item, const char *key, char *out, size_t si
     return 0;
 }
 
-/* The fields of the object into out; unknown keys and missing ones refused
- * ("load", which older probes did not send, may be missing: 0). */
-static int probe_fields(const cJSON *root, struct cluster_probe *out, char *err, size_t errlen) {
-    static const char *const keys[] = {"hostname",         "cores", "memory_total",
-                                       "memory_available", "isa",   "load"};
-    enum { N_KEYS = 6, N_REQUIRED = 5 };
-    int64_t cores = 0;
-    int seen[N_KEYS] = {0};
-    const cJSON *item, *load = cJSON_GetObjectItemCaseSensitive(root, "load");
+/* The keys a probe may send: the first N_REQUIRED must be there; the
+ * others older builds did not send. */
+static const char *const probe_keys[] = {"hostname", "cores", "memory_total", "memory_available",
+                                         "isa",      "load",  "arch",         "numerics"};
+enum { PROBE_N_KEYS = 8, PROBE_N_REQUIRED = 5 };
+
+/* 0 if root has each key at most once, no other key and every required
+ * one; else -1 naming the key. */
+static int probe_keys_check(const cJSON *root, char *err, size_t errlen) {
+    int seen[PROBE_N_KEYS] = {0};
+    const cJSON *item;
     cJSON_ArrayForEach(item, root) {
         size_t k = 0;
-        while (k < N_KEYS && strcmp(item->string, keys[k]) != 0) k++;
-        if (k == N_KEYS || seen[k]++) {
-            snprintf(err, errlen, "probe: %s key \"%.*s\"", k == N_KEYS ? "unknown" : "duplicate",
+        while (k < PROBE_N_KEYS && strcmp(item->string, probe_keys[k]) != 0) k++;
+        if (k == PROBE_N_KEYS || seen[k]++) {
+            snprintf(err, errlen, "probe: %s key \"%.*s\"",
+                     k == PROBE_N_KEYS ? "unknown" : "duplicate",
                      printable_prefix(item->string, 40), item->string);
             return -1;
         }
     }
+    for (size_t k = 0; k < PROBE_N_REQUIRED; k++)
+        if (!seen[k]) {
+            snprintf(err, errlen, "probe: no \"%s\"", probe_keys[k]);
+            return -1;
+        }
+    return 0;
+}
+
+/* The fields older builds did not send: load (missing: 0), arch and
+ * numerics (missing: CLUSTER_UNKNOWN, a contract of its own that matches
+ * no build that names one, since nobody can say which order its kernels
+ * reduce in). */
+static int probe_optional(const cJSON *root, struct cluster_probe *out, char *err, size_t errlen) {
+    const cJSON *load = cJSON_GetObjectItemCaseSensitive(root, "load");
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "arch");
+    const cJSON *numerics = cJSON_GetObjectItemCaseSensitive(root, "numerics");
     if (load && !cJSON_IsNumber(load)) {
         snprintf(err, errlen, "probe: \"load\" is not a number");
         return -1;
     }
     out->load = load ? load->valuedouble : 0;
-    for (size_t k = 0; k < N_REQUIRED; k++)
-        if (!seen[k]) {
-            snprintf(err, errlen, "probe: no \"%s\"", keys[k]);
-            return -1;
-        }
-    if (probe_string(cJSON_GetObjectItemCaseSensitive(root, "hostname"), "hostname", out->hostname,
+    snprintf(out->arch, sizeof(out->arch), "%s", CLUSTER_UNKNOWN);
+    snprintf(out->numerics, sizeof(out->numerics), "%s", CLUSTER_UNKNOWN);
+    if (arch && probe_string(arch, "arch", out->arch, sizeof(out->arch), err, errlen)) return -1;
+    if (numerics &&
+        probe_string(numerics, "numerics", out->numerics, sizeof(out->numerics), err, errlen))
+        return -1;
+    return 0;
+}
+
+/* The fields of the object into out; unknown keys and missing required
+ * ones refused. */
+static int probe_fields(const cJSON *root, struct cluster_probe *out, char *err, size_t errlen) {
+    int64_t cores = 0;
+    if (probe_keys_check(root, err, errlen) || probe_optional(root, out, err, errlen) ||
+        probe_string(cJSON_GetObjectItemCaseSensitive(root, "hostname"), "hostname", out->hostname,
                      sizeof(out->hostname), err, errlen) ||
         probe_integer(cJSON_GetObjectItemCaseSensitive(root, "cores"), "cores", PROBE_CORES_MAX,
                       &cores, err, errlen) ||
@@ -208,4 +290,6 @@ void cluster_host_update(struct cluster_host *host, const struct cluster_probe *
     host->memory_available = p->memory_available;
     host->load = p->load;
     memcpy(host->isa, p->isa, sizeof(host->isa));
+    memcpy(host->arch, p->arch, sizeof(host->arch));
+    memcpy(host->numerics, p->numerics, sizeof(host->numerics));
 }

@@ -15,7 +15,8 @@
 // move the instance when "move" is clicked while it chats with the API key;
 // stream a chat answer equal to the same request answered whole; draw
 // charts with axes, and in a new tab show at once the history the gateway
-// kept; show each host's cpu load; and draw a page that is not blank.
+// kept; show each host's cpu load, architecture, instruction set and
+// numerics; and draw a page that is not blank.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -248,6 +249,18 @@ describe('dashboard', () => {
     assert.ok(c.instances.length >= 1, 'no instance');
     const summary = await page.$eval('#summary', (e) => e.textContent);
     assert.match(summary, new RegExp(`/${c.hosts.length} hosts up`));
+    // each card names its host's architecture and instruction set, and its
+    // numerics in the title
+    const facts = await page.$$eval('#host-list [data-host]', (cards) => cards.map((card) => {
+      const p = card.querySelector('.host-facts');
+      return { name: card.dataset.host, text: p.textContent, title: p.title };
+    }));
+    for (const h of c.hosts) {
+      const shown = facts.find((f) => f.name === h.name);
+      assert.ok(h.arch && h.isa && h.numerics, `host ${h.name}: ${JSON.stringify(h)}`);
+      assert.ok(shown && shown.text.includes(` · ${h.arch} · ${h.isa} · `), `${h.name}: ${shown && shown.text}`);
+      assert.ok(shown.title.includes(`numerics ${h.numerics}`), `${h.name}: ${shown.title}`);
+    }
   });
 
   test('"move" moves the instance to the host chosen', async () => {

@@ -56,7 +56,7 @@ static void check_probe(const char *line) {
     if (cluster_probe_parse(text, &back, err, sizeof(err))) abort();
     if (strcmp(p.hostname, back.hostname) || p.cores != back.cores ||
         p.memory_total != back.memory_total || p.memory_available != back.memory_available ||
-        strcmp(p.isa, back.isa))
+        strcmp(p.isa, back.isa) || strcmp(p.arch, back.arch) || strcmp(p.numerics, back.numerics))
         abort();
 }
 

@@ -139,14 +139,16 @@ static int find_host(const struct fleet *f, const char *name) {
 
 /* Chooses a placement for served at degree tp: on the named hosts when
  * some are given, else where the policy says, never on `avoid` (a
- * placement being left, or NULL). 0, or an HTTP status with why (cluster
- * lock held). */
+ * placement being left, or NULL), only on hosts of contract numerics ("":
+ * any one). 0, or an HTTP status with why (cluster lock held). */
 static int choose_placement(struct fleet *f, const struct gateway_served *s, int tp,
                             const char *const *hosts, int n_hosts,
-                            const struct cluster_placement *avoid, struct cluster_placement *out,
-                            int64_t *bytes_per_rank, char *why, size_t whylen) {
+                            const struct cluster_placement *avoid, const char *numerics,
+                            struct cluster_placement *out, int64_t *bytes_per_rank, char *why,
+                            size_t whylen) {
     struct cluster_need need;
     struct cluster_request request = {.tp = tp};
+    snprintf(request.numerics, sizeof(request.numerics), "%s", numerics);
     struct cluster_usage usage[CLUSTER_HOSTS_MAX];
     if (cluster_degree_check(s->file, tp, why, whylen)) return 400;
     if (cluster_model_need(s->file, tp, s->context_length, &need, why, whylen)) return 400;
@@ -269,7 +271,8 @@ int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hos
         return 404;
     }
     pthread_mutex_lock(&f->cluster_lock);
-    int status = choose_placement(f, s, tp, hosts, n_hosts, NULL, &placement, &bytes, why, whylen);
+    int status =
+        choose_placement(f, s, tp, hosts, n_hosts, NULL, "", &placement, &bytes, why, whylen);
     struct fleet_instance *in =
         status ? NULL : start_instance(f, s, NULL, &placement, bytes, why, whylen);
     if (!status && !in) status = 500;
@@ -314,6 +317,30 @@ static int placed_at(const struct fleet *f, const struct cluster_placement *p, i
     return 1;
 }
 
+/* 1 (with why) if a named host of a move of `in` computes with another
+ * numerics contract than its ranks do now. Refused rather than warned:
+ * the move hands every unfinished request to the new placement, which
+ * resumes it from its tokens (DESIGN.md I4, I8); ranks of another contract
+ * reduce in another order, so every token after the move could differ from
+ * the one the client would have had, silently and with no way to tell
+ * afterwards. To run a model there, start an instance there instead. */
+static int numerics_differ(const struct fleet *f, const struct fleet_instance *in,
+                           const char *numerics, const char *const *hosts, int n_hosts, char *why,
+                           size_t whylen) {
+    int to[CLUSTER_HOSTS_MAX], n_to = 0;
+    char reason[192];
+    for (int k = 0; k < n_hosts && n_to < CLUSTER_HOSTS_MAX; k++) {
+        int h = find_host(f, hosts[k]);
+        if (h >= 0) to[n_to++] = h; /* an unknown name is choose_placement's 400 */
+    }
+    if (cluster_numerics_check(f->hosts, numerics, to, n_to, reason, sizeof(reason)) == 0) return 0;
+    snprintf(why, whylen,
+             "moving %s would change its requests' later tokens: %s, as %s's hosts do (start "
+             "an instance there instead)",
+             in->id, reason, in->id);
+    return 1;
+}
+
 /* Starts moving in to degree tp (0: its own) on hosts (none: where the
  * policy says, elsewhere; or, when anywhere, where it is if nowhere else
  * fits); 0, or an HTTP status with why (cluster lock held). */
@@ -332,14 +359,16 @@ static int start_move(struct fleet *f, struct fleet_instance *in, int tp, const 
                  in->hosts_text, tp);
         return 409;
     }
+    const char *numerics = cluster_placement_numerics(f->hosts, &in->placement);
+    if (numerics_differ(f, in, numerics, hosts, n_hosts, why, whylen)) return 409;
     /* without hosts, a move at the same degree goes elsewhere; a failed
      * instance that has nowhere else starts anew where it was */
     const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
-    int status =
-        choose_placement(f, in->served, tp, hosts, n_hosts, avoid, &placement, &bytes, why, whylen);
+    int status = choose_placement(f, in->served, tp, hosts, n_hosts, avoid, numerics, &placement,
+                                  &bytes, why, whylen);
     if (status == 409 && avoid && anywhere)
-        status = choose_placement(f, in->served, tp, hosts, n_hosts, NULL, &placement, &bytes, why,
-                                  whylen);
+        status = choose_placement(f, in->served, tp, hosts, n_hosts, NULL, numerics, &placement,
+                                  &bytes, why, whylen);
     struct fleet_instance *next =
         status ? NULL : start_instance(f, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;

@@ -23,6 +23,8 @@ static cJSON *host_json(const struct cluster_host *h, const struct cluster_usage
     cJSON_AddNumberToObject(j, "slots_used", u->slots_used);
     cJSON_AddNumberToObject(j, "cores", h->cores);
     cJSON_AddStringToObject(j, "isa", h->isa);
+    cJSON_AddStringToObject(j, "arch", h->arch);         /* "" until probed */
+    cJSON_AddStringToObject(j, "numerics", h->numerics); /* "" until probed */
     cJSON_AddNumberToObject(j, "memory_total", (double)h->memory_total);
     cJSON_AddNumberToObject(j, "memory_available", (double)h->memory_available);
     cJSON_AddNumberToObject(j, "memory_limit", (double)h->memory_limit);

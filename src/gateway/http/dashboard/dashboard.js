@@ -308,10 +308,13 @@ function hostCard(host, instances) {
   card.append(
     el('h3', {}, el('span', { class: 'host-name', text: host.name }), ' ',
       el('span', { class: `badge state-${host.state}`, text: host.state })),
+    // arch and isa side by side: one instance may span x86_64 and aarch64
+    // hosts when their numerics (in the title) are the same
     el('p', {
       class: 'host-facts',
-      text: `${host.local ? 'local' : 'remote'} · ${host.cores} cores · ${host.isa || '?'} · ` +
-        `${host.slots_used}/${host.slots} slots`,
+      title: `numerics ${host.numerics || '?'}: only hosts of one numerics share an instance`,
+      text: `${host.local ? 'local' : 'remote'} · ${host.cores} cores · ` +
+        `${host.arch || '?'} · ${host.isa || '?'} · ${host.slots_used}/${host.slots} slots`,
     }),
     loadBar(host),
     el('p', { class: 'host-cpu', text: `cpu: load ${(host.load || 0).toFixed(2)} on ${host.cores} cores` }),
