@@ -52,7 +52,16 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # libcjson1, libpcre2-8-0, libopenmpi3, libc6), plus mpirun for the mpi
 # launcher and adduser for the postinst.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "openmpi-bin, adduser")
+if(MPI_C_FOUND)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "openmpi-bin, adduser")
+else()
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+endif()
+# A cross build's package is for its target (scripts/arm64.sh), not for the
+# machine it was built on.
+if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+endif()
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_SOURCE_DIR}/packaging/postinst ${CMAKE_SOURCE_DIR}/packaging/postrm
     ${CMAKE_SOURCE_DIR}/packaging/conffiles)

@@ -1,8 +1,11 @@
 # test_quant_fixtures.cmake -- the fixtures' continuations on every
-# instruction set this machine has: as it runs, and capped by LOCKSTEP_ISA to
-# AVX2 and to the scalar references (a set above the machine's is ignored).
+# instruction set of this build's architecture: as it runs (the best the
+# machine has), and capped by LOCKSTEP_ISA to each lower set and to the
+# scalar reference (a set the machine lacks leaves the best in use).
 add_test(NAME ${name} COMMAND ${name})
-add_test(NAME ${name}_avx2 COMMAND ${name})
-set_tests_properties(${name}_avx2 PROPERTIES ENVIRONMENT LOCKSTEP_ISA=avx2 SKIP_RETURN_CODE 77 TIMEOUT 600)
-add_test(NAME ${name}_scalar COMMAND ${name})
-set_tests_properties(${name}_scalar PROPERTIES ENVIRONMENT LOCKSTEP_ISA=scalar SKIP_RETURN_CODE 77 TIMEOUT 600)
+set(capped_isas ${LOCKSTEP_ISAS})
+list(POP_BACK capped_isas)
+foreach(isa ${capped_isas} scalar)
+  add_test(NAME ${name}_${isa} COMMAND ${name})
+  set_tests_properties(${name}_${isa} PROPERTIES ENVIRONMENT LOCKSTEP_ISA=${isa} SKIP_RETURN_CODE 77 TIMEOUT 600)
+endforeach()

@@ -255,7 +255,16 @@ static void exec_job(char *const argv[], const char *const env[], const char *ou
         name[length] = '\0';
         setenv(name, equals + 1, 1);
     }
+#ifdef LOCKSTEP_TEST_EMULATOR
+    /* a cross build's binaries run under the emulator (qemu-aarch64) */
+    char *emulated[64] = {LOCKSTEP_TEST_EMULATOR};
+    int n = 1;
+    for (int i = 0; argv[i] && n < 63; i++) emulated[n++] = argv[i];
+    emulated[n] = NULL;
+    execvp(emulated[0], emulated);
+#else
     execv(argv[0], argv);
+#endif
     _exit(127);
 }
 
@@ -513,6 +522,10 @@ int test_start_gateway(struct test_service *service, const char *model, char *co
                        const char *const env[], double deadline) {
     char *argv[48] = {LOCKSTEP_BIN, "serve", "-m", (char *)model, "--port", "0", NULL};
     int n = 6;
+#ifdef LOCKSTEP_TEST_EMULATOR
+    argv[n++] = "--runner-wrapper";
+    argv[n++] = LOCKSTEP_TEST_EMULATOR;
+#endif
     for (int i = 0; extra && extra[i] && n < 46; i++) argv[n++] = extra[i];
     argv[n] = NULL;
     if (!test_start_service(service, argv, env) ||
