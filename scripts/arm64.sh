@@ -39,10 +39,13 @@ tests=(test_tensor_ahead test_tensor_canonical test_tensor_many test_tensor_matm
        test_tensor_quants_k test_tensor_quants_k_low test_tensor_quants_legacy test_tensor_rows
        test_tensor_types test_quant_fixtures test_forward test_cli)
 cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DLOCKSTEP_MPI=OFF \
-    -DCMAKE_BUILD_TYPE=Release >/dev/null
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target lockstep "${tests[@]}" >/dev/null
 file -b "$build/lockstep" | grep -q "ARM aarch64" || fail "$build/lockstep is not an arm64 binary"
 qemu-aarch64 "$build/lockstep" --version
+
+echo "== arm64: clang-tidy on the arm64 kernels (with the cross build's flags)"
+git ls-files -z 'src/tensor/arm/*.c' | xargs -0 clang-tidy -p "$build" --quiet 2>/dev/null
 
 echo "== arm64: tests under qemu-aarch64"
 regex="^($(IFS='|'; echo "${tests[*]}"))\$"

@@ -387,7 +387,7 @@ float tensor_row_dot_q3_k_scalar(const void *w, const void *x, int n) {
         int scales[GROUPS];
         int32_t sums[CANON_LANES];
         q3_unpack_scales(packed, wb[b].scales);
-        for (int g = 0; g < GROUPS; g++) scales[g] = packed[g];
+        for (int g = 0; g < GROUPS; g++) scales[g] = (int)packed[g]; /* -32 .. 31, signed */
         /* the quants plus 4: the low bits, plus 4 where the high bit is set */
         unpack_low_bits(q, wb[b].qs);
         for (int e = 0; e < TENSOR_QK_K; e++)
