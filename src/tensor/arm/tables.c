@@ -8,6 +8,19 @@
 
 static const struct tensor_kernels neon = {
     .isa = TENSOR_ISA_NEON,
+    /* float ops and the activation quantizer (ops_neon.c) */
+    .quantize_x = tensor_quantize_x_neon,
+    .rmsnorm = tensor_rmsnorm_neon,
+    .softmax = tensor_softmax_neon,
+    .exp_weights = tensor_exp_weights_neon,
+    .swiglu = tensor_swiglu_neon,
+    .rope_turn_vectors = tensor_rope_turn_vectors_neon,
+    .dot = tensor_dot_neon,
+    .axpy = tensor_axpy_neon,
+    .dot_columns = tensor_dot_columns_neon,
+    .dot_q8_0_keys = tensor_dot_q8_0_keys_neon,
+    .weighted_sum = tensor_weighted_sum_neon,
+    .fp16_from_fp32 = tensor_fp16_from_fp32_neon,
     .types =
         {
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_neon, .input = TENSOR_INPUT_BLOCKS},
