@@ -32,6 +32,10 @@ void tensor_weighted_sum_neon(float *out, const float *weights, const void *rows
                               enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_neon(uint16_t *out, const float *x, int n);
 
+/* The Q8_0 key dot with sdot (ops_dotprod.c). */
+void tensor_dot_q8_0_keys_dotprod(float *out, const struct tensor_q8_0_query *query,
+                                  const void *keys, int n_rows, int n, int stride);
+
 /* ---- quantized products ---- */
 
 /* Q8_0 and Q4_0 products (matmul_neon.c, matmul_dotprod.c). */

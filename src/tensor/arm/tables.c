@@ -30,6 +30,8 @@ static const struct tensor_kernels neon = {
 
 static const struct tensor_kernels dotprod = {
     .isa = TENSOR_ISA_DOTPROD,
+    /* the Q8_0 key dot (ops_dotprod.c) */
+    .dot_q8_0_keys = tensor_dot_q8_0_keys_dotprod,
     .types =
         {
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_dotprod, .input = TENSOR_INPUT_BLOCKS},
