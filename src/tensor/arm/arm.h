@@ -10,7 +10,7 @@
 
 #include "tensor/tensor_internal.h"
 
-/* ---- float ops and the activation quantizer ---- */
+/* ---- float ops, the activation quantizer, F32/F16 products ---- */
 
 /* The per-row ops of ops.c and the activation quantizer (ops_neon.c). */
 void tensor_quantize_x_neon(int8_t *qs, float *d, int32_t *bias, const float *x, int n,
@@ -35,6 +35,12 @@ void tensor_fp16_from_fp32_neon(uint16_t *out, const float *x, int n);
 /* The Q8_0 key dot with sdot (ops_dotprod.c). */
 void tensor_dot_q8_0_keys_dotprod(float *out, const struct tensor_q8_0_query *query,
                                   const void *keys, int n_rows, int n, int stride);
+
+/* F32 and F16 products, rows layout (matmul_float_neon.c). */
+void tensor_matmul_f32_neon(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                            void *scratch);
+void tensor_matmul_f16_neon(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                            void *scratch);
 
 /* ---- quantized products ---- */
 

@@ -23,6 +23,10 @@ static const struct tensor_kernels neon = {
     .fp16_from_fp32 = tensor_fp16_from_fp32_neon,
     .types =
         {
+            /* F32 and F16 products (matmul_float_neon.c) */
+            [TENSOR_F32] = {.matmul = tensor_matmul_f32_neon, .input = TENSOR_INPUT_FLOAT},
+            [TENSOR_F16] = {.matmul = tensor_matmul_f16_neon, .input = TENSOR_INPUT_FLOAT},
+
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_neon, .input = TENSOR_INPUT_BLOCKS},
             [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_neon, .input = TENSOR_INPUT_BLOCKS},
         },
