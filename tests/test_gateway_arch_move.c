@@ -81,7 +81,8 @@ struct stream {
     atomic_int tokens; /* tokens received so far */
     char finish[16];   /* the last finish_reason ("error" for an error event) */
     int done, status;  /* [DONE] arrived; the HTTP status */
-    int at_handover;   /* tokens it had when a move completed (-1: not asked) */
+    double arrived[MAX_TOKENS +
+                   1]; /* when each token came (CLOCK_REALTIME, as the gateway times its events) */
     size_t text_length, logprobs_length;
 };
 
@@ -92,6 +93,15 @@ static void append(char **to, size_t *length, const char *text) {
     memcpy(grown + *length, text, n + 1);
     *to = grown;
     *length += n;
+}
+
+/* A token's text, its newlines and tabs escaped (they separate the record). */
+static void append_token(char **to, size_t *length, const char *text) {
+    char one[2] = {0, 0};
+    for (const char *c = text ? text : "(none)"; *c; c++) {
+        one[0] = *c;
+        append(to, length, *c == '\n' ? "\\n" : *c == '\t' ? "\\t" : *c == '\\' ? "\\\\" : one);
+    }
 }
 
 /* A number as the float the gateway printed it from. */
@@ -110,17 +120,21 @@ static void add_logprobs(struct stream *s, const cJSON *logprobs) {
     const cJSON *tops = cJSON_GetObjectItem(logprobs, "top_logprobs");
     for (int i = 0; i < cJSON_GetArraySize(tokens); i++) {
         const char *token = cJSON_GetStringValue(cJSON_GetArrayItem(tokens, i));
-        append(&s->logprobs, &s->logprobs_length, token ? token : "(none)");
+        append_token(&s->logprobs, &s->logprobs_length, token);
         append(&s->logprobs, &s->logprobs_length, "\t");
         append_number(&s->logprobs, &s->logprobs_length, cJSON_GetArrayItem(values, i));
         const cJSON *alternative;
         cJSON_ArrayForEach(alternative, cJSON_GetArrayItem(tops, i)) {
             append(&s->logprobs, &s->logprobs_length, "\t");
-            append(&s->logprobs, &s->logprobs_length, alternative->string);
+            append_token(&s->logprobs, &s->logprobs_length, alternative->string);
             append(&s->logprobs, &s->logprobs_length, "=");
             append_number(&s->logprobs, &s->logprobs_length, alternative);
         }
         append(&s->logprobs, &s->logprobs_length, "\n");
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int k = atomic_load(&s->tokens);
+        if (k <= MAX_TOKENS) s->arrived[k] = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
         atomic_fetch_add(&s->tokens, 1);
     }
 }
@@ -223,7 +237,6 @@ static void streams_start(struct stream *s, int port) {
         memset(&s[i], 0, sizeof(s[i]));
         s[i].port = port;
         s[i].index = i;
-        s[i].at_handover = -1;
         pthread_create(&s[i].thread, NULL, run_stream, &s[i]);
     }
 }
@@ -351,21 +364,37 @@ static void check_runner(const char *hosts, const char *program, const char *bin
     free(cmdline);
 }
 
-/* Slows the runner down: every rank sleeps up to 20 ms before each
+/* Slows the runner down: every rank sleeps up to 40 ms before each
  * collective for its next 1000 steps (a tp 2 runner has some in every
  * layer), so that streams are mid-way when the move completes. */
 static void slow_down(void) {
     struct test_http h = test_http_request(
         client.port, "POST", "/debug/fault", NULL,
-        "{\"model\":\"kjv\",\"kind\":\"delay\",\"delay_ms\":20,\"steps\":1000}", 10);
+        "{\"model\":\"kjv\",\"kind\":\"delay\",\"delay_ms\":40,\"steps\":1000}", 10);
     CHECK_MSG(h.status == 200, "delay fault: %d %s", h.status, h.body ? h.body : "");
     test_http_free(&h);
 }
 
+/* When kjv-1's latest move handed its requests over (its "moved from"
+ * event, CLOCK_REALTIME), or 0. */
+static double handover_time(void) {
+    double at = 0;
+    cJSON *c = cluster_client_state(&client), *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(c, "events")) {
+        const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(e, "text"));
+        if (text && strstr(text, "kjv-1 moved from "))
+            at = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "time"));
+    }
+    cJSON_Delete(c);
+    return at;
+}
+
 /* Moves kjv-1 to hosts (body) while the streams run, once each has had a
  * quarter of its tokens where it was; every stream must equal the
- * reference, and each must have been unfinished when the new runner took
- * over (the old one then stops: the rest came from the new one). */
+ * reference, and each must have been unfinished at the handover: the
+ * tokens that came before the move's "moved from" event are the old
+ * runner's (slowed down, so none finished meanwhile), the rest the new
+ * one's (the old one holds no request after it). */
 static void move_during_streams(const struct stream *reference, const char *body, const char *hosts,
                                 const char *what) {
     struct stream s[N_STREAMS];
@@ -381,18 +410,20 @@ static void move_during_streams(const struct stream *reference, const char *body
     free(answer);
     int placed = cluster_client_wait_placed(&client, "kjv-1", hosts, MOVE_DEADLINE);
     CHECK_MSG(placed, "%s: kjv-1 did not reach %s", what, hosts);
-    double took = test_now() - start;
-    int moved = 0;
-    for (int i = 0; i < N_STREAMS; i++) {
-        s[i].at_handover = atomic_load(&s[i].tokens);
-        moved += s[i].at_handover >= MAX_TOKENS / 4 && s[i].at_handover < MAX_TOKENS;
-    }
+    double took = test_now() - start, handover = handover_time();
     streams_join(s);
-    fprintf(stderr, "%s: the move took %.2f s; tokens per stream when it completed:", what, took);
-    for (int i = 0; i < N_STREAMS; i++) fprintf(stderr, " %d", s[i].at_handover);
-    fprintf(stderr, " (of %d)\n", MAX_TOKENS);
-    CHECK_MSG(moved == N_STREAMS, "%s: %d of %d streams were mid-way when the move completed", what,
-              moved, N_STREAMS);
+    int moved = 0;
+    fprintf(stderr, "%s: the move took %.2f s; tokens per stream before the handover:", what, took);
+    for (int i = 0; i < N_STREAMS; i++) {
+        int before = 0, n = atomic_load(&s[i].tokens);
+        while (before < n && before <= MAX_TOKENS && s[i].arrived[before] < handover) before++;
+        moved += before >= MAX_TOKENS / 4 && before < MAX_TOKENS;
+        fprintf(stderr, " %d", before);
+    }
+    fprintf(stderr, " (of %d; the rest after)\n", MAX_TOKENS);
+    CHECK_MSG(handover > 0 && moved == N_STREAMS,
+              "%s: %d of %d streams were mid-way at the handover (%.3f)", what, moved, N_STREAMS,
+              handover);
     streams_check(s, reference, what);
     streams_free(s);
 }
