@@ -17,6 +17,8 @@
 #include <string.h>
 
 _Static_assert(SUPERVISOR_HOST_MAX == CLUSTER_HOST_NAME_MAX, "a supervisor holds a host's name");
+_Static_assert(SUPERVISOR_PARTS_MAX >= CLUSTER_RANKS_MAX,
+               "a placement's hosts each get an app context");
 
 /* 1 if every host of the placement is this machine. */
 static int placement_is_local(const struct fleet *f, const struct cluster_placement *p) {

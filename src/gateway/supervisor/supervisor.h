@@ -25,8 +25,7 @@
 struct supervisor;
 
 #define SUPERVISOR_HOST_MAX  64 /* a host name's bytes, with its NUL */
-#define SUPERVISOR_PARTS_MAX 64 /* an mpirun job's app contexts: one per host (RUNNER_RANKS_MAX)   \
-                                 */
+#define SUPERVISOR_PARTS_MAX 64 /* an mpirun job's app contexts: one a host (of 64 ranks) */
 
 /* One runner request as the supervisor carries it, embedded in its owner.
  * id, group and arrival_us are set by the owner before it is submitted and
