@@ -70,12 +70,13 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
                                     .cluster_key_file = p->cluster_key_file,
                                     .local = local};
     if (!leader->local) snprintf(l->leader, sizeof(l->leader), "%s", leader->name);
-    if (!(local && placement->n_hosts == 1)) {
+    int alone = local && placement->n_hosts == 1; /* launched as the model was configured */
+    if (!alone) {
         l->mpi = 1;
         l->hostfile = NULL;
     }
     host_program(f, leader, l->mpi, &l->lockstep_path, &l->wrapper);
-    if (!l->mpi || (local && placement->n_hosts == 1)) return;
+    if (alone) return;
     int same = 1; /* every host runs the leader's program */
     for (int k = 0; k < placement->n_hosts && k < SUPERVISOR_PARTS_MAX; k++) {
         struct supervisor_part *part = &l->parts[k];
