@@ -8,8 +8,12 @@
 # command line); compares the logits of every model in ../shared with the
 # x86 build's, byte for byte, at every level of both (scripts/arch_bits.sh);
 # serves a request from the arm64 binary (its runners under qemu too,
-# --runner-wrapper); and builds the arm64 .deb and checks it. Called by
-# .ci/run; about five minutes on 2 cores.
+# --runner-wrapper); builds the arm64 .deb and checks it; and moves a
+# running instance live between an x86 runner and an arm64 one under the
+# x86 build's gateway (tests/test_gateway_arch_move.c, from the tests
+# directory next to X86_LOCKSTEP: a cluster file's host running the arm64
+# binary with lockstep= and wrapper=qemu-aarch64), every token and logprob
+# unchanged. Called by .ci/run; about six minutes on 2 cores.
 #
 # usage: scripts/arm64.sh X86_LOCKSTEP [BUILD_DIR]   (default build/arm64)
 set -euo pipefail
@@ -77,3 +81,10 @@ file -b "$root/usr/bin/lockstep" | grep -q "ARM aarch64" || fail "the packaged b
 qemu-aarch64 "$root/usr/bin/lockstep" --version | grep -q "instruction sets (aarch64)" ||
     fail "the packaged binary does not run"
 echo "arm64: $deb ($(stat -c %s "$deb") bytes): Architecture arm64, Depends $depends"
+
+echo "== arm64: a live move between an x86 runner and an arm64 one"
+arch_move=$(dirname "$x86")/tests/test_gateway_arch_move
+[ -x "$arch_move" ] || fail "no $arch_move: build the x86 tree's tests too"
+status=0
+LOCKSTEP_ARM64_BIN=$(realpath "$build/lockstep") "$arch_move" || status=$?
+[ $status -eq 0 ] || [ $status -eq 77 ] || fail "test_gateway_arch_move failed ($status)"

@@ -41,6 +41,36 @@ static void test_hostfile_good(void) {
     CHECK(hosts[4].local == 1 && hosts[0].local == cluster_host_is_local("node-a.example"));
     for (int i = 0; i < n; i++) CHECK(!hosts[i].probed && !hosts[i].lost && hosts[i].cores == 0);
     CHECK(cluster_host_find(hosts, n, "node_c") == 2 && cluster_host_find(hosts, n, "x") == -1);
+    for (int i = 0; i < n; i++) CHECK(!cluster_host_own_program(&hosts[i]));
+}
+
+/* lockstep=PATH and wrapper=PROGRAM: what runs lockstep on a host of
+ * another architecture (its own binary, under an emulator here). */
+static void test_hostfile_programs(void) {
+    struct cluster_host hosts[CLUSTER_HOSTS_MAX];
+    char err[512], text[700], path[CLUSTER_PATH_MAX];
+    int n = -1;
+    /* the longest path taken: 255 bytes */
+    memset(path, 'p', sizeof(path) - 1);
+    path[0] = '/';
+    path[sizeof(path) - 1] = '\0';
+    snprintf(text, sizeof(text),
+             "x86 slots=2\n"
+             "arm lockstep=/opt/lockstep-arm64/bin/lockstep wrapper=qemu-aarch64 slots=2\n"
+             "emulated wrapper=/usr/bin/qemu-aarch64   # the gateway's binary, emulated\n"
+             "own lockstep=/usr/local/bin/lockstep\n"
+             "long lockstep=%s wrapper=a:b,c\n",
+             path);
+    CHECK_MSG(parse(text, hosts, &n, err, sizeof(err)) == 0, "%s", err);
+    CHECK(n == 5);
+    if (n != 5) return;
+    CHECK(!hosts[0].lockstep[0] && !hosts[0].wrapper[0] && !cluster_host_own_program(&hosts[0]));
+    CHECK(!strcmp(hosts[1].lockstep, "/opt/lockstep-arm64/bin/lockstep"));
+    CHECK(!strcmp(hosts[1].wrapper, "qemu-aarch64") && hosts[1].slots == 2);
+    CHECK(!hosts[2].lockstep[0] && !strcmp(hosts[2].wrapper, "/usr/bin/qemu-aarch64"));
+    CHECK(!strcmp(hosts[3].lockstep, "/usr/local/bin/lockstep") && !hosts[3].wrapper[0]);
+    CHECK(!strcmp(hosts[4].lockstep, path) && !strcmp(hosts[4].wrapper, "a:b,c"));
+    for (int i = 1; i < n; i++) CHECK(cluster_host_own_program(&hosts[i]));
 }
 
 /* A file of 65 hosts: one too many. */
@@ -63,10 +93,22 @@ static void test_hostfile_errors(void) {
         {"a slots=0", "f:1: bad number in 'slots=0' (1 to 65536)"},
         {"a slots=70000", "f:1: bad number in 'slots=70000' (1 to 65536)"},
         {"a slots=2x", "f:1: bad number in 'slots=2x' (1 to 65536)"},
-        {"a\nb foo=1", "f:2: unknown key in 'foo=1' (slots, max_slots, memory)"},
+        {"a\nb foo=1", "f:2: unknown key in 'foo=1' (slots, max_slots, memory, lockstep, wrapper)"},
         {"a\n\n# c\nb\na slots=2", "f:5: duplicate host 'a'"},
         {"slots=2", "f:1: 'slots=2' where a host name should start the line"},
-        {"a slots", "f:1: 'slots' is not KEY=VALUE (slots, max_slots, memory)"},
+        {"a slots", "f:1: 'slots' is not KEY=VALUE (slots, max_slots, memory, lockstep, wrapper)"},
+        {"a lockstep=bin/lockstep", "f:1: bad path in 'lockstep=bin/lockstep' (the lockstep binary "
+                                    "on that host: an absolute path below 256 bytes)"},
+        {"a lockstep=", "f:1: bad path in 'lockstep=' (the lockstep binary on that host: an "
+                        "absolute path below 256 bytes)"},
+        {"a\nb lockstep=lockstep", "f:2: bad path in 'lockstep=lockstep' (the lockstep binary on "
+                                   "that host: an absolute path below 256 bytes)"},
+        {"a wrapper=./qemu", "f:1: bad program in 'wrapper=./qemu' (what runs lockstep there: a "
+                             "name found on PATH or an absolute path, below 256 bytes)"},
+        {"a wrapper=", "f:1: bad program in 'wrapper=' (what runs lockstep there: a name found on "
+                       "PATH or an absolute path, below 256 bytes)"},
+        {"a wrapper=q\x01", "f:1: bad program in 'wrapper=q\x01' (what runs lockstep there: a "
+                            "name found on PATH or an absolute path, below 256 bytes)"},
         {"a memory=12Q", "f:1: bad size in 'memory=12Q' (e.g. memory=16G, memory=512MiB)"},
         {"a memory=0", "f:1: bad size in 'memory=0' (e.g. memory=16G, memory=512MiB)"},
         {"a max_slots=1 slots=2", "f:1: host 'a': max_slots=1 is below slots=2"},
@@ -76,7 +118,7 @@ static void test_hostfile_errors(void) {
         {"# only a comment\n\n  \n", "f: no host (lines are `NAME [slots=N] [memory=SIZE]`)"},
     };
     struct cluster_host hosts[CLUSTER_HOSTS_MAX];
-    char err[256];
+    char err[640];
     int n;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         CHECK_MSG(parse(cases[i].text, hosts, &n, err, sizeof(err)) == -1, "'%s' accepted",
@@ -90,7 +132,16 @@ static void test_hostfile_errors(void) {
     memset(long_word, 'x', sizeof(long_word) - 1);
     long_word[sizeof(long_word) - 1] = '\0';
     CHECK(parse(long_word, hosts, &n, err, sizeof(err)) == -1);
-    CHECK_MSG(!strcmp(err, "f:1: a word of 160 bytes or more"), "%s", err);
+    CHECK_MSG(!strcmp(err, "f:1: a word of 272 bytes or more"), "%s", err);
+    /* a path of 256 bytes: one too many (the word itself fits) */
+    char long_path[300];
+    int at = snprintf(long_path, sizeof(long_path), "a lockstep=/");
+    memset(long_path + at, 'p', 255);
+    long_path[at + 255] = '\0';
+    CHECK(parse(long_path, hosts, &n, err, sizeof(err)) == -1);
+    CHECK_MSG(strstr(err, "f:1: bad path in 'lockstep=/ppp") &&
+                  strstr(err, "an absolute path below 256 bytes"),
+              "%s", err);
     test_hostfile_too_many();
 }
 
@@ -436,6 +487,7 @@ static void test_place_spec(void) {
 
 int main(void) {
     test_hostfile_good();
+    test_hostfile_programs();
     test_hostfile_errors();
     test_hostfile_load();
     test_sizes();

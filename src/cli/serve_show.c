@@ -40,11 +40,14 @@ static void add_hosts(cJSON *object, const struct gateway_params *p) {
     cJSON *list = cJSON_AddArrayToObject(object, "cluster");
     for (int i = 0; i < p->n_hosts; i++) {
         const struct cluster_host *h = &p->hosts[i];
-        char text[CLUSTER_HOST_NAME_MAX + 64];
-        int n = snprintf(text, sizeof(text), "%s slots=%d", h->name, h->slots);
+        char text[CLUSTER_HOST_NAME_MAX + 2 * CLUSTER_PATH_MAX + 64];
+        size_t n = (size_t)snprintf(text, sizeof(text), "%s slots=%d", h->name, h->slots);
         if (h->memory_limit)
-            snprintf(text + n, sizeof(text) - (size_t)n, " memory=%lld",
-                     (long long)h->memory_limit);
+            n += (size_t)snprintf(text + n, sizeof(text) - n, " memory=%lld",
+                                  (long long)h->memory_limit);
+        if (h->lockstep[0])
+            n += (size_t)snprintf(text + n, sizeof(text) - n, " lockstep=%s", h->lockstep);
+        if (h->wrapper[0]) snprintf(text + n, sizeof(text) - n, " wrapper=%s", h->wrapper);
         cJSON_AddItemToArray(list, cJSON_CreateString(text));
     }
 }

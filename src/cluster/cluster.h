@@ -23,10 +23,11 @@ struct model;
 
 #define CLUSTER_HOST_NAME_MAX 64
 #define CLUSTER_HOSTS_MAX     64
-#define CLUSTER_RANKS_MAX     64 /* RUNNER_RANKS_MAX (static-asserted in place.c) */
-#define CLUSTER_ISA_MAX       16 /* an ISA name: [a-z0-9_]{1,15} */
-#define CLUSTER_ARCH_MAX      16 /* an architecture: [a-z0-9_]{1,15} */
-#define CLUSTER_NUMERICS_MAX  32 /* a numerics contract: [a-z0-9._-]{1,31} */
+#define CLUSTER_RANKS_MAX     64  /* RUNNER_RANKS_MAX (static-asserted in place.c) */
+#define CLUSTER_ISA_MAX       16  /* an ISA name: [a-z0-9_]{1,15} */
+#define CLUSTER_ARCH_MAX      16  /* an architecture: [a-z0-9_]{1,15} */
+#define CLUSTER_NUMERICS_MAX  32  /* a numerics contract: [a-z0-9._-]{1,31} */
+#define CLUSTER_PATH_MAX      256 /* a host's lockstep= and wrapper= (255 bytes at most) */
 
 /* The numerics contract of this build: the name of the one reduction order
  * every tensor kernel of every instruction set follows (src/tensor), so
@@ -50,6 +51,14 @@ struct cluster_host {
     int64_t memory_limit;             /* memory=SIZE in bytes (0: not given; use the probe's) */
     int local;                        /* 1: this machine (localhost, 127.x, or gethostname()) */
     int drained; /* 1: cordoned (POST /admin/hosts/NAME/drain): nothing is placed here */
+    /* what runs lockstep there, for a cluster whose hosts differ (another
+     * architecture's build at its own path, or one run under an emulator):
+     * both "" when the file names neither, and the host runs the gateway's
+     * binary (under --runner-wrapper, for local runners) */
+    char lockstep[CLUSTER_PATH_MAX]; /* lockstep=PATH: the binary there, absolute ("": the
+                                        gateway's own path) */
+    char wrapper[CLUSTER_PATH_MAX];  /* wrapper=PROGRAM: runs it there (qemu-aarch64), a name
+                                        found on PATH or an absolute path ("": none) */
     /* learnt by probing */
     int probed;                  /* 1: a probe answered at least once */
     int lost;                    /* 1: the latest probe failed (unreachable) */
@@ -64,10 +73,13 @@ struct cluster_host {
 };
 
 /* Parses an Open MPI hostfile: one host per line, `NAME [slots=N] [max_slots=N]
- * [memory=SIZE]`, `#` comments, blank lines; SIZE takes K/M/G/T suffixes
- * (powers of 1024, optional "iB"/"B"). An unknown key, a bad number, a
- * duplicate host, more than CLUSTER_HOSTS_MAX hosts or no host at all is an
- * error naming path:line and the word. */
+ * [memory=SIZE] [lockstep=PATH] [wrapper=PROGRAM]`, `#` comments, blank
+ * lines; SIZE takes K/M/G/T suffixes (powers of 1024, optional "iB"/"B"),
+ * PATH is absolute, PROGRAM a name (found on PATH) or an absolute path,
+ * both below CLUSTER_PATH_MAX bytes without control characters. An unknown
+ * key, a bad number, size, path or program, a duplicate host, more than
+ * CLUSTER_HOSTS_MAX hosts or no host at all is an error naming path:line
+ * and the word. */
 int cluster_hostfile_parse(const char *text, size_t length, const char *path,
                            struct cluster_host *hosts, int *n_hosts, char *err, size_t errlen);
 int cluster_hostfile_load(const char *path, struct cluster_host *hosts, int *n_hosts, char *err,
@@ -80,6 +92,11 @@ void cluster_host_local(struct cluster_host *host);
 int cluster_host_is_local(const char *name);
 /* The index of the host called name, or -1. */
 int cluster_host_find(const struct cluster_host *hosts, int n_hosts, const char *name);
+/* 1 if the hostfile names what runs lockstep on host (lockstep= or
+ * wrapper=): it then runs [wrapper] (lockstep or default_lockstep), and
+ * neither the gateway's --runner-wrapper nor an in-process probe stands
+ * for it. */
+int cluster_host_own_program(const struct cluster_host *host);
 
 /* A size: digits with an optional fraction, then an optional K, M, G or T
  * (powers of 1024, either case) and an optional "iB" or "B": "512M", "1.5GiB",

@@ -2,9 +2,11 @@
  * (`lockstep serve --cluster FILE`), this machine alone without one, and the
  * sizes (memory=16G) hostfiles and messages spell.
  *
- * The file is what `mpirun --hostfile` reads too, plus one key of our own
- * (memory=SIZE, a cap on what placement may use there), so one file serves
- * both. Each line is checked whole: a mistake is an error naming path:line
+ * The file is what `mpirun --hostfile` reads too, plus keys of our own:
+ * memory=SIZE, a cap on what placement may use there, and for a cluster
+ * whose hosts differ, lockstep=PATH (the binary there: an arm64 host has
+ * its own build at its own path) and wrapper=PROGRAM (what runs it, say
+ * qemu-aarch64). Each line is checked whole: a mistake is an error naming path:line
  * and the word, never a host silently skipped. */
 #include "base/base.h"
 #include "cluster_internal.h"
@@ -17,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define HOSTFILE_MAX_BYTES (1 << 20) /* far above any real cluster's file */
-#define WORD_MAX           160       /* longest word a line may hold */
+#define HOSTFILE_MAX_BYTES (1 << 20)               /* far above any real cluster's file */
+#define WORD_MAX           (CLUSTER_PATH_MAX + 16) /* longest word: lockstep=PATH */
 #define SIZE_LIMIT         ((int64_t)1 << 62)
 
 int cluster_name_valid(const char *name, size_t length) {
@@ -60,6 +62,10 @@ int cluster_host_find(const struct cluster_host *hosts, int n_hosts, const char 
     for (int i = 0; i < n_hosts; i++)
         if (!strcmp(hosts[i].name, name)) return i;
     return -1;
+}
+
+int cluster_host_own_program(const struct cluster_host *host) {
+    return host->lockstep[0] || host->wrapper[0];
 }
 
 void cluster_host_local(struct cluster_host *host) {
@@ -160,12 +166,27 @@ static int parse_count(const char *text, int *out) {
     return 0;
 }
 
+/* A program's path or name into out (CLUSTER_PATH_MAX bytes): 1 to
+ * CLUSTER_PATH_MAX - 1 bytes, no control character (a word has no blank);
+ * an absolute path when absolute, else a name without '/' (execvp looks it
+ * up on PATH). 0, or -1. */
+static int parse_program(const char *text, int absolute, char *out) {
+    size_t length = strlen(text);
+    if (length == 0 || length >= CLUSTER_PATH_MAX) return -1;
+    for (size_t i = 0; i < length; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) return -1;
+    if (absolute ? text[0] != '/' : text[0] != '/' && strchr(text, '/')) return -1;
+    memcpy(out, text, length + 1);
+    return 0;
+}
+
+#define KEYS "slots, max_slots, memory, lockstep, wrapper"
+
 /* One key=value word of a host's line into host. */
 static int parse_option(const char *word, struct cluster_host *host, const struct hostfile_line *at,
                         char *err, size_t errlen) {
     const char *eq = strchr(word, '=');
-    if (!eq)
-        return line_fail(err, errlen, at, "'%s' is not KEY=VALUE (slots, max_slots, memory)", word);
+    if (!eq) return line_fail(err, errlen, at, "'%s' is not KEY=VALUE (" KEYS ")", word);
     size_t key_length = (size_t)(eq - word);
     const char *value = eq + 1;
     if (key_length == 5 && !strncmp(word, "slots", 5)) {
@@ -178,8 +199,20 @@ static int parse_option(const char *word, struct cluster_host *host, const struc
         if (cluster_size_parse(value, &host->memory_limit) || host->memory_limit <= 0)
             return line_fail(err, errlen, at, "bad size in '%s' (e.g. memory=16G, memory=512MiB)",
                              word);
+    } else if (key_length == 8 && !strncmp(word, "lockstep", 8)) {
+        if (parse_program(value, 1, host->lockstep))
+            return line_fail(err, errlen, at,
+                             "bad path in '%s' (the lockstep binary on that host: an absolute "
+                             "path below %d bytes)",
+                             word, CLUSTER_PATH_MAX);
+    } else if (key_length == 7 && !strncmp(word, "wrapper", 7)) {
+        if (parse_program(value, 0, host->wrapper))
+            return line_fail(err, errlen, at,
+                             "bad program in '%s' (what runs lockstep there: a name found on "
+                             "PATH or an absolute path, below %d bytes)",
+                             word, CLUSTER_PATH_MAX);
     } else {
-        return line_fail(err, errlen, at, "unknown key in '%s' (slots, max_slots, memory)", word);
+        return line_fail(err, errlen, at, "unknown key in '%s' (" KEYS ")", word);
     }
     return 0;
 }

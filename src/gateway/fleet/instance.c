@@ -17,6 +17,8 @@
 #include <string.h>
 
 _Static_assert(SUPERVISOR_HOST_MAX == CLUSTER_HOST_NAME_MAX, "a supervisor holds a host's name");
+_Static_assert(SUPERVISOR_PARTS_MAX >= CLUSTER_RANKS_MAX,
+               "a placement's hosts each get an app context");
 
 /* 1 if every host of the placement is this machine. */
 static int placement_is_local(const struct fleet *f, const struct cluster_placement *p) {
@@ -25,9 +27,28 @@ static int placement_is_local(const struct fleet *f, const struct cluster_placem
     return 1;
 }
 
+/* What runs lockstep on host h: its own lockstep= and wrapper= when the
+ * cluster file names either, else the gateway's binary under
+ * --runner-wrapper (for local runners only, as that option says). */
+static void host_program(const struct fleet *f, const struct cluster_host *h, int mpi,
+                         const char **lockstep, const char **wrapper) {
+    const struct gateway_params *p = f->params;
+    if (cluster_host_own_program(h)) {
+        *lockstep = h->lockstep[0] ? h->lockstep : p->lockstep_path;
+        *wrapper = h->wrapper[0] ? h->wrapper : NULL;
+    } else {
+        *lockstep = p->lockstep_path;
+        *wrapper = mpi ? NULL : p->runner_wrapper;
+    }
+}
+
 /* How its runner is launched: as the model was configured when the
  * placement is one local host; under mpirun otherwise, on the placement's
- * hosts when any is another machine (mpirun's --host a:1,b:1). */
+ * hosts when any is another machine (mpirun's --host a:1,b:1). Each host
+ * runs its own program (host_program): when the placement's hosts run
+ * different ones, the mpirun job has an app context per host (MPMD,
+ * supervisor_runner_argv says why). The strings are borrowed from the
+ * fleet's hosts and parameters, which outlive the instance. */
 static void choose_launch(const struct fleet_instance *in, struct supervisor_launch *l) {
     const struct fleet *f = in->fleet;
     const struct gateway_params *p = f->params;
@@ -35,9 +56,7 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
     const struct cluster_placement *placement = &in->placement;
     const struct cluster_host *leader = &f->hosts[placement->host[0]];
     int local = placement_is_local(f, placement);
-    *l = (struct supervisor_launch){.lockstep_path = p->lockstep_path,
-                                    .wrapper = p->runner_wrapper,
-                                    .mpirun_path = p->mpirun_path,
+    *l = (struct supervisor_launch){.mpirun_path = p->mpirun_path,
                                     .model_path = m->path,
                                     .tokenizer_path = m->tokenizer_path,
                                     .tp = placement->tp,
@@ -51,9 +70,26 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
                                     .cluster_key_file = p->cluster_key_file,
                                     .local = local};
     if (!leader->local) snprintf(l->leader, sizeof(l->leader), "%s", leader->name);
-    if (local && placement->n_hosts == 1) return;
-    l->mpi = 1;
-    l->hostfile = NULL;
+    int alone = local && placement->n_hosts == 1; /* launched as the model was configured */
+    if (!alone) {
+        l->mpi = 1;
+        l->hostfile = NULL;
+    }
+    host_program(f, leader, l->mpi, &l->lockstep_path, &l->wrapper);
+    if (alone) return;
+    int same = 1; /* every host runs the leader's program */
+    for (int k = 0; k < placement->n_hosts && k < SUPERVISOR_PARTS_MAX; k++) {
+        struct supervisor_part *part = &l->parts[k];
+        host_program(f, &f->hosts[placement->host[k]], 1, &part->lockstep, &part->wrapper);
+        part->host = local ? NULL : f->hosts[placement->host[k]].name;
+        part->ranks = placement->ranks[k];
+        same = same && !strcmp(part->lockstep, l->lockstep_path) &&
+               !strcmp(part->wrapper ? part->wrapper : "", l->wrapper ? l->wrapper : "");
+    }
+    if (!same) {
+        l->n_parts = placement->n_hosts;
+        return;
+    }
     if (local) return; /* every rank here: mpirun needs no host list */
     size_t used = 0;
     for (int k = 0; k < placement->n_hosts && used < sizeof(l->host_list); k++)

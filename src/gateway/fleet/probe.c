@@ -3,7 +3,10 @@
  *
  * A thread asks every host every few seconds: this machine in-process,
  * another through Open MPI's launcher (`mpirun -np 1 --host H lockstep
- * probe`, which prints one JSON line), with a deadline after which the
+ * probe`, which prints one JSON line), a host whose own program the
+ * cluster file names (lockstep=, wrapper=) by running that program, there
+ * or through mpirun, since its build's arch and numerics are what
+ * placement must know, not the gateway's; with a deadline after which the
  * probe is killed and the host counts as lost. The prober knows the
  * hosts only through its events: it asks for a copy of them, and tells
  * each answer (or its absence) back; the fleet decides what a lost host
@@ -25,19 +28,24 @@
 
 #define PROBE_DEADLINE_SECONDS 10.0 /* a probe that has not answered by then failed */
 
-/* Starts `mpirun ... lockstep probe` on host with its stdout on *out. */
-static pid_t spawn_probe(const struct fleet_prober *prober, const char *host, int *out) {
+/* Starts `[mpirun ...] [wrapper] lockstep probe` for host h (mpirun for
+ * another machine) with its stdout on *out. */
+static pid_t spawn_probe(const struct fleet_prober *prober, const struct cluster_host *h,
+                         int *out) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC)) return -1;
     const char *argv[16];
     int n = 0;
-    argv[n++] = prober->mpirun_path;
-    if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
-    argv[n++] = "-np";
-    argv[n++] = "1";
-    argv[n++] = "--host";
-    argv[n++] = host;
-    argv[n++] = prober->lockstep_path;
+    if (!h->local) {
+        argv[n++] = prober->mpirun_path;
+        if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
+        argv[n++] = "-np";
+        argv[n++] = "1";
+        argv[n++] = "--host";
+        argv[n++] = h->name;
+    }
+    if (h->wrapper[0]) argv[n++] = h->wrapper;
+    argv[n++] = h->lockstep[0] ? h->lockstep : prober->lockstep_path;
     argv[n++] = "probe";
     argv[n] = NULL;
     pid_t parent = getpid(), pid = fork();
@@ -87,9 +95,9 @@ static int read_probe(int fd, struct cluster_probe *p, const struct fleet_prober
 static int probe_host(const struct fleet_prober *prober, const struct cluster_host *h,
                       struct cluster_probe *p) {
     char err[200];
-    if (h->local) return cluster_probe_local(p, err, sizeof(err));
+    if (h->local && !cluster_host_own_program(h)) return cluster_probe_local(p, err, sizeof(err));
     int fd = -1, status = 0;
-    pid_t pid = spawn_probe(prober, h->name, &fd);
+    pid_t pid = spawn_probe(prober, h, &fd);
     if (pid < 0) return -1;
     int rc = read_probe(fd, p, prober);
     close(fd);

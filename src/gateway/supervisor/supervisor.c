@@ -97,61 +97,94 @@ void supervisor_set_state(struct supervisor *s, enum supervisor_state to) {
 
 /* ---------- the runner process ---------- */
 
+/* Appends a word to a; 0, or -1 when a is full (its last entry is kept for NULL). */
+static int put(struct supervisor_argv *a, const char *word) {
+    if (a->n >= SUPERVISOR_ARGV_MAX - 1) return -1;
+    a->argv[a->n++] = word;
+    return 0;
+}
+
+/* [wrapper] lockstep runner and its options. */
+static int put_runner(struct supervisor_argv *a, const struct supervisor_launch *m,
+                      const char *wrapper, const char *lockstep, const char *socket_path,
+                      const char *status_path, const char *tp, const char *threads) {
+    int rc = (wrapper ? put(a, wrapper) : 0) | put(a, lockstep) | put(a, "runner") | put(a, "-m") |
+             put(a, m->model_path);
+    if (m->tokenizer_path) rc |= put(a, "-z") | put(a, m->tokenizer_path);
+    rc |= put(a, "--socket") | put(a, socket_path) | put(a, "-t") | put(a, threads);
+    rc |= put(a, m->mpi ? "--comm" : "--tp") | put(a, m->mpi ? "mpi" : tp);
+    if (status_path) rc |= put(a, "--status") | put(a, status_path);
+    if (m->allow_faults) rc |= put(a, "--allow-faults");
+    if (m->cluster_key_file) rc |= put(a, "--cluster-key-file") | put(a, m->cluster_key_file);
+    for (int i = 0; m->runner_args && m->runner_args[i]; i++) rc |= put(a, m->runner_args[i]);
+    return rc;
+}
+
+int supervisor_runner_argv(const struct supervisor_launch *m, const char *socket_path,
+                           const char *status_path, struct supervisor_argv *a) {
+    char *tp = a->numbers[0], *threads = a->numbers[1];
+    int rc = 0;
+    a->n = 0;
+    snprintf(tp, sizeof(a->numbers[0]), "%d", m->tp);
+    snprintf(threads, sizeof(a->numbers[1]), "%d", m->threads);
+    if (m->mpi) {
+        rc |= put(a, m->mpirun_path);
+        if (geteuid() == 0) rc |= put(a, "--allow-run-as-root");
+        rc |= put(a, "--bind-to") | put(a, "none");
+        /* every rank on this machine: no --host (its other names are not
+         * Open MPI's), and as many ranks as asked whatever its cores */
+        int here = m->n_parts > 0 ? !m->parts[0].host : !m->host_list[0] && !m->hostfile;
+        if (here) rc |= put(a, "--oversubscribe");
+    }
+    if (m->mpi && m->n_parts > 0) {
+        /* Hosts that run different programs (another architecture's binary
+         * at its own path, or one under an emulator) need one app context
+         * each: mpirun's MPMD form, `-np R --host NAME:R PROGRAM ARGS : ...`.
+         * It is the only way to give Open MPI a program per host (a
+         * hostfile cannot, and --host a:1,b:1 runs one program on all);
+         * the contexts take their ranks in order, so rank 0, the leader,
+         * is the first host's, and each --host pins its program to the
+         * host it was built for. Global options come before the first. */
+        if (m->n_parts > SUPERVISOR_PARTS_MAX) return -1;
+        for (int k = 0; k < m->n_parts; k++) {
+            const struct supervisor_part *part = &m->parts[k];
+            snprintf(a->numbers[2 + k], sizeof(a->numbers[2 + k]), "%d", part->ranks);
+            if (k) rc |= put(a, ":");
+            rc |= put(a, "-np") | put(a, a->numbers[2 + k]);
+            if (part->host) {
+                snprintf(a->hosts[k], sizeof(a->hosts[k]), "%s:%d", part->host, part->ranks);
+                rc |= put(a, "--host") | put(a, a->hosts[k]);
+            }
+            rc |= put_runner(a, m, part->wrapper, part->lockstep, socket_path, status_path, tp,
+                             threads);
+        }
+    } else {
+        if (m->mpi && m->host_list[0]) {
+            rc |= put(a, "--host") | put(a, m->host_list);
+        } else if (m->mpi && m->hostfile) {
+            rc |= put(a, "--hostfile") | put(a, m->hostfile);
+        }
+        if (m->mpi) rc |= put(a, "-np") | put(a, tp);
+        rc |= put_runner(a, m, m->wrapper, m->lockstep_path, socket_path, status_path, tp, threads);
+    }
+    a->argv[a->n] = NULL;
+    return rc ? -1 : 0;
+}
+
 static pid_t spawn_runner(struct supervisor *s) {
     const struct supervisor_launch *m = &s->config.launch;
-    char tp[16], threads[16], np[16];
-    const char *argv[64];
-    int n = 0;
-    snprintf(tp, sizeof(tp), "%d", m->tp);
-    snprintf(np, sizeof(np), "%d", m->tp);
-    snprintf(threads, sizeof(threads), "%d", m->threads);
-    if (m->mpi) {
-        argv[n++] = m->mpirun_path;
-        if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
-        argv[n++] = "--bind-to";
-        argv[n++] = "none";
-        if (m->host_list[0]) {
-            argv[n++] = "--host";
-            argv[n++] = m->host_list;
-        } else if (m->hostfile) {
-            argv[n++] = "--hostfile";
-            argv[n++] = m->hostfile;
-        } else {
-            argv[n++] = "--oversubscribe";
-        }
-        argv[n++] = "-np";
-        argv[n++] = np;
-    }
-    if (m->wrapper && !m->mpi) argv[n++] = m->wrapper;
-    argv[n++] = m->lockstep_path;
-    argv[n++] = "runner";
-    argv[n++] = "-m";
-    argv[n++] = m->model_path;
-    if (m->tokenizer_path) {
-        argv[n++] = "-z";
-        argv[n++] = m->tokenizer_path;
-    }
-    argv[n++] = "--socket";
-    argv[n++] = s->socket_path;
-    argv[n++] = "-t";
-    argv[n++] = threads;
-    argv[n++] = m->mpi ? "--comm" : "--tp";
-    argv[n++] = m->mpi ? "mpi" : tp;
+    struct supervisor_argv *a = malloc(sizeof(*a));
+    if (!a) return -1;
     /* ranks' status records name processes: only this machine's can be read and killed */
-    if (m->local && supervisor_watchdog_prepare(s) == 0) {
-        argv[n++] = "--status";
-        argv[n++] = s->status_path;
+    const char *status = m->local && supervisor_watchdog_prepare(s) == 0 ? s->status_path : NULL;
+    if (supervisor_runner_argv(m, s->socket_path, status, a)) {
+        log_event(LOG_LEVEL_ERROR, "gateway", "%s: the runner's command is too long", s->config.id);
+        free(a);
+        return -1;
     }
-    if (m->allow_faults) argv[n++] = "--allow-faults";
-    if (m->cluster_key_file) {
-        argv[n++] = "--cluster-key-file";
-        argv[n++] = m->cluster_key_file;
-    }
+    const char *const *argv = a->argv;
     int refuse = s->refuse_starts > 0;
     if (refuse) s->refuse_starts--;
-    for (int i = 0; m->runner_args && m->runner_args[i] && n < 62; i++)
-        argv[n++] = m->runner_args[i];
-    argv[n] = NULL;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -166,6 +199,7 @@ static pid_t spawn_runner(struct supervisor *s) {
         _exit(127);
     }
     if (pid > 0) setpgid(pid, pid);
+    free(a);
     return pid;
 }
 

@@ -24,7 +24,8 @@
 
 struct supervisor;
 
-#define SUPERVISOR_HOST_MAX 64 /* a host name's bytes, with its NUL */
+#define SUPERVISOR_HOST_MAX  64 /* a host name's bytes, with its NUL */
+#define SUPERVISOR_PARTS_MAX 64 /* an mpirun job's app contexts: one a host (of 64 ranks) */
 
 /* One runner request as the supervisor carries it, embedded in its owner.
  * id, group and arrival_us are set by the owner before it is submitted and
@@ -82,19 +83,32 @@ struct supervisor_events {
     int (*placement_lost)(void *context, char *host, size_t size);
 };
 
+/* One host's share of an mpirun job whose hosts run different programs
+ * (MPMD: an app context each, `-np 1 --host a A : -np 1 --host b B`). */
+struct supervisor_part {
+    const char *host;     /* its --host NAME (NULL: this machine, every rank here) */
+    int ranks;            /* its -np, and the slots its --host names */
+    const char *lockstep; /* the lockstep binary there */
+    const char *wrapper;  /* the program that runs it there, or NULL */
+};
+
 /* How the runner is started. */
 struct supervisor_launch {
-    const char *lockstep_path;        /* the lockstep binary */
-    const char *wrapper;              /* local runners: the program that runs it, or NULL */
-    const char *mpirun_path;          /* mpirun, when mpi */
-    const char *model_path;           /* GGUF file or llama2.c checkpoint */
-    const char *tokenizer_path;       /* llama2.c tokenizer.bin, or NULL */
-    int tp;                           /* ranks */
-    int threads;                      /* threads per rank */
-    int n_layers;                     /* the model's (to read the ranks' status records) */
-    int mpi;                          /* 1: one process per rank under mpirun */
-    const char *hostfile;             /* mpi: mpirun's --hostfile when host_list is empty */
-    char host_list[256];              /* mpi: mpirun's --host value ("a:1,b:1"), or "" */
+    const char *lockstep_path;  /* the lockstep binary */
+    const char *wrapper;        /* the program that runs it (qemu-aarch64), or NULL */
+    const char *mpirun_path;    /* mpirun, when mpi */
+    const char *model_path;     /* GGUF file or llama2.c checkpoint */
+    const char *tokenizer_path; /* llama2.c tokenizer.bin, or NULL */
+    int tp;                     /* ranks */
+    int threads;                /* threads per rank */
+    int n_layers;               /* the model's (to read the ranks' status records) */
+    int mpi;                    /* 1: one process per rank under mpirun */
+    const char *hostfile;       /* mpi: mpirun's --hostfile when host_list is empty */
+    char host_list[256];        /* mpi: mpirun's --host value ("a:1,b:1"), or "" */
+    int n_parts;                /* mpi: > 0 when its hosts run different programs: one
+                                   app context each, in rank order (then lockstep_path,
+                                   wrapper and host_list are not used) */
+    struct supervisor_part parts[SUPERVISOR_PARTS_MAX]; /* (n_parts) */
     const char *const *runner_args;   /* more runner options (NULL-terminated), or NULL */
     int allow_faults;                 /* 1: the runner takes FAULT frames (tests) */
     const char *cluster_key;          /* the key the runner must prove, or NULL */
@@ -198,7 +212,25 @@ struct supervisor {
     int last_exit;                  /* the last runner's wait status */
 };
 
+/* A runner's command line (supervisor_runner_argv). */
+#define SUPERVISOR_ARGV_MAX 2048
+struct supervisor_argv {
+    const char *argv[SUPERVISOR_ARGV_MAX]; /* (n) then NULL */
+    int n;
+    char numbers[SUPERVISOR_PARTS_MAX + 2][16];                /* the counts it holds */
+    char hosts[SUPERVISOR_PARTS_MAX][SUPERVISOR_HOST_MAX + 8]; /* "NAME:RANKS" */
+};
+
 /* supervisor.c: its life */
+/* The command that starts launch's runner listening on socket_path (and
+ * writing its ranks' status to status_path when not NULL), borrowing
+ * launch's strings: [wrapper] lockstep runner ... for a runner of threads;
+ * under mpirun, one app context for every rank (`mpirun ... -np N [wrapper]
+ * lockstep runner ...`), or with parts one per host, `mpirun ... -np R0
+ * --host a:R0 [wrapper_a] lockstep_a runner ... : -np R1 --host b:R1 ...`.
+ * 0, or -1 when it does not fit. */
+int supervisor_runner_argv(const struct supervisor_launch *launch, const char *socket_path,
+                           const char *status_path, struct supervisor_argv *out);
 /* Sets it up (nothing runs yet); -1 with err. */
 int supervisor_init(struct supervisor *s, const struct supervisor_config *config,
                     const struct supervisor_events *events, char *err, size_t errlen);
