@@ -20,4 +20,21 @@ void tensor_matmul_q8_0_dotprod(const struct tensor_matmul_job *job, int row_beg
 void tensor_matmul_q4_0_dotprod(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                 void *scratch);
 
+/* ---- row dots of the quantized types (quants_*_neon.c, *_dotprod.c) ---- */
+
+/* Q4_K, Q5_K, Q6_K: single and multi-column (quants_k_neon.h). */
+#define TENSOR_ARM_DECLARE_K_DOTS(isa)                                                             \
+    float tensor_row_dot_q4_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q6_k_##isa(const void *w, const void *x, int n);                          \
+    void tensor_row_dots_q4_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);                                                        \
+    void tensor_row_dots_q5_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);                                                        \
+    void tensor_row_dots_q6_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);
+TENSOR_ARM_DECLARE_K_DOTS(neon)
+TENSOR_ARM_DECLARE_K_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_K_DOTS
+
 #endif

@@ -6,12 +6,23 @@
 
 #include <stddef.h>
 
+/* Row dots of the quantized types: a type's row dot, and with it the
+ * multi-column one for batches. */
+#define ROW_DOT(t, isa)                                                                            \
+    { .row_dot = tensor_row_dot_##t##_##isa }
+#define ROW_DOTS(t, isa)                                                                           \
+    { .row_dot = tensor_row_dot_##t##_##isa, .row_dots = tensor_row_dots_##t##_##isa }
+
 static const struct tensor_kernels neon = {
     .isa = TENSOR_ISA_NEON,
     .types =
         {
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_neon, .input = TENSOR_INPUT_BLOCKS},
             [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_neon, .input = TENSOR_INPUT_BLOCKS},
+            /* row dots of the quantized types */
+            [TENSOR_Q4_K] = ROW_DOTS(q4_k, neon),
+            [TENSOR_Q5_K] = ROW_DOTS(q5_k, neon),
+            [TENSOR_Q6_K] = ROW_DOTS(q6_k, neon),
         },
 };
 
@@ -21,6 +32,10 @@ static const struct tensor_kernels dotprod = {
         {
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_dotprod, .input = TENSOR_INPUT_BLOCKS},
             [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_dotprod, .input = TENSOR_INPUT_BLOCKS},
+            /* row dots of the quantized types */
+            [TENSOR_Q4_K] = ROW_DOTS(q4_k, dotprod),
+            [TENSOR_Q5_K] = ROW_DOTS(q5_k, dotprod),
+            [TENSOR_Q6_K] = ROW_DOTS(q6_k, dotprod),
         },
 };
 
