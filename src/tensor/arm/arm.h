@@ -37,4 +37,14 @@ TENSOR_ARM_DECLARE_K_DOTS(neon)
 TENSOR_ARM_DECLARE_K_DOTS(dotprod)
 #undef TENSOR_ARM_DECLARE_K_DOTS
 
+/* Q4_1, Q5_0, Q5_1, IQ4_NL (quants_legacy_neon.h). */
+#define TENSOR_ARM_DECLARE_LEGACY_DOTS(isa)                                                        \
+    float tensor_row_dot_q4_1_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_0_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_1_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_iq4_nl_##isa(const void *w, const void *x, int n);
+TENSOR_ARM_DECLARE_LEGACY_DOTS(neon)
+TENSOR_ARM_DECLARE_LEGACY_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_LEGACY_DOTS
+
 #endif

@@ -23,6 +23,10 @@ static const struct tensor_kernels neon = {
             [TENSOR_Q4_K] = ROW_DOTS(q4_k, neon),
             [TENSOR_Q5_K] = ROW_DOTS(q5_k, neon),
             [TENSOR_Q6_K] = ROW_DOTS(q6_k, neon),
+            [TENSOR_Q4_1] = ROW_DOT(q4_1, neon),
+            [TENSOR_Q5_0] = ROW_DOT(q5_0, neon),
+            [TENSOR_Q5_1] = ROW_DOT(q5_1, neon),
+            [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, neon),
         },
 };
 
@@ -36,6 +40,10 @@ static const struct tensor_kernels dotprod = {
             [TENSOR_Q4_K] = ROW_DOTS(q4_k, dotprod),
             [TENSOR_Q5_K] = ROW_DOTS(q5_k, dotprod),
             [TENSOR_Q6_K] = ROW_DOTS(q6_k, dotprod),
+            [TENSOR_Q4_1] = ROW_DOT(q4_1, dotprod),
+            [TENSOR_Q5_0] = ROW_DOT(q5_0, dotprod),
+            [TENSOR_Q5_1] = ROW_DOT(q5_1, dotprod),
+            [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, dotprod),
         },
 };
 
