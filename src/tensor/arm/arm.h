@@ -47,4 +47,13 @@ TENSOR_ARM_DECLARE_LEGACY_DOTS(neon)
 TENSOR_ARM_DECLARE_LEGACY_DOTS(dotprod)
 #undef TENSOR_ARM_DECLARE_LEGACY_DOTS
 
+/* Q2_K, Q3_K, IQ4_XS (quants_k_low_neon.h). */
+#define TENSOR_ARM_DECLARE_K_LOW_DOTS(isa)                                                         \
+    float tensor_row_dot_q2_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q3_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_iq4_xs_##isa(const void *w, const void *x, int n);
+TENSOR_ARM_DECLARE_K_LOW_DOTS(neon)
+TENSOR_ARM_DECLARE_K_LOW_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_K_LOW_DOTS
+
 #endif

@@ -27,6 +27,9 @@ static const struct tensor_kernels neon = {
             [TENSOR_Q5_0] = ROW_DOT(q5_0, neon),
             [TENSOR_Q5_1] = ROW_DOT(q5_1, neon),
             [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, neon),
+            [TENSOR_Q2_K] = ROW_DOT(q2_k, neon),
+            [TENSOR_Q3_K] = ROW_DOT(q3_k, neon),
+            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, neon),
         },
 };
 
@@ -44,6 +47,9 @@ static const struct tensor_kernels dotprod = {
             [TENSOR_Q5_0] = ROW_DOT(q5_0, dotprod),
             [TENSOR_Q5_1] = ROW_DOT(q5_1, dotprod),
             [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, dotprod),
+            [TENSOR_Q2_K] = ROW_DOT(q2_k, dotprod),
+            [TENSOR_Q3_K] = ROW_DOT(q3_k, dotprod),
+            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, dotprod),
         },
 };
 
