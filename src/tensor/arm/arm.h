@@ -56,4 +56,7 @@ TENSOR_ARM_DECLARE_K_LOW_DOTS(neon)
 TENSOR_ARM_DECLARE_K_LOW_DOTS(dotprod)
 #undef TENSOR_ARM_DECLARE_K_LOW_DOTS
 
+/* BF16 (quants_bf16_neon.c). */
+float tensor_row_dot_bf16_neon(const void *w, const void *x, int n);
+
 #endif

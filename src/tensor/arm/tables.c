@@ -30,6 +30,7 @@ static const struct tensor_kernels neon = {
             [TENSOR_Q2_K] = ROW_DOT(q2_k, neon),
             [TENSOR_Q3_K] = ROW_DOT(q3_k, neon),
             [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, neon),
+            [TENSOR_BF16] = ROW_DOT(bf16, neon),
         },
 };
 
