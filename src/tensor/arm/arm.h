@@ -20,6 +20,13 @@ void tensor_matmul_q8_0_dotprod(const struct tensor_matmul_job *job, int row_beg
 void tensor_matmul_q4_0_dotprod(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                 void *scratch);
 
+/* ... for batches, with smmla (matmul_i8mm.c); a batch of one takes the
+ * dotprod kernel. */
+void tensor_matmul_q8_0_i8mm(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_matmul_q4_0_i8mm(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+
 /* ---- row dots of the quantized types (quants_*_neon.c, *_dotprod.c) ---- */
 
 /* Q4_K, Q5_K, Q6_K: single and multi-column (quants_k_neon.h). */

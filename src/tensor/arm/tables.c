@@ -56,6 +56,11 @@ static const struct tensor_kernels dotprod = {
 
 static const struct tensor_kernels i8mm = {
     .isa = TENSOR_ISA_I8MM,
+    .types =
+        {
+            [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_i8mm, .input = TENSOR_INPUT_BLOCKS},
+            [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_i8mm, .input = TENSOR_INPUT_BLOCKS},
+        },
 };
 
 const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa) {
