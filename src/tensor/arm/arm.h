@@ -54,4 +54,50 @@ void tensor_matmul_q8_0_dotprod(const struct tensor_matmul_job *job, int row_beg
 void tensor_matmul_q4_0_dotprod(const struct tensor_matmul_job *job, int row_begin, int row_end,
                                 void *scratch);
 
+/* ... for batches, with smmla (matmul_i8mm.c); a batch of one takes the
+ * dotprod kernel. */
+void tensor_matmul_q8_0_i8mm(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+void tensor_matmul_q4_0_i8mm(const struct tensor_matmul_job *job, int row_begin, int row_end,
+                             void *scratch);
+
+/* ---- row dots of the quantized types (quants_*_neon.c, *_dotprod.c) ---- */
+
+/* Q4_K, Q5_K, Q6_K: single and multi-column (quants_k_neon.h). */
+#define TENSOR_ARM_DECLARE_K_DOTS(isa)                                                             \
+    float tensor_row_dot_q4_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q6_k_##isa(const void *w, const void *x, int n);                          \
+    void tensor_row_dots_q4_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);                                                        \
+    void tensor_row_dots_q5_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);                                                        \
+    void tensor_row_dots_q6_k_##isa(float *out, const void *w, const void *x, size_t x_stride,     \
+                                    int n);
+TENSOR_ARM_DECLARE_K_DOTS(neon)
+TENSOR_ARM_DECLARE_K_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_K_DOTS
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL (quants_legacy_neon.h). */
+#define TENSOR_ARM_DECLARE_LEGACY_DOTS(isa)                                                        \
+    float tensor_row_dot_q4_1_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_0_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q5_1_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_iq4_nl_##isa(const void *w, const void *x, int n);
+TENSOR_ARM_DECLARE_LEGACY_DOTS(neon)
+TENSOR_ARM_DECLARE_LEGACY_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_LEGACY_DOTS
+
+/* Q2_K, Q3_K, IQ4_XS (quants_k_low_neon.h). */
+#define TENSOR_ARM_DECLARE_K_LOW_DOTS(isa)                                                         \
+    float tensor_row_dot_q2_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_q3_k_##isa(const void *w, const void *x, int n);                          \
+    float tensor_row_dot_iq4_xs_##isa(const void *w, const void *x, int n);
+TENSOR_ARM_DECLARE_K_LOW_DOTS(neon)
+TENSOR_ARM_DECLARE_K_LOW_DOTS(dotprod)
+#undef TENSOR_ARM_DECLARE_K_LOW_DOTS
+
+/* BF16 (quants_bf16_neon.c). */
+float tensor_row_dot_bf16_neon(const void *w, const void *x, int n);
+
 #endif

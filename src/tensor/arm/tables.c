@@ -6,6 +6,13 @@
 
 #include <stddef.h>
 
+/* Row dots of the quantized types: a type's row dot, and with it the
+ * multi-column one for batches. */
+#define ROW_DOT(t, isa)                                                                            \
+    { .row_dot = tensor_row_dot_##t##_##isa }
+#define ROW_DOTS(t, isa)                                                                           \
+    { .row_dot = tensor_row_dot_##t##_##isa, .row_dots = tensor_row_dots_##t##_##isa }
+
 static const struct tensor_kernels neon = {
     .isa = TENSOR_ISA_NEON,
     /* float ops and the activation quantizer (ops_neon.c) */
@@ -29,6 +36,18 @@ static const struct tensor_kernels neon = {
 
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_neon, .input = TENSOR_INPUT_BLOCKS},
             [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_neon, .input = TENSOR_INPUT_BLOCKS},
+            /* row dots of the quantized types */
+            [TENSOR_Q4_K] = ROW_DOTS(q4_k, neon),
+            [TENSOR_Q5_K] = ROW_DOTS(q5_k, neon),
+            [TENSOR_Q6_K] = ROW_DOTS(q6_k, neon),
+            [TENSOR_Q4_1] = ROW_DOT(q4_1, neon),
+            [TENSOR_Q5_0] = ROW_DOT(q5_0, neon),
+            [TENSOR_Q5_1] = ROW_DOT(q5_1, neon),
+            [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, neon),
+            [TENSOR_Q2_K] = ROW_DOT(q2_k, neon),
+            [TENSOR_Q3_K] = ROW_DOT(q3_k, neon),
+            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, neon),
+            [TENSOR_BF16] = ROW_DOT(bf16, neon),
         },
 };
 
@@ -40,11 +59,27 @@ static const struct tensor_kernels dotprod = {
         {
             [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_dotprod, .input = TENSOR_INPUT_BLOCKS},
             [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_dotprod, .input = TENSOR_INPUT_BLOCKS},
+            /* row dots of the quantized types */
+            [TENSOR_Q4_K] = ROW_DOTS(q4_k, dotprod),
+            [TENSOR_Q5_K] = ROW_DOTS(q5_k, dotprod),
+            [TENSOR_Q6_K] = ROW_DOTS(q6_k, dotprod),
+            [TENSOR_Q4_1] = ROW_DOT(q4_1, dotprod),
+            [TENSOR_Q5_0] = ROW_DOT(q5_0, dotprod),
+            [TENSOR_Q5_1] = ROW_DOT(q5_1, dotprod),
+            [TENSOR_IQ4_NL] = ROW_DOT(iq4_nl, dotprod),
+            [TENSOR_Q2_K] = ROW_DOT(q2_k, dotprod),
+            [TENSOR_Q3_K] = ROW_DOT(q3_k, dotprod),
+            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, dotprod),
         },
 };
 
 static const struct tensor_kernels i8mm = {
     .isa = TENSOR_ISA_I8MM,
+    .types =
+        {
+            [TENSOR_Q8_0] = {.matmul = tensor_matmul_q8_0_i8mm, .input = TENSOR_INPUT_BLOCKS},
+            [TENSOR_Q4_0] = {.matmul = tensor_matmul_q4_0_i8mm, .input = TENSOR_INPUT_BLOCKS},
+        },
 };
 
 const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa) {

@@ -1,0 +1,20 @@
+/* quants_legacy_dotprod.c -- the Q4_1, Q5_0, Q5_1 and IQ4_NL row dots of
+ * the dotprod table: quants_legacy_neon.h's kernels with sdot as their
+ * dot4. The scalar reference's bits. */
+#include "quants_legacy_neon.h"
+
+float tensor_row_dot_q4_1_dotprod(const void *w, const void *x, int n) {
+    return row_dot_q4_1(w, x, n, dot4_dotprod);
+}
+
+float tensor_row_dot_q5_0_dotprod(const void *w, const void *x, int n) {
+    return row_dot_q5_0(w, x, n, dot4_dotprod);
+}
+
+float tensor_row_dot_q5_1_dotprod(const void *w, const void *x, int n) {
+    return row_dot_q5_1(w, x, n, dot4_dotprod);
+}
+
+float tensor_row_dot_iq4_nl_dotprod(const void *w, const void *x, int n) {
+    return row_dot_iq4_nl(w, x, n, dot4_dotprod);
+}
