@@ -15,13 +15,13 @@
 #define GEMM_COLS         2
 #define FLOAT_BLOCK_BYTES (256 * 1024)
 
-static ALWAYS_INLINE struct lanes load_weights(const char *row, int i, int f16) {
+static ALWAYS_INLINE struct lanes load_weights(const void *row, int i, int f16) {
     if (f16) return load_halves((const uint16_t *)row + i);
     return load_lanes((const float *)row + i);
 }
 
 /* The last n < 8 elements from i, zero-filled. */
-static ALWAYS_INLINE struct lanes load_weights_tail(const char *row, int i, int n, int f16) {
+static ALWAYS_INLINE struct lanes load_weights_tail(const void *row, int i, int n, int f16) {
     if (f16) return load_halves_tail((const uint16_t *)row + i, n);
     return load_lanes_tail((const float *)row + i, n);
 }

@@ -300,7 +300,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
     }
     for (; i < n; i++)
         for (int p = 0; p < n_rows; p++) {
-            const char *row = (const char *)rows + (size_t)p * stride;
+            const void *row = (const char *)rows + (size_t)p * stride;
             float v = type == TENSOR_F16 ? tensor_fp16_to_fp32(((const uint16_t *)row)[i])
                                          : ((const float *)row)[i];
             out[i] = fmaf(weights[p], v, out[i]);
