@@ -440,6 +440,6 @@ void tensor_quantize_x_avx2(int8_t *qs, float *d, int32_t *bias, const float *x,
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-        bias[j] = -offset * _mm_cvtsi128_si32(s4);
+        bias[j] = (int32_t)((uint32_t)-offset * (uint32_t)_mm_cvtsi128_si32(s4)); /* wraps */
     }
 }
