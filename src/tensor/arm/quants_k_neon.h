@@ -200,7 +200,7 @@ static ALWAYS_INLINE void unpack_q6_k_half(struct q6_k_unpacked *u, int h, const
 static ALWAYS_INLINE void unpack_q6_k(struct q6_k_unpacked *u, const struct tensor_block_q6_k *b) {
     unpack_q6_k_half(u, 0, b->ql, b->qh);
     unpack_q6_k_half(u, 1, b->ql + 64, b->qh + 32);
-    for (int g = 0; g < 16; g++) u->scales[g] = b->scales[g];
+    for (int g = 0; g < 16; g++) u->scales[g] = (int32_t)b->scales[g]; /* signed scales */
     u->d = fp16_neon(b->d);
 }
 
