@@ -37,7 +37,8 @@ int tensor_isa_parse(const char *name) {
 }
 
 int tensor_isa_built(enum tensor_isa isa) {
-    return (int)isa >= 0 && isa < TENSOR_ISA_COUNT && tensor_arch_kernels(isa) != NULL;
+    return isa == TENSOR_ISA_SCALAR ||
+           ((int)isa > 0 && isa < TENSOR_ISA_COUNT && tensor_arch_kernels(isa) != NULL);
 }
 
 /* 1 if isa is best or a set best falls back through. */
@@ -105,10 +106,10 @@ static struct tensor_kernels resolve_table(const struct tensor_kernels *own,
  * only by convention, so this recurses). */
 static void resolve(enum tensor_isa isa, int *done) {
     if (done[isa]) return;
-    const struct tensor_kernels *own = tensor_arch_kernels(isa);
     if (isa == TENSOR_ISA_SCALAR) {
         resolved[isa] = tensor_kernels_scalar;
     } else {
+        const struct tensor_kernels *own = tensor_arch_kernels(isa);
         resolve(isa_parents[isa], done);
         /* a set this build has no table for is its parent's */
         resolved[isa] =

@@ -186,7 +186,8 @@ struct tensor_kernels {
     struct tensor_type_kernels types[TENSOR_TYPE_COUNT];
 };
 
-/* The tables as each set's folder defines them (NULL: not built for this
+/* The scalar reference's table (scalar.c), and the other sets' tables as
+ * the architecture's folder defines them (NULL: a set not built for this
  * architecture), before isa.c fills their gaps from the parents. */
 extern const struct tensor_kernels tensor_kernels_scalar;
 const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa);

@@ -7,12 +7,9 @@
 #ifndef LOCKSTEP_TENSOR_OPS_NEON_H
 #define LOCKSTEP_TENSOR_OPS_NEON_H
 
-#include "arm.h"
+#include "quants_neon.h"
 
-#include <arm_neon.h>
 #include <string.h>
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* Eight lane sums of the canonical order: lanes 0-3 and 4-7. */
 struct lanes {
@@ -25,9 +22,7 @@ static ALWAYS_INLINE struct lanes lanes_zero(void) {
 
 /* The canonical lane tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
 static ALWAYS_INLINE float sum_lanes(struct lanes v) {
-    float32x4_t s = vaddq_f32(v.low, v.high);
-    float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
-    return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+    return sum_lanes_neon(v.low, v.high);
 }
 
 /* canon_max and canon_min lane by lane (x86's maxps, minps: b when either

@@ -91,6 +91,6 @@ const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa) {
     case TENSOR_ISA_I8MM:
         return &i8mm;
     default:
-        return isa == TENSOR_ISA_SCALAR ? &tensor_kernels_scalar : NULL;
+        return NULL;
     }
 }

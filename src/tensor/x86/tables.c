@@ -108,6 +108,6 @@ const struct tensor_kernels *tensor_arch_kernels(enum tensor_isa isa) {
     case TENSOR_ISA_AVX512:
         return &avx512;
     default:
-        return isa == TENSOR_ISA_SCALAR ? &tensor_kernels_scalar : NULL;
+        return NULL;
     }
 }
