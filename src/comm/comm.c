@@ -50,6 +50,10 @@ const char *comm_kind_name(enum comm_kind kind) {
         return "barrier";
     case COMM_KIND_ALLGATHER:
         return "all-gather";
+    case COMM_KIND_SEND:
+        return "send";
+    case COMM_KIND_RECV:
+        return "receive";
     }
     return "unknown collective";
 }
@@ -179,7 +183,7 @@ int comm_allreduce_sum(struct comm *comm, float *buf, size_t n, struct comm_tag 
                          "all-reduce of %zu floats from "
                          "a NULL buffer",
                          n);
-    struct comm_call call = {COMM_KIND_ALLREDUCE, tag, buf, n * sizeof(float), buf, NULL, 0};
+    struct comm_call call = {COMM_KIND_ALLREDUCE, tag, buf, n * sizeof(float), buf, NULL, 0, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 
@@ -190,7 +194,7 @@ int comm_broadcast(struct comm *comm, void *buf, size_t bytes, int root, struct 
     if (!buf && bytes > 0)
         return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
                          "broadcast of %zu bytes into a NULL buffer", bytes);
-    struct comm_call call = {COMM_KIND_BROADCAST, tag, buf, bytes, buf, NULL, root};
+    struct comm_call call = {COMM_KIND_BROADCAST, tag, buf, bytes, buf, NULL, root, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 
@@ -215,7 +219,7 @@ int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *re
                              "gather root sends %zu bytes but expects %zu from itself", send_bytes,
                              recv_bytes[root]);
     }
-    struct comm_call call = {COMM_KIND_GATHER, tag, send, send_bytes, recv, recv_bytes, root};
+    struct comm_call call = {COMM_KIND_GATHER, tag, send, send_bytes, recv, recv_bytes, root, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 
@@ -246,11 +250,39 @@ int comm_allgather(struct comm *comm, const void *send, size_t send_bytes, void 
                    struct comm_tag tag, char *err, size_t errlen) {
     int rc = check_allgather(comm, send, send_bytes, recv, err, errlen);
     if (rc) return rc;
-    struct comm_call call = {COMM_KIND_ALLGATHER, tag, send, send_bytes, recv, NULL, 0};
+    struct comm_call call = {COMM_KIND_ALLGATHER, tag, send, send_bytes, recv, NULL, 0, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 
 int comm_barrier(struct comm *comm, struct comm_tag tag, char *err, size_t errlen) {
-    struct comm_call call = {COMM_KIND_BARRIER, tag, NULL, 0, NULL, NULL, 0};
+    struct comm_call call = {COMM_KIND_BARRIER, tag, NULL, 0, NULL, NULL, 0, NULL, NULL};
+    return run_call(comm, &call, err, errlen);
+}
+
+static int check_peer_rank(const struct comm *comm, int peer, const char *what, char *err,
+                           size_t errlen) {
+    if (peer >= 0 && peer < comm->size && peer != comm->rank) return COMM_OK;
+    return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                     "%s peer %d is not another rank of 0..%d", what, peer, comm->size - 1);
+}
+
+int comm_send(struct comm *comm, const void *buf, size_t bytes, int dest, struct comm_tag tag,
+              char *err, size_t errlen) {
+    int rc = check_peer_rank(comm, dest, "send", err, errlen);
+    if (rc) return rc;
+    if (!buf && bytes > 0)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "send of %zu bytes from a NULL buffer", bytes);
+    struct comm_call call = {COMM_KIND_SEND, tag, buf, bytes, NULL, NULL, dest, NULL, NULL};
+    return run_call(comm, &call, err, errlen);
+}
+
+int comm_recv(struct comm *comm, int source, struct comm_tag tag, void **message, size_t *bytes,
+              char *err, size_t errlen) {
+    *message = NULL;
+    *bytes = 0;
+    int rc = check_peer_rank(comm, source, "receive", err, errlen);
+    if (rc) return rc;
+    struct comm_call call = {COMM_KIND_RECV, tag, NULL, 0, NULL, NULL, source, message, bytes};
     return run_call(comm, &call, err, errlen);
 }

@@ -79,6 +79,13 @@ int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_
  * _exit(); mpirun then ends the job. A local rank thread that exits without
  * comm_free is noticed by its peers only at their deadline. */
 
+/* mpi: a group of the ranks of comm that give the same color (>= 0),
+ * ranked by key: a collective over comm (every rank calls it). The new
+ * handle is freed with comm_free before comm. (The local backend's groups
+ * are made whole by comm_local_create.) */
+int comm_mpi_split(struct comm *comm, int color, int key, struct comm **out, char *err,
+                   size_t errlen);
+
 /* Leaves the group (comm_mpi_create's handle also finalizes MPI). */
 void comm_free(struct comm *comm);
 
@@ -114,6 +121,25 @@ int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *re
  * of send and recv is refused with COMM_ERR_USAGE. */
 int comm_allgather(struct comm *comm, const void *send, size_t send_bytes, void *recv,
                    struct comm_tag tag, char *err, size_t errlen);
+
+/* ---- point to point: the handoffs between pipeline stages ----
+ *
+ * A link (one rank to another) delivers messages in the order they were
+ * sent and holds at most COMM_MAILBOX_SLOTS of them not yet received: the
+ * bounded mailbox of docs/protocol/pipeline.pml, which shows that k steps
+ * in flight never find a link full when it holds k. comm_send copies the
+ * bytes out and returns as soon as the message is in the link; it waits
+ * (spin, then sleep, until the deadline) only while the link is full.
+ * comm_recv waits the same way for the next message from source, checks
+ * that it carries tag (another tag fails with COMM_ERR_TAG, naming both)
+ * and hands it over in memory the caller frees with free(). A message sent
+ * before its sender left is still received. */
+#define COMM_MAILBOX_SLOTS 8
+
+int comm_send(struct comm *comm, const void *buf, size_t bytes, int dest, struct comm_tag tag,
+              char *err, size_t errlen);
+int comm_recv(struct comm *comm, int source, struct comm_tag tag, void **message, size_t *bytes,
+              char *err, size_t errlen);
 
 /* Waits until every rank has arrived. */
 int comm_barrier(struct comm *comm, struct comm_tag tag, char *err, size_t errlen);

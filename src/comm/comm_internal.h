@@ -23,6 +23,8 @@ enum comm_kind {
     COMM_KIND_GATHER = 3,
     COMM_KIND_BARRIER = 4,
     COMM_KIND_ALLGATHER = 5,
+    COMM_KIND_SEND = 6, /* point to point: root is the destination */
+    COMM_KIND_RECV = 7, /* point to point: root is the source */
 };
 
 /* One collective as the backends see it: comm.c has checked the sizes. */
@@ -34,7 +36,9 @@ struct comm_call {
     void *recv;               /* where the result goes (all-reduce, broadcast: = send;
                                * all-gather: size * send_bytes, send may be its own place) */
     const size_t *recv_bytes; /* gather on root: bytes expected from each rank */
-    int root;                 /* broadcast, gather: the root rank */
+    int root;                 /* broadcast, gather: the root rank; send, receive: the peer */
+    void **message;           /* receive: where the received message's memory goes */
+    size_t *message_bytes;    /* receive: its size */
 };
 
 /* A backend: one function runs any collective; free leaves the group. */

@@ -17,7 +17,14 @@
  * departure and failure bumps (the bump and the wake are skipped while no
  * rank sleeps), with the deadline as its timeout. A rank that fails marks
  * the group broken so the peers waiting with it fail at once; a rank that
- * frees its handle marks itself left so nobody waits for it. */
+ * frees its handle marks itself left so nobody waits for it.
+ *
+ * Point to point, every ordered pair of ranks has a link: a ring of
+ * COMM_MAILBOX_SLOTS messages with one writer (the sender) and one reader
+ * (the receiver), counted by `sent` and `taken`. The sender copies the
+ * bytes into memory of their own and hands that to the receiver, so a
+ * message costs one copy; both sides wait (spin, then the same futex) only
+ * for a full or an empty link. */
 #include "comm_internal.h"
 
 #include <limits.h>
@@ -30,6 +37,9 @@
 #include <unistd.h>
 
 #define LOCAL_CACHE_LINE 64
+/* The most ranks a local group takes: threads of one process, one per
+ * core at most, and every pair has a link. */
+#define COMM_LOCAL_MAX_RANKS 256
 
 /* One rank's published state. Only the owner writes it; peers read the
  * non-atomic fields of parity k % 2 after they see arrived >= k. */
@@ -45,6 +55,22 @@ struct local_slot {
     size_t capacity[2];            /* allocated size of data[parity] */
 };
 
+/* A message in a link: the receiver takes over data. */
+struct local_message {
+    struct comm_tag tag; /* the sender's tag */
+    size_t bytes;        /* size of data */
+    void *data;          /* malloc'd copy of the sender's bytes */
+};
+
+/* Messages from one rank to another, in the order sent. The sender writes
+ * the entry at sent % slots, then publishes sent + 1; the receiver reads
+ * the entry at taken % slots, then publishes taken + 1. */
+struct local_link {
+    _Alignas(LOCAL_CACHE_LINE) _Atomic uint64_t sent; /* messages put in */
+    _Atomic uint64_t taken;                           /* messages taken out */
+    struct local_message ring[COMM_MAILBOX_SLOTS];
+};
+
 struct local_group {
     int size;                 /* ranks */
     _Atomic int handles;      /* handles not yet freed */
@@ -53,6 +79,7 @@ struct local_group {
     _Atomic uint32_t broken;  /* 0, or the first failure: -error << 16 | its rank (one
                                * word, so a reader never sees the error without the rank) */
     struct local_slot *slots; /* size slots, cache-line aligned */
+    struct local_link *links; /* (size, size) link from rank i to rank j at i * size + j */
 };
 
 struct comm_local {
@@ -66,6 +93,13 @@ static void group_free(struct local_group *group) {
         free(group->slots[r].data[0]);
         free(group->slots[r].data[1]);
     }
+    size_t n_links = (size_t)group->size * (size_t)group->size;
+    for (size_t i = 0; group->links && i < n_links; i++) {
+        struct local_link *link = &group->links[i];
+        for (uint64_t m = atomic_load(&link->taken); m < atomic_load(&link->sent); m++)
+            free(link->ring[m % COMM_MAILBOX_SLOTS].data);
+    }
+    free(group->links);
     free(group->slots);
     free(group);
 }
@@ -219,13 +253,21 @@ static int deadline_error(const struct comm_local *local, const struct comm_call
                      (unsigned long long)call->tag.step, (unsigned)call->tag.index, missing);
 }
 
+/* Looks once at what a wait waits for: 1 when it is there, 0 while it is
+ * not, or an error. */
+typedef int (*local_scan)(const struct comm_local *local, const struct comm_call *call, char *err,
+                          size_t errlen);
+/* The error of a wait whose deadline passed. */
+typedef int (*local_expired)(const struct comm_local *local, const struct comm_call *call,
+                             char *err, size_t errlen);
+
 /* Sleeps on the group's futex until something changes or until deadline. */
 static int sleep_on_group(const struct comm_local *local, const struct comm_call *call,
-                          uint64_t deadline, char *err, size_t errlen) {
+                          local_scan scan, uint64_t deadline, char *err, size_t errlen) {
     struct local_group *group = local->group;
     atomic_fetch_add(&group->sleepers, 1);
     uint32_t seen = atomic_load(&group->wake);
-    int rc = scan_peers(local, call, err, errlen);
+    int rc = scan(local, call, err, errlen);
     uint64_t now = comm_now_ns();
     if (rc == 0 && now < deadline) {
         uint64_t left = deadline - now;
@@ -236,23 +278,30 @@ static int sleep_on_group(const struct comm_local *local, const struct comm_call
     return rc;
 }
 
-/* Waits until every peer has entered this collective with the same tag. */
-static int wait_for_peers(const struct comm_local *local, const struct comm_call *call, char *err,
-                          size_t errlen) {
+/* Waits until scan finds what the call waits for: spins COMM_SPIN_NS,
+ * then sleeps, and gives up at the deadline with expired's error. */
+static int wait_until(const struct comm_local *local, const struct comm_call *call,
+                      local_scan scan, local_expired expired, char *err, size_t errlen) {
     uint64_t start = comm_now_ns();
     uint64_t deadline = start + local->head.deadline_ns;
-    for (unsigned spins = 0;; spins++) {
-        int rc = scan_peers(local, call, err, errlen);
+    for (;;) {
+        int rc = scan(local, call, err, errlen);
         if (rc) return rc < 0 ? rc : COMM_OK;
         uint64_t now = comm_now_ns();
-        if (now >= deadline) return deadline_error(local, call, err, errlen);
+        if (now >= deadline) return expired(local, call, err, errlen);
         if (now - start < COMM_SPIN_NS) {
             comm_cpu_relax();
             continue;
         }
-        rc = sleep_on_group(local, call, deadline, err, errlen);
+        rc = sleep_on_group(local, call, scan, deadline, err, errlen);
         if (rc) return rc < 0 ? rc : COMM_OK;
     }
+}
+
+/* Waits until every peer has entered this collective with the same tag. */
+static int wait_for_peers(const struct comm_local *local, const struct comm_call *call, char *err,
+                          size_t errlen) {
+    return wait_until(local, call, scan_peers, deadline_error, err, errlen);
 }
 
 /* Reads the peers' buffers into this rank's result. */
@@ -293,38 +342,137 @@ static void combine(const struct comm_local *local, const struct comm_call *call
         break;
     }
     case COMM_KIND_BARRIER:
+    case COMM_KIND_SEND: /* (point to point calls never combine) */
+    case COMM_KIND_RECV:
         break;
     }
 }
 
+/* The link from rank `from` to rank `to`. */
+static struct local_link *link_of(const struct comm_local *local, int from, int to) {
+    return &local->group->links[(size_t)from * (size_t)local->group->size + (size_t)to];
+}
+
+/* Why a link wait cannot go on, if it cannot: the peer left, or a rank
+ * broke the group; else 0. */
+static int link_blocked(const struct comm_local *local, const struct comm_call *call, char *err,
+                        size_t errlen) {
+    const struct local_group *group = local->group;
+    const char *what = call->kind == COMM_KIND_SEND ? "send to" : "receive from";
+    if (atomic_load(&group->slots[call->root].left))
+        return comm_fail(err, errlen, COMM_ERR_PEER, local->head.rank,
+                         "rank %d left the group while this rank waited to %s it (step %llu, "
+                         "index %u)",
+                         call->root, call->kind == COMM_KIND_SEND ? "send to" : "receive from",
+                         (unsigned long long)call->tag.step, (unsigned)call->tag.index);
+    uint32_t broken = atomic_load(&group->broken);
+    if (!broken) return 0;
+    return comm_fail(err, errlen, -(int)(broken >> 16), local->head.rank,
+                     "%s rank %d (step %llu, index %u) abandoned: rank %u failed in the group",
+                     what, call->root, (unsigned long long)call->tag.step,
+                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff));
+}
+
+/* A send's wait: 1 once the link has a free slot. */
+static int scan_link_room(const struct comm_local *local, const struct comm_call *call, char *err,
+                          size_t errlen) {
+    const struct local_link *link = link_of(local, local->head.rank, call->root);
+    if (atomic_load(&link->sent) - atomic_load(&link->taken) < COMM_MAILBOX_SLOTS) return 1;
+    return link_blocked(local, call, err, errlen);
+}
+
+/* A receive's wait: 1 once the link holds a message (even from a peer
+ * that has left since). */
+static int scan_link_message(const struct comm_local *local, const struct comm_call *call,
+                             char *err, size_t errlen) {
+    const struct local_link *link = link_of(local, call->root, local->head.rank);
+    if (atomic_load(&link->sent) > atomic_load(&link->taken)) return 1;
+    return link_blocked(local, call, err, errlen);
+}
+
+static int link_deadline(const struct comm_local *local, const struct comm_call *call, char *err,
+                         size_t errlen) {
+    int sending = call->kind == COMM_KIND_SEND;
+    return comm_fail(err, errlen, COMM_ERR_DEADLINE, local->head.rank,
+                     "deadline of %.3f s passed in %s rank %d (step %llu, index %u): %s",
+                     (double)local->head.deadline_ns * 1e-9,
+                     sending ? "a send to" : "a receive from", call->root,
+                     (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                     sending ? "its mailbox stayed full" : "nothing arrived");
+}
+
+static int link_send(struct comm_local *local, const struct comm_call *call, char *err,
+                     size_t errlen) {
+    int rc = wait_until(local, call, scan_link_room, link_deadline, err, errlen);
+    if (rc) return rc;
+    void *copy = malloc(call->send_bytes > 0 ? call->send_bytes : 1);
+    if (!copy)
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, local->head.rank,
+                         "out of memory for a %zu-byte message", call->send_bytes);
+    if (call->send_bytes > 0) memcpy(copy, call->send, call->send_bytes);
+    struct local_link *link = link_of(local, local->head.rank, call->root);
+    uint64_t sent = atomic_load(&link->sent);
+    link->ring[sent % COMM_MAILBOX_SLOTS] = (struct local_message){call->tag, call->send_bytes, copy};
+    atomic_store(&link->sent, sent + 1);
+    group_notify(local->group);
+    return COMM_OK;
+}
+
+static int link_recv(struct comm_local *local, const struct comm_call *call, char *err,
+                     size_t errlen) {
+    int rc = wait_until(local, call, scan_link_message, link_deadline, err, errlen);
+    if (rc) return rc;
+    struct local_link *link = link_of(local, call->root, local->head.rank);
+    uint64_t taken = atomic_load(&link->taken);
+    struct local_message *m = &link->ring[taken % COMM_MAILBOX_SLOTS];
+    if (m->tag.step != call->tag.step || m->tag.index != call->tag.index)
+        return comm_fail_tag(err, errlen, local->head.rank, call->tag, call->root, m->tag);
+    *call->message = m->data;
+    *call->message_bytes = m->bytes;
+    m->data = NULL;
+    atomic_store(&link->taken, taken + 1);
+    group_notify(local->group);
+    return COMM_OK;
+}
+
 static int local_run(struct comm *comm, const struct comm_call *call, char *err, size_t errlen) {
     struct comm_local *local = (struct comm_local *)comm;
-    int rc = publish(local, call, err, errlen);
-    if (rc == COMM_OK) rc = wait_for_peers(local, call, err, errlen);
-    if (rc == COMM_OK) {
-        combine(local, call);
-        return COMM_OK;
+    int rc;
+    if (call->kind == COMM_KIND_SEND)
+        rc = link_send(local, call, err, errlen);
+    else if (call->kind == COMM_KIND_RECV)
+        rc = link_recv(local, call, err, errlen);
+    else {
+        rc = publish(local, call, err, errlen);
+        if (rc == COMM_OK) rc = wait_for_peers(local, call, err, errlen);
+        if (rc == COMM_OK) combine(local, call);
     }
-    group_break(local->group, rc, comm->rank);
+    if (rc != COMM_OK) group_break(local->group, rc, comm->rank);
     return rc;
 }
 
 static const struct comm_ops local_ops = {local_run, local_free};
 
 int comm_local_create(int n, struct comm **ranks, char *err, size_t errlen) {
-    if (n < 1 || n > 4096 || !ranks)
+    if (n < 1 || n > COMM_LOCAL_MAX_RANKS || !ranks)
         return comm_fail(err, errlen, COMM_ERR_USAGE, 0,
-                         "a local group needs 1..4096 ranks and an array for them, got %d", n);
+                         "a local group needs 1..%d ranks and an array for them, got %d",
+                         COMM_LOCAL_MAX_RANKS, n);
     struct local_group *group = calloc(1, sizeof(*group));
     struct local_slot *slots = aligned_alloc(LOCAL_CACHE_LINE, (size_t)n * sizeof(*slots));
-    if (!group || !slots) {
+    size_t links_bytes = (size_t)n * (size_t)n * sizeof(struct local_link);
+    struct local_link *links = aligned_alloc(LOCAL_CACHE_LINE, links_bytes);
+    if (!group || !slots || !links) {
         free(group);
         free(slots);
+        free(links);
         return comm_fail(err, errlen, COMM_ERR_SYSTEM, 0, "out of memory for a group of %d", n);
     }
     memset(slots, 0, (size_t)n * sizeof(*slots));
+    memset(links, 0, links_bytes);
     group->size = n;
     group->slots = slots;
+    group->links = links;
     atomic_init(&group->handles, 0);
     for (int r = 0; r < n; r++) {
         struct comm_local *local = calloc(1, sizeof(*local));

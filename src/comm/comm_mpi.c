@@ -21,7 +21,14 @@
  * behind. MPI_Finalize may hang on those, so comm_free after a failure does
  * not finalize: the caller should exit at once with comm_exit_code()
  * (mpirun then ends the other ranks). MPI errors come back as return codes
- * (MPI_ERRORS_RETURN) and become messages. */
+ * (MPI_ERRORS_RETURN) and become messages.
+ *
+ * Point to point messages (pipeline stages) travel under their own MPI tag,
+ * so they never pair with a collective's. A send is posted (MPI_Isend of a
+ * copy) and left in flight: at most COMM_MAILBOX_SLOTS per destination, the
+ * oldest waited for (under the deadline) only when a send would exceed
+ * that, and every call completes what it can. A receive probes for the
+ * next message from its source under the deadline, then receives it. */
 #include "comm_internal.h"
 
 #ifdef LOCKSTEP_HAVE_MPI
@@ -44,7 +51,15 @@ struct mpi_header {
     int32_t rank;   /* the sender */
 };
 
-#define MPI_MESSAGE_TAG 17 /* MPI tag of every message (order does the matching) */
+#define MPI_MESSAGE_TAG 17 /* MPI tag of every collective's message (order does the matching) */
+#define MPI_LINK_TAG    18 /* MPI tag of every point to point message */
+
+/* A point to point send still in flight, and the copy it reads. */
+struct mpi_pending {
+    MPI_Request request;
+    unsigned char *buffer; /* header + data */
+    int dest;
+};
 #define MPI_POLL_MAX_NS                                                                            \
     50000ull /* longest sleep between two polls: a peer is late by                                 \
                about one step of compute, so longer sleeps only add latency */
@@ -60,6 +75,9 @@ struct comm_mpi {
     size_t *offsets;       /* size entries */
     MPI_Request *requests; /* 2 * size: receives, then sends */
     MPI_Status *statuses;  /* 2 * size */
+    int split;             /* 1: made by comm_mpi_split (world is its own group) */
+    struct mpi_pending *pending; /* (COMM_MAILBOX_SLOTS * size) sends in flight, oldest first */
+    int n_pending;               /* entries of pending in use */
 };
 
 static int mpi_created; /* one struct comm per process */
@@ -97,6 +115,8 @@ static size_t data_bytes(const struct comm_call *call, int from, int to, size_t 
     case COMM_KIND_GATHER:
         return to == call->root ? from_bytes : 0;
     case COMM_KIND_BARRIER:
+    case COMM_KIND_SEND:
+    case COMM_KIND_RECV:
         return 0;
     }
     return 0;
@@ -256,8 +276,161 @@ static int prepare(struct comm_mpi *mpi, const struct comm_call *call) {
     return 0;
 }
 
+/* Completes the sends in flight that have finished, keeping the rest in
+ * order. */
+static int reap_sends(struct comm_mpi *mpi, char *err, size_t errlen) {
+    int kept = 0;
+    for (int i = 0; i < mpi->n_pending; i++) {
+        struct mpi_pending *p = &mpi->pending[i];
+        int done = 0;
+        int rc = MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_error(mpi->head.rank, COMM_ERR_PEER, "a send to a pipeline peer", rc, err,
+                             errlen);
+        if (done)
+            free(p->buffer);
+        else
+            mpi->pending[kept++] = *p;
+    }
+    mpi->n_pending = kept;
+    return COMM_OK;
+}
+
+/* Sends in flight to dest. */
+static int pending_to(const struct comm_mpi *mpi, int dest) {
+    int n = 0;
+    for (int i = 0; i < mpi->n_pending; i++) n += mpi->pending[i].dest == dest;
+    return n;
+}
+
+/* Sleeps a little between two polls: naps that grow to MPI_POLL_MAX_NS,
+ * after COMM_SPIN_NS of spinning. */
+static void poll_pause(uint64_t start, uint64_t now, uint64_t deadline, uint64_t *nap) {
+    if (now - start < COMM_SPIN_NS) {
+        comm_cpu_relax();
+        return;
+    }
+    sched_yield();
+    uint64_t left = deadline - now, sleep_ns = *nap < left ? *nap : left;
+    struct timespec pause = {(time_t)(sleep_ns / 1000000000ull), (long)(sleep_ns % 1000000000ull)};
+    nanosleep(&pause, NULL);
+    if (*nap < MPI_POLL_MAX_NS) *nap *= 2;
+}
+
+static int link_deadline(const struct comm_mpi *mpi, const struct comm_call *call, char *err,
+                         size_t errlen) {
+    int sending = call->kind == COMM_KIND_SEND;
+    return comm_fail(err, errlen, COMM_ERR_DEADLINE, mpi->head.rank,
+                     "deadline of %.3f s passed in %s rank %d (step %llu, index %u): %s",
+                     (double)mpi->head.deadline_ns * 1e-9,
+                     sending ? "a send to" : "a receive from", call->root,
+                     (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                     sending ? "its mailbox stayed full" : "nothing arrived");
+}
+
+static int link_send(struct comm_mpi *mpi, const struct comm_call *call, char *err, size_t errlen) {
+    uint64_t start = comm_now_ns(), deadline = start + mpi->head.deadline_ns, nap = 2000;
+    for (;;) {
+        int rc = reap_sends(mpi, err, errlen);
+        if (rc) return rc;
+        if (pending_to(mpi, call->root) < COMM_MAILBOX_SLOTS) break;
+        uint64_t now = comm_now_ns();
+        if (now >= deadline) return link_deadline(mpi, call, err, errlen);
+        poll_pause(start, now, deadline, &nap);
+    }
+    size_t bytes = sizeof(struct mpi_header) + call->send_bytes;
+    if (bytes > INT_MAX)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, mpi->head.rank,
+                         "a send of %zu bytes is too large for one MPI message", call->send_bytes);
+    unsigned char *buffer = malloc(bytes);
+    if (!buffer)
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, mpi->head.rank,
+                         "out of memory for a %zu-byte message", call->send_bytes);
+    struct mpi_header header = {call->tag.step,   call->tag.index, (uint32_t)call->kind,
+                                call->send_bytes, call->root,      mpi->head.rank};
+    memcpy(buffer, &header, sizeof(header));
+    if (call->send_bytes > 0) memcpy(buffer + sizeof(header), call->send, call->send_bytes);
+    struct mpi_pending *p = &mpi->pending[mpi->n_pending];
+    int rc = MPI_Isend(buffer, (int)bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world,
+                       &p->request);
+    if (rc != MPI_SUCCESS) {
+        free(buffer);
+        return mpi_error(mpi->head.rank, COMM_ERR_SYSTEM, "posting a send", rc, err, errlen);
+    }
+    p->buffer = buffer;
+    p->dest = call->root;
+    mpi->n_pending++;
+    return COMM_OK;
+}
+
+/* Waits (deadline) until a message from the call's source is there and
+ * says how big it is. */
+static int probe_link(struct comm_mpi *mpi, const struct comm_call *call, int *bytes, char *err,
+                      size_t errlen) {
+    uint64_t start = comm_now_ns(), deadline = start + mpi->head.deadline_ns, nap = 2000;
+    for (;;) {
+        int found = 0;
+        MPI_Status status;
+        int rc = MPI_Iprobe(call->root, MPI_LINK_TAG, mpi->world, &found, &status);
+        if (rc != MPI_SUCCESS)
+            return mpi_error(mpi->head.rank, COMM_ERR_PEER, "waiting for a pipeline message", rc,
+                             err, errlen);
+        if (found) {
+            rc = MPI_Get_count(&status, MPI_BYTE, bytes);
+            if (rc != MPI_SUCCESS || *bytes < (int)sizeof(struct mpi_header))
+                return comm_fail(err, errlen, COMM_ERR_TAG, mpi->head.rank,
+                                 "a message from rank %d has no header", call->root);
+            return COMM_OK;
+        }
+        rc = reap_sends(mpi, err, errlen);
+        if (rc) return rc;
+        uint64_t now = comm_now_ns();
+        if (now >= deadline) return link_deadline(mpi, call, err, errlen);
+        poll_pause(start, now, deadline, &nap);
+    }
+}
+
+static int link_recv(struct comm_mpi *mpi, const struct comm_call *call, char *err,
+                     size_t errlen) {
+    int bytes = 0;
+    int rc = probe_link(mpi, call, &bytes, err, errlen);
+    if (rc) return rc;
+    unsigned char *buffer = malloc((size_t)bytes);
+    if (!buffer)
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, mpi->head.rank,
+                         "out of memory for a %d-byte message", bytes);
+    rc = MPI_Recv(buffer, bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world,
+                  MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        free(buffer);
+        return mpi_error(mpi->head.rank, COMM_ERR_PEER, "receiving a pipeline message", rc, err,
+                         errlen);
+    }
+    struct mpi_header theirs;
+    memcpy(&theirs, buffer, sizeof(theirs));
+    struct comm_tag tag = {theirs.step, theirs.index};
+    size_t size = (size_t)bytes - sizeof(theirs);
+    if (tag.step != call->tag.step || tag.index != call->tag.index) {
+        free(buffer);
+        return comm_fail_tag(err, errlen, mpi->head.rank, call->tag, call->root, tag);
+    }
+    if (theirs.kind != COMM_KIND_SEND || theirs.bytes != size || theirs.rank != call->root) {
+        free(buffer);
+        return comm_fail(err, errlen, COMM_ERR_TAG, mpi->head.rank,
+                         "the message from rank %d in (step %llu, index %u) is not a send of "
+                         "its size",
+                         call->root, (unsigned long long)tag.step, (unsigned)tag.index);
+    }
+    memmove(buffer, buffer + sizeof(theirs), size);
+    *call->message = buffer;
+    *call->message_bytes = size;
+    return COMM_OK;
+}
+
 static int mpi_run(struct comm *comm, const struct comm_call *call, char *err, size_t errlen) {
     struct comm_mpi *mpi = (struct comm_mpi *)comm;
+    if (call->kind == COMM_KIND_SEND) return link_send(mpi, call, err, errlen);
+    if (call->kind == COMM_KIND_RECV) return link_recv(mpi, call, err, errlen);
     int rc = prepare(mpi, call);
     if (rc == -1)
         return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
@@ -276,6 +449,18 @@ static int mpi_run(struct comm *comm, const struct comm_call *call, char *err, s
     return rc;
 }
 
+/* Lets the sends in flight finish (a healthy receiver takes them within
+ * the deadline), then frees their copies. */
+static void finish_sends(struct comm_mpi *mpi) {
+    char err[160];
+    uint64_t start = comm_now_ns(), deadline = start + mpi->head.deadline_ns, nap = 2000;
+    while (mpi->n_pending > 0 && reap_sends(mpi, err, sizeof(err)) == COMM_OK) {
+        uint64_t now = comm_now_ns();
+        if (now >= deadline) return;
+        if (mpi->n_pending > 0) poll_pause(start, now, deadline, &nap);
+    }
+}
+
 static void mpi_free(struct comm *comm) {
     struct comm_mpi *mpi = (struct comm_mpi *)comm;
     if (comm->failed) {
@@ -283,15 +468,18 @@ static void mpi_free(struct comm *comm) {
          * and MPI_Finalize may wait for them forever: leave both. */
         return;
     }
+    finish_sends(mpi);
+    if (mpi->n_pending > 0) return; /* as after a failure: a send still reads its copy */
     MPI_Comm_free(&mpi->world);
     if (mpi->initialized) MPI_Finalize();
+    if (!mpi->split) mpi_created = 0;
     free(mpi->send);
     free(mpi->recv);
     free(mpi->offsets);
     free(mpi->requests);
     free(mpi->statuses);
+    free(mpi->pending);
     free(mpi);
-    mpi_created = 0;
 }
 
 static const struct comm_ops mpi_ops = {mpi_run, mpi_free};
@@ -299,10 +487,25 @@ static const struct comm_ops mpi_ops = {mpi_run, mpi_free};
 /* Frees a half-built handle of comm_mpi_create. */
 static void free_unjoined(struct comm_mpi *mpi) {
     if (!mpi) return;
+    free(mpi->pending);
     free(mpi->offsets);
     free(mpi->requests);
     free(mpi->statuses);
     free(mpi);
+}
+
+/* A handle's memory for a group of size ranks, or NULL. */
+static struct comm_mpi *alloc_handle(int size) {
+    struct comm_mpi *mpi = calloc(1, sizeof(*mpi));
+    if (mpi) {
+        mpi->offsets = calloc((size_t)size, sizeof(size_t));
+        mpi->requests = calloc(2 * (size_t)size, sizeof(MPI_Request));
+        mpi->statuses = calloc(2 * (size_t)size, sizeof(MPI_Status));
+        mpi->pending = calloc((size_t)COMM_MAILBOX_SLOTS * (size_t)size, sizeof(*mpi->pending));
+    }
+    if (mpi && mpi->offsets && mpi->requests && mpi->statuses && mpi->pending) return mpi;
+    free_unjoined(mpi);
+    return NULL;
 }
 
 int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_t errlen) {
@@ -326,14 +529,8 @@ int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_
         if (!already) MPI_Finalize();
         return mpi_error(rank, COMM_ERR_SYSTEM, "joining the MPI job", rc, err, errlen);
     }
-    struct comm_mpi *mpi = calloc(1, sizeof(*mpi));
-    if (mpi) {
-        mpi->offsets = calloc((size_t)size, sizeof(size_t));
-        mpi->requests = calloc(2 * (size_t)size, sizeof(MPI_Request));
-        mpi->statuses = calloc(2 * (size_t)size, sizeof(MPI_Status));
-    }
-    if (!mpi || !mpi->offsets || !mpi->requests || !mpi->statuses) {
-        free_unjoined(mpi);
+    struct comm_mpi *mpi = alloc_handle(size);
+    if (!mpi) {
         MPI_Comm_free(&world);
         if (!already) MPI_Finalize();
         return comm_fail(err, errlen, COMM_ERR_SYSTEM, rank, "out of memory for the MPI group");
@@ -342,6 +539,36 @@ int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_
     mpi->initialized = !already;
     comm_init_head(&mpi->head, &mpi_ops, COMM_MPI, rank, size);
     mpi_created = 1;
+    *out = &mpi->head;
+    return COMM_OK;
+}
+
+int comm_mpi_split(struct comm *comm, int color, int key, struct comm **out, char *err,
+                   size_t errlen) {
+    *out = NULL;
+    if (comm->backend != COMM_MPI || color < 0)
+        return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                         "comm_mpi_split needs an mpi group and a color >= 0");
+    struct comm_mpi *parent = (struct comm_mpi *)comm;
+    MPI_Comm group = MPI_COMM_NULL;
+    int rank = 0, size = 0;
+    int rc = MPI_Comm_split(parent->world, color, key, &group);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(group, &rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(group, &size);
+    if (rc != MPI_SUCCESS) {
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+        return mpi_error(comm->rank, COMM_ERR_SYSTEM, "splitting the MPI group", rc, err, errlen);
+    }
+    struct comm_mpi *mpi = alloc_handle(size);
+    if (!mpi) {
+        MPI_Comm_free(&group);
+        return comm_fail(err, errlen, COMM_ERR_SYSTEM, comm->rank, "out of memory for a group");
+    }
+    mpi->world = group;
+    mpi->split = 1;
+    comm_init_head(&mpi->head, &mpi_ops, COMM_MPI, rank, size);
+    comm_set_deadline(&mpi->head, (double)comm->deadline_ns * 1e-9);
     *out = &mpi->head;
     return COMM_OK;
 }
@@ -355,6 +582,15 @@ int comm_mpi_create(int *argc, char ***argv, struct comm **out, char *err, size_
     return comm_fail(err, errlen, COMM_ERR_USAGE, 0,
                      "the mpi backend is not available: lockstep was built without MPI "
                      "(install libopenmpi-dev and configure with -DLOCKSTEP_MPI=ON)");
+}
+
+int comm_mpi_split(struct comm *comm, int color, int key, struct comm **out, char *err,
+                   size_t errlen) {
+    (void)color;
+    (void)key;
+    *out = NULL;
+    return comm_fail(err, errlen, COMM_ERR_USAGE, comm->rank,
+                     "the mpi backend is not available: lockstep was built without MPI");
 }
 
 #endif
