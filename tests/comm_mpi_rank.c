@@ -9,7 +9,11 @@
  *   tag          after a few good calls the last rank enters (step 12,
  *                index 5) while the others enter (step 12, index 3);
  *   kill         the last rank SIGKILLs itself before step 12's all-reduce;
- *   stop         the last rank SIGSTOPs itself before step 12's all-reduce.
+ *   stop         the last rank SIGSTOPs itself before step 12's all-reduce;
+ *   links        point to point steps around the ring of ranks, rank 0
+ *                keeping 1 to COMM_MAILBOX_SLOTS of them in flight, each
+ *                checked byte for byte, and between rounds an all-reduce in
+ *                the groups comm_mpi_split makes of the even and odd ranks.
  * A rank whose collective fails prints the message on stderr and exits at
  * once with comm_exit_code() without finalizing MPI, as comm.h asks. */
 #include "comm/comm.h"
@@ -138,18 +142,88 @@ static void run_fault(const char *mode, int rank, int size) {
     _exit(1);
 }
 
+/* Byte i of what rank `from` sends in step k, and the step's size. */
+static unsigned char link_byte(int k, int from, size_t i) {
+    return (unsigned char)(k * 31 + from * 7 + i);
+}
+static size_t link_size(int k) {
+    return k % 7 == 0 ? 0 : (size_t)(k * 977 % 70000);
+}
+
+static void link_send(int k, int dest) {
+    static unsigned char data[70000];
+    char err[512];
+    size_t bytes = link_size(k);
+    for (size_t i = 0; i < bytes; i++) data[i] = link_byte(k, comm_rank(comm), i);
+    check_rc(comm_send(comm, data, bytes, dest, (struct comm_tag){(uint64_t)k, 3}, err,
+                       sizeof(err)),
+             err);
+}
+
+static void link_receive(int k, int source) {
+    char err[512];
+    void *message = NULL;
+    size_t bytes = 0;
+    check_rc(comm_recv(comm, source, (struct comm_tag){(uint64_t)k, 3}, &message, &bytes, err,
+                       sizeof(err)),
+             err);
+    const unsigned char *m = message;
+    if (bytes != link_size(k)) fail("message size", k);
+    for (size_t i = 0; i < bytes; i++)
+        if (m[i] != link_byte(k, source, i)) fail("message bytes", k);
+    free(message);
+}
+
+/* One round of `steps` steps around the ring with in_flight out at once. */
+static void run_ring(int rank, int size, int steps, int in_flight) {
+    if (rank == 0) {
+        for (int submitted = 0, collected = 0; collected < steps;)
+            if (submitted < steps && submitted - collected < in_flight)
+                link_send(submitted++, 1);
+            else
+                link_receive(collected++, size - 1);
+        return;
+    }
+    for (int k = 0; k < steps; k++) {
+        link_receive(k, rank - 1);
+        link_send(k, (rank + 1) % size);
+    }
+}
+
+static void run_links(int rank, int size) {
+    char err[512];
+    struct comm *half = NULL;
+    check_rc(comm_mpi_split(comm, rank % 2, rank, &half, err, sizeof(err)), err);
+    if (comm_size(half) != (size + 1 - rank % 2) / 2 || comm_rank(half) != rank / 2)
+        fail("split group", 0);
+    for (int in_flight = 1; in_flight <= COMM_MAILBOX_SLOTS; in_flight *= 2) {
+        run_ring(rank, size, 100, in_flight);
+        float value = (float)rank, sum = 0;
+        for (int r = rank % 2; r < size; r += 2) sum += (float)r;
+        check_rc(comm_allreduce_sum(half, &value, 1, (struct comm_tag){(uint64_t)in_flight, 0}, err,
+                                    sizeof(err)),
+                 err);
+        if (value != sum) fail("all-reduce in the split group", in_flight);
+    }
+    comm_free(half);
+}
+
 int main(int argc, char **argv) {
     char err[512];
     if (argc != 3) {
-        fprintf(stderr, "usage: comm_mpi_rank collectives|tag|kill|stop DEADLINE_SECONDS\n");
+        fprintf(stderr,
+                "usage: comm_mpi_rank collectives|links|tag|kill|stop DEADLINE_SECONDS\n");
         return 2;
     }
     int rc = comm_mpi_create(&argc, &argv, &comm, err, sizeof(err));
     check_rc(rc, err);
     comm_set_deadline(comm, atof(argv[2]));
     int rank = comm_rank(comm), size = comm_size(comm);
-    if (strcmp(argv[1], "collectives") == 0) {
-        run_collectives(rank, size);
+    if (strcmp(argv[1], "collectives") == 0 || strcmp(argv[1], "links") == 0) {
+        if (argv[1][0] == 'c')
+            run_collectives(rank, size);
+        else
+            run_links(rank, size);
         printf("rank %d: ok\n", rank);
         fflush(stdout);
         comm_free(comm);

@@ -3,7 +3,9 @@
  * Runs tests/comm_mpi_rank.c under `mpirun -np 2` and `-np 4`
  * (--oversubscribe: this machine has 2 cores) and checks exit codes and
  * messages: exact collectives (all-reduce, broadcast, gather, all-gather,
- * barrier); a tag mismatch makes the job exit with
+ * barrier); point to point steps around the ring with 1 to
+ * COMM_MAILBOX_SLOTS in flight, and all-reduces in split groups; a tag
+ * mismatch makes the job exit with
  * COMM_EXIT_TAG and messages naming both tags; a rank that SIGKILLs or
  * SIGSTOPs itself mid-collective makes the job end within the ranks'
  * deadline (1 s) plus a margin, with the survivors' deadline message.
@@ -65,8 +67,9 @@ static struct job run_job(int np, const char *mode) {
     return job;
 }
 
-static void test_collectives(int np) {
-    struct job job = run_job(np, "collectives");
+/* A job of mode that must end with every rank printing "rank R: ok". */
+static void test_clean_job(int np, const char *mode) {
+    struct job job = run_job(np, mode);
     CHECK_MSG(job.run.status == 0 && !job.run.timed_out, "exit %d\n%s", job.run.status,
               job.run.err);
     for (int r = 0; r < np; r++) {
@@ -130,7 +133,8 @@ int main(void) {
         return TEST_SKIP_CODE;
     }
     for (int np = 2; np <= 4; np += 2) {
-        test_collectives(np);
+        test_clean_job(np, "collectives");
+        test_clean_job(np, "links");
         test_tag(np);
         test_fault(np, "kill");
         test_fault(np, "stop");
