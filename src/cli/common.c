@@ -151,7 +151,7 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
 }
 
 void cli_rank_failed(struct engine *engine, const char *message) {
-    fprintf(stderr, "lockstep: rank %d: %s\n", comm_rank(engine->comm), message);
+    fprintf(stderr, "lockstep: rank %d: %s\n", engine_rank(engine), message);
     fflush(stderr);
     _exit(engine_exit_code(engine));
 }

@@ -233,6 +233,13 @@ struct engine {
     int comm_error;                    /* the enum comm_error of the last failed collective */
     char comm_message[256];            /* its message */
     struct engine_plan *plan;          /* the step plan being built or received */
+    /* pipeline parallelism (pipe == NULL for one stage): the model is this
+     * stage's layers (model_stage); rank r of the pipe is tensor-parallel
+     * rank r % stage_ranks of stage r / stage_ranks */
+    struct comm *pipe; /* this rank's handle on every rank of the instance (handoffs) */
+    int stage;         /* this rank's stage, 0 .. n_stages - 1 */
+    int n_stages;      /* stages of the pipeline (1 without one) */
+    int stage_ranks;   /* ranks per stage: the tensor-parallel degree */
     struct engine_group *group;        /* the group this rank belongs to, or NULL */
     struct engine_fault fault;         /* injected fault (tests), kind NONE normally */
     struct engine_fault planned_fault; /* leader: a fault the next plan carries to its rank */
@@ -249,6 +256,8 @@ struct engine_params {
     int kv_block_size;         /* positions per KV block (16 if 0) */
     int kv_blocks;             /* 0: enough for one full-context sequence */
     struct comm *comm;         /* tensor-parallel group (model is this rank's shard), or NULL */
+    struct comm *pipe;         /* pipeline: every rank of the instance (model is this
+                                  rank's stage, model_stage), or NULL */
     struct engine_fault fault; /* fault injection for tests; zero: none */
     enum tensor_type kv_type;  /* TENSOR_F16, TENSOR_F32 or TENSOR_Q8_0 (see kv_cache_init) */
 };
@@ -274,13 +283,20 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
 /* Tags of a step's collectives, in the order every rank issues them: the
  * plan (header, then body), then two all-gathers of the column-split
  * products per layer (after attn_output and ffn_down), then the
- * classifier gather. */
+ * classifier gather. Within a stage of a pipeline, layer is the stage's
+ * own (its tensor-parallel group is a group of its own). Between stages,
+ * on the pipe: the handoff of a step to the next stage, and the logits the
+ * last stage sends the leader. */
 #define ENGINE_TAG_PLAN_HEADER          0u
 #define ENGINE_TAG_PLAN_BODY            1u
 #define ENGINE_TAG_LAYER(layer, second) (2u + 2u * (uint32_t)(layer) + (uint32_t)(second))
+#define ENGINE_TAG_HANDOFF              0u
+#define ENGINE_TAG_LOGITS               1u
 
 /* Leader (rank 0): broadcasts the plan of batch to the other ranks, then
- * runs it like engine_forward. With one rank it is engine_forward. */
+ * runs it like engine_forward. With one rank it is engine_forward. In a
+ * pipeline the leader runs the first stage, hands the step to the next
+ * and receives the logits from the last. */
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen);
 /* Leader: the next plan tells rank `rank` to stall in its collectives
@@ -298,16 +314,26 @@ int engine_release_followers(struct engine *engine, char *err, size_t errlen);
  * them (returns 0) or a collective fails (-1; engine->comm_error says why). */
 int engine_follow(struct engine *engine, char *err, size_t errlen);
 
+/* The most pipeline stages an instance has: a link holds that many steps
+ * in flight (COMM_MAILBOX_SLOTS). */
+#define ENGINE_MAX_STAGES COMM_MAILBOX_SLOTS
+
 /* The ranks of one model instance (group.c). Set n, backend and
- * deadline, zero the rest, then start. */
+ * deadline (and for a pipeline stages and layers), zero the rest, then
+ * start. */
 struct engine_group {
     int n;                     /* tensor-parallel degree */
+    int stages;                /* pipeline stages (0 or 1: none); n * stages ranks in all */
+    const int *layers;         /* (stages) layers of each stage, or NULL: as even as can be */
     enum comm_backend backend; /* local threads or mpirun processes */
     double deadline;           /* seconds a collective may wait */
-    struct comm **comms;       /* (n) local: every rank's handle; mpi: [0] this process's */
-    struct model **shards;     /* (n) each rank's slice (n > 1) */
-    struct engine *engines;    /* (n) local: every rank's engine; mpi: [0] */
-    pthread_t *threads;        /* (n) local: followers' threads, [1..n) */
+    struct comm **comms;       /* (ranks) local: every rank's tensor-parallel handle; mpi: [0]
+                                  this process's */
+    struct comm **pipes;       /* (ranks) the same for the pipe (stages > 1) */
+    struct model **shards;     /* (ranks) each rank's slice (n > 1) */
+    struct model **stage_models; /* (ranks) each rank's stage of its slice (stages > 1) */
+    struct engine *engines;    /* (ranks) local: every rank's engine; mpi: [0] */
+    pthread_t *threads;        /* (ranks) local: followers' threads, [1..ranks) */
     int started;               /* engines initialized */
     int threads_started;       /* highest follower thread started */
     int follower_done;         /* mpi: this process was a follower and is done */
@@ -329,6 +355,11 @@ int engine_group_start(struct engine_group *group, const struct model *whole,
 struct engine *engine_group_leader(struct engine_group *group);
 /* Releases the followers, joins their threads and frees everything. */
 int engine_group_stop(struct engine_group *group, char *err, size_t errlen);
+/* This rank's number in its instance: its rank on the pipe, else in its
+ * tensor-parallel group, else 0. */
+static inline int engine_rank(const struct engine *engine) {
+    return engine->pipe ? comm_rank(engine->pipe) : engine->comm ? comm_rank(engine->comm) : 0;
+}
 /* The process exit status for an engine failure: the comm module's code if
  * a collective failed, else 1. */
 int engine_exit_code(const struct engine *engine);

@@ -30,6 +30,48 @@ int kv_prefix_evict(struct kv_cache *kv);
  * the most recently used evictable block), 0 if it is free. */
 int kv_prefix_keep(struct kv_cache *kv, int block);
 
+/* What the leader broadcasts first (and a stage hands the next first).
+ * n_tokens == 0 is no batch: a keep-alive (the followers wait for the
+ * next plan) or the release. */
+struct plan_header {
+    uint64_t step;       /* the step this plan is */
+    int32_t n_tokens;    /* tokens of the batch; 0: keep-alive or stop */
+    int32_t n_seqs;      /* distinct sequences */
+    int32_t n_block_ids; /* total block ids in the body */
+    int32_t keep_alive;  /* with n_tokens == 0: 1 keep waiting, 0 stop */
+    int32_t fault_kind;  /* an injected fault for this step (tests): enum engine_fault_kind */
+    int32_t fault_rank;  /* ... the rank it strikes */
+    int32_t fault_delay_ms, fault_steps; /* ... DELAY's longest sleep and duration */
+};
+
+/* int32 entries of the body a header announces. */
+static inline size_t engine_plan_entries(const struct plan_header *h) {
+    return 4 * (size_t)h->n_tokens + (size_t)h->n_seqs + (size_t)h->n_block_ids;
+}
+
+/* Makes the plan's body hold at least entries; -1 if out of memory. */
+int engine_plan_reserve(struct engine_plan *plan, size_t entries);
+/* Checks a received header against this rank's limits; -1 with err. */
+int engine_plan_check_header(const struct engine *engine, const struct plan_header *h, char *err,
+                             size_t errlen);
+
+/* ---- the handoffs between pipeline stages (pipeline.c) ---- */
+
+/* Hands step h (its body, and x of its tokens) to this rank's peer in the
+ * next stage; an empty plan goes on alone. -1 with engine->comm_error. */
+int engine_stage_send(struct engine *engine, const struct plan_header *h, const int32_t *body);
+/* Receives the next step from the peer in the stage before: the header
+ * into h, the body into engine->plan->body and x into engine->x, each
+ * checked against the header; -1 with err (engine->comm_error set when a
+ * collective failed). */
+int engine_stage_receive(struct engine *engine, struct plan_header *h, char *err, size_t errlen);
+/* Last stage's first rank: sends the leader the step's n_wanted rows of
+ * logits. */
+int engine_send_logits(struct engine *engine, int n_wanted);
+/* Leader: receives the step's n_wanted rows of logits from the last stage
+ * into engine->logits; -1 with err. */
+int engine_receive_logits(struct engine *engine, int n_wanted, char *err, size_t errlen);
+
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);
 

@@ -51,7 +51,7 @@ static void delay_collective(const struct engine *engine, uint32_t index) {
 
 uint32_t engine_fault_apply(const struct engine *engine, uint32_t index) {
     const struct engine_fault *f = &engine->fault;
-    int rank = engine->comm ? comm_rank(engine->comm) : 0;
+    int rank = engine_rank(engine);
     if (engine->delay_ms > 0 && engine->step < engine->delay_until) delay_collective(engine, index);
     if (f->kind == ENGINE_FAULT_NONE || f->step != engine->step || rank != f->rank) return index;
     switch (f->kind) {

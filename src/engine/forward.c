@@ -15,21 +15,28 @@
 #include <string.h>
 #include <time.h>
 
-/* Buffers of tensor-parallel execution: this rank's classifier slice and,
- * on the leader, the gathered slices of all ranks. */
+/* Buffers of parallel execution: the step plan; with tensor parallelism
+ * this rank's classifier slice and, on the leader, the gathered slices of
+ * all ranks; in a pipeline, where this rank is. */
 static int engine_init_parallel(struct engine *engine, char *err, size_t errlen) {
     const struct model *m = engine->model;
-    int n = comm_size(engine->comm);
     size_t t = (size_t)engine->max_tokens;
-    engine->logits_slice = malloc(t * (size_t)m->output.rows * sizeof(float));
-    engine->logits_gathered = malloc(t * (size_t)m->config.vocab_size * sizeof(float));
-    engine->gather_bytes = malloc((size_t)n * sizeof(size_t));
     engine->plan = engine_plan_create(engine->max_tokens);
-    if (!engine->logits_slice || !engine->logits_gathered || !engine->gather_bytes ||
-        !engine->plan) {
+    if (engine->comm) {
+        int n = comm_size(engine->comm);
+        /* + 1: a stage without the classifier has no rows */
+        engine->logits_slice = malloc(t * (size_t)m->output.rows * sizeof(float) + 1);
+        engine->logits_gathered = malloc(t * (size_t)m->config.vocab_size * sizeof(float));
+        engine->gather_bytes = malloc((size_t)n * sizeof(size_t));
+    }
+    if (!engine->plan || (engine->comm && (!engine->logits_slice || !engine->logits_gathered ||
+                                           !engine->gather_bytes))) {
         snprintf(err, errlen, "engine: cannot allocate tensor-parallel buffers");
         return -1;
     }
+    engine->stage_ranks = engine->comm ? comm_size(engine->comm) : 1;
+    engine->n_stages = engine->pipe ? comm_size(engine->pipe) / engine->stage_ranks : 1;
+    engine->stage = engine->pipe ? comm_rank(engine->pipe) / engine->stage_ranks : 0;
     return 0;
 }
 
@@ -86,8 +93,11 @@ int engine_init(struct engine *engine, const struct model *model,
         (size_t)model->reduce_parts * (size_t)(params->comm ? comm_size(params->comm) : 1);
     engine->partials = malloc(parts * t * c->dim * sizeof(float));
     engine->comm = params->comm;
+    engine->pipe = params->pipe;
+    engine->n_stages = 1;
+    engine->stage_ranks = 1;
     engine->fault = params->fault;
-    if (engine->comm && engine_init_parallel(engine, err, errlen)) {
+    if ((engine->comm || engine->pipe) && engine_init_parallel(engine, err, errlen)) {
         engine_free(engine);
         return -1;
     }
@@ -287,8 +297,19 @@ static void norm_token(const struct token_job *job, int t) {
     quantize_row_ahead(e, t, e->xb + row);
 }
 
-/* A token's start: x = its embedding, the rotary angles of its position
- * (every layer turns q and k by them), and the first block's input. */
+/* A token's start once x holds its input (the embedding, or in a later
+ * pipeline stage the stage before's output): the rotary angles of its
+ * position (every layer turns q and k by them), and the first block's
+ * input. */
+static void start_token(const struct token_job *job, int t) {
+    struct engine *e = job->engine;
+    size_t angles = (size_t)t * e->rope_pairs;
+    tensor_rope_angles(e->rope_cosines + angles, e->rope_sines + angles, e->rope_pairs,
+                       e->rope_frequencies, job->batch->positions[t]);
+    if (job->norm) norm_token(job, t);
+}
+
+/* A token's start in the first stage: x = its embedding, then as above. */
 static void embed_token(const struct token_job *job, int t) {
     struct engine *e = job->engine;
     const struct model *m = e->model;
@@ -296,10 +317,7 @@ static void embed_token(const struct token_job *job, int t) {
     const char *embedding =
         (const char *)m->token_embd.data + (size_t)job->batch->tokens[t] * m->token_embd.row_stride;
     tensor_dequantize_row(e->x + (size_t)t * c->dim, embedding, m->token_embd.type, c->dim);
-    size_t angles = (size_t)t * e->rope_pairs;
-    tensor_rope_angles(e->rope_cosines + angles, e->rope_sines + angles, e->rope_pairs,
-                       e->rope_frequencies, job->batch->positions[t]);
-    if (job->norm) norm_token(job, t);
+    start_token(job, t);
 }
 
 /* A token's q, k and v after the projections: biases and head norms where
@@ -674,17 +692,20 @@ static int classify(struct engine *engine, const struct engine_batch *batch) {
 int engine_forward_tokens(struct engine *engine, const struct engine_batch *batch) {
     const struct model *m = engine->model;
     int n_wanted = 0;
-    /* token embeddings, rotary angles and the first block's input; every
-     * block then norms the next one's */
+    /* token embeddings (a later pipeline stage has x from the one before),
+     * rotary angles and the first block's input; every block then norms
+     * the next one's */
     struct block_input first = {NULL, {NULL}, 0};
     if (m->config.n_layers > 0) first = attention_input(m, 0);
     if (first.n) expect_products(engine, first.ws, first.n, 1, batch->n_tokens);
-    struct token_job embed = {engine, batch, 0, first.norm, embed_token};
+    struct token_job embed = {engine, batch, 0, first.norm,
+                              m->skips_embedding ? start_token : embed_token};
     for_each_token(&embed, ENGINE_WORK_TOKENS);
     plan_attention(engine, batch);
     for (int layer = 0; layer < m->config.n_layers && n_wanted >= 0; layer++)
         if (attention_block(engine, batch, layer) || mlp_block(engine, batch, layer)) n_wanted = -1;
-    if (n_wanted == 0) n_wanted = classify(engine, batch);
+    /* a stage before the last hands x on instead (pipeline.c) */
+    if (n_wanted == 0 && !m->skips_classifier) n_wanted = classify(engine, batch);
     return n_wanted;
 }
 

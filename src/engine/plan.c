@@ -14,19 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the leader broadcasts first. n_tokens == 0 is no batch: a keep-alive
- * (the followers wait for the next plan) or the release. */
-struct plan_header {
-    uint64_t step;       /* the step this plan is */
-    int32_t n_tokens;    /* tokens of the batch; 0: keep-alive or stop */
-    int32_t n_seqs;      /* distinct sequences */
-    int32_t n_block_ids; /* total block ids in the body */
-    int32_t keep_alive;  /* with n_tokens == 0: 1 keep waiting, 0 stop */
-    int32_t fault_kind;  /* an injected fault for this step (tests): enum engine_fault_kind */
-    int32_t fault_rank;  /* ... the rank it strikes */
-    int32_t fault_delay_ms, fault_steps; /* ... DELAY's longest sleep and duration */
-};
-
 struct engine_plan *engine_plan_create(int max_tokens) {
     struct engine_plan *p = calloc(1, sizeof(*p));
     if (!p) return NULL;
@@ -50,7 +37,7 @@ void engine_plan_free(struct engine_plan *plan) {
     free(plan);
 }
 
-static int reserve_body(struct engine_plan *plan, size_t entries) {
+int engine_plan_reserve(struct engine_plan *plan, size_t entries) {
     if (entries <= plan->body_capacity) return 0;
     int32_t *grown = realloc(plan->body, entries * sizeof(int32_t));
     if (!grown) return -1;
@@ -71,7 +58,7 @@ static int encode_plan(struct engine *engine, const struct engine_batch *b, stru
             n_ids += b->seqs[t]->n_blocks;
         }
     }
-    if (reserve_body(p, 4 * (size_t)n + (size_t)n_seqs + (size_t)n_ids)) return -1;
+    if (engine_plan_reserve(p, 4 * (size_t)n + (size_t)n_seqs + (size_t)n_ids)) return -1;
     int32_t *tokens = p->body, *positions = tokens + n, *seq_of = positions + n;
     int32_t *want = seq_of + n, *blocks_of = want + n, *ids = blocks_of + n_seqs;
     for (int t = 0; t < n; t++) {
@@ -109,7 +96,7 @@ void engine_plan_fault(struct engine *leader, enum engine_fault_kind kind, int r
 
 /* Makes the fault a plan carries this rank's, from this step on. */
 static void take_fault(struct engine *engine, const struct plan_header *h) {
-    int rank = engine->comm ? comm_rank(engine->comm) : 0;
+    int rank = engine_rank(engine);
     if (h->fault_rank != rank) return;
     if (h->fault_kind == ENGINE_FAULT_STALL)
         engine->fault = (struct engine_fault){ENGINE_FAULT_STALL, rank, h->step};
@@ -119,10 +106,17 @@ static void take_fault(struct engine *engine, const struct plan_header *h) {
     }
 }
 
+/* The wanted rows of a batch. */
+static int wanted_rows(const struct engine_batch *batch) {
+    int n = 0;
+    for (int t = 0; t < batch->n_tokens; t++) n += batch->want_logits[t] != 0;
+    return n;
+}
+
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen) {
     struct plan_header h;
-    if (!engine->comm) {
+    if (!engine->comm && !engine->pipe) {
         /* one rank: no plan to carry a fault; it strikes around the pass */
         h = (struct plan_header){engine->step,
                                  batch->n_tokens,
@@ -146,15 +140,25 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
         snprintf(err, errlen, "engine: out of memory for the step plan");
         return -1;
     }
-    size_t body_bytes =
-        (4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids) * sizeof(int32_t);
+    size_t body_bytes = engine_plan_entries(&h) * sizeof(int32_t);
     take_fault(engine, &h);
-    if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER) ||
-        engine_broadcast(engine, engine->plan->body, body_bytes, ENGINE_TAG_PLAN_BODY)) {
+    if (engine->comm &&
+        (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER) ||
+         engine_broadcast(engine, engine->plan->body, body_bytes, ENGINE_TAG_PLAN_BODY))) {
         snprintf(err, errlen, "%s", engine->comm_message);
         return -1;
     }
     int rows = engine_forward(engine, batch, err, errlen);
+    /* a pipeline: the step goes down the stages (SUBMIT), its logits come
+     * back from the last (COLLECT) */
+    if (rows >= 0 && engine->pipe) {
+        if (engine_stage_send(engine, &h, engine->plan->body)) {
+            snprintf(err, errlen, "%s", engine->comm_message);
+            rows = -1;
+        } else {
+            rows = engine_receive_logits(engine, wanted_rows(batch), err, errlen);
+        }
+    }
     engine->step++;
     return rows;
 }
@@ -163,8 +167,9 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
  * waiting, 0 releases them. A keep-alive is a step of its own. */
 static int send_empty_plan(struct engine *engine, int keep_alive, char *err, size_t errlen) {
     struct plan_header h = {engine->step, 0, 0, 0, keep_alive, 0, 0, 0, 0};
-    if (!engine->comm) return 0;
-    if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
+    if (!engine->comm && !engine->pipe) return 0;
+    if ((engine->comm && engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) ||
+        (engine->pipe && engine_stage_send(engine, &h, NULL))) {
         snprintf(err, errlen, "%s", engine->comm_message);
         return -1;
     }
@@ -180,9 +185,8 @@ int engine_keep_alive(struct engine *engine, char *err, size_t errlen) {
     return send_empty_plan(engine, 1, err, errlen);
 }
 
-/* Checks a received header against this rank's limits. */
-static int check_header(const struct engine *engine, const struct plan_header *h, char *err,
-                        size_t errlen) {
+int engine_plan_check_header(const struct engine *engine, const struct plan_header *h, char *err,
+                             size_t errlen) {
     if (h->n_tokens < 0 || h->n_tokens > engine->max_tokens || h->n_seqs < 1 ||
         h->n_seqs > h->n_tokens || h->n_block_ids < 0 ||
         (int64_t)h->n_block_ids > (int64_t)h->n_seqs * engine->kv.n_blocks) {
@@ -252,33 +256,58 @@ static int decode_plan(struct engine *engine, const struct plan_header *h,
     return 0;
 }
 
+/* Receives the next plan: stage 0's followers from the leader's
+ * broadcast, a later stage's ranks from their peer in the stage before
+ * (with x). An empty plan has no body. */
+static int receive_plan(struct engine *engine, struct plan_header *h, char *err, size_t errlen) {
+    if (engine->stage > 0) return engine_stage_receive(engine, h, err, errlen);
+    if (engine_broadcast(engine, h, sizeof(*h), ENGINE_TAG_PLAN_HEADER)) {
+        snprintf(err, errlen, "%s", engine->comm_message);
+        return -1;
+    }
+    if (h->n_tokens == 0) return 0;
+    if (engine_plan_check_header(engine, h, err, errlen)) return -1;
+    if (engine_plan_reserve(engine->plan, engine_plan_entries(h))) {
+        snprintf(err, errlen, "engine: out of memory for the step plan");
+        return -1;
+    }
+    if (engine_broadcast(engine, engine->plan->body, engine_plan_entries(h) * sizeof(int32_t),
+                         ENGINE_TAG_PLAN_BODY)) {
+        snprintf(err, errlen, "%s", engine->comm_message);
+        return -1;
+    }
+    return 0;
+}
+
+/* After a rank ran step h: the next stage's peer gets it; the last
+ * stage's first rank sends the leader the logits. */
+static int pass_on(struct engine *engine, const struct plan_header *h, int rows, char *err,
+                   size_t errlen) {
+    int rc = 0;
+    if (!engine->pipe) return 0;
+    if (engine->stage + 1 < engine->n_stages)
+        rc = engine_stage_send(engine, h, engine->plan->body);
+    else if (h->n_tokens > 0 && (!engine->comm || comm_rank(engine->comm) == 0))
+        rc = engine_send_logits(engine, rows);
+    if (rc) snprintf(err, errlen, "%s", engine->comm_message);
+    return rc;
+}
+
 int engine_follow(struct engine *engine, char *err, size_t errlen) {
     for (;;) {
         struct plan_header h;
         struct engine_batch batch;
-        if (engine_broadcast(engine, &h, sizeof(h), ENGINE_TAG_PLAN_HEADER)) {
-            snprintf(err, errlen, "%s", engine->comm_message);
-            return -1;
-        }
-        if (h.n_tokens == 0 && h.keep_alive) {
+        if (receive_plan(engine, &h, err, errlen)) return -1;
+        if (h.n_tokens == 0) {
+            if (pass_on(engine, &h, 0, err, errlen)) return -1;
+            if (!h.keep_alive) return 0;
             engine->step++;
             continue;
         }
-        if (h.n_tokens == 0) return 0;
-        if (check_header(engine, &h, err, errlen)) return -1;
         take_fault(engine, &h);
-        size_t entries = 4 * (size_t)h.n_tokens + (size_t)h.n_seqs + (size_t)h.n_block_ids;
-        if (reserve_body(engine->plan, entries)) {
-            snprintf(err, errlen, "engine: out of memory for the step plan");
-            return -1;
-        }
-        if (engine_broadcast(engine, engine->plan->body, entries * sizeof(int32_t),
-                             ENGINE_TAG_PLAN_BODY)) {
-            snprintf(err, errlen, "%s", engine->comm_message);
-            return -1;
-        }
         if (decode_plan(engine, &h, &batch, err, errlen)) return -1;
-        if (engine_forward(engine, &batch, err, errlen) < 0) return -1;
+        int rows = engine_forward(engine, &batch, err, errlen);
+        if (rows < 0 || pass_on(engine, &h, rows, err, errlen)) return -1;
         engine->step++;
     }
 }

@@ -244,6 +244,11 @@ struct model {
                             model (or slice) computes separately; the engine adds all
                             ranks' parts in one fixed order, so results do not depend
                             on the tensor-parallel degree (see model_shard) */
+    /* pipeline parallelism (model_stage): a stage's layers are the whole
+     * model's first_layer .. first_layer + n_layers - 1 */
+    int first_layer;      /* the whole model's index of layers[0] (0 for a whole model) */
+    int skips_embedding;  /* 1: a later stage, its input arrives from the stage before */
+    int skips_classifier; /* 1: an earlier stage, its output goes on to the next stage */
 };
 
 /* ---- the tensors of a model: one descriptor table ----
@@ -368,6 +373,20 @@ int model_shard(const struct model *whole, int rank, int n, struct model **out, 
  * <reason>; degrees that work: 1, 2, 4" in why (whylen bytes). The rule
  * model_shard applies, for callers that decide before loading a slice. */
 int model_check_degree(const struct model *whole, int n, char *why, size_t whylen);
+
+/* Pipeline parallelism: the layers [first, first + count) of m (a whole
+ * model or a tensor-parallel slice), as the model of count layers a stage
+ * runs. The first stage keeps the token embeddings, the last the final
+ * norm and the classifier; a stage without them has them empty
+ * (skips_embedding, skips_classifier). A view like model_shard's: freed
+ * with model_free before m. */
+int model_stage(const struct model *m, int first, int count, struct model **out, char *err,
+                size_t errlen);
+/* The layers of each of n_stages stages into counts: given's (n_stages
+ * counts, checked: each at least 1, adding up to n_layers) or, given
+ * NULL, as even as can be. -1 with the reason in err. */
+int model_stage_layers(int n_layers, int n_stages, const int *given, int *counts, char *err,
+                       size_t errlen);
 
 /* Upper bounds on hyperparameters that the loaders accept: far above any real
  * model, low enough that no size computed from them can overflow. */
