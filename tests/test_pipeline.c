@@ -53,6 +53,7 @@ static int run_config(const struct model *model, const struct config *cf,
     struct engine_group group = {.n = cf->tp,
                                  .stages = cf->pp,
                                  .layers = cf->layers,
+                                 .n_layers = cf->layers ? cf->pp : 0,
                                  .backend = COMM_LOCAL,
                                  .deadline = 10.0};
     if (engine_group_start(&group, model, &params, err, errlen) != 0) {

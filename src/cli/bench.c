@@ -39,7 +39,9 @@ static void bench_usage(FILE *out) {
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     const char *cmd = "bench";
-    *o = (struct bench_options){NULL, 512, 128, 2, 5, 512, {1, COMM_LOCAL, 30.0f}, TENSOR_F16, 0};
+    *o = (struct bench_options){
+        .n_prompt = 512, .n_gen = 128, .n_threads = 2, .reps = 5, .batch = 512,
+        .kv_type = TENSOR_F16};
     cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -199,10 +201,7 @@ static int run_bench(const struct model *model, const struct bench_options *o) {
                                    .context_length = longest > 0 ? longest : 1,
                                    .kv_block_size = 16,
                                    .kv_type = o->kv_type};
-    struct engine_group group = {.n = o->parallel.tp,
-                                 .backend = o->parallel.backend,
-                                 .deadline = o->parallel.deadline,
-                                 .on_failure = cli_rank_failed};
+    struct engine_group group = cli_parallel_group(&o->parallel);
     int *tokens = bench_tokens(longest, model->config.vocab_size);
     int rc = 1;
     if (!tokens)

@@ -60,6 +60,9 @@ int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_t
 /* Tensor-parallel options shared by generate and bench. */
 struct cli_parallel {
     int tp;                    /* --tp: ranks (local backend) */
+    int pp;                    /* --pp: pipeline stages of tp ranks each */
+    int layers[ENGINE_MAX_STAGES]; /* --layers-split: layers of each stage */
+    int n_layers;                  /* ... how many were given (0: an even split) */
     enum comm_backend backend; /* --comm local|mpi */
     float deadline;            /* --comm-deadline: seconds a collective may wait */
 };
@@ -70,8 +73,14 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
                         struct cli_parallel *parallel, int *matched);
 #define CLI_PARALLEL_HELP                                                                          \
     "  --tp N                  tensor-parallel ranks (threads of this process)\n"                  \
+    "  --pp N                  pipeline stages of --tp ranks each (layers split between them)\n"   \
+    "  --layers-split A,B,...  layers of each stage, first to last (default: as even as can be)\n" \
     "  --comm local|mpi        collectives backend; mpi: run under mpirun, one rank a process\n"   \
     "  --comm-deadline S       seconds a collective may wait for a peer (default 30)\n"
+
+/* The engine group the options describe (degrees, layer split, backend,
+ * deadline), its on_failure cli_rank_failed. */
+struct engine_group cli_parallel_group(const struct cli_parallel *parallel);
 
 /* engine_group's on_failure for the command: prints the rank's failure and
  * exits the process with its distinct exit code (DESIGN.md I3). */

@@ -121,9 +121,42 @@ double cli_now(void) {
 }
 
 void cli_parallel_default(struct cli_parallel *parallel) {
+    memset(parallel, 0, sizeof(*parallel));
     parallel->tp = 1;
+    parallel->pp = 1;
     parallel->backend = COMM_LOCAL;
     parallel->deadline = (float)COMM_DEFAULT_DEADLINE;
+}
+
+/* "A,B,..." (positive layer counts, one per stage) into parallel->layers. */
+static int parse_layers_split(const char *command, const char *text,
+                              struct cli_parallel *parallel) {
+    parallel->n_layers = 0;
+    for (const char *at = text;; at++) {
+        char *end;
+        long count = strtol(at, &end, 10);
+        if (end == at || count < 1 || count > MODEL_MAX_LAYERS ||
+            parallel->n_layers == ENGINE_MAX_STAGES || (*end != ',' && *end != '\0')) {
+            fprintf(stderr,
+                    "lockstep %s: --layers-split '%s': expected up to %d positive layer counts "
+                    "separated by commas\n",
+                    command, text, ENGINE_MAX_STAGES);
+            return -1;
+        }
+        parallel->layers[parallel->n_layers++] = (int)count;
+        at = end;
+        if (*end == '\0') return 0;
+    }
+}
+
+struct engine_group cli_parallel_group(const struct cli_parallel *parallel) {
+    return (struct engine_group){.n = parallel->tp,
+                                 .stages = parallel->pp,
+                                 .layers = parallel->n_layers ? parallel->layers : NULL,
+                                 .n_layers = parallel->n_layers,
+                                 .backend = parallel->backend,
+                                 .deadline = parallel->deadline,
+                                 .on_failure = cli_rank_failed};
 }
 
 int cli_parallel_option(const char *command, int argc, char **argv, int *i,
@@ -131,6 +164,12 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
     const char *arg = argv[*i], *name;
     *matched = 1;
     if (!strcmp(arg, "--tp")) return cli_int_value(command, argc, argv, i, 1, 256, &parallel->tp);
+    if (!strcmp(arg, "--pp"))
+        return cli_int_value(command, argc, argv, i, 1, ENGINE_MAX_STAGES, &parallel->pp);
+    if (!strcmp(arg, "--layers-split")) {
+        if (cli_string_value(command, argc, argv, i, &name)) return -1;
+        return parse_layers_split(command, name, parallel);
+    }
     if (!strcmp(arg, "--comm-deadline")) {
         if (cli_float_value(command, argc, argv, i, &parallel->deadline)) return -1;
         if (parallel->deadline > 0) return 0;

@@ -254,10 +254,7 @@ static int run_generation(const struct cli_model *m, const struct generate_optio
     int context = o->context > 0 ? o->context : m->model->config.context_length;
     int *tokens = NULL, rc = 1;
     int n_prompt = encode_prompt(m, o, context, &tokens);
-    struct engine_group group = {.n = o->parallel.tp,
-                                 .backend = o->parallel.backend,
-                                 .deadline = o->parallel.deadline,
-                                 .on_failure = cli_rank_failed};
+    struct engine_group group = cli_parallel_group(&o->parallel);
     struct engine_params params = {.n_threads = o->n_threads,
                                    .max_tokens = o->batch < n_prompt ? o->batch : n_prompt,
                                    .context_length = context,

@@ -328,10 +328,7 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
     int context = o->context > 0 && o->context < c->context_length ? o->context : c->context_length;
     double block_bytes;
     int blocks = kv_blocks(o, c, context, &block_bytes);
-    struct engine_group group = {.n = o->parallel.tp,
-                                 .backend = o->parallel.backend,
-                                 .deadline = o->parallel.deadline,
-                                 .on_failure = cli_rank_failed};
+    struct engine_group group = cli_parallel_group(&o->parallel);
     struct engine_params params = {.n_threads = o->n_threads,
                                    .max_tokens = o->limits.step_tokens,
                                    .context_length = context,

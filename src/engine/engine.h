@@ -324,7 +324,8 @@ int engine_follow(struct engine *engine, char *err, size_t errlen);
 struct engine_group {
     int n;                     /* tensor-parallel degree */
     int stages;                /* pipeline stages (0 or 1: none); n * stages ranks in all */
-    const int *layers;         /* (stages) layers of each stage, or NULL: as even as can be */
+    const int *layers;         /* (n_layers) layers of each stage, or NULL: as even as can be */
+    int n_layers;              /* entries of layers: must be stages */
     enum comm_backend backend; /* local threads or mpirun processes */
     double deadline;           /* seconds a collective may wait */
     struct comm **comms;       /* (ranks) local: every rank's tensor-parallel handle; mpi: [0]

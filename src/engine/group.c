@@ -137,6 +137,11 @@ int engine_group_start(struct engine_group *g, const struct model *whole,
         snprintf(err, errlen, "%d pipeline stages (at most %d)", g->stages, ENGINE_MAX_STAGES);
         return 1;
     }
+    if (g->layers && g->n_layers != (g->stages > 1 ? g->stages : 1)) {
+        snprintf(err, errlen, "the layer split names %d stages, the pipeline has %d", g->n_layers,
+                 g->stages > 1 ? g->stages : 1);
+        return 1;
+    }
     /* mpi: one rank per process */
     int n = g->backend == COMM_LOCAL ? group_ranks(g) : 1;
     g->comms = calloc((size_t)n, sizeof(struct comm *));
