@@ -17,10 +17,19 @@
 #          lockstep_live      lockstep: every accepted request completes
 #                             (LTL, weak fairness)
 #          lockstep_mutants   broken variants of lockstep are caught
+#          pipeline_safe      pipeline parallelism: no invalid end state,
+#                             assertions hold (FIFO, one step per sequence,
+#                             tokens once, mailboxes never full)
+#          pipeline_live      pipeline: every accepted request completes
+#          pipeline_deadlocks rendezvous links with K = NSTAGES deadlock
+#                             (shortest trail; the stored trail replays);
+#                             the exact mailbox boundary
+#          pipeline_mutants   broken variants of the pipeline are caught
 #          all                all of the above
 #   --source DIR    repository root (default: two levels above this script)
 #   --update-trail  regenerate docs/protocol/overlap.trail and
-#                   overlap-trail.txt in the source tree
+#                   overlap-trail.txt (pipeline.trail and pipeline-trail.txt
+#                   with pipeline_deadlocks) in the source tree
 # Exit status: 0 when every verdict is as expected, 1 otherwise, 2 on a
 # usage error, 77 when spin or the C compiler is missing (CTest: skipped).
 
@@ -45,7 +54,7 @@ while [ $# -gt 0 ]; do
   --spin) [ $# -ge 2 ] || die_usage "--spin needs a path"; spin=$2; shift 2 ;;
   --cc) [ $# -ge 2 ] || die_usage "--cc needs a path"; cc=$2; shift 2 ;;
   --update-trail) update_trail=1; shift ;;
-  -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}"; exit 0 ;;
   -*) die_usage "unknown option '$1'" ;;
   *) checks+=("$1"); shift ;;
   esac
@@ -53,8 +62,9 @@ done
 [ ${#checks[@]} -gt 0 ] || [ $update_trail -eq 1 ] || die_usage "no check named"
 
 models="$source_dir/docs/protocol"
-if [ ! -f "$models/overlap.pml" ] || [ ! -f "$models/lockstep.pml" ]; then
-  echo "check.sh: no models in '$models' (overlap.pml, lockstep.pml)" >&2
+if [ ! -f "$models/overlap.pml" ] || [ ! -f "$models/lockstep.pml" ] ||
+  [ ! -f "$models/pipeline.pml" ]; then
+  echo "check.sh: no models in '$models' (overlap.pml, lockstep.pml, pipeline.pml)" >&2
   exit 2
 fi
 if ! command -v "$spin" >/dev/null 2>&1; then
@@ -166,45 +176,59 @@ expect_error() {
   fi
 }
 
+# check_trail NAME CHECK BASE SPINFLAGS DIR MARKER: the shortest trail that
+# `pan -i` just wrote in DIR for BASE.pml (spin flags SPINFLAGS) is kept in the
+# repository as BASE.trail, with its replay as BASE-trail.txt: the stored
+# trail must still replay, to the same text, on the model, be as short as the
+# fresh one, and its replay must contain MARKER. --update-trail stores DIR's.
+check_trail() {
+  local name=$1 check=$2 base=$3 spin_flags=$4 fresh=$5 marker=$6
+  if [ $update_trail -eq 1 ]; then
+    cp "$fresh/$base.pml.trail" "$models/$base.trail"
+    # shellcheck disable=SC2086
+    (cd "$fresh" && "$spin" -t -k "$base.pml.trail" -p $spin_flags "$base.pml") \
+      >"$models/$base-trail.txt"
+    echo "updated $models/$base.trail and $base-trail.txt"
+  fi
+  if [ ! -f "$models/$base.trail" ] || [ ! -f "$models/$base-trail.txt" ]; then
+    echo "FAIL $name: docs/protocol/$base.trail or $base-trail.txt is missing" >&2
+    failures=$((failures + 1))
+    return
+  fi
+  # Copied after the model, so spin does not warn that the model is newer.
+  local replay="$fresh/replay.txt"
+  cp "$models/$base.trail" "$fresh/stored.trail"
+  # shellcheck disable=SC2086
+  (cd "$fresh" && "$spin" -t -k stored.trail -p $spin_flags "$base.pml") >"$replay" 2>&1 || true
+  if ! diff -q "$replay" "$models/$base-trail.txt" >/dev/null; then
+    echo "FAIL $name: replaying $base.trail no longer gives $base-trail.txt" \
+      "(model changed? rerun: check.sh --update-trail $check)" >&2
+    diff "$models/$base-trail.txt" "$replay" | head -20 >&2 || true
+    failures=$((failures + 1))
+    return
+  fi
+  local stored_steps fresh_steps
+  stored_steps=$(sed -n 's/^spin: trail ends after \([0-9]*\) steps$/\1/p' "$replay")
+  # shellcheck disable=SC2086
+  fresh_steps=$(cd "$fresh" && "$spin" -t -p $spin_flags "$base.pml" 2>&1 |
+    sed -n 's/^spin: trail ends after \([0-9]*\) steps$/\1/p')
+  if [ -n "$stored_steps" ] && [ "$stored_steps" = "$fresh_steps" ] &&
+    grep -q "$marker" "$replay"; then
+    echo "PASS $name: stored trail replays ($stored_steps steps, as short as a fresh pan -i)"
+  else
+    echo "FAIL $name: stored trail has '${stored_steps:-?}' steps, fresh pan -i" \
+      "'${fresh_steps:-?}', or it does not end in the cycle" >&2
+    failures=$((failures + 1))
+  fi
+}
+
 # The overlapping design: shortest trail (-i, needs -DREACH), and the trail
 # kept in the repository still replays, to the same text, on the model.
 check_overlap_deadlocks() {
   expect_error overlap_2ranks "invalid end state" overlap.pml "" "-DSAFETY -DREACH" "-i"
   local fresh="$run_dir"
   expect_error overlap_3ranks "invalid end state" overlap.pml "-DNRANKS=3" "-DSAFETY" ""
-  if [ $update_trail -eq 1 ]; then
-    cp "$fresh/overlap.pml.trail" "$models/overlap.trail"
-    (cd "$fresh" && "$spin" -t -k overlap.pml.trail -p overlap.pml) >"$models/overlap-trail.txt"
-    echo "updated $models/overlap.trail and overlap-trail.txt"
-  fi
-  if [ ! -f "$models/overlap.trail" ] || [ ! -f "$models/overlap-trail.txt" ]; then
-    echo "FAIL overlap_trail: docs/protocol/overlap.trail or overlap-trail.txt is missing" >&2
-    failures=$((failures + 1))
-    return
-  fi
-  # Copied after the model, so spin does not warn that the model is newer.
-  local replay="$fresh/replay.txt"
-  cp "$models/overlap.trail" "$fresh/stored.trail"
-  (cd "$fresh" && "$spin" -t -k stored.trail -p overlap.pml) >"$replay" 2>&1 || true
-  if ! diff -q "$replay" "$models/overlap-trail.txt" >/dev/null; then
-    echo "FAIL overlap_trail: replaying overlap.trail no longer gives overlap-trail.txt" \
-      "(model changed? rerun: check.sh --update-trail overlap_deadlocks)" >&2
-    diff "$models/overlap-trail.txt" "$replay" | head -20 >&2 || true
-    failures=$((failures + 1))
-    return
-  fi
-  local stored_steps fresh_steps
-  stored_steps=$(sed -n 's/^spin: trail ends after \([0-9]*\) steps$/\1/p' "$replay")
-  fresh_steps=$(cd "$fresh" && "$spin" -t -p overlap.pml 2>&1 |
-    sed -n 's/^spin: trail ends after \([0-9]*\) steps$/\1/p')
-  if [ -n "$stored_steps" ] && [ "$stored_steps" = "$fresh_steps" ] &&
-    grep -q 'spin-waits for all-reduce' "$replay"; then
-    echo "PASS overlap_trail: stored trail replays ($stored_steps steps, as short as a fresh pan -i)"
-  else
-    echo "FAIL overlap_trail: stored trail has '${stored_steps:-?}' steps, fresh pan -i" \
-      "'${fresh_steps:-?}', or it does not end in the cycle" >&2
-    failures=$((failures + 1))
-  fi
+  check_trail overlap_trail overlap_deadlocks overlap "" "$fresh" 'spin-waits for all-reduce'
 }
 
 check_overlap_fixed() {
@@ -266,12 +290,92 @@ check_lockstep_mutants() {
   expect_pass mutant_no_watchdog lockstep.pml "-DMUTANT_NO_WATCHDOG" "$safe" ""
 }
 
+# Pipeline parallelism (pipeline.pml): NSTAGES stages, K steps in flight,
+# CAP mailbox slots per link (the design: CAP = K), NREQ requests (up to 3
+# at once), LEN tokens each, BATCH sequences per step, MAXFAULTS faults.
+# Rendezvous links (CAP 0) need -DNOREDUCE: spin warns that partial-order
+# reduction may be unsound with rendezvous and the stages' unless escape.
+pp() { echo "-DNSTAGES=$1 -DK=$2 -DCAP=$3 -DNREQ=3 -DLEN=2 -DBATCH=2 -DMAXFAULTS=$4"; }
+
+check_pipeline_safe() {
+  local n k f
+  for n in 2 3; do
+    for k in $(seq 1 $n); do
+      for f in 1 2; do
+        expect_covered "pipeline_safe_${n}stages_k${k}_cap${k}_${f}faults" pipeline.pml \
+          "$(pp "$n" "$k" "$k" "$f")" "-DSAFETY -DNOCLAIM" ""
+      done
+    done
+  done
+  # Mailboxes smaller than K: sends wait for a slot (with a deadline that
+  # fires only on faults), and still nothing hangs.
+  expect_covered pipeline_safe_3stages_k3_cap1_2faults pipeline.pml \
+    "$(pp 3 3 1 2)" "-DSAFETY -DNOCLAIM" ""
+}
+
+check_pipeline_live() {
+  expect_pass pipeline_live_2stages_k2_cap2_2faults pipeline.pml \
+    "$(pp 2 2 2 2)" "-DNFAIR=3" "-a -f"
+  expect_pass pipeline_live_3stages_k3_cap3_1fault pipeline.pml \
+    "$(pp 3 3 3 1)" "-DNFAIR=3" "-a -f"
+}
+
+# Rendezvous links with K = NSTAGES deadlock: the leader waits to hand step
+# k+1 to stage 1 while the last stage waits to hand step k's logits to the
+# leader. The exact boundary: a hang needs NSTAGES * (CAP + 1) <= K (every
+# stage holding a step and every mailbox full), so for K <= NSTAGES only
+# CAP = 0 with K = NSTAGES; a send finds a full mailbox exactly when CAP < K.
+check_pipeline_deadlocks() {
+  local reach="-DSAFETY -DNOCLAIM -DREACH -DNOREDUCE"
+  expect_error pipeline_rendezvous_2stages "invalid end state" pipeline.pml \
+    "$(pp 2 2 0 0)" "$reach" "-i"
+  local fresh="$run_dir"
+  expect_error pipeline_rendezvous_3stages_1fault "invalid end state" pipeline.pml \
+    "$(pp 3 3 0 1)" "-DSAFETY -DNOCLAIM -DNOREDUCE" ""
+  expect_error pipeline_rendezvous_deadline_fires "assertion violated" pipeline.pml \
+    "$(pp 2 2 0 1) -DDEADLINE_ON_HANG" "-DSAFETY -DNOCLAIM -DNOREDUCE" ""
+  check_trail pipeline_trail pipeline_deadlocks pipeline "$(pp 2 2 0 0)" "$fresh" \
+    'leader launches step 0 (plan 1), 2 in flight'
+  # Just inside the boundary: no hang.
+  expect_pass pipeline_rendezvous_3stages_k2 pipeline.pml \
+    "$(pp 3 2 0 1)" "-DSAFETY -DNOCLAIM -DNOREDUCE" ""
+  expect_pass pipeline_2stages_k2_cap1 pipeline.pml "$(pp 2 2 1 1)" "-DSAFETY -DNOCLAIM" ""
+  # CAP = K - 1: no hang, but a healthy send can find its mailbox full.
+  expect_error pipeline_2stages_k2_cap1_full "assertion violated" pipeline.pml \
+    "$(pp 2 2 1 0) -DCLAIM_NEVER_FULL" "-DSAFETY -DNOCLAIM" ""
+  expect_error pipeline_3stages_k3_cap2_full "assertion violated" pipeline.pml \
+    "$(pp 3 3 2 0) -DCLAIM_NEVER_FULL" "-DSAFETY -DNOCLAIM" ""
+}
+
+# Each broken variant must be caught.
+check_pipeline_mutants() {
+  local safe="-DSAFETY -DNOCLAIM"
+  expect_error pipeline_mutant_same_sequence_twice "assertion violated" pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_SAME_SEQUENCE_TWICE" "$safe" ""
+  expect_error pipeline_mutant_keep_mailbox "assertion violated" pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_KEEP_MAILBOX" "$safe" ""
+  expect_error pipeline_mutant_keepalive_uncounted "assertion violated" pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_KEEPALIVE_UNCOUNTED" "$safe" ""
+  expect_error pipeline_mutant_keepalive_dropped "invalid end state" pipeline.pml \
+    "$(pp 3 3 3 1) -DMUTANT_KEEPALIVE_DROPPED" "$safe" ""
+  expect_error pipeline_mutant_no_deadline_no_watchdog "invalid end state" pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_NO_DEADLINE -DMUTANT_NO_WATCHDOG" "$safe" ""
+  expect_error pipeline_mutant_no_resubmit "acceptance cycle" pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_NO_RESUBMIT" "-DNFAIR=3" "-a -f"
+  # Either recovery path alone suffices here too (defence in depth).
+  expect_pass pipeline_mutant_no_deadline pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_NO_DEADLINE" "$safe" ""
+  expect_pass pipeline_mutant_no_watchdog pipeline.pml \
+    "$(pp 2 2 2 1) -DMUTANT_NO_WATCHDOG" "$safe" ""
+}
+
 if [ $update_trail -eq 1 ] && [ ${#checks[@]} -eq 0 ]; then
-  checks=(overlap_deadlocks)
+  checks=(overlap_deadlocks pipeline_deadlocks)
 fi
 for check in "${checks[@]}"; do
   case "$check" in
-  overlap_deadlocks | overlap_fixed | lockstep_safe | lockstep_live | lockstep_mutants)
+  overlap_deadlocks | overlap_fixed | lockstep_safe | lockstep_live | lockstep_mutants | \
+    pipeline_safe | pipeline_live | pipeline_deadlocks | pipeline_mutants)
     "check_$check" ;;
   all)
     check_overlap_deadlocks
@@ -279,6 +383,10 @@ for check in "${checks[@]}"; do
     check_lockstep_safe
     check_lockstep_live
     check_lockstep_mutants
+    check_pipeline_safe
+    check_pipeline_live
+    check_pipeline_deadlocks
+    check_pipeline_mutants
     ;;
   *) die_usage "unknown check '$check'" ;;
   esac

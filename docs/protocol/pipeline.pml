@@ -240,6 +240,14 @@ inline stage_gone() {
 #define READY running
 #endif
 
+/* A stage that does not forward keep-alives: the last stage, when the
+ * leader does not count them (they never come back), or stage 1. */
+#if defined(MUTANT_KEEPALIVE_UNCOUNTED)
+#define DROP_KEEPALIVE_AT LAST
+#elif defined(MUTANT_KEEPALIVE_DROPPED)
+#define DROP_KEEPALIVE_AT 1
+#endif
+
 /* The leader may launch a step: fewer than K in flight, and some sequence
  * ready or waiting, or a request frame queued on its socket. */
 #define CAN_SUBMIT (in_flight < K && (nempty(to_leader) || READY != 0 || waiting != 0))
@@ -290,6 +298,7 @@ inline make_plan() {
  * token for every sequence of the plan, sends them in one frame, retires the
  * finished sequences, and the plan's sequences are ready again. */
 inline collect_step() {
+  printf("MSC: leader collects %e %d\n", kind, tag);
   assert(tag == oldest && kind == (ka -> KEEPALIVE : STEP));
   if
   :: kind == KEEPALIVE ->
@@ -354,7 +363,8 @@ end_leader:
                in_flight++;
                kind = STEP;
                tag = k;
-               k++
+               k++;
+               printf("MSC: leader launches step %d (plan %d), %d in flight\n", tag, plan, in_flight)
              };
 SUBMIT:      STAGE_SEND
           :: d_step {
@@ -374,6 +384,7 @@ COLLECT:     if
                in_flight == 0 && CANNOT_SUBMIT && empty(to_gateway);
                ka = true;
                in_flight = 1;
+               printf("MSC: leader idle: keep-alive\n");
 #else
                /* not counted, never returned: the leader sends one
                 * whenever it is idle, with a heartbeat of its own */
@@ -399,15 +410,17 @@ stage_recv:
                if
                :: kind == STEP -> k++
                :: else -> skip
-               fi
+               fi;
+               printf("MSC: stage %d receives %e %d, runs its layers, sends it on\n", s, kind, tag)
              };
-#ifdef MUTANT_KEEPALIVE_UNCOUNTED
+#ifdef DROP_KEEPALIVE_AT
              if
-             :: s == LAST && kind == KEEPALIVE -> kind = 0; tag = 0 /* dropped */
+             :: s == DROP_KEEPALIVE_AT && kind == KEEPALIVE ->
+                kind = 0; tag = 0 /* not forwarded */
              :: else ->
 #endif
 stage_send:     STAGE_SEND
-#ifdef MUTANT_KEEPALIVE_UNCOUNTED
+#ifdef DROP_KEEPALIVE_AT
              fi
 #endif
           DEADLINE

@@ -18,6 +18,11 @@
 #include "model/model.h"
 #include "tensor/tensor.h"
 
+/* The most pipeline stages an instance has, and so the most steps in
+ * flight: a link's mailbox holds that many (COMM_MAILBOX_SLOTS; the
+ * model in docs/protocol/pipeline.pml shows k in flight need k slots). */
+#define ENGINE_MAX_STAGES COMM_MAILBOX_SLOTS
+
 /* ======================= paged key/value cache ======================= */
 
 struct kv_prefix_cache;
@@ -240,6 +245,13 @@ struct engine {
     int stage;         /* this rank's stage, 0 .. n_stages - 1 */
     int n_stages;      /* stages of the pipeline (1 without one) */
     int stage_ranks;   /* ranks per stage: the tensor-parallel degree */
+    /* leader: the steps in flight, oldest first (pipeline.pml's in_flight;
+     * a step submitted and not yet collected) */
+    struct engine_flight {
+        uint64_t step; /* its tag */
+        int rows;      /* logits rows it will bring back */
+    } flights[ENGINE_MAX_STAGES];
+    int n_flights;
     struct engine_group *group;        /* the group this rank belongs to, or NULL */
     struct engine_fault fault;         /* injected fault (tests), kind NONE normally */
     struct engine_fault planned_fault; /* leader: a fault the next plan carries to its rank */
@@ -299,6 +311,20 @@ int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const in
  * and receives the logits from the last. */
 int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
                      size_t errlen);
+/* Leader, in two halves, so that a pipeline keeps up to n_stages steps in
+ * flight (one per stage; the caller decides each from sequences no step
+ * in flight holds): SUBMIT runs the first stage and hands the step on
+ * (without a pipeline: the whole pass); COLLECT waits for the oldest
+ * step's logits (in engine->logits) and returns its rows. At most
+ * n_stages steps may be in flight; engine_lead_step is the two at once. */
+int engine_submit_step(struct engine *engine, const struct engine_batch *batch, char *err,
+                       size_t errlen);
+int engine_collect_step(struct engine *engine, char *err, size_t errlen);
+/* Steps submitted and not collected. */
+static inline int engine_steps_in_flight(const struct engine *engine) {
+    return engine->n_flights;
+}
+
 /* Leader: the next plan tells rank `rank` to stall in its collectives
  * (ENGINE_FAULT_STALL) or to sleep up to delay_ms before each of them for
  * `steps` steps (ENGINE_FAULT_DELAY). Fault injection for tests and
@@ -313,10 +339,6 @@ int engine_release_followers(struct engine *engine, char *err, size_t errlen);
 /* Ranks other than 0: receive and run the leader's plans until it releases
  * them (returns 0) or a collective fails (-1; engine->comm_error says why). */
 int engine_follow(struct engine *engine, char *err, size_t errlen);
-
-/* The most pipeline stages an instance has: a link holds that many steps
- * in flight (COMM_MAILBOX_SLOTS). */
-#define ENGINE_MAX_STAGES COMM_MAILBOX_SLOTS
 
 /* The ranks of one model instance (group.c). Set n, backend and
  * deadline (and for a pipeline stages and layers), zero the rest, then

@@ -68,9 +68,10 @@ int engine_stage_receive(struct engine *engine, struct plan_header *h, char *err
 /* Last stage's first rank: sends the leader the step's n_wanted rows of
  * logits. */
 int engine_send_logits(struct engine *engine, int n_wanted);
-/* Leader: receives the step's n_wanted rows of logits from the last stage
- * into engine->logits; -1 with err. */
-int engine_receive_logits(struct engine *engine, int n_wanted, char *err, size_t errlen);
+/* Leader: receives step's n_wanted rows of logits from the last stage into
+ * engine->logits; returns n_wanted, or -1 with err. */
+int engine_receive_logits(struct engine *engine, uint64_t step, int n_wanted, char *err,
+                          size_t errlen);
 
 struct engine_plan *engine_plan_create(int max_tokens);
 void engine_plan_free(struct engine_plan *plan);

@@ -113,12 +113,13 @@ int engine_send_logits(struct engine *engine, int n_wanted) {
     return finish(engine, rc, t0);
 }
 
-int engine_receive_logits(struct engine *engine, int n_wanted, char *err, size_t errlen) {
+int engine_receive_logits(struct engine *engine, uint64_t step, int n_wanted, char *err,
+                          size_t errlen) {
     void *message = NULL;
     size_t bytes = 0;
     int last = (engine->n_stages - 1) * engine->stage_ranks;
     double t0 = now_seconds();
-    int rc = comm_recv(engine->pipe, last, pipe_tag(engine, engine->step, ENGINE_TAG_LOGITS),
+    int rc = comm_recv(engine->pipe, last, pipe_tag(engine, step, ENGINE_TAG_LOGITS),
                        &message, &bytes, engine->comm_message, sizeof(engine->comm_message));
     if (finish(engine, rc, t0)) {
         snprintf(err, errlen, "%s", engine->comm_message);
@@ -128,7 +129,7 @@ int engine_receive_logits(struct engine *engine, int n_wanted, char *err, size_t
     if (bytes != expected) {
         free(message);
         snprintf(err, errlen, "engine: step %llu: %zu bytes of logits from rank %d, expected %zu",
-                 (unsigned long long)engine->step, bytes, last, expected);
+                 (unsigned long long)step, bytes, last, expected);
         return -1;
     }
     if (bytes) memcpy(engine->logits, message, bytes);

@@ -113,9 +113,21 @@ static int wanted_rows(const struct engine_batch *batch) {
     return n;
 }
 
-int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
-                     size_t errlen) {
+/* Keeps a submitted step in the flights (rows: its logits rows, or -1
+ * for a pass that failed). */
+static void add_flight(struct engine *engine, int rows) {
+    engine->flights[engine->n_flights++] = (struct engine_flight){engine->step, rows};
+    engine->step++;
+}
+
+int engine_submit_step(struct engine *engine, const struct engine_batch *batch, char *err,
+                       size_t errlen) {
     struct plan_header h;
+    if (engine->n_flights >= engine->n_stages) {
+        snprintf(err, errlen, "engine: %d steps in flight already (%d stages)", engine->n_flights,
+                 engine->n_stages);
+        return -1;
+    }
     if (!engine->comm && !engine->pipe) {
         /* one rank: no plan to carry a fault; it strikes around the pass */
         h = (struct plan_header){engine->step,
@@ -131,8 +143,9 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
         take_fault(engine, &h);
         engine_fault_apply(engine, 0);
         int rows = engine_forward(engine, batch, err, errlen);
-        engine->step++;
-        return rows;
+        if (rows < 0) return -1;
+        add_flight(engine, rows);
+        return 0;
     }
     /* a bad batch is refused before the followers see it */
     if (engine_check_batch(engine, batch, err, errlen)) return -1;
@@ -149,18 +162,37 @@ int engine_lead_step(struct engine *engine, const struct engine_batch *batch, ch
         return -1;
     }
     int rows = engine_forward(engine, batch, err, errlen);
-    /* a pipeline: the step goes down the stages (SUBMIT), its logits come
-     * back from the last (COLLECT) */
-    if (rows >= 0 && engine->pipe) {
+    if (rows < 0) return -1;
+    /* a pipeline: the step goes on down the stages (SUBMIT); its logits
+     * come back from the last (COLLECT) */
+    if (engine->pipe) {
         if (engine_stage_send(engine, &h, engine->plan->body)) {
             snprintf(err, errlen, "%s", engine->comm_message);
-            rows = -1;
-        } else {
-            rows = engine_receive_logits(engine, wanted_rows(batch), err, errlen);
+            return -1;
         }
+        rows = wanted_rows(batch);
     }
-    engine->step++;
-    return rows;
+    add_flight(engine, rows);
+    return 0;
+}
+
+int engine_collect_step(struct engine *engine, char *err, size_t errlen) {
+    if (engine->n_flights == 0) {
+        snprintf(err, errlen, "engine: no step in flight to collect");
+        return -1;
+    }
+    struct engine_flight oldest = engine->flights[0];
+    engine->n_flights--;
+    memmove(engine->flights, engine->flights + 1,
+            (size_t)engine->n_flights * sizeof(engine->flights[0]));
+    if (!engine->pipe) return oldest.rows;
+    return engine_receive_logits(engine, oldest.step, oldest.rows, err, errlen);
+}
+
+int engine_lead_step(struct engine *engine, const struct engine_batch *batch, char *err,
+                     size_t errlen) {
+    if (engine_submit_step(engine, batch, err, errlen)) return -1;
+    return engine_collect_step(engine, err, errlen);
 }
 
 /* Broadcasts a plan without a batch: keep_alive 1 keeps the followers
