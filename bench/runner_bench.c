@@ -99,8 +99,11 @@ static double median(double *v, int n) {
 static struct runner *make_runner(struct engine *e, int max_sequences, int budget) {
     char err[256];
     struct runner *r = NULL;
-    struct runner_params p = {max_sequences, 256, budget, 64, 0,
-                              {0},           1,   NULL}; /* the default cache */
+    struct runner_params p = {.max_sequences = max_sequences,
+                              .max_waiting = 256,
+                              .step_tokens = budget,
+                              .trace_steps = 64,
+                              .prefix_cache = 1}; /* the default cache */
     if (runner_create(&r, e, &p, &sink, err, sizeof(err))) fprintf(stderr, "%s\n", err);
     return r;
 }

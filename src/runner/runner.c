@@ -1,10 +1,14 @@
 /* runner.c -- the step loop of one model instance (leader side).
  *
- * runner_step plans a step (scheduler.c), runs it on every rank with
- * engine_lead_step, then samples one token for every sequence whose known
- * tokens were all computed, reports it, and finishes sequences that hit a
- * stop condition. Requests enter and leave only between steps, so the step
- * in flight never changes under the engine (DESIGN.md I1). Each sequence
+ * runner_step plans a step (scheduler.c), runs it on every rank
+ * (engine_submit_step, engine_collect_step), then samples one token for
+ * every sequence whose known tokens were all computed, reports it, and
+ * finishes sequences that hit a stop condition. Requests enter and leave
+ * only between steps, so the step in flight never changes under the engine
+ * (DESIGN.md I1). In a pipeline, steps of distinct sequences are submitted
+ * while fewer than max_in_flight are out (SUBMIT), then the oldest is
+ * collected (COLLECT): the states of docs/protocol/pipeline.pml. A
+ * sequence cancelled while in flight is finished when its step returns. Each sequence
  * samples with its own seeded random stream from its own logits row, and
  * the kernels give the same row whatever shares the batch (I5), so a
  * request's tokens do not depend on its neighbours. */
@@ -61,6 +65,14 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
     r->batch_kv = calloc(budget, sizeof(struct kv_sequence *));
     r->batch_want = calloc(budget, 1);
     r->due = calloc(budget, sizeof(struct runner_sequence *));
+    r->max_in_flight = leader->n_stages;
+    if (params->steps_in_flight > 0 && params->steps_in_flight < r->max_in_flight)
+        r->max_in_flight = params->steps_in_flight;
+    for (int k = 0; k < r->max_in_flight; k++) {
+        r->flights[k].sequences = calloc(budget, sizeof(struct runner_sequence *));
+        r->flights[k].step_tokens = calloc(budget, sizeof(int));
+        if (!r->flights[k].sequences || !r->flights[k].step_tokens) goto out_of_memory;
+    }
     if (!r->sequences || !r->batch_sequences || !r->batch_tokens || !r->batch_positions ||
         !r->batch_kv || !r->batch_want || !r->due ||
         make_scratch(r, tensor_pool_size(leader->pool)) || runner_trace_init(r, err, errlen))
@@ -95,6 +107,10 @@ void runner_free(struct runner *runner) {
     free(runner->batch_kv);
     free(runner->batch_want);
     free(runner->due);
+    for (int k = 0; k < ENGINE_MAX_STAGES; k++) {
+        free(runner->flights[k].sequences);
+        free(runner->flights[k].step_tokens);
+    }
     for (int i = 0; i < runner->n_scratch; i++) sampler_scratch_free(&runner->scratch[i]);
     free(runner->scratch);
     runner_trace_free(runner);
@@ -245,14 +261,22 @@ static void finish(struct runner *runner, int i, enum runner_finish_reason reaso
     finish_with(runner, i, reason, NULL);
 }
 
+/* Cancels sequence i now, or when its step in flight returns. */
+static void cancel(struct runner *runner, int i) {
+    if (runner->sequences[i]->in_flight)
+        runner->sequences[i]->cancelled = 1;
+    else
+        finish(runner, i, RUNNER_FINISH_CANCELLED);
+}
+
 void runner_cancel(struct runner *runner, uint32_t client, uint64_t id) {
     int i;
-    if (find(runner, client, id, &i)) finish(runner, i, RUNNER_FINISH_CANCELLED);
+    if (find(runner, client, id, &i)) cancel(runner, i);
 }
 
 void runner_cancel_client(struct runner *runner, uint32_t client) {
     for (int i = runner->n_sequences - 1; i >= 0; i--)
-        if (runner->sequences[i]->client == client) finish(runner, i, RUNNER_FINISH_CANCELLED);
+        if (runner->sequences[i]->client == client) cancel(runner, i);
 }
 
 int runner_has_work(const struct runner *runner) {
@@ -340,6 +364,7 @@ static enum runner_finish_reason take_sampled(struct runner *runner, struct runn
 static void sample_due(void *arg, int i, int thread) {
     struct runner *runner = arg;
     struct runner_sequence *s = runner->due[i];
+    if (!s) return; /* cancelled while its step was in flight: its row goes unused */
     struct sampler_scratch *scratch = &runner->scratch[thread];
     const float *logits = runner->engine->logits + (size_t)i * runner->vocab_size;
     const float *row = runner_constrain_row(runner, s, thread, logits);
@@ -378,6 +403,11 @@ static void finish_step(struct runner *runner) {
     int n_due = 0;
     for (int b = 0; b < runner->n_batch_sequences; b++) {
         struct runner_sequence *s = runner->batch_sequences[b];
+        if (s->cancelled) { /* finished after this (finish_cancelled), but keeps its row */
+            runner->due[n_due] = NULL;
+            n_due += s->n_computed + s->step_tokens >= s->n_tokens;
+            continue;
+        }
         s->n_computed += s->step_tokens;
         if (runner->params.prefix_cache)
             kv_sequence_publish(&runner->engine->kv, &s->kv, s->tokens, s->n_computed);
@@ -388,6 +418,7 @@ static void finish_step(struct runner *runner) {
     for (int d = 0; d < n_due; d++) {
         struct runner_sequence *s = runner->due[d];
         int i = 0;
+        if (!s) continue;
         if (s->sampled < 0 && find(runner, s->client, s->request.id, &i)) {
             finish_with(runner, i, RUNNER_FINISH_ERROR,
                         "no token is allowed here: the grammar allows none of this vocabulary's "
@@ -430,21 +461,85 @@ void runner_report_state(struct runner *runner) {
     send_heartbeat(runner, now, now, 0, 0.0f);
 }
 
-int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen) {
-    if (!start_us) start_us = clock_now_us();
-    int n_tokens = runner_schedule(runner);
-    if (n_tokens == 0) return 0;
+/* SUBMIT: hands the planned batch of n_tokens to the engine and keeps
+ * what its collection needs; its sequences are in flight until then. */
+static int submit(struct runner *runner, int n_tokens, uint64_t start_us, char *err,
+                  size_t errlen) {
+    struct runner_flight *f = &runner->flights[runner->n_flights];
     struct engine_batch batch = {n_tokens, runner->batch_tokens, runner->batch_positions,
                                  (struct kv_sequence *const *)runner->batch_kv, runner->batch_want};
-    double comm_before = runner->engine->comm_seconds;
-    if (engine_lead_step(runner->engine, &batch, err, errlen) < 0) return -1;
-    float comm_ms = (float)((runner->engine->comm_seconds - comm_before) * 1e3);
+    *f = (struct runner_flight){f->sequences, f->step_tokens, runner->n_batch_sequences,
+                                runner->n_decode, n_tokens, start_us,
+                                runner->engine->comm_seconds};
+    if (engine_submit_step(runner->engine, &batch, err, errlen)) return -1;
+    for (int b = 0; b < f->n_sequences; b++) {
+        struct runner_sequence *s = runner->batch_sequences[b];
+        f->sequences[b] = s;
+        f->step_tokens[b] = s->step_tokens;
+        s->in_flight = 1;
+    }
+    runner->n_flights++;
+    return 0;
+}
+
+/* The oldest step's plan again as the step being finished: its sequences
+ * (less those cancelled meanwhile, which finish now) and their tokens. */
+static void restore_oldest(struct runner *runner) {
+    const struct runner_flight *f = &runner->flights[0];
+    runner->n_batch_sequences = 0;
+    runner->n_decode = f->n_decode;
+    for (int b = 0; b < f->n_sequences; b++) {
+        struct runner_sequence *s = f->sequences[b];
+        s->in_flight = 0;
+        s->step_tokens = f->step_tokens[b];
+        runner->batch_sequences[runner->n_batch_sequences++] = s;
+    }
+}
+
+/* Finishes the sequences of the collected step that were cancelled while
+ * it was in flight (finish_step sampled nothing for them). */
+static void finish_cancelled(struct runner *runner) {
+    for (int b = 0; b < runner->n_batch_sequences; b++) {
+        struct runner_sequence *s = runner->batch_sequences[b];
+        int i;
+        if (s->cancelled && find(runner, s->client, s->request.id, &i))
+            finish(runner, i, RUNNER_FINISH_CANCELLED);
+    }
+    runner->n_batch_sequences = 0;
+}
+
+/* COLLECT: waits for the oldest step's logits, then samples, reports and
+ * finishes as after any step. */
+static int collect(struct runner *runner, char *err, size_t errlen) {
+    if (engine_collect_step(runner->engine, err, errlen) < 0) return -1;
+    const struct runner_flight *f = &runner->flights[0];
+    float comm_ms = (float)((runner->engine->comm_seconds - f->comm_before) * 1e3);
+    uint64_t start_us = f->start_us;
+    int n_tokens = f->n_tokens;
+    restore_oldest(runner);
     /* the trace copies the batch before sequences finish and are freed */
     runner_trace_begin(runner, start_us, n_tokens);
     finish_step(runner);
+    finish_cancelled(runner);
+    struct runner_flight done = runner->flights[0];
+    runner->n_flights--;
+    memmove(runner->flights, runner->flights + 1, (size_t)runner->n_flights * sizeof(done));
+    runner->flights[runner->n_flights] = done; /* its arrays, for a later step */
     uint64_t end_us = clock_now_us();
     runner_trace_end(runner, end_us);
     send_heartbeat(runner, start_us, end_us, n_tokens, comm_ms);
     runner->steps++;
-    return 1;
+    return 0;
+}
+
+int runner_step(struct runner *runner, uint64_t start_us, char *err, size_t errlen) {
+    if (!start_us) start_us = clock_now_us();
+    while (runner->n_flights < runner->max_in_flight) {
+        int n_tokens = runner_schedule(runner);
+        if (n_tokens == 0) break;
+        if (submit(runner, n_tokens, start_us, err, errlen)) return -1;
+        start_us = clock_now_us();
+    }
+    if (runner->n_flights == 0) return 0;
+    return collect(runner, err, errlen) ? -1 : 1;
 }

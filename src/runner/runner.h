@@ -8,7 +8,10 @@
  * token of every sequence whose prompt is complete and reports tokens,
  * finished requests and a heartbeat. One step is in flight at a time
  * (DESIGN.md I1): the next one is planned only after the last one finished
- * on every rank.
+ * on every rank. In a pipeline of S stages up to S steps are in flight,
+ * each on its own stage, each of sequences no other step in flight holds
+ * (docs/protocol/pipeline.pml): a sequence's next step is planned only
+ * after its last one came back.
  *
  * The runner itself is single-threaded: runner_submit, runner_cancel and
  * runner_step are called from the step loop only. runner_serve (server.c)
@@ -40,6 +43,8 @@ struct runner_params {
     int n_eos;               /* entries of eos */
     int eos[RUNNER_EOS_MAX]; /* tokens that end a sequence (EOS, end-of-turn) */
     int prefix_cache;        /* 1: reuse cached KV blocks of earlier prompts (engine.h) */
+    int steps_in_flight;     /* pipeline: steps (micro-batches of distinct sequences) kept in
+                                flight at once; 0: one per stage. 1 without a pipeline */
     const struct tokenizer *tokenizer; /* the tokens' bytes, which grammars match; NULL: requests
                                           with a grammar are refused */
 };

@@ -26,6 +26,8 @@ struct runner_sequence {
     int n_cached;                        /* prompt tokens its first admission found cached, or -1
                                             before it */
     int step_tokens;                     /* tokens it has in the step being planned */
+    int in_flight;                       /* 1: in a step submitted and not yet collected */
+    int cancelled;                       /* cancelled while in flight: finished at collection */
     uint64_t order;                      /* arrival number: lower came first */
     struct kv_sequence kv;               /* its blocks of the cache */
     struct sampler sampler;              /* its own random stream */
@@ -37,6 +39,18 @@ struct runner_sequence {
     float sampled_logprob;               /* its log-probability, if the request asks */
     struct runner_alternative sampled_top[RUNNER_TOP_LOGPROBS_MAX]; /* the step's most
                                                                        likely tokens, if asked */
+};
+
+/* A step submitted and not yet collected (docs/protocol/pipeline.pml's
+ * in_flight): what its collection needs of the plan it was. */
+struct runner_flight {
+    struct runner_sequence **sequences; /* (step_tokens) its sequences, batch order */
+    int *step_tokens;                   /* (step_tokens) their tokens in it */
+    int n_sequences;
+    int n_decode;       /* decode tokens in it */
+    int n_tokens;       /* tokens in it */
+    uint64_t start_us;  /* when it was planned */
+    double comm_before; /* the engine's comm_seconds then */
 };
 
 struct runner {
@@ -51,6 +65,11 @@ struct runner {
     int n_admitted; /* of which hold blocks */
     uint64_t next_order;
     uint64_t steps; /* steps run */
+    /* steps in flight, oldest first: up to max_in_flight (one per pipeline
+     * stage, unless params.steps_in_flight asks fewer) */
+    struct runner_flight flights[ENGINE_MAX_STAGES];
+    int n_flights;
+    int max_in_flight;
     /* the step being planned: sequences in batch order, then the batch */
     struct runner_sequence **batch_sequences; /* (step_tokens) */
     int n_batch_sequences;

@@ -20,7 +20,11 @@
  * admitted sequence is computing right now waits for them instead of
  * computing them twice: the choices of one request (n > 1) compute their
  * shared prompt once. Cached blocks no sequence holds count as free
- * (kv_available), so the cache never keeps a prompt waiting. */
+ * (kv_available), so the cache never keeps a prompt waiting.
+ *
+ * A sequence in a step still in flight (a pipeline's micro-batches) is
+ * left out, and is never a preemption victim: its step may be writing its
+ * blocks. */
 #include "runner_internal.h"
 
 /* Tokens the sequence still has to feed. */
@@ -41,10 +45,12 @@ void runner_preempt(struct runner *runner, struct runner_sequence *sequence) {
     runner_trace_event(runner, "preempt", sequence, clock_now_us(), NULL);
 }
 
-/* The admitted sequence that arrived last. */
+/* The admitted sequence that arrived last and is in no step in flight
+ * (whose blocks a step may be writing), or NULL. */
 static struct runner_sequence *newest_admitted(struct runner *runner) {
     for (int i = runner->n_sequences - 1; i >= 0; i--)
-        if (runner->sequences[i]->admitted) return runner->sequences[i];
+        if (runner->sequences[i]->admitted && !runner->sequences[i]->in_flight)
+            return runner->sequences[i];
     return NULL;
 }
 
@@ -63,22 +69,39 @@ static void add_to_batch(struct runner *runner, struct runner_sequence *s, int n
     *n_tokens += n;
 }
 
-/* Reserves the decode position of every decoding sequence, oldest first,
- * preempting the newest when the pool runs dry, and puts them in the batch.
- * Victims are always newer than the sequence being served (or it), so no
- * sequence already in the batch loses its blocks. */
+/* The decode tokens one step takes: every decoding sequence's, or with k
+ * steps in flight a k-th of them (rounded up), so that the decoding
+ * sequences spread over k micro-batches and every stage has one. A
+ * sequence in flight counts: it decodes in another micro-batch. */
+static int decode_share(const struct runner *runner) {
+    if (runner->max_in_flight <= 1) return runner->params.step_tokens;
+    int decoding = 0;
+    for (int i = 0; i < runner->n_sequences; i++) {
+        const struct runner_sequence *s = runner->sequences[i];
+        decoding += s->admitted && s->n_generated > 0 && pending(s) == 1;
+    }
+    return (decoding + runner->max_in_flight - 1) / runner->max_in_flight;
+}
+
+/* Reserves the decode position of every decoding sequence (up to its
+ * share, decode_share), oldest first, preempting the newest when the pool
+ * runs dry, and puts them in the batch. Victims are always newer than the
+ * sequence being served (or it), so no sequence already in the batch loses
+ * its blocks. */
 static int schedule_decodes(struct runner *runner) {
     struct kv_cache *kv = &runner->engine->kv;
-    int n_tokens = 0;
-    for (int i = 0; i < runner->n_sequences; i++) {
+    int n_tokens = 0, share = decode_share(runner);
+    for (int i = 0; i < runner->n_sequences && n_tokens < share; i++) {
         struct runner_sequence *s = runner->sequences[i];
-        if (!is_decoding(s)) continue;
-        while (kv_sequence_reserve(kv, &s->kv, s->n_tokens)) {
+        if (!is_decoding(s) || s->in_flight) continue;
+        int reserved = 1;
+        while (reserved && kv_sequence_reserve(kv, &s->kv, s->n_tokens)) {
             struct runner_sequence *victim = newest_admitted(runner);
-            runner_preempt(runner, victim);
-            if (victim == s) break;
+            if (victim) runner_preempt(runner, victim);
+            /* no victim: the rest are in flight; s waits for their blocks */
+            reserved = victim && victim != s;
         }
-        if (s->admitted) add_to_batch(runner, s, 1, &n_tokens);
+        if (reserved && s->admitted) add_to_batch(runner, s, 1, &n_tokens);
     }
     runner->n_decode = n_tokens;
     return n_tokens;
@@ -137,7 +160,8 @@ int runner_schedule(struct runner *runner) {
     int n_tokens = schedule_decodes(runner);
     for (int i = 0; i < runner->n_sequences && n_tokens < budget; i++) {
         struct runner_sequence *s = runner->sequences[i];
-        if (s->step_tokens || is_decoding(s)) continue;
+        /* (a decoding sequence past its step's share waits for the next) */
+        if (s->step_tokens || is_decoding(s) || s->in_flight) continue;
         if (!s->started) unstarted--;
         if (!s->admitted && (!admitting || !admit(runner, s))) {
             admitting = 0; /* first come, first served: nobody overtakes it */
