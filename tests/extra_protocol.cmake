@@ -4,7 +4,8 @@
 # Without spin (Debian package "spin") the tests report "skipped" (77).
 find_program(SPIN_EXECUTABLE spin)
 find_program(BASH_EXECUTABLE bash)
-set(protocol_checks overlap_deadlocks overlap_fixed lockstep_safe lockstep_live lockstep_mutants)
+set(protocol_checks overlap_deadlocks overlap_fixed lockstep_safe lockstep_live lockstep_mutants
+  pipeline_safe pipeline_live pipeline_deadlocks pipeline_mutants)
 foreach(check ${protocol_checks})
   if(SPIN_EXECUTABLE AND BASH_EXECUTABLE)
     add_test(NAME protocol_${check}

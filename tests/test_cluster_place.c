@@ -6,7 +6,13 @@
  * substring of the reason it is refused with. Every placement is also
  * checked against the rules it must keep whatever the case: tp ranks in
  * all, no host twice, none lost, drained or excluded, slots and memory
- * respected, one numerics contract. */
+ * respected, one numerics contract.
+ *
+ * A second table does the same for pipelines (cluster_place_stages): hosts,
+ * stages of tp ranks, the layers and what each costs, a split asked for or
+ * none; the placement and the layer split expected, or the refusal. Every
+ * pipeline placement keeps the layers' sum, at least one a stage, and each
+ * host's memory. */
 #include "cluster/cluster.h"
 #include "testutil.h"
 
@@ -164,13 +170,13 @@ static void apply_word(const char *word, struct cluster_host *host, struct clust
         CHECK_MSG(0, "bad word '%s' in a case", word);
 }
 
-/* The hosts, usage and request of case c; the number of hosts. */
-static int build(const struct place_case *c, struct cluster_host *hosts,
-                 struct cluster_usage *usage, struct cluster_request *r) {
+/* The hosts and usage of a description, the pinned hosts and exclusions
+ * into r; the number of hosts. */
+static int build_hosts(const char *description, const char *pinned, struct cluster_host *hosts,
+                       struct cluster_usage *usage, struct cluster_request *r) {
     char text[256], *save_host = NULL;
     int n = 0;
-    memset(r, 0, sizeof(*r));
-    snprintf(text, sizeof(text), "%s", c->hosts);
+    snprintf(text, sizeof(text), "%s", description);
     for (char *h = strtok_r(text, "|", &save_host); h && n < 8;
          h = strtok_r(NULL, "|", &save_host), n++) {
         char *save = NULL, *name = strtok_r(h, " ", &save), *slots = strtok_r(NULL, " ", &save);
@@ -181,13 +187,21 @@ static int build(const struct place_case *c, struct cluster_host *hosts,
         for (char *w = strtok_r(NULL, " ", &save); w; w = strtok_r(NULL, " ", &save))
             apply_word(w, &hosts[n], &usage[n], &r->exclude[n]);
     }
-    r->tp = c->tp;
-    r->bytes_per_rank = c->mib_per_rank * MIB;
     char names[64];
-    snprintf(names, sizeof(names), "%s", c->pinned ? c->pinned : "");
+    snprintf(names, sizeof(names), "%s", pinned ? pinned : "");
     for (char *save = NULL, *name = strtok_r(names, "+", &save); name;
          name = strtok_r(NULL, "+", &save))
         r->pinned[r->n_pinned++] = cluster_host_find(hosts, n, name);
+    return n;
+}
+
+/* The hosts, usage and request of case c; the number of hosts. */
+static int build(const struct place_case *c, struct cluster_host *hosts,
+                 struct cluster_usage *usage, struct cluster_request *r) {
+    memset(r, 0, sizeof(*r));
+    int n = build_hosts(c->hosts, c->pinned, hosts, usage, r);
+    r->tp = c->tp;
+    r->bytes_per_rank = c->mib_per_rank * MIB;
     return n;
 }
 
@@ -308,9 +322,127 @@ static void test_numerics_check(void) {
     CHECK(cluster_numerics_check(hosts, "", to, 2, why, sizeof(why)) == 0);
 }
 
+/* A pipeline case: every stage's rank needs stage_mib, the first
+ * first_mib more, the last last_mib more, and each layer layer_mib. */
+struct stage_case {
+    const char *what;
+    const char *hosts; /* as in place_case */
+    int tp, pp, n_layers;
+    int64_t layer_mib, stage_mib, first_mib, last_mib;
+    const char *split;  /* "3,9" asked for, or NULL */
+    const char *pinned; /* "a+b", or NULL */
+    const char *expect; /* the placement, or NULL if refused */
+    const char *layers; /* the split expected */
+    const char *reason; /* a substring of the refusal */
+};
+
+/* clang-format off */
+static const struct stage_case stage_cases[] = {
+    {"two unequal hosts, split by memory", "a 2 limit=3072 | b 2 limit=6144", 1, 2, 12, 400, 64,
+     100, 200, NULL, NULL, "b+a", "8,4", NULL},
+    {"a model too big for twice the smaller host", "a 2 limit=2048 | b 2 limit=6144", 1, 2, 12,
+     400, 64, 100, 200, NULL, NULL, "b+a", "9,3", NULL},
+    {"a model too big for both", "a 2 limit=1024 | b 2 limit=2048", 1, 2, 12, 400, 64, 100, 200,
+     NULL, NULL, NULL, NULL,
+     "12 layers do not fit 2 stages: stage 0 on b (2.0 GiB free) holds at most 4, stage 1 on a "
+     "(1.0 GiB free) holds at most 1"},
+    {"a split asked for that fits", "a 2 limit=3072 | b 2 limit=6144", 1, 2, 12, 400, 64, 100, 200,
+     "3,9", "a+b", "a+b", "3,9", NULL},
+    {"a split asked for that does not fit", "a 2 limit=3072 | b 2 limit=6144", 1, 2, 12, 400, 64,
+     100, 200, "9,3", "a+b", NULL, NULL,
+     "the layer split does not fit: stage 0 on a (3.0 GiB free) holds at most 7, stage 1 on b "
+     "(6.0 GiB free) holds at most 12; a split that fits: 4,8"},
+    {"a split that does not add up", "a 2 | b 2", 1, 2, 12, 400, 64, 100, 200, "5,5", NULL, NULL,
+     NULL, "the layer split adds up to 10 layers, the model has 12"},
+    {"memory unknown: even", "a 2 | b 2", 1, 2, 12, 400, 64, 100, 200, NULL, NULL, "a+b", "6,6",
+     NULL},
+    {"three stages on two hosts", "a 4 limit=8192 | b 4 limit=4096", 1, 3, 12, 400, 64, 100, 200,
+     NULL, NULL, "a:2+b", "4,5,3", NULL},
+    {"stages of two ranks", "a 2 | b 2", 2, 2, 12, 400, 64, 100, 200, NULL, NULL, "a:2+b:2", "6,6",
+     NULL},
+    {"a host without a stage's slots", "a 1 | b 4", 2, 2, 12, 400, 64, 100, 200, NULL, NULL, "b:4",
+     "6,6", NULL},
+    {"a lost host", "a 2 lost | b 2", 1, 2, 12, 400, 64, 100, 200, NULL, NULL, "b:2", "6,6", NULL},
+    {"memory already used", "a 2 limit=6144 used_mib=4096 | b 2 limit=4096", 1, 2, 12, 400, 64,
+     100, 200, NULL, NULL, "b+a", "9,3", NULL},
+    {"more stages than layers", "a 4 | b 4", 1, 3, 2, 400, 64, 100, 200, NULL, NULL, NULL, NULL,
+     "3 stages of 1 ranks for 2 layers is out of range"},
+    {"a pinned host lost", "a 2 lost | b 2", 1, 2, 12, 400, 64, 100, 200, NULL, "a+b", NULL, NULL,
+     "host a is lost"},
+};
+/* clang-format on */
+
+/* "4,5,3" of a placement's split. */
+static void format_layers(const struct cluster_placement *p, char *out, size_t size) {
+    out[0] = '\0';
+    for (int s = 0; s < p->pp; s++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%d", s ? "," : "", p->layers[s]);
+}
+
+/* The rules of every pipeline placement: tp * pp ranks, tp per stage, the
+ * layers' sum, one or more a stage, each host's memory. */
+static void check_stage_rules(const struct stage_case *c, const struct cluster_host *hosts,
+                              const struct cluster_usage *usage, const struct cluster_placement *p) {
+    int ranks = 0, layers = 0;
+    for (int s = 0; s < p->pp; s++) {
+        layers += p->layers[s];
+        CHECK_MSG(p->layers[s] >= 1, "%s: stage %d has no layer", c->what, s);
+    }
+    CHECK_MSG(layers == c->n_layers && p->tp == c->tp && p->pp == c->pp, "%s", c->what);
+    for (int k = 0; k < p->n_hosts; k++) {
+        int i = p->host[k];
+        ranks += p->ranks[k];
+        CHECK_MSG(p->ranks[k] % c->tp == 0, "%s: a stage split over hosts", c->what);
+        int64_t memory = hosts[i].memory_limit;
+        if (memory)
+            CHECK_MSG(usage[i].memory_used + cluster_placement_host_bytes(p, k, 0) <= memory,
+                      "%s: memory of %s", c->what, hosts[i].name);
+    }
+    CHECK_MSG(ranks == c->tp * c->pp, "%s: %d ranks", c->what, ranks);
+}
+
+static void run_stage_case(const struct stage_case *c) {
+    struct cluster_host hosts[8];
+    struct cluster_usage usage[8];
+    struct cluster_request r;
+    struct cluster_placement p;
+    char why[512] = "", text[128] = "", layers[64] = "";
+    memset(&r, 0, sizeof(r));
+    int n = build_hosts(c->hosts, c->pinned, hosts, usage, &r);
+    r.tp = c->tp;
+    r.pp = c->pp;
+    r.n_layers = c->n_layers;
+    r.stage = (struct cluster_stage_need){c->layer_mib * MIB, c->stage_mib * MIB,
+                                          c->first_mib * MIB, c->last_mib * MIB};
+    for (int s = 0; c->split && s < c->pp; s++) {
+        const char *at = c->split;
+        for (int k = 0; k < s && at; k++) at = strchr(at, ',') ? strchr(at, ',') + 1 : NULL;
+        r.layers[s] = at ? atoi(at) : 0;
+    }
+    int rc = cluster_place(hosts, usage, n, &r, &p, why, sizeof(why));
+    if (rc == 0) {
+        cluster_placement_format(hosts, &p, text, sizeof(text));
+        format_layers(&p, layers, sizeof(layers));
+    }
+    if (c->expect) {
+        CHECK_MSG(rc == 0, "%s: refused: %s", c->what, why);
+        CHECK_MSG(rc != 0 || (!strcmp(text, c->expect) && !strcmp(layers, c->layers)),
+                  "%s: placed %s with layers %s, expected %s with %s", c->what, text, layers,
+                  c->expect, c->layers);
+        if (rc == 0) check_stage_rules(c, hosts, usage, &p);
+    } else {
+        CHECK_MSG(rc == -1, "%s: placed %s with layers %s", c->what, text, layers);
+        CHECK_MSG(strstr(why, c->reason), "%s: reason '%s', expected '%s'", c->what, why,
+                  c->reason);
+    }
+}
+
 int main(void) {
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
+    int n_stage_cases = (int)(sizeof(stage_cases) / sizeof(stage_cases[0]));
     for (int i = 0; i < n_cases; i++) run_case(&cases[i]);
+    for (int i = 0; i < n_stage_cases; i++) run_stage_case(&stage_cases[i]);
+    printf("%d pipeline placement cases\n", n_stage_cases);
     test_deterministic();
     test_request_numerics();
     test_numerics_check();

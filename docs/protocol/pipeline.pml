@@ -45,11 +45,20 @@
  * mailbox); and the LTL property `live` under weak fairness.
  *
  * Parameters (spin -DNAME=value): NSTAGES 2 or 3; K steps in flight,
- * 1..NSTAGES; CAP mailbox slots per link (default K; 0 is a rendezvous);
- * NREQ 1..3 requests over the run; LEN tokens per request; BATCH sequences
- * per step; MAXFAULTS faults per run. CLAIM_NEVER_FULL asserts a never-full
- * mailbox at every send whatever CAP is (to find the boundary). MUTANT_*
- * switches break one part of the design each (check.sh).
+ * 1..NSTAGES (default NSTAGES); CAP mailbox slots per link (default K; 0 is
+ * a rendezvous); NREQ 1..3 requests over the run; LEN tokens per request;
+ * BATCH sequences per step; MAXFAULTS faults per run.
+ *
+ * Switches (spin -DNAME):
+ *   DEADLINE_ON_HANG  deadlines also expire when nothing moves (above)
+ *   CLAIM_NEVER_FULL  assert a free slot at every send whatever CAP is (the
+ *                     design asserts it for CAP >= K), to find the boundary
+ *   MUTANT_SAME_SEQUENCE_TWICE  the leader plans a sequence already in flight
+ *   MUTANT_KEEP_MAILBOX         a restart keeps the old mailboxes' messages
+ *   MUTANT_KEEPALIVE_UNCOUNTED  keep-alives not counted in flight, not returned
+ *   MUTANT_KEEPALIVE_DROPPED    stage 1 does not forward keep-alives
+ *   MUTANT_NO_RESUBMIT, MUTANT_NO_DEADLINE, MUTANT_NO_WATCHDOG  as in
+ *                               lockstep.pml
  */
 
 #ifndef NSTAGES
@@ -377,24 +386,24 @@ COLLECT:     if
              DEADLINE
              fi
           :: d_step {
-               /* Idle: nothing in flight, no request. A keep-alive is an
-                * empty step: it carries the next step's number, counts
+               /* Idle: nothing in flight, no request (and, as in
+                * lockstep.pml, the last heartbeat read). A keep-alive is
+                * an empty step: it carries the next step's number, counts
                 * as a step in flight, and comes back like logits. */
-#ifndef MUTANT_KEEPALIVE_UNCOUNTED
                in_flight == 0 && CANNOT_SUBMIT && empty(to_gateway);
+#ifndef MUTANT_KEEPALIVE_UNCOUNTED
                ka = true;
                in_flight = 1;
-               printf("MSC: leader idle: keep-alive\n");
 #else
                /* not counted, never returned: the leader sends one
                 * whenever it is idle, with a heartbeat of its own */
-               in_flight == 0 && CANNOT_SUBMIT && empty(to_gateway);
                to_gateway!HEARTBEAT, 0, 0, 0, 0;
 #endif
                kind = KEEPALIVE;
-               tag = k
+               tag = k;
+               printf("MSC: leader idle: keep-alive (%d in flight)\n", in_flight)
              };
-             STAGE_SEND
+             STAGE_SEND /* the keep-alive's SUBMIT */
           od
        :: else ->
           /* Stage s > 0: receives from stage s-1, computes its layers,

@@ -181,10 +181,28 @@ struct cluster_usage {
     double load;         /* outstanding tokens of those instances (for least-loaded) */
 };
 
+/* A pipeline stage's memory, per rank at a tensor-parallel degree: its
+ * layers cost layer_bytes each (weights and KV cache of the largest
+ * layer), plus stage_bytes (buffers, overhead), plus first_bytes on the
+ * first stage (token embeddings) and last_bytes on the last (final norm
+ * and classifier, or the embedding it is tied to). */
+struct cluster_stage_need {
+    int64_t layer_bytes, stage_bytes, first_bytes, last_bytes;
+};
+/* The stage need of m at tp with kv_positions positions of kv_type. */
+int cluster_model_stage_need(const struct model *m, int tp, int64_t kv_positions, int kv_type,
+                             struct cluster_stage_need *out, char *err, size_t errlen);
+
+#define CLUSTER_STAGES_MAX 8 /* ENGINE_MAX_STAGES */
+
 /* What to place. */
 struct cluster_request {
-    int tp;                              /* ranks */
-    int64_t bytes_per_rank;              /* cluster_need.total_bytes at tp */
+    int tp;                              /* ranks (per stage with pp > 1) */
+    int pp;                              /* pipeline stages (0 or 1: none) */
+    int64_t bytes_per_rank;              /* cluster_need.total_bytes at tp (pp <= 1) */
+    int n_layers;                        /* pp > 1: the model's layers, */
+    struct cluster_stage_need stage;     /* ... what each costs, */
+    int layers[CLUSTER_STAGES_MAX];      /* ... and a split asked for (all 0: the policy's) */
     int n_pinned;                        /* > 0: only these hosts, every one used (hosts:a+b) */
     int pinned[CLUSTER_HOSTS_MAX];       /* host indices */
     int exclude[CLUSTER_HOSTS_MAX];      /* host index -> 1: never (e.g. the instance being moved
@@ -197,7 +215,10 @@ struct cluster_request {
  * first being the sum of ranks[0..k). Rank 0 (the leader, which the gateway
  * talks to) is on host[0]. */
 struct cluster_placement {
-    int tp;
+    int tp;                         /* ranks (per stage with pp > 1) */
+    int pp;                         /* pipeline stages (1: none) */
+    int layers[CLUSTER_STAGES_MAX]; /* pp > 1: layers of each stage; rank r is stage r / tp */
+    int64_t stage_bytes[CLUSTER_STAGES_MAX]; /* pp > 1: each stage's bytes per rank */
     int n_hosts;
     int host[CLUSTER_RANKS_MAX];  /* host indices */
     int ranks[CLUSTER_RANKS_MAX]; /* ranks on each */
@@ -225,6 +246,28 @@ struct cluster_placement {
 int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *usage, int n_hosts,
                   const struct cluster_request *request, struct cluster_placement *out, char *why,
                   size_t whylen);
+/* cluster_place for a pipeline (request->pp > 1, stages.c): each stage's
+ * tp ranks on one host, consecutive stages on one host when they share
+ * it. Pinned hosts take the stages in order, as evenly as they go; else
+ * the stages spread over as many open hosts of one numerics contract as
+ * there are stages (the point of a pipeline is more machines), the most
+ * free memory first. The layers go to the stages in proportion to what
+ * each stage's share of its host's free memory holds (equal shares where
+ * memory is unknown), each stage within that limit and at least one
+ * layer; a split asked for is checked against the same limits. Refused
+ * with each stage's host and the most layers it holds, and a split that
+ * fits when one does. */
+int cluster_place_stages(const struct cluster_host *hosts, const struct cluster_usage *usage,
+                         int n_hosts, const struct cluster_request *request,
+                         struct cluster_placement *out, char *why, size_t whylen);
+/* Bytes the ranks of placement p on its k-th host take: bytes_per_rank
+ * each, or for a pipeline their stages' stage_bytes. */
+int64_t cluster_placement_host_bytes(const struct cluster_placement *p, int k,
+                                     int64_t bytes_per_rank);
+/* The ranks of a placement: tp * pp. */
+static inline int cluster_placement_ranks(const struct cluster_placement *p) {
+    return p->tp * (p->pp > 1 ? p->pp : 1);
+}
 
 /* The numerics contract placement's ranks compute with: its first probed
  * host's, "" while none is probed (cluster_place keeps an instance's hosts

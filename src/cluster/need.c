@@ -99,3 +99,38 @@ int cluster_model_need(const struct model *m, int tp, int64_t kv_positions,
                        struct cluster_need *out, char *err, size_t errlen) {
     return cluster_model_need_kv(m, tp, kv_positions, TENSOR_F16, out, err, errlen);
 }
+
+int cluster_model_stage_need(const struct model *m, int tp, int64_t kv_positions, int kv_type,
+                             struct cluster_stage_need *out, char *err, size_t errlen) {
+    struct cluster_need whole;
+    if (cluster_model_need_kv(m, tp, kv_positions, kv_type, &whole, err, errlen)) return -1;
+    memset(out, 0, sizeof(*out));
+    for (int l = 0; l < m->config.n_layers; l++) {
+        int64_t layer = 0;
+        for (int i = 0; i < model_tensor_count; i++)
+            if (model_tensors[i].in_block) layer += tensor_share(m, &model_tensors[i], l, tp);
+        if (layer > out->layer_bytes) out->layer_bytes = layer;
+    }
+    int kv_dim = m->config.n_kv_heads / tp * m->config.head_dim;
+    out->layer_bytes +=
+        (int64_t)kv_cache_bytes((enum tensor_type)kv_type, 1, kv_dim, 1, (int)kv_positions);
+    for (int i = 0; i < model_tensor_count; i++) {
+        const struct model_tensor_info *t = &model_tensors[i];
+        if (t->in_block) continue;
+        int64_t bytes = tensor_share(m, t, 0, tp);
+        int embedding = t->kind == MODEL_TENSOR_MATRIX &&
+                        model_tensor_matrix_of(m, t, 0) == &m->token_embd;
+        if (embedding) {
+            out->first_bytes += bytes;
+            /* a tied classifier reads the embedding: the last stage holds it too */
+            if (m->output.data == m->token_embd.data)
+                out->last_bytes += matrix_share(&m->token_embd, MODEL_SHARD_VOCAB, tp);
+        } else if (t->kind == MODEL_TENSOR_FACTORS) {
+            out->stage_bytes += bytes;
+        } else {
+            out->last_bytes += bytes;
+        }
+    }
+    out->stage_bytes += CLUSTER_OVERHEAD_BYTES;
+    return 0;
+}

@@ -51,6 +51,12 @@ static int64_t host_memory(const struct cluster_host *host) {
     return host->probed ? host->memory_total : -1;
 }
 
+int64_t cluster_free_memory(const struct cluster_host *host, const struct cluster_usage *usage) {
+    int64_t memory = host_memory(host), used = usage ? usage->memory_used : 0;
+    if (memory < 0) return -1;
+    return memory > used ? memory - used : 0;
+}
+
 static struct candidate candidate_of(const struct cluster_host *hosts,
                                      const struct cluster_usage *usage, int i,
                                      int64_t bytes_per_rank) {
@@ -104,12 +110,12 @@ static int best_sum(const struct candidate *c, int n, int from, int count) {
  * An unprobed host's contract is not known yet and counts as matching, as
  * its unknown memory counts as fitting: the gateway places its first
  * instances before the other machines' probes answer. */
-static int numerics_match(const struct cluster_host *host, const char *numerics) {
+int cluster_numerics_match(const struct cluster_host *host, const char *numerics) {
     return !numerics[0] || !host->numerics[0] || !strcmp(host->numerics, numerics);
 }
 
 /* 1 if host i may take ranks of r: not lost, drained or excluded. */
-static int open_host(const struct cluster_host *host, const struct cluster_request *r, int i) {
+int cluster_host_open(const struct cluster_host *host, const struct cluster_request *r, int i) {
     return !host->lost && !host->drained && !r->exclude[i];
 }
 
@@ -121,7 +127,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
     int free_slots = 0, open_hosts = 0;
     size_t used = *at;
     for (int i = 0; i < n_hosts; i++)
-        if (open_host(&hosts[i], r, i) && numerics_match(&hosts[i], numerics) &&
+        if (cluster_host_open(&hosts[i], r, i) && cluster_numerics_match(&hosts[i], numerics) &&
             all[i].free_slots > 0) {
             free_slots += all[i].free_slots;
             open_hosts++;
@@ -135,7 +141,7 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
         append(why, whylen, &used, "%d ranks of %s do not fit", r->tp, per_rank);
     for (int i = 0; i < n_hosts; i++) {
         const struct candidate *c = &all[i];
-        if (!numerics_match(&hosts[i], numerics)) continue;
+        if (!cluster_numerics_match(&hosts[i], numerics)) continue;
         cluster_size_format(c->free_memory, free_memory, sizeof(free_memory));
         if (hosts[i].lost)
             append(why, whylen, &used, "; host %s is lost", hosts[i].name);
@@ -180,7 +186,7 @@ static int place_free(const struct cluster_host *hosts, const struct candidate *
     struct candidate c[CLUSTER_HOSTS_MAX], chosen[CLUSTER_HOSTS_MAX];
     int n = 0, total = 0;
     for (int i = 0; i < n_hosts; i++)
-        if (open_host(&hosts[i], r, i) && numerics_match(&hosts[i], numerics) &&
+        if (cluster_host_open(&hosts[i], r, i) && cluster_numerics_match(&hosts[i], numerics) &&
             all[i].capacity > 0) {
             c[n++] = all[i];
             total += all[i].capacity;
@@ -234,7 +240,7 @@ static int place_pinned(const struct cluster_host *hosts, const struct candidate
             snprintf(why, whylen, "host %s is drained (POST /admin/hosts/%s/undrain)", name, name);
         else if (r->exclude[i])
             snprintf(why, whylen, "host %s is excluded", name);
-        else if (!numerics_match(&hosts[i], numerics))
+        else if (!cluster_numerics_match(&hosts[i], numerics))
             snprintf(why, whylen,
                      "host %s computes with numerics %s, the instance's other ranks with %s: "
                      "ranks of one instance must compute the same bits",
@@ -266,7 +272,7 @@ static int contracts_of(const struct cluster_host *hosts, int n_hosts,
         return 1;
     }
     for (int i = 0; i < n_hosts; i++) {
-        if (!open_host(&hosts[i], r, i) || !hosts[i].numerics[0]) continue;
+        if (!cluster_host_open(&hosts[i], r, i) || !hosts[i].numerics[0]) continue;
         int k = 0;
         while (k < n && strcmp(out[k], hosts[i].numerics) != 0) k++;
         if (k == n) out[n++] = hosts[i].numerics;
@@ -279,7 +285,7 @@ static int contracts_of(const struct cluster_host *hosts, int n_hosts,
 static int contract_narrowed(const struct cluster_host *hosts, int n_hosts,
                              const struct cluster_request *r, const char *numerics) {
     for (int i = 0; i < n_hosts; i++)
-        if (open_host(&hosts[i], r, i) && !numerics_match(&hosts[i], numerics)) return 1;
+        if (cluster_host_open(&hosts[i], r, i) && !cluster_numerics_match(&hosts[i], numerics)) return 1;
     return 0;
 }
 
@@ -354,6 +360,8 @@ int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *
     }
     for (int i = 0; i < n_hosts; i++)
         all[i] = candidate_of(hosts, usage, i, request->bytes_per_rank);
+    if (request->pp > 1)
+        return cluster_place_stages(hosts, usage, n_hosts, request, out, why, whylen);
     if (request->n_pinned > 0) return place_pinned(hosts, all, n_hosts, request, out, why, whylen);
     return place_contracts(hosts, all, n_hosts, request, out, why, whylen);
 }
@@ -368,7 +376,7 @@ const char *cluster_placement_numerics(const struct cluster_host *hosts,
 int cluster_numerics_check(const struct cluster_host *hosts, const char *numerics, const int *to,
                            int n_to, char *why, size_t whylen) {
     for (int k = 0; k < n_to; k++)
-        if (!numerics_match(&hosts[to[k]], numerics)) {
+        if (!cluster_numerics_match(&hosts[to[k]], numerics)) {
             snprintf(why, whylen, "host %s computes with numerics %s, not %s", hosts[to[k]].name,
                      hosts[to[k]].numerics, numerics);
             return -1;
