@@ -78,6 +78,10 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
     "  --comm local|mpi        collectives backend; mpi: run under mpirun, one rank a process\n"   \
     "  --comm-deadline S       seconds a collective may wait for a peer (default 30)\n"
 
+/* "A,B,...": each pipeline stage's layers, first to last, into layers
+ * (ENGINE_MAX_STAGES entries) and their count; -1 with err. */
+int cli_layers_parse(const char *text, int *layers, int *n_layers, char *err, size_t errlen);
+
 /* The engine group the options describe (degrees, layer split, backend,
  * deadline), its on_failure cli_rank_failed. */
 struct engine_group cli_parallel_group(const struct cli_parallel *parallel);

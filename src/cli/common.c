@@ -128,22 +128,20 @@ void cli_parallel_default(struct cli_parallel *parallel) {
     parallel->deadline = (float)COMM_DEFAULT_DEADLINE;
 }
 
-/* "A,B,..." (positive layer counts, one per stage) into parallel->layers. */
-static int parse_layers_split(const char *command, const char *text,
-                              struct cli_parallel *parallel) {
-    parallel->n_layers = 0;
+int cli_layers_parse(const char *text, int *layers, int *n_layers, char *err, size_t errlen) {
+    *n_layers = 0;
     for (const char *at = text;; at++) {
         char *end;
         long count = strtol(at, &end, 10);
-        if (end == at || count < 1 || count > MODEL_MAX_LAYERS ||
-            parallel->n_layers == ENGINE_MAX_STAGES || (*end != ',' && *end != '\0')) {
-            fprintf(stderr,
-                    "lockstep %s: --layers-split '%s': expected up to %d positive layer counts "
-                    "separated by commas\n",
-                    command, text, ENGINE_MAX_STAGES);
+        if (end == at || count < 1 || count > MODEL_MAX_LAYERS || *n_layers == ENGINE_MAX_STAGES ||
+            (*end != ',' && *end != '\0')) {
+            snprintf(err, errlen,
+                     "'%s': expected up to %d positive layer counts separated by commas", text,
+                     ENGINE_MAX_STAGES);
+            *n_layers = 0;
             return -1;
         }
-        parallel->layers[parallel->n_layers++] = (int)count;
+        layers[(*n_layers)++] = (int)count;
         at = end;
         if (*end == '\0') return 0;
     }
@@ -167,8 +165,12 @@ int cli_parallel_option(const char *command, int argc, char **argv, int *i,
     if (!strcmp(arg, "--pp"))
         return cli_int_value(command, argc, argv, i, 1, ENGINE_MAX_STAGES, &parallel->pp);
     if (!strcmp(arg, "--layers-split")) {
+        char err[160];
         if (cli_string_value(command, argc, argv, i, &name)) return -1;
-        return parse_layers_split(command, name, parallel);
+        if (cli_layers_parse(name, parallel->layers, &parallel->n_layers, err, sizeof(err)) == 0)
+            return 0;
+        fprintf(stderr, "lockstep %s: --layers-split %s\n", command, err);
+        return -1;
     }
     if (!strcmp(arg, "--comm-deadline")) {
         if (cli_float_value(command, argc, argv, i, &parallel->deadline)) return -1;

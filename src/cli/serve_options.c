@@ -74,6 +74,20 @@ static int set_int(struct serve_options *o, struct gateway_model *m, const struc
     return parse_int(value, row, label, (int *)field_of(o, m, row), err, errlen);
 }
 
+/* --layers-split A,B: a model's layers per stage. */
+static int set_layers_split(struct serve_options *o, struct gateway_model *m,
+                            const struct serve_option *row, const char *value, const char *label,
+                            char *err, size_t errlen) {
+    struct gateway_model *model = m ? m : &o->defaults;
+    int n = 0;
+    char why[160];
+    (void)row;
+    memset(model->layers, 0, sizeof(model->layers));
+    if (cli_layers_parse(value, model->layers, &n, why, sizeof(why)) == 0) return 0;
+    snprintf(err, errlen, "%s: %s", label, why);
+    return -1;
+}
+
 static int set_flag(struct serve_options *o, struct gateway_model *m,
                     const struct serve_option *row, const char *value, const char *label, char *err,
                     size_t errlen) {
@@ -286,6 +300,8 @@ const struct serve_option serve_option_table[] = {
     {"--name", NULL, "name", SERVE_TEXT, 1, MODEL(name), 0, 0, set_text, NULL},
     {"--tokenizer", "-z", "tokenizer", SERVE_TEXT, 1, MODEL(tokenizer_path), 0, 0, set_text, NULL},
     {"--tp", NULL, "tp", SERVE_INT, 1, MODEL(tp), 1, 64, set_int, NULL},
+    {"--pp", NULL, "pp", SERVE_INT, 1, MODEL(pp), 1, CLUSTER_STAGES_MAX, set_int, NULL},
+    {"--layers-split", NULL, "layers_split", SERVE_TEXT, 1, 0, 0, 0, set_layers_split, NULL},
     {"--threads", "-t", "threads", SERVE_INT, 1, MODEL(threads), 1, 256, set_int, NULL},
     {"--launcher", NULL, "launcher", SERVE_TEXT, 1, 0, 0, 0, set_launcher, NULL},
     {"--hosts", NULL, "hosts", SERVE_TEXT, 1, MODEL(hosts), 0, 0, set_text, NULL},
@@ -380,7 +396,7 @@ void serve_options_init(struct serve_options *o) {
                                         .max_client_connections = 512,
                                         .probe_seconds = 5,
                                         .mpirun_path = "mpirun"};
-    o->defaults = (struct gateway_model){.tp = 1, .threads = 2};
+    o->defaults = (struct gateway_model){.tp = 1, .pp = 1, .threads = 2};
     o->prefix_cache = -1;
     snprintf(o->api_key_source, SERVE_SOURCE_MAX, "(from $LOCKSTEP_API_KEY)");
     snprintf(o->admin_key_source, SERVE_SOURCE_MAX, "(from $LOCKSTEP_ADMIN_KEY)");

@@ -287,16 +287,20 @@ int cluster_numerics_check(const struct cluster_host *hosts, const char *numeric
 int cluster_placement_format(const struct cluster_host *hosts, const struct cluster_placement *p,
                              char *out, size_t size);
 
-/* `--place NAME=tp:2,hosts:a+b`: NAME alone, or NAME= then tp:N and hosts:H+H
- * in any order, each at most once. */
+/* `--place NAME=tp:2,pp:2,layers:6+10,hosts:a+b`: NAME alone, or NAME=
+ * then tp:N, pp:N, layers:A+B (a stage's layers each, first to last) and
+ * hosts:H+H in any order, each at most once. */
 struct cluster_place_spec {
-    char model[128]; /* NAME */
-    int tp;          /* tp:N (default 1) */
+    char model[128];                /* NAME */
+    int tp;                         /* tp:N (default 1): ranks per stage */
+    int pp;                         /* pp:N (default 1): pipeline stages */
+    int layers[CLUSTER_STAGES_MAX]; /* layers:A+B (all 0: the policy's split) */
     int n_hosts;     /* hosts:a+b (0: the policy chooses) */
     char hosts[CLUSTER_HOSTS_MAX][CLUSTER_HOST_NAME_MAX];
 };
-/* Parses the whole spec; errors name the bad part. tp must divide evenly
- * over the hosts named. */
+/* Parses the whole spec; errors name the bad part. Without a pipeline tp
+ * must divide evenly over the hosts named; with one there are at most as
+ * many hosts as stages, and layers names every stage. */
 int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, char *err,
                              size_t errlen);
 

@@ -1,6 +1,6 @@
 /* spec.c -- how placements are spelt: "a+b" or "a:2+b:2" in logs and the
- * admin API, and `--place NAME=tp:2,hosts:a+b`, which pins an instance at
- * start. Host names never hold ':', '+', ',' or '=' (cluster_name_valid), so
+ * admin API, and `--place NAME=tp:2,pp:2,layers:6+10,hosts:a+b`, which
+ * pins an instance at start. Host names never hold ':', '+', ',' or '=' (cluster_name_valid), so
  * the spellings cannot be ambiguous. */
 #include "cluster_internal.h"
 
@@ -25,8 +25,8 @@ int cluster_placement_format(const struct cluster_host *hosts, const struct clus
     return (int)used;
 }
 
-/* tp:N's value: 1..CLUSTER_RANKS_MAX. */
-static int parse_tp(const char *text, size_t length, int *out) {
+/* tp:N's value: 1..max. */
+static int parse_count(const char *text, size_t length, int max, int *out) {
     char digits[8];
     if (length == 0 || length >= sizeof(digits)) return -1;
     memcpy(digits, text, length);
@@ -34,8 +34,7 @@ static int parse_tp(const char *text, size_t length, int *out) {
     char *end;
     errno = 0;
     long value = strtol(digits, &end, 10);
-    if (digits[0] < '0' || digits[0] > '9' || *end || errno || value < 1 ||
-        value > CLUSTER_RANKS_MAX)
+    if (digits[0] < '0' || digits[0] > '9' || *end || errno || value < 1 || value > max)
         return -1;
     *out = (int)value;
     return 0;
@@ -73,18 +72,49 @@ static int parse_hosts(const char *text, size_t length, struct cluster_place_spe
     return 0;
 }
 
-/* One KEY:VALUE item of the spec (length bytes at item) into out. */
-static int parse_item(const char *item, size_t length, struct cluster_place_spec *out, int *seen_tp,
+/* layers:A+B's value into out; -1 if it is not 1 to CLUSTER_STAGES_MAX
+ * counts of 1 or more. */
+static int parse_layers(const char *text, size_t length, struct cluster_place_spec *out) {
+    const char *p = text, *end = text + length;
+    for (int s = 0; p <= end; s++) {
+        const char *plus = memchr(p, '+', (size_t)(end - p));
+        const char *stop = plus ? plus : end;
+        if (s == CLUSTER_STAGES_MAX ||
+            parse_count(p, (size_t)(stop - p), 1 << 14, &out->layers[s]))
+            return -1;
+        p = stop + 1;
+    }
+    return 0;
+}
+
+/* Which of the spec's counted items an item is, or -1. */
+static int count_item(const char *item, size_t length) {
+    static const char *const keys[] = {"tp:", "pp:", "layers:"};
+    for (int k = 0; k < 3; k++)
+        if (length >= strlen(keys[k]) && !strncmp(item, keys[k], strlen(keys[k]))) return k;
+    return -1;
+}
+
+/* One KEY:VALUE item of the spec (length bytes at item) into out; seen
+ * counts tp, pp and layers. */
+static int parse_item(const char *item, size_t length, struct cluster_place_spec *out, int *seen,
                       char *err, size_t errlen) {
-    int shown = (int)(length < 80 ? length : 80);
-    if (length >= 3 && !strncmp(item, "tp:", 3)) {
-        if ((*seen_tp)++) {
-            snprintf(err, errlen, "--place: tp given twice");
+    static const char *const names[] = {"tp", "pp", "layers"};
+    int shown = (int)(length < 80 ? length : 80), k = count_item(item, length);
+    if (k >= 0) {
+        size_t key = strlen(names[k]) + 1;
+        if (seen[k]++) {
+            snprintf(err, errlen, "--place: %s given twice", names[k]);
             return -1;
         }
-        if (parse_tp(item + 3, length - 3, &out->tp) == 0) return 0;
-        snprintf(err, errlen, "--place: bad '%.*s' (tp:N, N from 1 to %d)", shown, item,
-                 CLUSTER_RANKS_MAX);
+        int rc = k == 0   ? parse_count(item + key, length - key, CLUSTER_RANKS_MAX, &out->tp)
+                 : k == 1 ? parse_count(item + key, length - key, CLUSTER_STAGES_MAX, &out->pp)
+                          : parse_layers(item + key, length - key, out);
+        if (rc == 0) return 0;
+        snprintf(err, errlen,
+                 "--place: bad '%.*s' (tp:N, N from 1 to %d; pp:N, N from 1 to %d; layers:A+B, "
+                 "a stage's layers each)",
+                 shown, item, CLUSTER_RANKS_MAX, CLUSTER_STAGES_MAX);
         return -1;
     }
     if (length >= 6 && !strncmp(item, "hosts:", 6)) {
@@ -94,7 +124,8 @@ static int parse_item(const char *item, size_t length, struct cluster_place_spec
         }
         return parse_hosts(item + 6, length - 6, out, err, errlen);
     }
-    snprintf(err, errlen, "--place: unknown '%.*s' (tp:N, hosts:A+B)", shown, item);
+    snprintf(err, errlen, "--place: unknown '%.*s' (tp:N, pp:N, layers:A+B, hosts:A+B)", shown,
+             item);
     return -1;
 }
 
@@ -117,10 +148,37 @@ static int parse_name(const char *text, size_t length, struct cluster_place_spec
     return 0;
 }
 
+/* The rules between a spec's items. */
+static int check_spec(const struct cluster_place_spec *out, char *err, size_t errlen) {
+    int stages = 0;
+    while (stages < CLUSTER_STAGES_MAX && out->layers[stages]) stages++;
+    if (out->pp == 1 && out->n_hosts && out->tp % out->n_hosts) {
+        snprintf(err, errlen, "--place: tp:%d does not divide evenly over %d hosts", out->tp,
+                 out->n_hosts);
+        return -1;
+    }
+    if (out->pp > 1 && out->n_hosts > out->pp) {
+        snprintf(err, errlen, "--place: %d hosts for pp:%d (a stage is on one host)", out->n_hosts,
+                 out->pp);
+        return -1;
+    }
+    if (stages && stages != out->pp) {
+        snprintf(err, errlen, "--place: layers names %d stages, pp is %d", stages, out->pp);
+        return -1;
+    }
+    if (out->tp * out->pp > CLUSTER_RANKS_MAX) {
+        snprintf(err, errlen, "--place: tp:%d x pp:%d is more than %d ranks", out->tp, out->pp,
+                 CLUSTER_RANKS_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, char *err,
                              size_t errlen) {
     memset(out, 0, sizeof(*out));
     out->tp = 1;
+    out->pp = 1;
     const char *eq = strchr(text, '=');
     size_t length = strlen(text);
     for (size_t i = 0; i < length; i++)
@@ -131,7 +189,7 @@ int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, c
     if (parse_name(text, eq ? (size_t)(eq - text) : length, out, err, errlen)) return -1;
     if (eq) {
         const char *p = eq + 1, *end = text + length;
-        int seen_tp = 0;
+        int seen[3] = {0};
         if (p == end) {
             snprintf(err, errlen, "--place: nothing after '%s=' (tp:N, hosts:A+B)", out->model);
             return -1;
@@ -139,14 +197,9 @@ int cluster_place_spec_parse(const char *text, struct cluster_place_spec *out, c
         while (p <= end) {
             const char *comma = memchr(p, ',', (size_t)(end - p));
             const char *stop = comma ? comma : end;
-            if (parse_item(p, (size_t)(stop - p), out, &seen_tp, err, errlen)) return -1;
+            if (parse_item(p, (size_t)(stop - p), out, seen, err, errlen)) return -1;
             p = stop + 1;
         }
     }
-    if (out->n_hosts && out->tp % out->n_hosts) {
-        snprintf(err, errlen, "--place: tp:%d does not divide evenly over %d hosts", out->tp,
-                 out->n_hosts);
-        return -1;
-    }
-    return 0;
+    return check_spec(out, err, errlen);
 }

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "cluster/cluster.h"
 #include "gateway/core/metrics.h"
 #include "model/model.h"
 #include "protocol/protocol.h"
@@ -28,7 +29,9 @@ struct gateway_model {
     const char *path;           /* GGUF file or llama2.c checkpoint */
     const char *tokenizer_path; /* llama2.c tokenizer.bin, or NULL */
     const char *chat_template;  /* a template name, or NULL for the file's own */
-    int tp;                     /* ranks */
+    int tp;                     /* ranks (of each pipeline stage) */
+    int pp;                     /* pipeline stages (1: none) */
+    int layers[CLUSTER_STAGES_MAX]; /* layers of each stage, or all 0: the placement's split */
     int threads;                /* threads per rank */
     enum gateway_launcher launcher;
     const char *hosts;              /* mpi: hostfile for mpirun, or NULL */
