@@ -53,9 +53,16 @@
  *   DEADLINE_ON_HANG  deadlines also expire when nothing moves (above)
  *   CLAIM_NEVER_FULL  assert a free slot at every send whatever CAP is (the
  *                     design asserts it for CAP >= K), to find the boundary
+ *   KEEPALIVE_ONE_WAY keep-alives as the code sends them today: not counted
+ *                     in flight, dropped by the last stage; the idle leader
+ *                     sends the next one only after the previous one has
+ *                     left the pipe (the keep-alive interval is far longer
+ *                     than a healthy pipe's transit) or while a stage is
+ *                     stuck; sends may then wait on a full mailbox
  *   MUTANT_SAME_SEQUENCE_TWICE  the leader plans a sequence already in flight
  *   MUTANT_KEEP_MAILBOX         a restart keeps the old mailboxes' messages
- *   MUTANT_KEEPALIVE_UNCOUNTED  keep-alives not counted in flight, not returned
+ *   MUTANT_KEEPALIVE_UNCOUNTED  KEEPALIVE_ONE_WAY without the interval: the
+ *                               idle leader sends keep-alives back to back
  *   MUTANT_KEEPALIVE_DROPPED    stage 1 does not forward keep-alives
  *   MUTANT_NO_RESUBMIT, MUTANT_NO_DEADLINE, MUTANT_NO_WATCHDOG  as in
  *                               lockstep.pml
@@ -159,6 +166,20 @@ byte nfaults;            /* faults injected so far (<= MAXFAULTS) */
 /* Work the gateway has accepted and not yet streamed to the end. */
 #define PENDING (naccepted > ncompleted)
 
+/* One-way keep-alives (the last stage drops them, the leader does not count
+ * them) and the time that separates them: keep-alives sent and not yet
+ * dropped, a ghost of the timing (no process reads it but the idle
+ * leader's guard). */
+#if defined(KEEPALIVE_ONE_WAY) || defined(MUTANT_KEEPALIVE_UNCOUNTED)
+#define ONE_WAY
+byte ka_in_pipe;
+#ifdef MUTANT_KEEPALIVE_UNCOUNTED
+#define KEEPALIVE_DUE true
+#else
+#define KEEPALIVE_DUE (ka_in_pipe == 0 || ANY_STUCK)
+#endif
+#endif
+
 /* ---- the runner ------------------------------------------------------- */
 
 /* A stage's process ends (deadline exit or SIGKILL): the launcher reaps it;
@@ -211,10 +232,11 @@ inline stage_gone() {
  * K - 1 at most (keep-alives count as steps in flight), so a send never finds
  * it full: the model asserts that, fault or no fault, instead of modelling
  * a wait that cannot happen (the code keeps the deadline on the send all the
- * same). With CAP < K the send may wait for a slot (for CAP 0, always for
- * the receiver), with a deadline. CLAIM_NEVER_FULL asserts the CAP >= K
- * claim for any CAP >= 1, to show where it stops holding. */
-#if CAP >= K || (defined(CLAIM_NEVER_FULL) && CAP > 0)
+ * same). With CAP < K, or keep-alives that are not counted, the send may
+ * wait for a slot (for CAP 0, always for the receiver), with a deadline.
+ * CLAIM_NEVER_FULL asserts a free slot for any CAP >= 1, to show where
+ * that stops holding. */
+#if (CAP >= K && !defined(ONE_WAY)) || (defined(CLAIM_NEVER_FULL) && CAP > 0)
 #define STAGE_SEND \
   d_step { \
     assert(nfull(mailbox[s])); \
@@ -249,12 +271,14 @@ inline stage_gone() {
 #define READY running
 #endif
 
-/* A stage that does not forward keep-alives: the last stage, when the
- * leader does not count them (they never come back), or stage 1. */
-#if defined(MUTANT_KEEPALIVE_UNCOUNTED)
+/* A stage that does not forward keep-alives: the last stage, when they
+ * are one way, or stage 1 (the mutant). */
+#if defined(ONE_WAY)
 #define DROP_KEEPALIVE_AT LAST
+#define KEEPALIVE_LEFT ka_in_pipe--
 #elif defined(MUTANT_KEEPALIVE_DROPPED)
 #define DROP_KEEPALIVE_AT 1
+#define KEEPALIVE_LEFT skip
 #endif
 
 /* The leader may launch a step: fewer than K in flight, and some sequence
@@ -390,13 +414,15 @@ COLLECT:     if
                 * lockstep.pml, the last heartbeat read). A keep-alive is
                 * an empty step: it carries the next step's number, counts
                 * as a step in flight, and comes back like logits. */
+#ifndef ONE_WAY
                in_flight == 0 && CANNOT_SUBMIT && empty(to_gateway);
-#ifndef MUTANT_KEEPALIVE_UNCOUNTED
                ka = true;
                in_flight = 1;
 #else
-               /* not counted, never returned: the leader sends one
-                * whenever it is idle, with a heartbeat of its own */
+               /* not counted, never returned: the next keep-alive only
+                * when it is due, and a heartbeat of its own */
+               in_flight == 0 && CANNOT_SUBMIT && empty(to_gateway) && KEEPALIVE_DUE;
+               ka_in_pipe++;
                to_gateway!HEARTBEAT, 0, 0, 0, 0;
 #endif
                kind = KEEPALIVE;
@@ -425,7 +451,7 @@ stage_recv:
 #ifdef DROP_KEEPALIVE_AT
              if
              :: s == DROP_KEEPALIVE_AT && kind == KEEPALIVE ->
-                kind = 0; tag = 0 /* not forwarded */
+                d_step { kind = 0; tag = 0; KEEPALIVE_LEFT } /* not forwarded */
              :: else ->
 #endif
 stage_send:     STAGE_SEND
@@ -495,6 +521,9 @@ inline reap_and_start() {
       :: empty(mailbox[i]) -> break
       od
     };
+#endif
+#ifdef ONE_WAY
+    ka_in_pipe = 0;
 #endif
     start_runner()
   }
