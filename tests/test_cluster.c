@@ -457,6 +457,12 @@ static void test_place_spec(void) {
     CHECK(!strcmp(s.hosts[0], "a") && !strcmp(s.hosts[1], "node-b"));
     CHECK(cluster_place_spec_parse("m=hosts:c,tp:2", &s, err, sizeof(err)) == 0);
     CHECK(s.tp == 2 && s.n_hosts == 1 && !strcmp(s.hosts[0], "c"));
+    CHECK_MSG(cluster_place_spec_parse("m=pp:2,tp:2,layers:6+10,hosts:a+b", &s, err,
+                                       sizeof(err)) == 0,
+              "%s", err);
+    CHECK(s.pp == 2 && s.tp == 2 && s.layers[0] == 6 && s.layers[1] == 10 && s.layers[2] == 0 &&
+          s.n_hosts == 2);
+    CHECK(cluster_place_spec_parse("m=pp:3,hosts:a", &s, err, sizeof(err)) == 0 && s.pp == 3);
     static const struct {
         const char *text, *message;
     } bad[] = {
@@ -468,8 +474,15 @@ static void test_place_spec(void) {
         {"m=tp:x", "--place: bad 'tp:x' (tp:N, N from 1 to 64)"},
         {"m=tp:", "--place: bad 'tp:' (tp:N, N from 1 to 64)"},
         {"m=tp:2,tp:2", "--place: tp given twice"},
-        {"m=tp:2,,hosts:a", "--place: unknown '' (tp:N, hosts:A+B)"},
-        {"m=gpus:1", "--place: unknown 'gpus:1' (tp:N, hosts:A+B)"},
+        {"m=tp:2,,hosts:a", "--place: unknown '' (tp:N, pp:N, layers:A+B, hosts:A+B)"},
+        {"m=gpus:1", "--place: unknown 'gpus:1' (tp:N, pp:N, layers:A+B, hosts:A+B)"},
+        {"m=pp:9", "--place: bad 'pp:9' (pp:N, N from 1 to 8)"},
+        {"m=pp:2,layers:3+0", "--place: bad 'layers:3+0' (layers:A+B, each stage's layers, 1 to "
+                              "8 stages)"},
+        {"m=pp:2,layers:3+4+5", "--place: layers names 3 stages, pp is 2"},
+        {"m=pp:2,hosts:a+b+c", "--place: 3 hosts for pp:2 (a stage is on one host)"},
+        {"m=tp:16,pp:8", "--place: tp:16 x pp:8 is more than 64 ranks"},
+        {"m=pp:2,pp:3", "--place: pp given twice"},
         {"m=hosts:a+a,tp:2", "--place: host 'a' named twice"},
         {"m=hosts:a+", "--place: bad host name '' in hosts:a+ (names only, joined by '+')"},
         {"m=hosts:a:2", "--place: bad host name 'a:2' in hosts:a:2 (names only, joined by '+')"},

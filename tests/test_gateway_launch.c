@@ -82,6 +82,21 @@ static void test_one_context(void) {
     expect(&l, NULL, want, "mpirun from a hostfile");
 }
 
+/* A pipeline: its degrees and layer split; under mpirun tp * pp ranks. */
+static void test_stages(void) {
+    char want[1024];
+    struct supervisor_launch l = base();
+    l.pp = 3;
+    l.layers[0] = 4, l.layers[1] = 6, l.layers[2] = 6;
+    expect(&l, NULL, RUNNER("/usr/bin/lockstep", "--tp 2 --pp 3 --layers-split 4,6,6"),
+           "threads in stages");
+    l.mpi = 1;
+    snprintf(l.host_list, sizeof(l.host_list), "a:2,b:4");
+    snprintf(want, sizeof(want), "%s --host a:2,b:4 -np 6 %s", mpirun_prefix(),
+             RUNNER("/usr/bin/lockstep", "--tp 2 --comm mpi --pp 3 --layers-split 4,6,6"));
+    expect(&l, NULL, want, "mpirun in stages");
+}
+
 static void test_parts(void) {
     char want[2048];
     const char *const extra[] = {"--log-format", "json", NULL};
@@ -128,6 +143,7 @@ int main(void) {
     test_threads();
     test_one_context();
     test_parts();
+    test_stages();
     test_too_long();
     return test_status("test_gateway_launch");
 }

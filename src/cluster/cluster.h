@@ -195,6 +195,14 @@ int cluster_model_stage_need(const struct model *m, int tp, int64_t kv_positions
 
 #define CLUSTER_STAGES_MAX 8 /* ENGINE_MAX_STAGES */
 
+/* How an instance splits its model: tp ranks in each of pp stages, and
+ * each stage's layers when they are asked for. */
+struct cluster_shape {
+    int tp;                         /* ranks per stage */
+    int pp;                         /* pipeline stages (1: none) */
+    int layers[CLUSTER_STAGES_MAX]; /* layers of each stage (all 0: the policy's split) */
+};
+
 /* What to place. */
 struct cluster_request {
     int tp;                              /* ranks (per stage with pp > 1) */

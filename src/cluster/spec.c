@@ -111,10 +111,13 @@ static int parse_item(const char *item, size_t length, struct cluster_place_spec
                  : k == 1 ? parse_count(item + key, length - key, CLUSTER_STAGES_MAX, &out->pp)
                           : parse_layers(item + key, length - key, out);
         if (rc == 0) return 0;
-        snprintf(err, errlen,
-                 "--place: bad '%.*s' (tp:N, N from 1 to %d; pp:N, N from 1 to %d; layers:A+B, "
-                 "a stage's layers each)",
-                 shown, item, CLUSTER_RANKS_MAX, CLUSTER_STAGES_MAX);
+        if (k == 2)
+            snprintf(err, errlen, "--place: bad '%.*s' (layers:A+B, each stage's layers, 1 to %d "
+                     "stages)",
+                     shown, item, CLUSTER_STAGES_MAX);
+        else
+            snprintf(err, errlen, "--place: bad '%.*s' (%s:N, N from 1 to %d)", shown, item,
+                     names[k], k == 0 ? CLUSTER_RANKS_MAX : CLUSTER_STAGES_MAX);
         return -1;
     }
     if (length >= 6 && !strncmp(item, "hosts:", 6)) {

@@ -134,7 +134,7 @@ int comm_allgather(struct comm *comm, const void *send, size_t send_bytes, void 
  * that it carries tag (another tag fails with COMM_ERR_TAG, naming both)
  * and hands it over in memory the caller frees with free(). A message sent
  * before its sender left is still received. */
-#define COMM_MAILBOX_SLOTS 8
+#define COMM_MAILBOX_SLOTS 9
 
 int comm_send(struct comm *comm, const void *buf, size_t bytes, int dest, struct comm_tag tag,
               char *err, size_t errlen);

@@ -19,9 +19,10 @@
 #include "tensor/tensor.h"
 
 /* The most pipeline stages an instance has, and so the most steps in
- * flight: a link's mailbox holds that many (COMM_MAILBOX_SLOTS; the
- * model in docs/protocol/pipeline.pml shows k in flight need k slots). */
-#define ENGINE_MAX_STAGES COMM_MAILBOX_SLOTS
+ * flight. docs/protocol/pipeline.pml shows that k steps in flight never
+ * find a link full when it holds k + 1 messages with keep-alives that go
+ * one way down the pipe (as engine_keep_alive's do): COMM_MAILBOX_SLOTS. */
+#define ENGINE_MAX_STAGES (COMM_MAILBOX_SLOTS - 1)
 
 /* ======================= paged key/value cache ======================= */
 

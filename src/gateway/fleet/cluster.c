@@ -105,7 +105,8 @@ void fleet_usage(struct fleet *f, struct cluster_usage *usage) {
             for (int k = 0; k < at->placement.n_hosts; k++) {
                 struct cluster_usage *u = &usage[at->placement.host[k]];
                 u->slots_used += at->placement.ranks[k];
-                u->memory_used += at->bytes_per_rank * at->placement.ranks[k];
+                u->memory_used +=
+                    cluster_placement_host_bytes(&at->placement, k, at->bytes_per_rank);
             }
         }
         double load = (double)supervisor_outstanding(&in->supervisor);
@@ -137,22 +138,40 @@ static int find_host(const struct fleet *f, const char *name) {
     return -1;
 }
 
-/* Chooses a placement for served at degree tp: on the named hosts when
- * some are given, else where the policy says, never on `avoid` (a
- * placement being left, or NULL), only on hosts of contract numerics ("":
- * any one). 0, or an HTTP status with why (cluster lock held). */
-static int choose_placement(struct fleet *f, const struct gateway_served *s, int tp,
-                            const char *const *hosts, int n_hosts,
-                            const struct cluster_placement *avoid, const char *numerics,
-                            struct cluster_placement *out, int64_t *bytes_per_rank, char *why,
-                            size_t whylen) {
+/* The request's memory per rank for served at shape: one figure for a
+ * model in one stage, what each layer and each end costs for a pipeline;
+ * 0, or 400 with why. */
+static int request_need(const struct gateway_served *s, const struct cluster_shape *shape,
+                        struct cluster_request *request, char *why, size_t whylen) {
     struct cluster_need need;
-    struct cluster_request request = {.tp = tp};
+    request->tp = shape->tp;
+    request->pp = shape->pp;
+    if (cluster_degree_check(s->file, shape->tp, why, whylen)) return 400;
+    if (cluster_model_need(s->file, shape->tp, s->context_length, &need, why, whylen)) return 400;
+    request->bytes_per_rank = need.total_bytes;
+    if (shape->pp <= 1) return 0;
+    request->n_layers = s->file->config.n_layers;
+    memcpy(request->layers, shape->layers, sizeof(request->layers));
+    if (cluster_model_stage_need(s->file, shape->tp, s->context_length, TENSOR_F16,
+                                 &request->stage, why, whylen))
+        return 400;
+    return 0;
+}
+
+/* Chooses a placement for served at shape: on the named hosts when some
+ * are given, else where the policy says, never on `avoid` (a placement
+ * being left, or NULL), only on hosts of contract numerics ("": any one).
+ * 0, or an HTTP status with why (cluster lock held). */
+static int choose_placement(struct fleet *f, const struct gateway_served *s,
+                            const struct cluster_shape *shape, const char *const *hosts,
+                            int n_hosts, const struct cluster_placement *avoid,
+                            const char *numerics, struct cluster_placement *out,
+                            int64_t *bytes_per_rank, char *why, size_t whylen) {
+    struct cluster_request request = {0};
     snprintf(request.numerics, sizeof(request.numerics), "%s", numerics);
     struct cluster_usage usage[CLUSTER_HOSTS_MAX];
-    if (cluster_degree_check(s->file, tp, why, whylen)) return 400;
-    if (cluster_model_need(s->file, tp, s->context_length, &need, why, whylen)) return 400;
-    request.bytes_per_rank = need.total_bytes;
+    int status = request_need(s, shape, &request, why, whylen);
+    if (status) return status;
     for (int i = 0; i < n_hosts; i++) {
         int h = find_host(f, hosts[i]);
         if (h < 0) {
@@ -166,7 +185,8 @@ static int choose_placement(struct fleet *f, const struct gateway_served *s, int
         request.exclude[avoid->host[k]] = 1;
     fleet_usage(f, usage);
     if (cluster_place(f->hosts, usage, f->n_hosts, &request, out, why, whylen)) return 409;
-    *bytes_per_rank = need.total_bytes;
+    if (out->pp < 1) out->pp = 1;
+    *bytes_per_rank = request.bytes_per_rank;
     return 0;
 }
 
@@ -261,8 +281,9 @@ void fleet_fail(struct fleet *f, int status, const char *message) {
 
 /* ---------- the admin API's operations ---------- */
 
-int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hosts, int n_hosts,
-              char *id, size_t idlen, char *why, size_t whylen) {
+int fleet_add(struct fleet *f, const char *model, const struct cluster_shape *shape,
+              const char *const *hosts, int n_hosts, char *id, size_t idlen, char *why,
+              size_t whylen) {
     const struct gateway_served *s = gateway_served_find(f->served, f->n_served, model);
     struct cluster_placement placement;
     int64_t bytes = 0;
@@ -272,7 +293,7 @@ int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hos
     }
     pthread_mutex_lock(&f->cluster_lock);
     int status =
-        choose_placement(f, s, tp, hosts, n_hosts, NULL, "", &placement, &bytes, why, whylen);
+        choose_placement(f, s, shape, hosts, n_hosts, NULL, "", &placement, &bytes, why, whylen);
     struct fleet_instance *in =
         status ? NULL : start_instance(f, s, NULL, &placement, bytes, why, whylen);
     if (!status && !in) status = 500;
@@ -287,8 +308,8 @@ int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hos
     if (in) {
         in->routable = 1;
         snprintf(id, idlen, "%s", in->id);
-        fleet_record(f, "start", in->id, NULL, "%s started on %s (tp %d)", in->id, in->hosts_text,
-                     tp);
+        fleet_record(f, "start", in->id, NULL, "%s started on %s (tp %d, pp %d)", in->id,
+                     in->hosts_text, shape->tp, placement.pp);
     }
     pthread_mutex_unlock(&f->cluster_lock);
     return status;
@@ -308,10 +329,13 @@ int fleet_delete(struct fleet *f, const char *id, char *why, size_t whylen) {
     return 404;
 }
 
-/* 1 if the placement is tp ranks on the named hosts, in that order. */
-static int placed_at(const struct fleet *f, const struct cluster_placement *p, int tp,
-                     const char *const *hosts, int n_hosts) {
-    if (n_hosts == 0 || n_hosts != p->n_hosts || tp != p->tp) return 0;
+/* 1 if the placement has shape's degrees on the named hosts, in that
+ * order, with its layer split when one is asked for. */
+static int placed_at(const struct fleet *f, const struct cluster_placement *p,
+                     const struct cluster_shape *shape, const char *const *hosts, int n_hosts) {
+    if (n_hosts == 0 || n_hosts != p->n_hosts || shape->tp != p->tp || shape->pp != p->pp)
+        return 0;
+    if (shape->layers[0] && memcmp(shape->layers, p->layers, sizeof(p->layers)) != 0) return 0;
     for (int k = 0; k < n_hosts; k++)
         if (strcmp(f->hosts[p->host[k]].name, hosts[k]) != 0) return 0;
     return 1;
@@ -341,50 +365,62 @@ static int numerics_differ(const struct fleet *f, const struct fleet_instance *i
     return 1;
 }
 
-/* Starts moving in to degree tp (0: its own) on hosts (none: where the
+/* A move that keeps the instance's degrees and split. */
+static const struct cluster_shape fleet_same_shape = {0, 0, {0}};
+
+/* Starts moving in to shape (tp, pp 0: its own) on hosts (none: where the
  * policy says, elsewhere; or, when anywhere, where it is if nowhere else
  * fits); 0, or an HTTP status with why (cluster lock held). */
-static int start_move(struct fleet *f, struct fleet_instance *in, int tp, const char *const *hosts,
-                      int n_hosts, int anywhere, char *why, size_t whylen) {
+static int start_move(struct fleet *f, struct fleet_instance *in, const struct cluster_shape *asked,
+                      const char *const *hosts, int n_hosts, int anywhere, char *why,
+                      size_t whylen) {
     struct cluster_placement placement;
+    struct cluster_shape shape = *asked;
     int64_t bytes = 0;
     if (in->deleting || in->move.state == FLEET_MOVE_STARTING) {
         snprintf(why, whylen, "%s is %s", in->id,
                  in->deleting ? "being stopped" : "already moving");
         return 409;
     }
-    if (tp <= 0) tp = in->placement.tp;
-    if (!anywhere && placed_at(f, &in->placement, tp, hosts, n_hosts)) {
-        snprintf(why, whylen, "%s is already placed at %s (tp %d): nothing moves", in->id,
-                 in->hosts_text, tp);
+    if (shape.tp <= 0) shape.tp = in->placement.tp;
+    if (shape.pp <= 0) shape.pp = in->placement.pp;
+    if (!anywhere && placed_at(f, &in->placement, &shape, hosts, n_hosts)) {
+        char stages[16] = "";
+        if (shape.pp > 1) snprintf(stages, sizeof(stages), ", pp %d", shape.pp);
+        snprintf(why, whylen, "%s is already placed at %s (tp %d%s): nothing moves", in->id,
+                 in->hosts_text, shape.tp, stages);
         return 409;
     }
     const char *numerics = cluster_placement_numerics(f->hosts, &in->placement);
     if (numerics_differ(f, in, numerics, hosts, n_hosts, why, whylen)) return 409;
     /* without hosts, a move at the same degree goes elsewhere; a failed
      * instance that has nowhere else starts anew where it was */
-    const struct cluster_placement *avoid = tp == in->placement.tp ? &in->placement : NULL;
-    int status = choose_placement(f, in->served, tp, hosts, n_hosts, avoid, numerics, &placement,
-                                  &bytes, why, whylen);
+    int same = shape.tp == in->placement.tp && shape.pp == in->placement.pp;
+    const struct cluster_placement *avoid = same ? &in->placement : NULL;
+    int status = choose_placement(f, in->served, &shape, hosts, n_hosts, avoid, numerics,
+                                  &placement, &bytes, why, whylen);
     if (status == 409 && avoid && anywhere)
-        status = choose_placement(f, in->served, tp, hosts, n_hosts, NULL, numerics, &placement,
-                                  &bytes, why, whylen);
+        status = choose_placement(f, in->served, &shape, hosts, n_hosts, NULL, numerics,
+                                  &placement, &bytes, why, whylen);
     struct fleet_instance *next =
         status ? NULL : start_instance(f, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;
-    in->move = (struct fleet_move){
-        .state = FLEET_MOVE_STARTING, .tp = tp, .started_us = clock_now_us(), .successor = next};
+    in->move = (struct fleet_move){.state = FLEET_MOVE_STARTING,
+                                   .tp = shape.tp,
+                                   .pp = placement.pp,
+                                   .started_us = clock_now_us(),
+                                   .successor = next};
     snprintf(in->move.to, sizeof(in->move.to), "%s", next->hosts_text);
     fleet_record(f, "move", in->id, NULL, "%s moving from %s to %s", in->id, in->hosts_text,
                  next->hosts_text);
     return 0;
 }
 
-int fleet_move(struct fleet *f, const char *id, int tp, const char *const *hosts, int n_hosts,
-               char *why, size_t whylen) {
+int fleet_move(struct fleet *f, const char *id, const struct cluster_shape *shape,
+               const char *const *hosts, int n_hosts, char *why, size_t whylen) {
     pthread_mutex_lock(&f->cluster_lock);
     struct fleet_instance *in = fleet_find(f, id);
-    int status = in ? start_move(f, in, tp, hosts, n_hosts, 0, why, whylen) : 404;
+    int status = in ? start_move(f, in, shape, hosts, n_hosts, 0, why, whylen) : 404;
     if (!in) snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
     pthread_mutex_unlock(&f->cluster_lock);
     return status;
@@ -562,7 +598,7 @@ static void replace_failed(struct fleet *f, struct fleet_instance *in) {
     }
     in->replaced_us = now;
     char reason[800];
-    if (start_move(f, in, 0, NULL, 0, 1, why, sizeof(why)) == 0) return;
+    if (start_move(f, in, &fleet_same_shape, NULL, 0, 1, why, sizeof(why)) == 0) return;
     log_event(LOG_LEVEL_ERROR, "gateway", "%s failed and has no other placement now: %s", in->id,
               why);
     snprintf(reason, sizeof(reason), "model %s is unavailable: it has no other placement (%s)",
@@ -603,7 +639,7 @@ static void leave_drained(struct fleet *f, struct fleet_instance *in) {
         !placed_on_lost(f, &in->placement, 1) || now - in->left_us < REPLACE_EVERY_US)
         return;
     in->left_us = now;
-    if (start_move(f, in, 0, NULL, 0, 1, why, sizeof(why)))
+    if (start_move(f, in, &fleet_same_shape, NULL, 0, 1, why, sizeof(why)))
         log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave its drained host: %s", in->id, why);
 }
 
@@ -637,7 +673,7 @@ void fleet_leave_host(struct fleet *f, int host) {
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&f->cluster_lock);
         struct fleet_instance *in = fleet_find(f, ids[i]);
-        int status = in ? start_move(f, in, 0, NULL, 0, 1, why, sizeof(why)) : 0;
+        int status = in ? start_move(f, in, &fleet_same_shape, NULL, 0, 1, why, sizeof(why)) : 0;
         pthread_mutex_unlock(&f->cluster_lock);
         if (status)
             log_event(LOG_LEVEL_WARN, "gateway", "%s cannot leave host %s: %s", ids[i],
@@ -704,13 +740,21 @@ static int start_initial(struct fleet *f, char *err, size_t errlen) {
         const char *model = spec ? spec->model : f->served[i].name;
         const struct gateway_served *s = gateway_served_find(f->served, f->n_served, model);
         const char *hosts[CLUSTER_HOSTS_MAX];
-        int n_hosts = spec ? spec->n_hosts : 0, tp = spec ? spec->tp : f->served[i].model.tp;
+        int n_hosts = spec ? spec->n_hosts : 0;
+        struct cluster_shape shape = {.tp = f->served[i].model.tp, .pp = f->served[i].model.pp};
+        memcpy(shape.layers, f->served[i].model.layers, sizeof(shape.layers));
+        if (spec) {
+            shape = (struct cluster_shape){.tp = spec->tp, .pp = spec->pp};
+            memcpy(shape.layers, spec->layers, sizeof(shape.layers));
+        }
         for (int k = 0; k < n_hosts; k++) hosts[k] = spec->hosts[k];
         int status =
-            s ? fleet_add(f, model, tp, hosts, n_hosts, id, sizeof(id), why, sizeof(why)) : 404;
+            s ? fleet_add(f, model, &shape, hosts, n_hosts, id, sizeof(id), why, sizeof(why))
+              : 404;
         if (!s) snprintf(why, sizeof(why), "no model is called '%s' (--name)", model);
         if (status) {
-            snprintf(err, errlen, "cannot start %s at tp %d: %s", model, tp, why);
+            snprintf(err, errlen, "cannot start %s at tp %d, pp %d: %s", model, shape.tp,
+                     shape.pp, why);
             return -1;
         }
     }

@@ -34,6 +34,7 @@ enum fleet_move_state {
 struct fleet_move {
     enum fleet_move_state state;
     int tp;                           /* the degree it moves to */
+    int pp;                           /* ... and its stages */
     char to[FLEET_PLACEMENT_TEXT];    /* the placement it moves to ("b:1+c:1") */
     char reason[256];                 /* why it failed */
     uint64_t started_us, finished_us; /* when it began and ended */
@@ -222,12 +223,14 @@ int fleet_has(const struct fleet *fleet, const struct fleet_instance *instance);
 /* fleet_instance_each over every instance, moving ones' new placements too. */
 void fleet_each(struct fleet *fleet, void (*fn)(struct gateway_request *, uint64_t), uint64_t arg);
 /* The admin operations: 0, or an HTTP status with why. */
-int fleet_add(struct fleet *fleet, const char *model, int tp, const char *const *hosts, int n_hosts,
-              char *id, size_t idlen, char *why, size_t whylen);
+int fleet_add(struct fleet *fleet, const char *model, const struct cluster_shape *shape,
+              const char *const *hosts, int n_hosts, char *id, size_t idlen, char *why,
+              size_t whylen);
 int fleet_delete(struct fleet *fleet, const char *id, char *why, size_t whylen);
-/* tp 0 keeps the degree; no hosts: the policy chooses (elsewhere, at the same degree). */
-int fleet_move(struct fleet *fleet, const char *id, int tp, const char *const *hosts, int n_hosts,
-               char *why, size_t whylen);
+/* shape's tp or pp 0 keeps that degree; no hosts: the policy chooses
+ * (elsewhere, at the same degrees). */
+int fleet_move(struct fleet *fleet, const char *id, const struct cluster_shape *shape,
+               const char *const *hosts, int n_hosts, char *why, size_t whylen);
 /* Fault injection: host is lost for seconds (its probes count as failed)
  * and the runners with ranks there are killed; returns how many. */
 int fleet_lose_host(struct fleet *fleet, int host, double seconds);

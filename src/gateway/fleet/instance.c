@@ -60,6 +60,7 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
                                     .model_path = m->path,
                                     .tokenizer_path = m->tokenizer_path,
                                     .tp = placement->tp,
+                                    .pp = placement->pp,
                                     .threads = m->threads,
                                     .n_layers = in->served->file->config.n_layers,
                                     .mpi = m->launcher == GATEWAY_LAUNCHER_MPI,
@@ -69,6 +70,7 @@ static void choose_launch(const struct fleet_instance *in, struct supervisor_lau
                                     .cluster_key = p->cluster_key,
                                     .cluster_key_file = p->cluster_key_file,
                                     .local = local};
+    memcpy(l->layers, placement->layers, sizeof(l->layers));
     if (!leader->local) snprintf(l->leader, sizeof(l->leader), "%s", leader->name);
     int alone = local && placement->n_hosts == 1; /* launched as the model was configured */
     if (!alone) {

@@ -46,6 +46,7 @@ static cJSON *move_json(const struct fleet_move *m) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "state", states[m->state]);
     cJSON_AddNumberToObject(j, "tp", m->tp);
+    cJSON_AddNumberToObject(j, "pp", m->pp > 1 ? m->pp : 1);
     cJSON_AddStringToObject(j, "to", m->to);
     cJSON_AddStringToObject(j, "reason", m->reason);
     if (m->finished_us)
@@ -59,6 +60,12 @@ static cJSON *instance_json(struct fleet *f, struct fleet_instance *in) {
     cJSON_AddStringToObject(j, "id", in->id);
     cJSON_AddStringToObject(j, "model", in->name);
     cJSON_AddNumberToObject(j, "tp", in->placement.tp);
+    cJSON_AddNumberToObject(j, "pp", in->placement.pp > 1 ? in->placement.pp : 1);
+    if (in->placement.pp > 1) { /* each stage's layers, first to last */
+        cJSON *layers = cJSON_AddArrayToObject(j, "layers");
+        for (int s = 0; s < in->placement.pp; s++)
+            cJSON_AddItemToArray(layers, cJSON_CreateNumber(in->placement.layers[s]));
+    }
     placement = cJSON_AddArrayToObject(j, "placement");
     for (int k = 0; k < in->placement.n_hosts; k++) {
         cJSON *at = cJSON_CreateObject();

@@ -18,14 +18,54 @@
 
 /* ---------- the admin API ---------- */
 
-/* Reads {"model"?, "tp"?, "hosts"?} (what each call takes); -1 with e. */
-static int read_body(const cJSON *j, int need_model, const char **model, int *tp,
-                     const char **hosts, int *n_hosts, struct openai_error *e) {
+/* An optional integer member from 1 to max into *out (0 when absent); -1
+ * with e. */
+static int read_count(const cJSON *j, const char *name, int max, const char *what, int *out,
+                      struct openai_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    *out = 0;
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)v->valueint || v->valueint < 1 ||
+        v->valueint > max) {
+        openai_error_set(e, 400, "invalid_request_error", name, NULL,
+                         "%s must be an integer from 1 to %d (%s)", name, max, what);
+        return -1;
+    }
+    *out = v->valueint;
+    return 0;
+}
+
+/* "layers": [A, B, ...], one count per stage, into shape; -1 with e. */
+static int read_layers(const cJSON *j, struct cluster_shape *shape, struct openai_error *e) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "layers"), *item;
+    int n = 0;
+    if (!list) return 0;
+    if (!cJSON_IsArray(list)) n = -1;
+    cJSON_ArrayForEach(item, list) {
+        if (n < 0 || n == CLUSTER_STAGES_MAX || !cJSON_IsNumber(item) || item->valueint < 1 ||
+            item->valuedouble != (double)item->valueint) {
+            n = -1;
+            break;
+        }
+        shape->layers[n++] = item->valueint;
+    }
+    if (n > 0 && n == (shape->pp > 1 ? shape->pp : 1)) return 0;
+    openai_error_set(e, 400, "invalid_request_error", "layers", NULL,
+                     "layers must be an array of positive layer counts, one for each of the pp "
+                     "stages");
+    return -1;
+}
+
+/* Reads {"model"?, "tp"?, "pp"?, "layers"?, "hosts"?} (what each call
+ * takes); -1 with e. */
+static int read_body(const cJSON *j, int need_model, const char **model,
+                     struct cluster_shape *shape, const char **hosts, int *n_hosts,
+                     struct openai_error *e) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tp");
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "hosts"), *item;
     *n_hosts = 0;
-    if (need_model && !t) {
+    memset(shape, 0, sizeof(*shape));
+    if (need_model && !cJSON_GetObjectItemCaseSensitive(j, "tp")) {
         openai_error_set(e, 400, "invalid_request_error", "tp", NULL,
                          "tp is required: the instance's tensor-parallel degree");
         return -1;
@@ -36,13 +76,11 @@ static int read_body(const cJSON *j, int need_model, const char **model, int *tp
         return -1;
     }
     *model = need_model ? m->valuestring : NULL;
-    if (t && (!cJSON_IsNumber(t) || t->valuedouble != (double)t->valueint || t->valueint < 1 ||
-              t->valueint > CLUSTER_RANKS_MAX)) {
-        openai_error_set(e, 400, "invalid_request_error", "tp", NULL,
-                         "tp must be an integer from 1 to %d", CLUSTER_RANKS_MAX);
+    if (read_count(j, "tp", CLUSTER_RANKS_MAX, "ranks per stage", &shape->tp, e) ||
+        read_count(j, "pp", CLUSTER_STAGES_MAX, "pipeline stages", &shape->pp, e))
         return -1;
-    }
-    *tp = t ? t->valueint : 0;
+    if (need_model && shape->pp == 0) shape->pp = 1;
+    if (read_layers(j, shape, e)) return -1;
     if (list && !cJSON_IsArray(list)) {
         openai_error_set(e, 400, "invalid_request_error", "hosts", NULL,
                          "hosts must be an array of host names");
@@ -64,10 +102,11 @@ static int add_instance(struct http_server *server, const cJSON *body, char **js
                         struct openai_error *e) {
     const char *model, *hosts[CLUSTER_HOSTS_MAX];
     char why[512], id[160];
-    int tp, n_hosts;
-    if (read_body(body, 1, &model, &tp, hosts, &n_hosts, e)) return -1;
+    struct cluster_shape shape;
+    int n_hosts;
+    if (read_body(body, 1, &model, &shape, hosts, &n_hosts, e)) return -1;
     int status =
-        fleet_add(server->fleet, model, tp, hosts, n_hosts, id, sizeof(id), why, sizeof(why));
+        fleet_add(server->fleet, model, &shape, hosts, n_hosts, id, sizeof(id), why, sizeof(why));
     if (status) {
         openai_error_set(e, status, "invalid_request_error", status == 404 ? "model" : NULL, NULL,
                          "%s", why);
@@ -88,9 +127,10 @@ static int move_instance(struct http_server *server, const char *id, const cJSON
                          struct openai_error *e) {
     const char *model, *hosts[CLUSTER_HOSTS_MAX];
     char why[512];
-    int tp, n_hosts;
-    if (read_body(body, 0, &model, &tp, hosts, &n_hosts, e)) return -1;
-    int status = fleet_move(server->fleet, id, tp, hosts, n_hosts, why, sizeof(why));
+    struct cluster_shape shape;
+    int n_hosts;
+    if (read_body(body, 0, &model, &shape, hosts, &n_hosts, e)) return -1;
+    int status = fleet_move(server->fleet, id, &shape, hosts, n_hosts, why, sizeof(why));
     if (status) {
         openai_error_set(e, status, "invalid_request_error", NULL, NULL, "%s", why);
         return -1;
@@ -200,8 +240,8 @@ static cJSON *admin_body(const char *body, size_t length, const char *const *key
 
 int http_admin_call(struct http_server *server, const char *method, const char *url,
                     const char *body, size_t length, char **json, struct openai_error *e) {
-    static const char *const add_keys[] = {"model", "tp", "hosts", NULL};
-    static const char *const move_keys[] = {"tp", "hosts", NULL};
+    static const char *const add_keys[] = {"model", "tp", "pp", "layers", "hosts", NULL};
+    static const char *const move_keys[] = {"tp", "pp", "layers", "hosts", NULL};
     char id[160] = "";
     enum admin_path path = admin_path_of(url, id, sizeof(id));
     const char *allowed = http_admin_allowed(url);
@@ -236,12 +276,14 @@ int http_admin_fault(struct http_server *server, struct fleet_instance *in, cons
                      const cJSON *body, struct openai_error *e, int *failed) {
     const char *model, *hosts[CLUSTER_HOSTS_MAX];
     char why[512];
-    int tp, n_hosts;
+    struct cluster_shape shape;
+    int n_hosts;
     *failed = 0;
     if (!strcmp(kind, "move")) {
-        *failed = read_body(body, 0, &model, &tp, hosts, &n_hosts, e);
-        int status =
-            *failed ? 0 : fleet_move(server->fleet, in->id, tp, hosts, n_hosts, why, sizeof(why));
+        *failed = read_body(body, 0, &model, &shape, hosts, &n_hosts, e);
+        int status = *failed ? 0
+                             : fleet_move(server->fleet, in->id, &shape, hosts, n_hosts, why,
+                                          sizeof(why));
         if (status) {
             openai_error_set(e, status, "invalid_request_error", NULL, NULL, "%s", why);
             *failed = 1;

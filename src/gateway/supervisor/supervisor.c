@@ -108,11 +108,15 @@ static int put(struct supervisor_argv *a, const char *word) {
 static int put_runner(struct supervisor_argv *a, const struct supervisor_launch *m,
                       const char *wrapper, const char *lockstep, const char *socket_path,
                       const char *status_path, const char *tp, const char *threads) {
+    const char *pp = a->numbers[SUPERVISOR_PARTS_MAX + 2];
     int rc = (wrapper ? put(a, wrapper) : 0) | put(a, lockstep) | put(a, "runner") | put(a, "-m") |
              put(a, m->model_path);
     if (m->tokenizer_path) rc |= put(a, "-z") | put(a, m->tokenizer_path);
     rc |= put(a, "--socket") | put(a, socket_path) | put(a, "-t") | put(a, threads);
-    rc |= put(a, m->mpi ? "--comm" : "--tp") | put(a, m->mpi ? "mpi" : tp);
+    /* under mpirun without stages the job's size is the degree */
+    if (!m->mpi || m->pp > 1) rc |= put(a, "--tp") | put(a, tp);
+    if (m->mpi) rc |= put(a, "--comm") | put(a, "mpi");
+    if (m->pp > 1) rc |= put(a, "--pp") | put(a, pp) | put(a, "--layers-split") | put(a, a->layers);
     if (status_path) rc |= put(a, "--status") | put(a, status_path);
     if (m->allow_faults) rc |= put(a, "--allow-faults");
     if (m->cluster_key_file) rc |= put(a, "--cluster-key-file") | put(a, m->cluster_key_file);
@@ -123,10 +127,17 @@ static int put_runner(struct supervisor_argv *a, const struct supervisor_launch 
 int supervisor_runner_argv(const struct supervisor_launch *m, const char *socket_path,
                            const char *status_path, struct supervisor_argv *a) {
     char *tp = a->numbers[0], *threads = a->numbers[1];
+    char *ranks = a->numbers[SUPERVISOR_PARTS_MAX + 3];
     int rc = 0;
     a->n = 0;
     snprintf(tp, sizeof(a->numbers[0]), "%d", m->tp);
     snprintf(threads, sizeof(a->numbers[1]), "%d", m->threads);
+    snprintf(a->numbers[SUPERVISOR_PARTS_MAX + 2], sizeof(a->numbers[0]), "%d", m->pp);
+    snprintf(ranks, sizeof(a->numbers[0]), "%d", supervisor_launch_ranks(m));
+    a->layers[0] = '\0';
+    for (int s = 0; m->pp > 1 && s < m->pp && s < CLUSTER_STAGES_MAX; s++)
+        snprintf(a->layers + strlen(a->layers), sizeof(a->layers) - strlen(a->layers), "%s%d",
+                 s ? "," : "", m->layers[s]);
     if (m->mpi) {
         rc |= put(a, m->mpirun_path);
         if (geteuid() == 0) rc |= put(a, "--allow-run-as-root");
@@ -164,7 +175,7 @@ int supervisor_runner_argv(const struct supervisor_launch *m, const char *socket
         } else if (m->mpi && m->hostfile) {
             rc |= put(a, "--hostfile") | put(a, m->hostfile);
         }
-        if (m->mpi) rc |= put(a, "-np") | put(a, tp);
+        if (m->mpi) rc |= put(a, "-np") | put(a, ranks);
         rc |= put_runner(a, m, m->wrapper, m->lockstep_path, socket_path, status_path, tp, threads);
     }
     a->argv[a->n] = NULL;
@@ -404,7 +415,8 @@ static int stop_runner(struct supervisor *s, pid_t pid, int gently) {
         }
     }
     kill(-pid, SIGKILL);
-    for (int rank = 0; rank < s->config.launch.tp && rank < RUNNER_RANKS_MAX; rank++) {
+    for (int rank = 0; rank < supervisor_launch_ranks(&s->config.launch) && rank < RUNNER_RANKS_MAX;
+         rank++) {
         pid_t rank_pid = supervisor_rank_pid(s, rank);
         if (rank_pid > 0 && rank_pid != pid) kill(rank_pid, SIGKILL);
     }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cluster/cluster.h"
 #include "protocol/protocol.h"
 
 struct supervisor;
@@ -99,7 +100,9 @@ struct supervisor_launch {
     const char *mpirun_path;    /* mpirun, when mpi */
     const char *model_path;     /* GGUF file or llama2.c checkpoint */
     const char *tokenizer_path; /* llama2.c tokenizer.bin, or NULL */
-    int tp;                     /* ranks */
+    int tp;                     /* ranks (of each pipeline stage) */
+    int pp;                     /* pipeline stages (0 or 1: none) */
+    int layers[CLUSTER_STAGES_MAX]; /* pp > 1: each stage's layers */
     int threads;                /* threads per rank */
     int n_layers;               /* the model's (to read the ranks' status records) */
     int mpi;                    /* 1: one process per rank under mpirun */
@@ -217,9 +220,15 @@ struct supervisor {
 struct supervisor_argv {
     const char *argv[SUPERVISOR_ARGV_MAX]; /* (n) then NULL */
     int n;
-    char numbers[SUPERVISOR_PARTS_MAX + 2][16];                /* the counts it holds */
+    char numbers[SUPERVISOR_PARTS_MAX + 4][16];                /* the counts it holds */
+    char layers[CLUSTER_STAGES_MAX * 8];                       /* "6,10": --layers-split */
     char hosts[SUPERVISOR_PARTS_MAX][SUPERVISOR_HOST_MAX + 8]; /* "NAME:RANKS" */
 };
+
+/* The ranks launch starts: tp in each of its stages. */
+static inline int supervisor_launch_ranks(const struct supervisor_launch *launch) {
+    return launch->tp * (launch->pp > 1 ? launch->pp : 1);
+}
 
 /* supervisor.c: its life */
 /* The command that starts launch's runner listening on socket_path (and

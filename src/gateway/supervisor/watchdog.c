@@ -137,14 +137,14 @@ char *supervisor_watchdog_report(struct supervisor *s, uint64_t now_us) {
     cJSON_AddNumberToObject(report, "pending_requests", s->n_jobs);
     cJSON_AddNumberToObject(report, "last_step", (double)s->last_heartbeat.step);
     /* a single rank has no collectives, so no record */
-    for (int rank = 0; s->config.launch.tp > 1 && s->rank_status && rank < s->config.launch.tp &&
-                       rank < RUNNER_RANKS_MAX;
+    int n_ranks = supervisor_launch_ranks(&s->config.launch);
+    for (int rank = 0; n_ranks > 1 && s->rank_status && rank < n_ranks && rank < RUNNER_RANKS_MAX;
          rank++) {
         cJSON_AddItemToArray(ranks, report_rank(s, rank, line, sizeof(line)));
         if (n >= 0 && (size_t)n < sizeof(text))
             n += snprintf(text + n, sizeof(text) - (size_t)n, "\n  %s", line);
     }
-    if (s->config.launch.tp == 1 && n >= 0 && (size_t)n < sizeof(text))
+    if (n_ranks == 1 && n >= 0 && (size_t)n < sizeof(text))
         snprintf(text + n, sizeof(text) - (size_t)n,
                  "\n  rank 0 (pid %d): a single rank has no collectives; its last step ended "
                  "%.2f s ago",
@@ -171,9 +171,9 @@ static int send_fault(struct supervisor *s, const struct runner_fault *fault) {
 static int apply_fault(struct supervisor *s, const char *kind, int rank, int delay_ms, int steps,
                        char *why, size_t size) {
     struct runner_fault f = {RUNNER_FAULT_STALL, rank, delay_ms, steps};
-    if (rank < 0 || rank >= s->config.launch.tp) {
+    if (rank < 0 || rank >= supervisor_launch_ranks(&s->config.launch)) {
         snprintf(why, size, "rank %d is not one of model %s's ranks 0..%d", rank, s->config.name,
-                 s->config.launch.tp - 1);
+                 supervisor_launch_ranks(&s->config.launch) - 1);
         return 400;
     }
     if (s->state != SUPERVISOR_READY) {
