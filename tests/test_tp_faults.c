@@ -11,6 +11,11 @@
  *   mpirun -np 2, kill:  the job ends non-zero within the deadline + margin;
  *   mpirun -np 2, stop:  rank 0 passes its deadline and the job exits with
  *                        COMM_EXIT_DEADLINE.
+ * The same with two pipeline stages (--pp 2), rank 1 being stage 1:
+ *   local, tag:          exit COMM_EXIT_TAG at once (its handoff's tag);
+ *   local, stall:        the leader, waiting for step 3's logits, exits
+ *                        COMM_EXIT_DEADLINE after 1 s;
+ *   mpirun, tag and kill: as above.
  * Every job runs with test_run_job: after it, no process of it may be left
  * (the test kills leftovers by pid and counts them as failures). The model
  * is a random F32 one written by the test. The mpirun parts are skipped
@@ -32,8 +37,10 @@
 static char model_path[512];
 
 /* Runs `generate` on the test model with the fault, locally with --tp 2 or
- * (mpirun non-NULL) under mpirun -np 2 with --comm mpi; deadline is the
- * collective deadline (--comm-deadline). */
+ * (mpirun non-NULL) under mpirun -np 2 with --comm mpi, or as two pipeline
+ * stages (--pp 2) when pipeline is set; deadline is the collective
+ * deadline (--comm-deadline). */
+static int pipeline;
 static struct test_job run_fault(const char *mpirun, const char *fault, const char *deadline) {
     char np_text[16], fault_env[64];
     char *argv[48];
@@ -59,7 +66,11 @@ static struct test_job run_fault(const char *mpirun, const char *fault, const ch
     if (mpirun) {
         argv[argc++] = "--comm";
         argv[argc++] = "mpi";
-    } else {
+    }
+    if (pipeline) {
+        argv[argc++] = "--pp";
+        argv[argc++] = "2";
+    } else if (!mpirun) {
         argv[argc++] = "--tp";
         argv[argc++] = "2";
     }
@@ -67,8 +78,9 @@ static struct test_job run_fault(const char *mpirun, const char *fault, const ch
     snprintf(fault_env, sizeof(fault_env), "LOCKSTEP_FAULT=%s", fault);
     const char *env[] = {fault_env, test_mpi_env[0], test_mpi_env[1], NULL};
     struct test_job job = test_run_job(argv, JOB_DEADLINE, env);
-    printf("%s %s: exit %d after %.2f s%s\n", mpirun ? "mpirun -np 2" : "--tp 2", fault, job.status,
-           job.seconds, job.timed_out ? " (killed at the test's deadline)" : "");
+    printf("%s%s %s: exit %d after %.2f s%s\n", mpirun ? "mpirun -np 2" : "",
+           pipeline ? " --pp 2" : " --tp 2", fault, job.status, job.seconds,
+           job.timed_out ? " (killed at the test's deadline)" : "");
     CHECK_MSG(!job.timed_out, "%s: still running after %.0f s\n%s", fault, JOB_DEADLINE, job.err);
     CHECK_MSG(job.leftovers == 0, "%s: %d processes were left", fault, job.leftovers);
     return job;
@@ -80,11 +92,24 @@ static void test_tag(const char *mpirun) {
     struct test_job job = run_fault(mpirun, "tag:1:3", "10");
     CHECK_MSG(job.status == COMM_EXIT_TAG, "tag: exit %d\n%s", job.status, job.err);
     CHECK_MSG(job.seconds < IMMEDIATE_LIMIT, "tag: took %.2f s", job.seconds);
+    /* a stage receives step 3's handoff (index 0) where it expects 1000 */
     CHECK_MSG(strstr(job.err, "collective tag mismatch: this rank is in (step 3, index 0), rank 1 "
                               "is in (step 3, index 1000)") ||
                   strstr(job.err, "collective tag mismatch: this rank is in (step 3, index 1000), "
                                   "rank 0 is in (step 3, index 0)"),
               "tag: no message naming both tags in:\n%s", job.err);
+    test_job_free(&job);
+}
+
+/* Stage 1 stalls before its handoff of step 3: the leader waits for the
+ * step's logits and passes its 1 s deadline. */
+static void test_stage_stall(void) {
+    struct test_job job = run_fault(NULL, "stall:1:3", "1");
+    CHECK_MSG(job.status == COMM_EXIT_DEADLINE, "stage stall: exit %d\n%s", job.status, job.err);
+    CHECK_MSG(job.seconds >= 1.0 && job.seconds < 4.0, "stage stall: took %.2f s", job.seconds);
+    CHECK_MSG(strstr(job.err, "rank 0: deadline of 1.000 s passed in a receive from rank 1 (step "
+                              "3, index 1): nothing arrived"),
+              "stage stall: no deadline message from rank 0 in:\n%s", job.err);
     test_job_free(&job);
 }
 
@@ -114,6 +139,10 @@ int main(void) {
     if (!test_write_random_model(model_path, shape)) return test_status("test_tp_faults");
     test_tag(NULL);
     test_deadline(NULL, "stall:1:3");
+    pipeline = 1;
+    test_tag(NULL);
+    test_stage_stall();
+    pipeline = 0;
     const char *mpirun = NULL;
 #if defined(TEST_MPIRUN)
     mpirun = TEST_MPIRUN;
@@ -126,6 +155,10 @@ int main(void) {
         test_tag(mpirun);
         test_kill(mpirun);
         test_deadline(mpirun, "stop:1:3");
+        pipeline = 1; /* two stages, a process each */
+        test_tag(mpirun);
+        test_kill(mpirun);
+        pipeline = 0;
     }
     remove(model_path);
     int leftovers = test_kill_children();

@@ -80,6 +80,9 @@ struct local_group {
                                * word, so a reader never sees the error without the rank) */
     struct local_slot *slots; /* size slots, cache-line aligned */
     struct local_link *links; /* (size, size) link from rank i to rank j at i * size + j */
+    char broken_message[256]; /* the first failure's message, written by the rank that broke
+                               * the group, then published by broken_told */
+    _Atomic int broken_told;  /* 1 once broken_message is whole */
 };
 
 struct comm_local {
@@ -113,11 +116,22 @@ static void group_notify(struct local_group *group) {
     syscall(SYS_futex, &group->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-static void group_break(struct local_group *group, int error, int rank) {
+/* Marks the group broken by rank's error (the first failure wins) and
+ * keeps its message, so the peers that give up because of it can say
+ * what happened (a link's tag mismatch is seen by its receiver alone). */
+static void group_break(struct local_group *group, int error, int rank, const char *message) {
     uint32_t expected = 0;
-    atomic_compare_exchange_strong(&group->broken, &expected,
-                                   (uint32_t)-error << 16 | (uint32_t)rank);
+    if (atomic_compare_exchange_strong(&group->broken, &expected,
+                                       (uint32_t)-error << 16 | (uint32_t)rank)) {
+        snprintf(group->broken_message, sizeof(group->broken_message), "%s", message);
+        atomic_store(&group->broken_told, 1);
+    }
     group_notify(group);
+}
+
+/* The breaking rank's message, or "" while it is being written. */
+static const char *broken_message(const struct local_group *group) {
+    return atomic_load(&group->broken_told) ? group->broken_message : "";
 }
 
 static void local_free(struct comm *comm) {
@@ -368,9 +382,11 @@ static int link_blocked(const struct comm_local *local, const struct comm_call *
     uint32_t broken = atomic_load(&group->broken);
     if (!broken) return 0;
     return comm_fail(err, errlen, -(int)(broken >> 16), local->head.rank,
-                     "%s rank %d (step %llu, index %u) abandoned: rank %u failed in the group",
+                     "%s rank %d (step %llu, index %u) abandoned: rank %u failed in the group "
+                     "(%s)",
                      what, call->root, (unsigned long long)call->tag.step,
-                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff));
+                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff),
+                     broken_message(group));
 }
 
 /* A send's wait: 1 once the link has a free slot. */
@@ -447,7 +463,7 @@ static int local_run(struct comm *comm, const struct comm_call *call, char *err,
         if (rc == COMM_OK) rc = wait_for_peers(local, call, err, errlen);
         if (rc == COMM_OK) combine(local, call);
     }
-    if (rc != COMM_OK) group_break(local->group, rc, comm->rank);
+    if (rc != COMM_OK) group_break(local->group, rc, comm->rank, err);
     return rc;
 }
 
