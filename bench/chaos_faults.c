@@ -198,19 +198,22 @@ static int pick_model(struct chaos_run *run, uint64_t *rng, int quiet,
 }
 
 /* A move of the model's instance to a random placement on the cluster's
- * hosts: tp 1 or 2, on one host or (tp 2) two; the gateway refuses one that
- * does not fit (409), which counts as refused. */
+ * hosts: tp 1 or 2, in 1 or 2 pipeline stages, on one host or (tp 2, or
+ * a stage each) two; the gateway refuses one that does not fit (409),
+ * which counts as refused. */
 static int post_move(struct chaos_run *run, const char *model, uint64_t *rng, char *err,
                      size_t errlen) {
     const struct chaos_options *o = run->options;
     char body[512];
     struct loadgen_reply reply;
     int tp = loadgen_random_range(rng, 1, 2), first = loadgen_random_range(rng, 0, o->n_hosts - 1);
+    int pp = loadgen_random_range(rng, 1, 2);
     int second = (first + loadgen_random_range(rng, 1, o->n_hosts - 1)) % o->n_hosts;
-    int two = tp == 2 && o->n_hosts > 1 && loadgen_random_range(rng, 0, 1);
+    int two = (tp == 2 || pp == 2) && o->n_hosts > 1 && loadgen_random_range(rng, 0, 1);
     snprintf(body, sizeof(body),
-             "{\"model\":\"%s\",\"kind\":\"move\",\"tp\":%d,\"hosts\":[\"%s\"%s%s%s]}", model, tp,
-             o->hosts[first], two ? ",\"" : "", two ? o->hosts[second] : "", two ? "\"" : "");
+             "{\"model\":\"%s\",\"kind\":\"move\",\"tp\":%d,\"pp\":%d,\"hosts\":[\"%s\"%s%s%s]}",
+             model, tp, pp, o->hosts[first], two ? ",\"" : "", two ? o->hosts[second] : "",
+             two ? "\"" : "");
     if (loadgen_http(o->port, "POST", "/debug/fault", body, loadgen_now() + 10, &reply, err,
                      errlen))
         return 0;
