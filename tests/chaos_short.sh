@@ -2,7 +2,9 @@
 # chaos_short.sh -- the CTest test chaos_short (tests/extra_chaos.cmake):
 # bench/chaos for about two minutes on a small random model, written here
 # into the build tree: 50 s of baseline, then 50 s with a fault every 3.5 s
-# (13 faults, so the injector's shuffled bag of 11 meets every kind).
+# (13 faults, so the injector's shuffled bag of 11 meets every kind). The
+# big instance runs in two pipeline stages (--pipeline), so the faults on
+# its ranks kill, stop and stall single stages.
 #
 # usage: chaos_short.sh LOCKSTEP CHAOS_TOOL DIR
 # Passes when bench/chaos exits 0 (no failed, wrong, late or unverifiable
@@ -22,7 +24,7 @@ model=$dir/random-chaos-q8_0.gguf
 
 status=0
 "$source_dir/bench/chaos" --lockstep "$lockstep" --tool "$tool" --model "$model" \
-    --workdir "$dir/work" --duration 50 --fault-every 3.5 --deadline 90 \
+    --workdir "$dir/work" --duration 50 --fault-every 3.5 --deadline 90 --pipeline \
     >"$dir/chaos.out" 2>"$dir/chaos.err" || status=$?
 cat "$dir/chaos.out"
 fail() {

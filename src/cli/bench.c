@@ -169,12 +169,12 @@ static int bench_tests(struct engine *engine, const struct model *model,
                        const struct bench_options *o, int chunk, const int *tokens, int tp) {
     char label[32];
     int rc = 0;
-    printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, tp %d, isa %s, "
-           "%s KV cache, reps %d\n",
+    printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, tp %d, pp %d, "
+           "isa %s, %s KV cache, reps %d\n",
            model->path, model_arch_name(model->config.arch), model->config.n_layers,
            model->config.dim, tensor_type_name(model->layers[0].wq.type), model->weight_bytes / 1e6,
-           o->n_threads, tp, tensor_isa_name(tensor_isa_current()), tensor_type_name(o->kv_type),
-           o->reps);
+           o->n_threads, tp, engine->n_stages, tensor_isa_name(tensor_isa_current()),
+           tensor_type_name(o->kv_type), o->reps);
     printf("| test   |   tok/s    |   spread (min .. max)   | comm ms/token |\n");
     if (o->n_prompt > 0) {
         snprintf(label, sizeof(label), "pp%d", o->n_prompt);
