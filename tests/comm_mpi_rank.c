@@ -155,9 +155,9 @@ static void link_send(int k, int dest) {
     char err[512];
     size_t bytes = link_size(k);
     for (size_t i = 0; i < bytes; i++) data[i] = link_byte(k, comm_rank(comm), i);
-    check_rc(comm_send(comm, data, bytes, dest, (struct comm_tag){(uint64_t)k, 3}, err,
-                       sizeof(err)),
-             err);
+    check_rc(
+        comm_send(comm, data, bytes, dest, (struct comm_tag){(uint64_t)k, 3}, err, sizeof(err)),
+        err);
 }
 
 static void link_receive(int k, int source) {
@@ -211,8 +211,7 @@ static void run_links(int rank, int size) {
 int main(int argc, char **argv) {
     char err[512];
     if (argc != 3) {
-        fprintf(stderr,
-                "usage: comm_mpi_rank collectives|links|tag|kill|stop DEADLINE_SECONDS\n");
+        fprintf(stderr, "usage: comm_mpi_rank collectives|links|tag|kill|stop DEADLINE_SECONDS\n");
         return 2;
     }
     int rc = comm_mpi_create(&argc, &argv, &comm, err, sizeof(err));

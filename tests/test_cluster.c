@@ -457,8 +457,8 @@ static void test_place_spec(void) {
     CHECK(!strcmp(s.hosts[0], "a") && !strcmp(s.hosts[1], "node-b"));
     CHECK(cluster_place_spec_parse("m=hosts:c,tp:2", &s, err, sizeof(err)) == 0);
     CHECK(s.tp == 2 && s.n_hosts == 1 && !strcmp(s.hosts[0], "c"));
-    CHECK_MSG(cluster_place_spec_parse("m=pp:2,tp:2,layers:6+10,hosts:a+b", &s, err,
-                                       sizeof(err)) == 0,
+    CHECK_MSG(cluster_place_spec_parse("m=pp:2,tp:2,layers:6+10,hosts:a+b", &s, err, sizeof(err)) ==
+                  0,
               "%s", err);
     CHECK(s.pp == 2 && s.tp == 2 && s.layers[0] == 6 && s.layers[1] == 10 && s.layers[2] == 0 &&
           s.n_hosts == 2);

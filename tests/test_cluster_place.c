@@ -382,7 +382,8 @@ static void format_layers(const struct cluster_placement *p, char *out, size_t s
 /* The rules of every pipeline placement: tp * pp ranks, tp per stage, the
  * layers' sum, one or more a stage, each host's memory. */
 static void check_stage_rules(const struct stage_case *c, const struct cluster_host *hosts,
-                              const struct cluster_usage *usage, const struct cluster_placement *p) {
+                              const struct cluster_usage *usage,
+                              const struct cluster_placement *p) {
     int ranks = 0, layers = 0;
     for (int s = 0; s < p->pp; s++) {
         layers += p->layers[s];

@@ -60,8 +60,8 @@ static int send_step(struct ring_rank *r, int k, int dest) {
 static int receive_step(struct ring_rank *r, int k, int source) {
     void *message = NULL;
     size_t bytes = 0;
-    int rc = comm_recv(r->comm, source, (struct comm_tag){(uint64_t)k, 3}, &message, &bytes,
-                       r->err, sizeof(r->err));
+    int rc = comm_recv(r->comm, source, (struct comm_tag){(uint64_t)k, 3}, &message, &bytes, r->err,
+                       sizeof(r->err));
     if (rc == COMM_OK && !message_is(message, bytes, k, source)) {
         snprintf(r->err, sizeof(r->err), "step %d from rank %d: wrong bytes", k, source);
         rc = -1;
@@ -188,8 +188,7 @@ static void test_left(void) {
     CHECK(comm_send(c[0], "last", 4, 1, (struct comm_tag){7, 0}, err, sizeof(err)) == COMM_OK);
     comm_free(c[0]);
     int rc = comm_recv(c[1], 0, (struct comm_tag){7, 0}, &message, &bytes, err, sizeof(err));
-    CHECK_MSG(rc == COMM_OK && bytes == 4 && message && memcmp(message, "last", 4) == 0, "%s",
-              err);
+    CHECK_MSG(rc == COMM_OK && bytes == 4 && message && memcmp(message, "last", 4) == 0, "%s", err);
     free(message);
     rc = comm_recv(c[1], 0, (struct comm_tag){8, 0}, &message, &bytes, err, sizeof(err));
     CHECK_MSG(rc == COMM_ERR_PEER && strstr(err, "rank 0 left"), "%d %s", rc, err);
@@ -201,12 +200,9 @@ static void test_usage(void) {
     struct comm *c[2];
     char err[ERR_BYTES];
     CHECK(comm_local_create(2, c, err, sizeof(err)) == COMM_OK);
-    CHECK(comm_send(c[0], "x", 1, 0, (struct comm_tag){0, 0}, err, sizeof(err)) ==
-          COMM_ERR_USAGE);
-    CHECK(comm_send(c[0], "x", 1, 2, (struct comm_tag){0, 0}, err, sizeof(err)) ==
-          COMM_ERR_USAGE);
-    CHECK(comm_send(c[0], NULL, 1, 1, (struct comm_tag){0, 0}, err, sizeof(err)) ==
-          COMM_ERR_USAGE);
+    CHECK(comm_send(c[0], "x", 1, 0, (struct comm_tag){0, 0}, err, sizeof(err)) == COMM_ERR_USAGE);
+    CHECK(comm_send(c[0], "x", 1, 2, (struct comm_tag){0, 0}, err, sizeof(err)) == COMM_ERR_USAGE);
+    CHECK(comm_send(c[0], NULL, 1, 1, (struct comm_tag){0, 0}, err, sizeof(err)) == COMM_ERR_USAGE);
     /* usage errors do not break the handle */
     CHECK(comm_send(c[0], "x", 1, 1, (struct comm_tag){0, 0}, err, sizeof(err)) == COMM_OK);
     comm_free(c[0]);

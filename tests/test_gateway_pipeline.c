@@ -101,8 +101,8 @@ static void streams_during(const struct cluster_stream *reference, const char *m
 
 static void test_refusals(void) {
     char *body = NULL;
-    int status = admin("POST", "/admin/instances/rand-1/move", "{\"pp\":2,\"layers\":[2,1]}",
-                       &body);
+    int status =
+        admin("POST", "/admin/instances/rand-1/move", "{\"pp\":2,\"layers\":[2,1]}", &body);
     CHECK_MSG(status == 409 && body &&
                   strstr(body, "the layer split adds up to 3 layers, the model has 4"),
               "split: %d %s", status, body ? body : "");
@@ -147,26 +147,26 @@ static void run_checks(void) {
     streams_during(reference, "{\"pp\":2,\"tp\":1,\"hosts\":[\"localhost\",\"127.0.0.2\"]}", NULL,
                    "localhost+127.0.0.2", "move to a stage per host");
     pp = instance_stages(layers, sizeof(layers));
-    CHECK_MSG(pp == 2 && !strcmp(layers, "2+2"), "a stage per host: pp %d, layers %s", pp,
-              layers);
+    CHECK_MSG(pp == 2 && !strcmp(layers, "2+2"), "a stage per host: pp %d, layers %s", pp, layers);
 #endif
-    streams_during(reference, "{\"pp\":2,\"tp\":2,\"hosts\":[\"localhost\"]}", NULL,
-                   "localhost:4", "move to pp 2 x tp 2");
+    streams_during(reference, "{\"pp\":2,\"tp\":2,\"hosts\":[\"localhost\"]}", NULL, "localhost:4",
+                   "move to pp 2 x tp 2");
     streams_during(reference, NULL, "{\"model\":\"rand\",\"kind\":\"kill\"}", "localhost:4",
                    "pp 2 x tp 2, runner killed");
-    streams_during(reference, "{\"pp\":2,\"tp\":1,\"hosts\":[\"localhost\"]}", NULL,
-                   "localhost:2", "move to pp 2");
+    streams_during(reference, "{\"pp\":2,\"tp\":1,\"hosts\":[\"localhost\"]}", NULL, "localhost:2",
+                   "move to pp 2");
     streams_during(reference, NULL, "{\"model\":\"rand\",\"kind\":\"stall\",\"rank\":1}",
                    "localhost:2", "pp 2, stage 1 stalled");
-    streams_during(reference, "{\"pp\":1,\"tp\":1,\"hosts\":[\"localhost\"]}", NULL,
-                   "localhost", "move back to one rank");
+    streams_during(reference, "{\"pp\":1,\"tp\":1,\"hosts\":[\"localhost\"]}", NULL, "localhost",
+                   "move back to one rank");
     for (int i = 0; i < N_STREAMS; i++) free(reference[i].text);
 }
 
 int main(void) {
-    char model[512], hostfile[512], *shape[] = {
-        "--dim",   "128", "--hidden", "256", "--layers", "4",   "--heads", "4", "--kv-heads", "2",
-        "--vocab", "300", "--ctx",    "512", "--type",   "f32", "--seed",  "7", NULL};
+    char model[512], hostfile[512],
+        *shape[] = {"--dim",  "128",        "--hidden", "256",     "--layers", "4",     "--heads",
+                    "4",      "--kv-heads", "2",        "--vocab", "300",      "--ctx", "512",
+                    "--type", "f32",        "--seed",   "7",       NULL};
     test_tmp_path(model, sizeof(model), "pipeline-rand.gguf");
     if (!test_write_random_model(model, shape)) return test_status("test_gateway_pipeline");
     if (!cluster_client_hostfile(hostfile, sizeof(hostfile), "pipeline-hosts",
@@ -175,15 +175,24 @@ int main(void) {
         return 1;
     struct test_service server;
     /* a short collective deadline, so a stalled stage ends its runner soon */
-    char *const extra[] = {"--name",        "rand",
-                           "--cluster",     hostfile,
-                           "--place",       "rand=tp:1,pp:2,layers:1+3,hosts:localhost",
-                           "--api-key",     "inference-secret",
-                           "--admin-key",   "admin-secret",
-                           "--enable-faults", "--runner-arg",
-                           "--comm-deadline", "--runner-arg",
-                           "2",             "-t",
-                           "1",             NULL};
+    char *const extra[] = {"--name",
+                           "rand",
+                           "--cluster",
+                           hostfile,
+                           "--place",
+                           "rand=tp:1,pp:2,layers:1+3,hosts:localhost",
+                           "--api-key",
+                           "inference-secret",
+                           "--admin-key",
+                           "admin-secret",
+                           "--enable-faults",
+                           "--runner-arg",
+                           "--comm-deadline",
+                           "--runner-arg",
+                           "2",
+                           "-t",
+                           "1",
+                           NULL};
     int port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
     client.port = inference.port = port;
     CHECK_MSG(port > 0, "the gateway did not start");

@@ -101,8 +101,8 @@ static int run_in_flight(const struct model *model, const struct config *cf,
                                    .kv_block_size = 16,
                                    .kv_blocks = 32,
                                    .kv_type = TENSOR_F16};
-    struct engine_group group = {.n = cf->tp, .stages = cf->pp, .backend = COMM_LOCAL,
-                                 .deadline = 10.0};
+    struct engine_group group = {
+        .n = cf->tp, .stages = cf->pp, .backend = COMM_LOCAL, .deadline = 10.0};
     if (engine_group_start(&group, model, &params, err, errlen) != 0) return -1;
     struct engine *leader = engine_group_leader(&group);
     struct kv_sequence seqs[N_PROMPTS] = {{0}};
@@ -138,9 +138,10 @@ static int run_in_flight(const struct model *model, const struct config *cf,
         busy[p] = 0;
         generated[p]++;
         done++;
-        memcpy(out->logits + ((size_t)p * (N_GENERATED + 1) + generated[p]) * vocab,
-               leader->logits, sizeof(float) * vocab);
-        if (generated[p] < N_GENERATED) out->tokens[p][generated[p]] = argmax(leader->logits, vocab);
+        memcpy(out->logits + ((size_t)p * (N_GENERATED + 1) + generated[p]) * vocab, leader->logits,
+               sizeof(float) * vocab);
+        if (generated[p] < N_GENERATED)
+            out->tokens[p][generated[p]] = argmax(leader->logits, vocab);
     }
     CHECK_MSG(most == (cf->pp < N_PROMPTS ? cf->pp : N_PROMPTS), "%s: at most %d in flight",
               cf->name, most);
@@ -174,8 +175,8 @@ static void check_model(const char *path, const struct config *configs, int n_co
         int same_logits = memcmp(one.logits, other.logits, sizeof(float) * n_logits) == 0;
         printf("%s: %s: greedy tokens %s, logits %s\n", path, configs[c].name,
                same_tokens ? "identical" : "DIFFER", same_logits ? "bit-equal" : "DIFFER");
-        CHECK_MSG(same_tokens && same_logits, "%s: %s differs from one rank (max |diff| %g)",
-                  path, configs[c].name, test_max_abs_diff(one.logits, other.logits, n_logits));
+        CHECK_MSG(same_tokens && same_logits, "%s: %s differs from one rank (max |diff| %g)", path,
+                  configs[c].name, test_max_abs_diff(one.logits, other.logits, n_logits));
         if (configs[c].layers) continue;
         memset(other.logits, 0, sizeof(float) * n_logits);
         if (run_in_flight(model, &configs[c], prompts, &other, err, sizeof(err)) != 0) {
@@ -184,8 +185,8 @@ static void check_model(const char *path, const struct config *configs, int n_co
         }
         same_tokens = memcmp(one.tokens, other.tokens, sizeof(one.tokens)) == 0;
         same_logits = memcmp(one.logits, other.logits, sizeof(float) * n_logits) == 0;
-        printf("%s: %s, %d steps in flight: greedy tokens %s, logits %s\n", path,
-               configs[c].name, configs[c].pp, same_tokens ? "identical" : "DIFFER",
+        printf("%s: %s, %d steps in flight: greedy tokens %s, logits %s\n", path, configs[c].name,
+               configs[c].pp, same_tokens ? "identical" : "DIFFER",
                same_logits ? "bit-equal" : "DIFFER");
         CHECK_MSG(same_tokens && same_logits, "%s: %s in flight differs from one rank", path,
                   configs[c].name);

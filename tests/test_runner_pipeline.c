@@ -78,10 +78,8 @@ static void make_request(struct runner_request *q, uint64_t id, const struct spe
 static struct runner *new_runner(struct engine *engine, int max_sequences) {
     char err[256];
     struct runner *r = NULL;
-    struct runner_params p = {.max_sequences = max_sequences,
-                              .max_waiting = 64,
-                              .step_tokens = 48,
-                              .trace_steps = 4096};
+    struct runner_params p = {
+        .max_sequences = max_sequences, .max_waiting = 64, .step_tokens = 48, .trace_steps = 4096};
     CHECK_MSG(runner_create(&r, engine, &p, &sink, err, sizeof(err)) == 0, "%s", err);
     return r;
 }
@@ -187,8 +185,7 @@ static int overlapping_steps(const struct runner *r, const char *what) {
 /* Runs the specs on a pipeline of pp stages of tp ranks with kv_blocks
  * blocks; checks them against alone, and the overlap of steps. */
 static void check_pipeline(const struct model *model, int pp, int tp, int kv_blocks,
-                           const struct spec *specs, const struct result *alone,
-                           const char *what) {
+                           const struct spec *specs, const struct result *alone, const char *what) {
     char err[256], name[128];
     struct engine_params p = {.n_threads = 2,
                               .max_tokens = 48,

@@ -39,9 +39,12 @@ static void bench_usage(FILE *out) {
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     const char *cmd = "bench";
-    *o = (struct bench_options){
-        .n_prompt = 512, .n_gen = 128, .n_threads = 2, .reps = 5, .batch = 512,
-        .kv_type = TENSOR_F16};
+    *o = (struct bench_options){.n_prompt = 512,
+                                .n_gen = 128,
+                                .n_threads = 2,
+                                .reps = 5,
+                                .batch = 512,
+                                .kv_type = TENSOR_F16};
     cli_parallel_default(&o->parallel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

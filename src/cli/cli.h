@@ -59,12 +59,12 @@ int convert_llama2c(const char *input, const char *tokenizer_path, enum tensor_t
 
 /* Tensor-parallel options shared by generate and bench. */
 struct cli_parallel {
-    int tp;                    /* --tp: ranks (local backend) */
-    int pp;                    /* --pp: pipeline stages of tp ranks each */
+    int tp;                        /* --tp: ranks (local backend) */
+    int pp;                        /* --pp: pipeline stages of tp ranks each */
     int layers[ENGINE_MAX_STAGES]; /* --layers-split: layers of each stage */
     int n_layers;                  /* ... how many were given (0: an even split) */
-    enum comm_backend backend; /* --comm local|mpi */
-    float deadline;            /* --comm-deadline: seconds a collective may wait */
+    enum comm_backend backend;     /* --comm local|mpi */
+    float deadline;                /* --comm-deadline: seconds a collective may wait */
 };
 
 void cli_parallel_default(struct cli_parallel *parallel);

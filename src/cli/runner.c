@@ -281,9 +281,8 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
              "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB, room for %.1f whole "
              "contexts, prefix cache %s)",
              o->socket_path, sp.model_name, leader->model->shard_count, leader->n_stages,
-             leader->context_length,
-             o->limits.max_sequences, o->limits.step_tokens, tensor_type_name(leader->kv.type),
-             leader->kv.n_blocks, leader->kv.block_size,
+             leader->context_length, o->limits.max_sequences, o->limits.step_tokens,
+             tensor_type_name(leader->kv.type), leader->kv.n_blocks, leader->kv.block_size,
              leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0),
              (double)leader->kv.n_blocks * leader->kv.block_size / leader->context_length,
              o->limits.prefix_cache ? "on" : "off");

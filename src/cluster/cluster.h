@@ -303,7 +303,7 @@ struct cluster_place_spec {
     int tp;                         /* tp:N (default 1): ranks per stage */
     int pp;                         /* pp:N (default 1): pipeline stages */
     int layers[CLUSTER_STAGES_MAX]; /* layers:A+B (all 0: the policy's split) */
-    int n_hosts;     /* hosts:a+b (0: the policy chooses) */
+    int n_hosts;                    /* hosts:a+b (0: the policy chooses) */
     char hosts[CLUSTER_HOSTS_MAX][CLUSTER_HOST_NAME_MAX];
 };
 /* Parses the whole spec; errors name the bad part. Without a pipeline tp

@@ -118,8 +118,8 @@ int cluster_model_stage_need(const struct model *m, int tp, int64_t kv_positions
         const struct model_tensor_info *t = &model_tensors[i];
         if (t->in_block) continue;
         int64_t bytes = tensor_share(m, t, 0, tp);
-        int embedding = t->kind == MODEL_TENSOR_MATRIX &&
-                        model_tensor_matrix_of(m, t, 0) == &m->token_embd;
+        int embedding =
+            t->kind == MODEL_TENSOR_MATRIX && model_tensor_matrix_of(m, t, 0) == &m->token_embd;
         if (embedding) {
             out->first_bytes += bytes;
             /* a tied classifier reads the embedding: the last stage holds it too */

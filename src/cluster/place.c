@@ -285,7 +285,8 @@ static int contracts_of(const struct cluster_host *hosts, int n_hosts,
 static int contract_narrowed(const struct cluster_host *hosts, int n_hosts,
                              const struct cluster_request *r, const char *numerics) {
     for (int i = 0; i < n_hosts; i++)
-        if (cluster_host_open(&hosts[i], r, i) && !cluster_numerics_match(&hosts[i], numerics)) return 1;
+        if (cluster_host_open(&hosts[i], r, i) && !cluster_numerics_match(&hosts[i], numerics))
+            return 1;
     return 0;
 }
 

@@ -34,8 +34,7 @@ static int parse_count(const char *text, size_t length, int max, int *out) {
     char *end;
     errno = 0;
     long value = strtol(digits, &end, 10);
-    if (digits[0] < '0' || digits[0] > '9' || *end || errno || value < 1 || value > max)
-        return -1;
+    if (digits[0] < '0' || digits[0] > '9' || *end || errno || value < 1 || value > max) return -1;
     *out = (int)value;
     return 0;
 }
@@ -79,8 +78,7 @@ static int parse_layers(const char *text, size_t length, struct cluster_place_sp
     for (int s = 0; p <= end; s++) {
         const char *plus = memchr(p, '+', (size_t)(end - p));
         const char *stop = plus ? plus : end;
-        if (s == CLUSTER_STAGES_MAX ||
-            parse_count(p, (size_t)(stop - p), 1 << 14, &out->layers[s]))
+        if (s == CLUSTER_STAGES_MAX || parse_count(p, (size_t)(stop - p), 1 << 14, &out->layers[s]))
             return -1;
         p = stop + 1;
     }
@@ -112,7 +110,8 @@ static int parse_item(const char *item, size_t length, struct cluster_place_spec
                           : parse_layers(item + key, length - key, out);
         if (rc == 0) return 0;
         if (k == 2)
-            snprintf(err, errlen, "--place: bad '%.*s' (layers:A+B, each stage's layers, 1 to %d "
+            snprintf(err, errlen,
+                     "--place: bad '%.*s' (layers:A+B, each stage's layers, 1 to %d "
                      "stages)",
                      shown, item, CLUSTER_STAGES_MAX);
         else

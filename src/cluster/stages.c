@@ -78,7 +78,9 @@ static int pinned_hosts(const struct cluster_host *hosts, const struct cluster_u
             }
         if (!cluster_host_open(&hosts[i], r, i)) {
             snprintf(why, whylen, "host %s is %s", hosts[i].name,
-                     hosts[i].lost ? "lost" : hosts[i].drained ? "drained" : "excluded");
+                     hosts[i].lost      ? "lost"
+                     : hosts[i].drained ? "drained"
+                                        : "excluded");
             return -1;
         }
         if (!cluster_numerics_match(&hosts[i], numerics)) {
@@ -180,8 +182,7 @@ static int check_split(const struct cluster_request *r, const int *most, const c
     for (int s = 0; s < r->pp; s++)
         snprintf(split + strlen(split), sizeof(split) - strlen(split), "%s%d", s ? "," : "",
                  fitting[s]);
-    snprintf(why, whylen, "the layer split does not fit: %s; a split that fits: %s", limits,
-             split);
+    snprintf(why, whylen, "the layer split does not fit: %s; a split that fits: %s", limits, split);
     return -1;
 }
 
@@ -191,7 +192,8 @@ int64_t cluster_placement_host_bytes(const struct cluster_placement *p, int k,
     int first = 0;
     for (int j = 0; j < k; j++) first += p->ranks[j];
     int64_t bytes = 0;
-    for (int rank = first; rank < first + p->ranks[k]; rank++) bytes += p->stage_bytes[rank / p->tp];
+    for (int rank = first; rank < first + p->ranks[k]; rank++)
+        bytes += p->stage_bytes[rank / p->tp];
     return bytes;
 }
 
@@ -204,7 +206,8 @@ int cluster_place_stages(const struct cluster_host *hosts, const struct cluster_
     memset(out, 0, sizeof(*out));
     if (r->pp < 2 || r->pp > CLUSTER_STAGES_MAX || r->pp > r->n_layers || r->tp < 1 ||
         r->tp * r->pp > CLUSTER_RANKS_MAX) {
-        snprintf(why, whylen, "%d stages of %d ranks for %d layers is out of range (2 to %d "
+        snprintf(why, whylen,
+                 "%d stages of %d ranks for %d layers is out of range (2 to %d "
                  "stages, a layer each, %d ranks in all)",
                  r->pp, r->tp, r->n_layers, CLUSTER_STAGES_MAX, CLUSTER_RANKS_MAX);
         return -1;

@@ -183,7 +183,8 @@ int comm_allreduce_sum(struct comm *comm, float *buf, size_t n, struct comm_tag 
                          "all-reduce of %zu floats from "
                          "a NULL buffer",
                          n);
-    struct comm_call call = {COMM_KIND_ALLREDUCE, tag, buf, n * sizeof(float), buf, NULL, 0, NULL, NULL};
+    struct comm_call call = {
+        COMM_KIND_ALLREDUCE, tag, buf, n * sizeof(float), buf, NULL, 0, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 
@@ -219,7 +220,8 @@ int comm_gather(struct comm *comm, const void *send, size_t send_bytes, void *re
                              "gather root sends %zu bytes but expects %zu from itself", send_bytes,
                              recv_bytes[root]);
     }
-    struct comm_call call = {COMM_KIND_GATHER, tag, send, send_bytes, recv, recv_bytes, root, NULL, NULL};
+    struct comm_call call = {COMM_KIND_GATHER, tag,  send, send_bytes, recv,
+                             recv_bytes,       root, NULL, NULL};
     return run_call(comm, &call, err, errlen);
 }
 

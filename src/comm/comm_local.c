@@ -294,8 +294,8 @@ static int sleep_on_group(const struct comm_local *local, const struct comm_call
 
 /* Waits until scan finds what the call waits for: spins COMM_SPIN_NS,
  * then sleeps, and gives up at the deadline with expired's error. */
-static int wait_until(const struct comm_local *local, const struct comm_call *call,
-                      local_scan scan, local_expired expired, char *err, size_t errlen) {
+static int wait_until(const struct comm_local *local, const struct comm_call *call, local_scan scan,
+                      local_expired expired, char *err, size_t errlen) {
     uint64_t start = comm_now_ns();
     uint64_t deadline = start + local->head.deadline_ns;
     for (;;) {
@@ -385,8 +385,7 @@ static int link_blocked(const struct comm_local *local, const struct comm_call *
                      "%s rank %d (step %llu, index %u) abandoned: rank %u failed in the group "
                      "(%s)",
                      what, call->root, (unsigned long long)call->tag.step,
-                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff),
-                     broken_message(group));
+                     (unsigned)call->tag.index, (unsigned)(broken & 0xffff), broken_message(group));
 }
 
 /* A send's wait: 1 once the link has a free slot. */
@@ -428,7 +427,8 @@ static int link_send(struct comm_local *local, const struct comm_call *call, cha
     if (call->send_bytes > 0) memcpy(copy, call->send, call->send_bytes);
     struct local_link *link = link_of(local, local->head.rank, call->root);
     uint64_t sent = atomic_load(&link->sent);
-    link->ring[sent % COMM_MAILBOX_SLOTS] = (struct local_message){call->tag, call->send_bytes, copy};
+    link->ring[sent % COMM_MAILBOX_SLOTS] =
+        (struct local_message){call->tag, call->send_bytes, copy};
     atomic_store(&link->sent, sent + 1);
     group_notify(local->group);
     return COMM_OK;

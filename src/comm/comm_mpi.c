@@ -65,17 +65,17 @@ struct mpi_pending {
                about one step of compute, so longer sleeps only add latency */
 
 struct comm_mpi {
-    struct comm head;      /* must be first */
-    MPI_Comm world;        /* a duplicate of MPI_COMM_WORLD that returns errors */
-    int initialized;       /* 1 if comm_mpi_create called MPI_Init_thread */
-    unsigned char *send;   /* header + this rank's data */
-    size_t send_capacity;  /* allocated bytes of send */
-    unsigned char *recv;   /* each peer's header + data, at offsets[peer] */
-    size_t recv_capacity;  /* allocated bytes of recv */
-    size_t *offsets;       /* size entries */
-    MPI_Request *requests; /* 2 * size: receives, then sends */
-    MPI_Status *statuses;  /* 2 * size */
-    int split;             /* 1: made by comm_mpi_split (world is its own group) */
+    struct comm head;            /* must be first */
+    MPI_Comm world;              /* a duplicate of MPI_COMM_WORLD that returns errors */
+    int initialized;             /* 1 if comm_mpi_create called MPI_Init_thread */
+    unsigned char *send;         /* header + this rank's data */
+    size_t send_capacity;        /* allocated bytes of send */
+    unsigned char *recv;         /* each peer's header + data, at offsets[peer] */
+    size_t recv_capacity;        /* allocated bytes of recv */
+    size_t *offsets;             /* size entries */
+    MPI_Request *requests;       /* 2 * size: receives, then sends */
+    MPI_Status *statuses;        /* 2 * size */
+    int split;                   /* 1: made by comm_mpi_split (world is its own group) */
     struct mpi_pending *pending; /* (COMM_MAILBOX_SLOTS * size) sends in flight, oldest first */
     int n_pending;               /* entries of pending in use */
 };
@@ -322,9 +322,8 @@ static int link_deadline(const struct comm_mpi *mpi, const struct comm_call *cal
     int sending = call->kind == COMM_KIND_SEND;
     return comm_fail(err, errlen, COMM_ERR_DEADLINE, mpi->head.rank,
                      "deadline of %.3f s passed in %s rank %d (step %llu, index %u): %s",
-                     (double)mpi->head.deadline_ns * 1e-9,
-                     sending ? "a send to" : "a receive from", call->root,
-                     (unsigned long long)call->tag.step, (unsigned)call->tag.index,
+                     (double)mpi->head.deadline_ns * 1e-9, sending ? "a send to" : "a receive from",
+                     call->root, (unsigned long long)call->tag.step, (unsigned)call->tag.index,
                      sending ? "its mailbox stayed full" : "nothing arrived");
 }
 
@@ -351,8 +350,8 @@ static int link_send(struct comm_mpi *mpi, const struct comm_call *call, char *e
     memcpy(buffer, &header, sizeof(header));
     if (call->send_bytes > 0) memcpy(buffer + sizeof(header), call->send, call->send_bytes);
     struct mpi_pending *p = &mpi->pending[mpi->n_pending];
-    int rc = MPI_Isend(buffer, (int)bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world,
-                       &p->request);
+    int rc =
+        MPI_Isend(buffer, (int)bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world, &p->request);
     if (rc != MPI_SUCCESS) {
         free(buffer);
         return mpi_error(mpi->head.rank, COMM_ERR_SYSTEM, "posting a send", rc, err, errlen);
@@ -390,8 +389,7 @@ static int probe_link(struct comm_mpi *mpi, const struct comm_call *call, int *b
     }
 }
 
-static int link_recv(struct comm_mpi *mpi, const struct comm_call *call, char *err,
-                     size_t errlen) {
+static int link_recv(struct comm_mpi *mpi, const struct comm_call *call, char *err, size_t errlen) {
     int bytes = 0;
     int rc = probe_link(mpi, call, &bytes, err, errlen);
     if (rc) return rc;
@@ -399,8 +397,7 @@ static int link_recv(struct comm_mpi *mpi, const struct comm_call *call, char *e
     if (!buffer)
         return comm_fail(err, errlen, COMM_ERR_SYSTEM, mpi->head.rank,
                          "out of memory for a %d-byte message", bytes);
-    rc = MPI_Recv(buffer, bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world,
-                  MPI_STATUS_IGNORE);
+    rc = MPI_Recv(buffer, bytes, MPI_BYTE, call->root, MPI_LINK_TAG, mpi->world, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
         free(buffer);
         return mpi_error(mpi->head.rank, COMM_ERR_PEER, "receiving a pipeline message", rc, err,

@@ -230,15 +230,15 @@ struct engine {
                                              * else NULL */
     struct engine_profile profile;          /* where passes spend their time, when on */
     /* tensor parallelism (comm == NULL for one rank) */
-    struct comm *comm;                 /* this rank's handle on its group */
-    uint64_t step;                     /* tag of the current step (leader: next to run) */
-    float *logits_slice;               /* (max_tokens, output.rows) this rank's vocabulary rows */
-    float *logits_gathered;            /* leader: (max_tokens, vocab_size) slices in rank order */
-    size_t *gather_bytes;              /* leader: (ranks) bytes of each rank's slice */
-    double comm_seconds;               /* time spent in collectives so far */
-    int comm_error;                    /* the enum comm_error of the last failed collective */
-    char comm_message[256];            /* its message */
-    struct engine_plan *plan;          /* the step plan being built or received */
+    struct comm *comm;        /* this rank's handle on its group */
+    uint64_t step;            /* tag of the current step (leader: next to run) */
+    float *logits_slice;      /* (max_tokens, output.rows) this rank's vocabulary rows */
+    float *logits_gathered;   /* leader: (max_tokens, vocab_size) slices in rank order */
+    size_t *gather_bytes;     /* leader: (ranks) bytes of each rank's slice */
+    double comm_seconds;      /* time spent in collectives so far */
+    int comm_error;           /* the enum comm_error of the last failed collective */
+    char comm_message[256];   /* its message */
+    struct engine_plan *plan; /* the step plan being built or received */
     /* pipeline parallelism (pipe == NULL for one stage): the model is this
      * stage's layers (model_stage); rank r of the pipe is tensor-parallel
      * rank r % stage_ranks of stage r / stage_ranks */
@@ -345,22 +345,22 @@ int engine_follow(struct engine *engine, char *err, size_t errlen);
  * deadline (and for a pipeline stages and layers), zero the rest, then
  * start. */
 struct engine_group {
-    int n;                     /* tensor-parallel degree */
-    int stages;                /* pipeline stages (0 or 1: none); n * stages ranks in all */
-    const int *layers;         /* (n_layers) layers of each stage, or NULL: as even as can be */
-    int n_layers;              /* entries of layers: must be stages */
-    enum comm_backend backend; /* local threads or mpirun processes */
-    double deadline;           /* seconds a collective may wait */
-    struct comm **comms;       /* (ranks) local: every rank's tensor-parallel handle; mpi: [0]
-                                  this process's */
-    struct comm **pipes;       /* (ranks) the same for the pipe (stages > 1) */
-    struct model **shards;     /* (ranks) each rank's slice (n > 1) */
+    int n;                       /* tensor-parallel degree */
+    int stages;                  /* pipeline stages (0 or 1: none); n * stages ranks in all */
+    const int *layers;           /* (n_layers) layers of each stage, or NULL: as even as can be */
+    int n_layers;                /* entries of layers: must be stages */
+    enum comm_backend backend;   /* local threads or mpirun processes */
+    double deadline;             /* seconds a collective may wait */
+    struct comm **comms;         /* (ranks) local: every rank's tensor-parallel handle; mpi: [0]
+                                    this process's */
+    struct comm **pipes;         /* (ranks) the same for the pipe (stages > 1) */
+    struct model **shards;       /* (ranks) each rank's slice (n > 1) */
     struct model **stage_models; /* (ranks) each rank's stage of its slice (stages > 1) */
-    struct engine *engines;    /* (ranks) local: every rank's engine; mpi: [0] */
-    pthread_t *threads;        /* (ranks) local: followers' threads, [1..ranks) */
-    int started;               /* engines initialized */
-    int threads_started;       /* highest follower thread started */
-    int follower_done;         /* mpi: this process was a follower and is done */
+    struct engine *engines;      /* (ranks) local: every rank's engine; mpi: [0] */
+    pthread_t *threads;          /* (ranks) local: followers' threads, [1..ranks) */
+    int started;                 /* engines initialized */
+    int threads_started;         /* highest follower thread started */
+    int follower_done;           /* mpi: this process was a follower and is done */
     /* Shared records each rank mirrors its collective state into (indexed
      * by rank; NULL: none), for stuck reports. Set before starting. */
     struct comm_status_record *status;

@@ -56,9 +56,9 @@ int engine_stage_send(struct engine *engine, const struct plan_header *h, const 
     if (x_bytes) memcpy(message + sizeof(*h) + body_bytes, engine->x, x_bytes);
     int next = comm_rank(engine->pipe) + engine->stage_ranks;
     double t0 = now_seconds();
-    int rc = comm_send(engine->pipe, message, bytes, next,
-                       pipe_tag(engine, h->step, ENGINE_TAG_HANDOFF), engine->comm_message,
-                       sizeof(engine->comm_message));
+    int rc =
+        comm_send(engine->pipe, message, bytes, next, pipe_tag(engine, h->step, ENGINE_TAG_HANDOFF),
+                  engine->comm_message, sizeof(engine->comm_message));
     free(message);
     return finish(engine, rc, t0);
 }
@@ -98,7 +98,8 @@ int engine_stage_receive(struct engine *engine, struct plan_header *h, char *err
     }
     free(message);
     if (bad)
-        snprintf(err, errlen, "engine: step %llu: a handoff of %zu bytes from rank %d does not "
+        snprintf(err, errlen,
+                 "engine: step %llu: a handoff of %zu bytes from rank %d does not "
                  "match its header",
                  (unsigned long long)engine->step, bytes, previous);
     return bad ? -1 : 0;
@@ -119,8 +120,8 @@ int engine_receive_logits(struct engine *engine, uint64_t step, int n_wanted, ch
     size_t bytes = 0;
     int last = (engine->n_stages - 1) * engine->stage_ranks;
     double t0 = now_seconds();
-    int rc = comm_recv(engine->pipe, last, pipe_tag(engine, step, ENGINE_TAG_LOGITS),
-                       &message, &bytes, engine->comm_message, sizeof(engine->comm_message));
+    int rc = comm_recv(engine->pipe, last, pipe_tag(engine, step, ENGINE_TAG_LOGITS), &message,
+                       &bytes, engine->comm_message, sizeof(engine->comm_message));
     if (finish(engine, rc, t0)) {
         snprintf(err, errlen, "%s", engine->comm_message);
         return -1;

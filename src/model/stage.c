@@ -22,9 +22,10 @@ int model_stage_layers(int n_layers, int n_stages, const int *given, int *counts
     }
     int total = 0;
     for (int s = 0; s < n_stages; s++) {
-        counts[s] = given ? given[s]
-                          : (int)((int64_t)n_layers * (s + 1) / n_stages -
-                                  (int64_t)n_layers * s / n_stages);
+        counts[s] =
+            given
+                ? given[s]
+                : (int)((int64_t)n_layers * (s + 1) / n_stages - (int64_t)n_layers * s / n_stages);
         if (counts[s] < 1) {
             snprintf(err, errlen, "stage %d of the layer split has %d layers (at least 1)", s,
                      counts[s]);

@@ -468,9 +468,9 @@ static int submit(struct runner *runner, int n_tokens, uint64_t start_us, char *
     struct runner_flight *f = &runner->flights[runner->n_flights];
     struct engine_batch batch = {n_tokens, runner->batch_tokens, runner->batch_positions,
                                  (struct kv_sequence *const *)runner->batch_kv, runner->batch_want};
-    *f = (struct runner_flight){f->sequences, f->step_tokens, runner->n_batch_sequences,
-                                runner->n_decode, n_tokens, start_us,
-                                runner->engine->comm_seconds};
+    *f = (struct runner_flight){
+        f->sequences, f->step_tokens, runner->n_batch_sequences,   runner->n_decode,
+        n_tokens,     start_us,       runner->engine->comm_seconds};
     if (engine_submit_step(runner->engine, &batch, err, errlen)) return -1;
     for (int b = 0; b < f->n_sequences; b++) {
         struct runner_sequence *s = runner->batch_sequences[b];

@@ -25,14 +25,14 @@ enum gateway_launcher {
 
 /* One model instance the gateway serves. */
 struct gateway_model {
-    const char *name;           /* what clients put in "model" (default: the file's name) */
-    const char *path;           /* GGUF file or llama2.c checkpoint */
-    const char *tokenizer_path; /* llama2.c tokenizer.bin, or NULL */
-    const char *chat_template;  /* a template name, or NULL for the file's own */
-    int tp;                     /* ranks (of each pipeline stage) */
-    int pp;                     /* pipeline stages (1: none) */
+    const char *name;               /* what clients put in "model" (default: the file's name) */
+    const char *path;               /* GGUF file or llama2.c checkpoint */
+    const char *tokenizer_path;     /* llama2.c tokenizer.bin, or NULL */
+    const char *chat_template;      /* a template name, or NULL for the file's own */
+    int tp;                         /* ranks (of each pipeline stage) */
+    int pp;                         /* pipeline stages (1: none) */
     int layers[CLUSTER_STAGES_MAX]; /* layers of each stage, or all 0: the placement's split */
-    int threads;                /* threads per rank */
+    int threads;                    /* threads per rank */
     enum gateway_launcher launcher;
     const char *hosts;              /* mpi: hostfile for mpirun, or NULL */
     const char *const *runner_args; /* more `lockstep runner` options (NULL-terminated), or NULL */

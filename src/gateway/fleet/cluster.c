@@ -152,8 +152,8 @@ static int request_need(const struct gateway_served *s, const struct cluster_sha
     if (shape->pp <= 1) return 0;
     request->n_layers = s->file->config.n_layers;
     memcpy(request->layers, shape->layers, sizeof(request->layers));
-    if (cluster_model_stage_need(s->file, shape->tp, s->context_length, TENSOR_F16,
-                                 &request->stage, why, whylen))
+    if (cluster_model_stage_need(s->file, shape->tp, s->context_length, TENSOR_F16, &request->stage,
+                                 why, whylen))
         return 400;
     return 0;
 }
@@ -333,8 +333,7 @@ int fleet_delete(struct fleet *f, const char *id, char *why, size_t whylen) {
  * order, with its layer split when one is asked for. */
 static int placed_at(const struct fleet *f, const struct cluster_placement *p,
                      const struct cluster_shape *shape, const char *const *hosts, int n_hosts) {
-    if (n_hosts == 0 || n_hosts != p->n_hosts || shape->tp != p->tp || shape->pp != p->pp)
-        return 0;
+    if (n_hosts == 0 || n_hosts != p->n_hosts || shape->tp != p->tp || shape->pp != p->pp) return 0;
     if (shape->layers[0] && memcmp(shape->layers, p->layers, sizeof(p->layers)) != 0) return 0;
     for (int k = 0; k < n_hosts; k++)
         if (strcmp(f->hosts[p->host[k]].name, hosts[k]) != 0) return 0;
@@ -400,8 +399,8 @@ static int start_move(struct fleet *f, struct fleet_instance *in, const struct c
     int status = choose_placement(f, in->served, &shape, hosts, n_hosts, avoid, numerics,
                                   &placement, &bytes, why, whylen);
     if (status == 409 && avoid && anywhere)
-        status = choose_placement(f, in->served, &shape, hosts, n_hosts, NULL, numerics,
-                                  &placement, &bytes, why, whylen);
+        status = choose_placement(f, in->served, &shape, hosts, n_hosts, NULL, numerics, &placement,
+                                  &bytes, why, whylen);
     struct fleet_instance *next =
         status ? NULL : start_instance(f, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;
@@ -749,12 +748,11 @@ static int start_initial(struct fleet *f, char *err, size_t errlen) {
         }
         for (int k = 0; k < n_hosts; k++) hosts[k] = spec->hosts[k];
         int status =
-            s ? fleet_add(f, model, &shape, hosts, n_hosts, id, sizeof(id), why, sizeof(why))
-              : 404;
+            s ? fleet_add(f, model, &shape, hosts, n_hosts, id, sizeof(id), why, sizeof(why)) : 404;
         if (!s) snprintf(why, sizeof(why), "no model is called '%s' (--name)", model);
         if (status) {
-            snprintf(err, errlen, "cannot start %s at tp %d, pp %d: %s", model, shape.tp,
-                     shape.pp, why);
+            snprintf(err, errlen, "cannot start %s at tp %d, pp %d: %s", model, shape.tp, shape.pp,
+                     why);
             return -1;
         }
     }

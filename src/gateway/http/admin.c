@@ -281,9 +281,9 @@ int http_admin_fault(struct http_server *server, struct fleet_instance *in, cons
     *failed = 0;
     if (!strcmp(kind, "move")) {
         *failed = read_body(body, 0, &model, &shape, hosts, &n_hosts, e);
-        int status = *failed ? 0
-                             : fleet_move(server->fleet, in->id, &shape, hosts, n_hosts, why,
-                                          sizeof(why));
+        int status =
+            *failed ? 0
+                    : fleet_move(server->fleet, in->id, &shape, hosts, n_hosts, why, sizeof(why));
         if (status) {
             openai_error_set(e, status, "invalid_request_error", NULL, NULL, "%s", why);
             *failed = 1;

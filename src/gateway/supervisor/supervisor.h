@@ -95,22 +95,22 @@ struct supervisor_part {
 
 /* How the runner is started. */
 struct supervisor_launch {
-    const char *lockstep_path;  /* the lockstep binary */
-    const char *wrapper;        /* the program that runs it (qemu-aarch64), or NULL */
-    const char *mpirun_path;    /* mpirun, when mpi */
-    const char *model_path;     /* GGUF file or llama2.c checkpoint */
-    const char *tokenizer_path; /* llama2.c tokenizer.bin, or NULL */
-    int tp;                     /* ranks (of each pipeline stage) */
-    int pp;                     /* pipeline stages (0 or 1: none) */
+    const char *lockstep_path;      /* the lockstep binary */
+    const char *wrapper;            /* the program that runs it (qemu-aarch64), or NULL */
+    const char *mpirun_path;        /* mpirun, when mpi */
+    const char *model_path;         /* GGUF file or llama2.c checkpoint */
+    const char *tokenizer_path;     /* llama2.c tokenizer.bin, or NULL */
+    int tp;                         /* ranks (of each pipeline stage) */
+    int pp;                         /* pipeline stages (0 or 1: none) */
     int layers[CLUSTER_STAGES_MAX]; /* pp > 1: each stage's layers */
-    int threads;                /* threads per rank */
-    int n_layers;               /* the model's (to read the ranks' status records) */
-    int mpi;                    /* 1: one process per rank under mpirun */
-    const char *hostfile;       /* mpi: mpirun's --hostfile when host_list is empty */
-    char host_list[256];        /* mpi: mpirun's --host value ("a:1,b:1"), or "" */
-    int n_parts;                /* mpi: > 0 when its hosts run different programs: one
-                                   app context each, in rank order (then lockstep_path,
-                                   wrapper and host_list are not used) */
+    int threads;                    /* threads per rank */
+    int n_layers;                   /* the model's (to read the ranks' status records) */
+    int mpi;                        /* 1: one process per rank under mpirun */
+    const char *hostfile;           /* mpi: mpirun's --hostfile when host_list is empty */
+    char host_list[256];            /* mpi: mpirun's --host value ("a:1,b:1"), or "" */
+    int n_parts;                    /* mpi: > 0 when its hosts run different programs: one
+                                       app context each, in rank order (then lockstep_path,
+                                       wrapper and host_list are not used) */
     struct supervisor_part parts[SUPERVISOR_PARTS_MAX]; /* (n_parts) */
     const char *const *runner_args;   /* more runner options (NULL-terminated), or NULL */
     int allow_faults;                 /* 1: the runner takes FAULT frames (tests) */
