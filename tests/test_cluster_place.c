@@ -352,6 +352,9 @@ static const struct stage_case stage_cases[] = {
      100, 200, "9,3", "a+b", NULL, NULL,
      "the layer split does not fit: stage 0 on a (3.0 GiB free) holds at most 7, stage 1 on b "
      "(6.0 GiB free) holds at most 12; a split that fits: 4,8"},
+    {"a split asked for where none fits", "a 2 limit=1024 | b 2 limit=2048", 1, 2, 12, 400, 64,
+     100, 200, "6,6", "a+b", NULL, NULL, "holds at most 2, stage 1 on b (2.0 GiB free) holds at "
+     "most 4; no split fits 12 layers"},
     {"a split that does not add up", "a 2 | b 2", 1, 2, 12, 400, 64, 100, 200, "5,5", NULL, NULL,
      NULL, "the layer split adds up to 10 layers, the model has 12"},
     {"memory unknown: even", "a 2 | b 2", 1, 2, 12, 400, 64, 100, 200, NULL, NULL, "a+b", "6,6",

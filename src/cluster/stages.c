@@ -15,10 +15,10 @@
 
 /* A host the stages may use. */
 struct stage_host {
-    int index;           /* into hosts */
     int64_t free_memory; /* bytes; -1: unknown (counts as fitting) */
-    int free_slots;      /* slots - slots_used */
     double load;         /* for ordering */
+    int index;           /* into hosts */
+    int free_slots;      /* slots - slots_used */
     int stages;          /* stages it takes */
 };
 
@@ -54,8 +54,8 @@ static int roomier(const struct stage_host *a, const struct stage_host *b) {
 static struct stage_host stage_host_of(const struct cluster_host *hosts,
                                        const struct cluster_usage *usage, int i) {
     const struct cluster_usage *u = usage ? &usage[i] : NULL;
-    struct stage_host h = {i, cluster_free_memory(&hosts[i], u),
-                           hosts[i].slots - (u ? u->slots_used : 0), u ? u->load : 0.0, 0};
+    struct stage_host h = {cluster_free_memory(&hosts[i], u), u ? u->load : 0.0, i,
+                           hosts[i].slots - (u ? u->slots_used : 0), 0};
     if (h.free_slots < 0) h.free_slots = 0;
     return h;
 }
@@ -139,7 +139,8 @@ static void describe_limits(const struct cluster_host *hosts, const struct stage
 }
 
 /* Layers in proportion to each stage's limit (equal where all are
- * unknown), each at least 1 and within its limit, n_layers in all. */
+ * unknown), each at least 1 and within its limit, n_layers in all; the
+ * limits must hold n_layers between them. */
 static void proportional_split(const struct cluster_request *r, const int *most, int *layers) {
     int64_t total = 0;
     int sum = 0;
@@ -158,6 +159,7 @@ static void proportional_split(const struct cluster_request *r, const int *most,
                                   : layers[s] > 1 && (best < 0 || room < most[best] - layers[best]))
                 best = s;
         }
+        if (best < 0) break; /* (not when the limits hold n_layers: the caller checks) */
         layers[best] += sum < r->n_layers ? 1 : -1;
         sum += sum < r->n_layers ? 1 : -1;
     }
@@ -166,14 +168,20 @@ static void proportional_split(const struct cluster_request *r, const int *most,
 /* Checks a split asked for against the limits; -1 with why. */
 static int check_split(const struct cluster_request *r, const int *most, const char *limits,
                        char *why, size_t whylen) {
-    int sum = 0, fits = 1, fitting[CLUSTER_STAGES_MAX];
+    int sum = 0, fits = 1, held = 0, fitting[CLUSTER_STAGES_MAX];
     for (int s = 0; s < r->pp; s++) {
         sum += r->layers[s];
+        held += most[s];
         fits = fits && r->layers[s] >= 1 && r->layers[s] <= most[s];
     }
     if (sum == r->n_layers && fits) return 0;
     if (sum != r->n_layers) {
         snprintf(why, whylen, "the layer split adds up to %d layers, the model has %d", sum,
+                 r->n_layers);
+        return -1;
+    }
+    if (held < r->n_layers) {
+        snprintf(why, whylen, "the layer split does not fit: %s; no split fits %d layers", limits,
                  r->n_layers);
         return -1;
     }
@@ -200,7 +208,7 @@ int64_t cluster_placement_host_bytes(const struct cluster_placement *p, int k,
 int cluster_place_stages(const struct cluster_host *hosts, const struct cluster_usage *usage,
                          int n_hosts, const struct cluster_request *r,
                          struct cluster_placement *out, char *why, size_t whylen) {
-    struct stage_host chosen[CLUSTER_HOSTS_MAX], on[CLUSTER_STAGES_MAX];
+    struct stage_host chosen[CLUSTER_HOSTS_MAX] = {{0}}, on[CLUSTER_STAGES_MAX];
     int most[CLUSTER_STAGES_MAX];
     char limits[512];
     memset(out, 0, sizeof(*out));

@@ -427,8 +427,10 @@ static int link_send(struct comm_local *local, const struct comm_call *call, cha
     if (call->send_bytes > 0) memcpy(copy, call->send, call->send_bytes);
     struct local_link *link = link_of(local, local->head.rank, call->root);
     uint64_t sent = atomic_load(&link->sent);
-    link->ring[sent % COMM_MAILBOX_SLOTS] =
-        (struct local_message){call->tag, call->send_bytes, copy};
+    struct local_message *m = &link->ring[sent % COMM_MAILBOX_SLOTS];
+    m->tag = call->tag;
+    m->bytes = call->send_bytes;
+    m->data = copy; /* the receiver takes it over */
     atomic_store(&link->sent, sent + 1);
     group_notify(local->group);
     return COMM_OK;

@@ -243,16 +243,16 @@ struct engine {
      * stage's layers (model_stage); rank r of the pipe is tensor-parallel
      * rank r % stage_ranks of stage r / stage_ranks */
     struct comm *pipe; /* this rank's handle on every rank of the instance (handoffs) */
-    int stage;         /* this rank's stage, 0 .. n_stages - 1 */
-    int n_stages;      /* stages of the pipeline (1 without one) */
-    int stage_ranks;   /* ranks per stage: the tensor-parallel degree */
     /* leader: the steps in flight, oldest first (pipeline.pml's in_flight;
      * a step submitted and not yet collected) */
     struct engine_flight {
         uint64_t step; /* its tag */
         int rows;      /* logits rows it will bring back */
     } flights[ENGINE_MAX_STAGES];
-    int n_flights;
+    int n_flights;                     /* entries of flights in use */
+    int stage;                         /* this rank's stage, 0 .. n_stages - 1 */
+    int n_stages;                      /* stages of the pipeline (1 without one) */
+    int stage_ranks;                   /* ranks per stage: the tensor-parallel degree */
     struct engine_group *group;        /* the group this rank belongs to, or NULL */
     struct engine_fault fault;         /* injected fault (tests), kind NONE normally */
     struct engine_fault planned_fault; /* leader: a fault the next plan carries to its rank */
