@@ -65,6 +65,7 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
     r->batch_kv = calloc(budget, sizeof(struct kv_sequence *));
     r->batch_want = calloc(budget, 1);
     r->due = calloc(budget, sizeof(struct runner_sequence *));
+    r->cancelled = calloc(budget, sizeof(struct runner_sequence *));
     r->max_in_flight = leader->n_stages;
     if (params->steps_in_flight > 0 && params->steps_in_flight < r->max_in_flight)
         r->max_in_flight = params->steps_in_flight;
@@ -74,7 +75,7 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
         if (!r->flights[k].sequences || !r->flights[k].step_tokens) goto out_of_memory;
     }
     if (!r->sequences || !r->batch_sequences || !r->batch_tokens || !r->batch_positions ||
-        !r->batch_kv || !r->batch_want || !r->due ||
+        !r->batch_kv || !r->batch_want || !r->due || !r->cancelled ||
         make_scratch(r, tensor_pool_size(leader->pool)) || runner_trace_init(r, err, errlen))
         goto out_of_memory;
     if (runner_constrain_init(r, err, errlen)) {
@@ -107,6 +108,7 @@ void runner_free(struct runner *runner) {
     free(runner->batch_kv);
     free(runner->batch_want);
     free(runner->due);
+    free(runner->cancelled);
     for (int k = 0; k < ENGINE_MAX_STAGES; k++) {
         free(runner->flights[k].sequences);
         free(runner->flights[k].step_tokens);
@@ -496,16 +498,24 @@ static void restore_oldest(struct runner *runner) {
     }
 }
 
-/* Finishes the sequences of the collected step that were cancelled while
- * it was in flight (finish_step sampled nothing for them). */
-static void finish_cancelled(struct runner *runner) {
-    for (int b = 0; b < runner->n_batch_sequences; b++) {
-        struct runner_sequence *s = runner->batch_sequences[b];
+/* The collected step's sequences that were cancelled while it was in
+ * flight, into runner->cancelled: finish_step samples nothing for them and
+ * leaves them alive, and may free the others. Their count. */
+static int take_cancelled(struct runner *runner) {
+    int n = 0;
+    for (int b = 0; b < runner->n_batch_sequences; b++)
+        if (runner->batch_sequences[b]->cancelled)
+            runner->cancelled[n++] = runner->batch_sequences[b];
+    return n;
+}
+
+/* Finishes the n sequences take_cancelled found. */
+static void finish_cancelled(struct runner *runner, int n) {
+    for (int c = 0; c < n; c++) {
+        const struct runner_sequence *s = runner->cancelled[c];
         int i;
-        if (s->cancelled && find(runner, s->client, s->request.id, &i))
-            finish(runner, i, RUNNER_FINISH_CANCELLED);
+        if (find(runner, s->client, s->request.id, &i)) finish(runner, i, RUNNER_FINISH_CANCELLED);
     }
-    runner->n_batch_sequences = 0;
 }
 
 /* COLLECT: waits for the oldest step's logits, then samples, reports and
@@ -519,8 +529,9 @@ static int collect(struct runner *runner, char *err, size_t errlen) {
     restore_oldest(runner);
     /* the trace copies the batch before sequences finish and are freed */
     runner_trace_begin(runner, start_us, n_tokens);
+    int n_cancelled = take_cancelled(runner);
     finish_step(runner);
-    finish_cancelled(runner);
+    finish_cancelled(runner, n_cancelled);
     struct runner_flight done = runner->flights[0];
     runner->n_flights--;
     memmove(runner->flights, runner->flights + 1, (size_t)runner->n_flights * sizeof(done));

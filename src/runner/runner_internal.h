@@ -68,6 +68,8 @@ struct runner {
     /* steps in flight, oldest first: up to max_in_flight (one per pipeline
      * stage, unless params.steps_in_flight asks fewer) */
     struct runner_flight flights[ENGINE_MAX_STAGES];
+    struct runner_sequence **cancelled; /* (step_tokens) the collected step's sequences that
+                                           were cancelled in flight */
     int n_flights;
     int max_in_flight;
     /* the step being planned: sequences in batch order, then the batch */

@@ -253,7 +253,7 @@ function slots(host, instances) {
         if (place.host !== host.name) continue;
         const slot = el('span', {
           class: 'slot',
-          title: `${instance.id} rank ${rank} (${instance.model}, tp ${instance.tp})`,
+          title: `${instance.id} rank ${rank} (${instance.model}, ${degrees(instance)})`,
           dataset: { instanceId: instance.id, rank },
           text: `${instance.id} r${rank}`,
         });
@@ -384,7 +384,7 @@ function cellContents(instance, now) {
   return {
     id: [swatch, instance.id],
     model: instance.model,
-    tp: String(instance.tp),
+    tp: instance.pp > 1 ? `${instance.tp} × pp ${instance.pp}` : String(instance.tp),
     hosts: instance.hosts,
     state: stateCell(instance),
     restarts: String(instance.restarts),
@@ -456,6 +456,16 @@ function fill(select, values, labels = values) {
     el('option', { value: v, text: labels[i], selected: chosen.has(String(v)) })));
 }
 
+// "tp 2", or "tp 1, pp 2 (layers 6+10)" for an instance in pipeline stages.
+function degrees(instance) {
+  if (!(instance.pp > 1)) return `tp ${instance.tp}`;
+  const layers = instance.layers ? ` (layers ${instance.layers.join('+')})` : '';
+  return `tp ${instance.tp}, pp ${instance.pp}${layers}`;
+}
+
+// Pipeline stages a form offers.
+const STAGES = [1, 2, 3, 4];
+
 function degreesOf(cluster, modelName) {
   const model = cluster.models.find((m) => m.name === modelName);
   return model && model.tp_degrees.length ? model.tp_degrees : [1];
@@ -467,6 +477,7 @@ function drawForms(cluster) {
   fill($('chat-model'), models);
   fill($('start-model'), models);
   fill($('start-tp'), degreesOf(cluster, $('start-model').value));
+  fill($('start-pp'), STAGES);
   fill($('start-hosts'), hosts);
   fill($('move-hosts'), hosts);
   const moving = state.moving && cluster.instances.find((i) => i.id === state.moving);
@@ -586,6 +597,8 @@ function openMove(id) {
   $('move-tp').replaceChildren();
   fill($('move-tp'), degreesOf(state.cluster, instance.model));
   $('move-tp').value = String(instance.tp);
+  fill($('move-pp'), STAGES);
+  $('move-pp').value = String(instance.pp > 1 ? instance.pp : 1);
   for (const option of $('move-hosts').options) option.selected = false;
   $('move-form').hidden = false;
   $('move-tp').focus();
@@ -705,7 +718,7 @@ function start() {
     event.preventDefault();
     const id = state.moving;
     if (!id) return;
-    const body = { tp: Number($('move-tp').value) };
+    const body = { tp: Number($('move-tp').value), pp: Number($('move-pp').value) };
     const hosts = chosenHosts($('move-hosts'));
     if (hosts.length) body.hosts = hosts;
     closeMove();
@@ -717,7 +730,11 @@ function start() {
   });
   $('start-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    const body = { model: $('start-model').value, tp: Number($('start-tp').value) };
+    const body = {
+      model: $('start-model').value,
+      tp: Number($('start-tp').value),
+      pp: Number($('start-pp').value),
+    };
     const hosts = chosenHosts($('start-hosts'));
     if (hosts.length) body.hosts = hosts;
     admin('POST', '/admin/instances', body, `starting ${body.model}`);
