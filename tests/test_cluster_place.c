@@ -211,7 +211,7 @@ static void check_rules(const struct place_case *c, const struct cluster_host *h
                         const struct cluster_placement *p) {
     int total = 0, seen[CLUSTER_HOSTS_MAX] = {0};
     const char *numerics = r->numerics;
-    CHECK_MSG(p->tp == r->tp && p->n_hosts >= 1, "%s", c->what);
+    CHECK_MSG(p->tp == r->tp && p->pp == 1 && p->n_hosts >= 1, "%s", c->what);
     for (int k = 0; k < p->n_hosts; k++) {
         int i = p->host[k];
         total += p->ranks[k];

@@ -164,7 +164,9 @@ static void explain_shortfall(const struct cluster_host *hosts, const struct can
  * extra ones. */
 static void spread_ranks(const struct candidate *chosen, int k, int tp,
                          struct cluster_placement *out) {
+    memset(out, 0, sizeof(*out));
     out->tp = tp;
+    out->pp = 1;
     out->n_hosts = k;
     for (int j = 0; j < k; j++) {
         out->host[j] = chosen[j].index;
