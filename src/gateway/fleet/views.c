@@ -60,12 +60,6 @@ static cJSON *instance_json(struct fleet *f, struct fleet_instance *in) {
     cJSON_AddStringToObject(j, "id", in->id);
     cJSON_AddStringToObject(j, "model", in->name);
     cJSON_AddNumberToObject(j, "tp", in->placement.tp);
-    cJSON_AddNumberToObject(j, "pp", in->placement.pp > 1 ? in->placement.pp : 1);
-    if (in->placement.pp > 1) { /* each stage's layers, first to last */
-        cJSON *layers = cJSON_AddArrayToObject(j, "layers");
-        for (int s = 0; s < in->placement.pp; s++)
-            cJSON_AddItemToArray(layers, cJSON_CreateNumber(in->placement.layers[s]));
-    }
     placement = cJSON_AddArrayToObject(j, "placement");
     for (int k = 0; k < in->placement.n_hosts; k++) {
         cJSON *at = cJSON_CreateObject();
@@ -93,6 +87,13 @@ static cJSON *instance_json(struct fleet *f, struct fleet_instance *in) {
     cJSON_AddNumberToObject(j, "itl_seconds_sum", (double)atomic_load(&in->stats.itl_us) * 1e-6);
     cJSON_AddNumberToObject(j, "itl_count", (double)atomic_load(&in->stats.itl_count));
     cJSON_AddItemToObject(j, "move", move_json(&in->move));
+    /* after the older fields, whose order scripts match */
+    cJSON_AddNumberToObject(j, "pp", in->placement.pp > 1 ? in->placement.pp : 1);
+    if (in->placement.pp > 1) { /* each stage's layers, first to last */
+        cJSON *layers = cJSON_AddArrayToObject(j, "layers");
+        for (int s = 0; s < in->placement.pp; s++)
+            cJSON_AddItemToArray(layers, cJSON_CreateNumber(in->placement.layers[s]));
+    }
     return j;
 }
 
