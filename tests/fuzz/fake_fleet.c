@@ -415,8 +415,10 @@ static int is_instance(struct fleet *f, const char *id) {
     return !strcmp(fake_of(f)->instance.id, id);
 }
 
-int fleet_add(struct fleet *f, const char *model, int tp, const char *const *hosts, int n_hosts,
-              char *id, size_t idlen, char *why, size_t whylen) {
+int fleet_add(struct fleet *f, const char *model, const struct cluster_shape *shape,
+              const char *const *hosts, int n_hosts, char *id, size_t idlen, char *why,
+              size_t whylen) {
+    int tp = shape->tp;
     const struct gateway_served *s = gateway_served_find(f->served, f->n_served, model);
     if (!s) {
         snprintf(why, whylen, "the model '%s' is not served (GET /v1/models)", model);
@@ -439,8 +441,9 @@ int fleet_delete(struct fleet *f, const char *id, char *why, size_t whylen) {
     return 404;
 }
 
-int fleet_move(struct fleet *f, const char *id, int tp, const char *const *hosts, int n_hosts,
-               char *why, size_t whylen) {
+int fleet_move(struct fleet *f, const char *id, const struct cluster_shape *shape,
+               const char *const *hosts, int n_hosts, char *why, size_t whylen) {
+    int tp = shape->tp;
     if (!is_instance(f, id)) {
         snprintf(why, whylen, "no instance is called '%s' (GET /v1/cluster)", id);
         return 404;

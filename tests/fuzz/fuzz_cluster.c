@@ -67,9 +67,14 @@ static void check_spec(const char *text) {
         check_message(err);
         return;
     }
+    int stages = 0;
+    while (stages < CLUSTER_STAGES_MAX && s.layers[stages] > 0) stages++;
     if (s.model[0] == '\0' || s.tp < 1 || s.tp > CLUSTER_RANKS_MAX || s.n_hosts < 0 ||
-        s.n_hosts > CLUSTER_HOSTS_MAX || (s.n_hosts && s.tp % s.n_hosts))
+        s.n_hosts > CLUSTER_HOSTS_MAX || s.pp < 1 || s.pp > CLUSTER_STAGES_MAX ||
+        s.tp * s.pp > CLUSTER_RANKS_MAX || (stages && stages != s.pp))
         abort();
+    /* hosts: tp's divisors without stages, at most one a stage with them */
+    if (s.pp == 1 ? s.n_hosts && s.tp % s.n_hosts : s.n_hosts > s.pp) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
