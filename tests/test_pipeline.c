@@ -41,28 +41,35 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
+/* Starts the configuration's group of local ranks; -1 (err says why, the
+ * group stopped) if it does not start. */
+static int start_config(const struct model *model, const struct config *cf,
+                        struct engine_group *group, char *err, size_t errlen) {
+    struct engine_params params = {.n_threads = 2,
+                                   .max_tokens = 8,
+                                   .kv_block_size = 16,
+                                   .kv_blocks = 32,
+                                   .kv_type = TENSOR_F16};
+    *group = (struct engine_group){.n = cf->tp,
+                                   .stages = cf->pp,
+                                   .layers = cf->layers,
+                                   .n_layers = cf->layers ? cf->pp : 0,
+                                   .backend = COMM_LOCAL,
+                                   .deadline = 10.0};
+    if (engine_group_start(group, model, &params, err, errlen) == 0) return 0;
+    char ignored[256];
+    engine_group_stop(group, ignored, sizeof(ignored));
+    return -1;
+}
+
 /* Runs the prompts on the leader of the configuration's group; -1 if the
  * group does not start (err says why). */
 static int run_config(const struct model *model, const struct config *cf,
                       int prompts[N_PROMPTS][PROMPT_LEN], struct run_result *out, char *err,
                       size_t errlen) {
     int vocab = model->config.vocab_size;
-    struct engine_params params = {.n_threads = 2,
-                                   .max_tokens = 8,
-                                   .kv_block_size = 16,
-                                   .kv_blocks = 32,
-                                   .kv_type = TENSOR_F16};
-    struct engine_group group = {.n = cf->tp,
-                                 .stages = cf->pp,
-                                 .layers = cf->layers,
-                                 .n_layers = cf->layers ? cf->pp : 0,
-                                 .backend = COMM_LOCAL,
-                                 .deadline = 10.0};
-    if (engine_group_start(&group, model, &params, err, errlen) != 0) {
-        char ignored[256];
-        engine_group_stop(&group, ignored, sizeof(ignored));
-        return -1;
-    }
+    struct engine_group group;
+    if (start_config(model, cf, &group, err, errlen)) return -1;
     struct engine *leader = engine_group_leader(&group);
     for (int p = 0; p < N_PROMPTS; p++) {
         struct kv_sequence seq = {0};
@@ -96,14 +103,8 @@ static int run_in_flight(const struct model *model, const struct config *cf,
                          int prompts[N_PROMPTS][PROMPT_LEN], struct run_result *out, char *err,
                          size_t errlen) {
     int vocab = model->config.vocab_size;
-    struct engine_params params = {.n_threads = 2,
-                                   .max_tokens = 8,
-                                   .kv_block_size = 16,
-                                   .kv_blocks = 32,
-                                   .kv_type = TENSOR_F16};
-    struct engine_group group = {
-        .n = cf->tp, .stages = cf->pp, .backend = COMM_LOCAL, .deadline = 10.0};
-    if (engine_group_start(&group, model, &params, err, errlen) != 0) return -1;
+    struct engine_group group;
+    if (start_config(model, cf, &group, err, errlen)) return -1;
     struct engine *leader = engine_group_leader(&group);
     struct kv_sequence seqs[N_PROMPTS] = {{0}};
     int generated[N_PROMPTS] = {0}, busy[N_PROMPTS] = {0}, queue[N_PROMPTS], n_queued = 0;

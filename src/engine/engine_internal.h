@@ -128,6 +128,13 @@ int engine_allgather(struct engine *engine, const void *send, size_t bytes, void
 /* Gathers every rank's logits_slice rows of the n_wanted tokens into the
  * leader's logits (n_wanted, vocab_size); -1 on failure as above. */
 int engine_gather_logits(struct engine *engine, int n_wanted);
+/* Point to point on the pipe (tag: step, index), timed and failing as the
+ * collectives do: a message to rank dest, and the next one from source
+ * (its memory the caller's to free). */
+int engine_send(struct engine *engine, const void *buf, size_t bytes, int dest, uint64_t step,
+                uint32_t index);
+int engine_receive(struct engine *engine, int source, uint64_t step, uint32_t index, void **message,
+                   size_t *bytes);
 /* Broadcasts bytes from the leader (tag: this step, index). */
 int engine_broadcast(struct engine *engine, void *buf, size_t bytes, uint32_t index);
 

@@ -41,6 +41,24 @@ int engine_broadcast(struct engine *engine, void *buf, size_t bytes, uint32_t in
     return finish(engine, rc, t0);
 }
 
+int engine_send(struct engine *engine, const void *buf, size_t bytes, int dest, uint64_t step,
+                uint32_t index) {
+    struct comm_tag tag = {step, engine_fault_apply(engine, index)};
+    double t0 = now_seconds();
+    int rc = comm_send(engine->pipe, buf, bytes, dest, tag, engine->comm_message,
+                       sizeof(engine->comm_message));
+    return finish(engine, rc, t0);
+}
+
+int engine_receive(struct engine *engine, int source, uint64_t step, uint32_t index, void **message,
+                   size_t *bytes) {
+    struct comm_tag tag = {step, engine_fault_apply(engine, index)};
+    double t0 = now_seconds();
+    int rc = comm_recv(engine->pipe, source, tag, message, bytes, engine->comm_message,
+                       sizeof(engine->comm_message));
+    return finish(engine, rc, t0);
+}
+
 int engine_gather_logits(struct engine *engine, int n_wanted) {
     const struct model *m = engine->model;
     int n_ranks = comm_size(engine->comm), vocab = m->config.vocab_size;
