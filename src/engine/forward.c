@@ -82,7 +82,10 @@ int engine_init(struct engine *engine, const struct model *model,
     engine->scores = malloc((size_t)tensor_pool_size(engine->pool) *
                             engine_attention_space(c, engine->context_length) * sizeof(float));
     engine->attention_units = malloc(t * (size_t)c->n_heads * sizeof(struct attention_unit));
-    engine->logits = malloc(t * c->vocab_size * sizeof(float));
+    /* logits rows: where the classifier runs, and on the leader, which a
+     * pipeline's last stage sends them to; a middle stage has none */
+    int has_logits = !model->skips_classifier || !params->pipe || comm_rank(params->pipe) == 0;
+    engine->logits = malloc(has_logits ? t * c->vocab_size * sizeof(float) : 1);
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
     /* + 1: a buffer even for a model without rotary pairs */
     engine->rope_cosines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
