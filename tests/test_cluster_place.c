@@ -12,7 +12,11 @@
  * stages of tp ranks, the layers and what each costs, a split asked for or
  * none; the placement and the layer split expected, or the refusal. Every
  * pipeline placement keeps the layers' sum, at least one a stage, and each
- * host's memory. */
+ * host's memory.
+ *
+ * A third table is the policy's own choice of shape (cluster_choose_shape):
+ * the same clusters with links measured or not, and the shape, placement
+ * and split it chooses, or the refusal. */
 #include "cluster/cluster.h"
 #include "testutil.h"
 
@@ -441,12 +445,100 @@ static void run_stage_case(const struct stage_case *c) {
     }
 }
 
+/* A shape case: the model of the pipeline cases (12 layers of 400 MiB, a
+ * stage 64 MiB, the first 100 more, the last 200 more: 5,164 MiB on one
+ * rank, tp2_mib a rank at tp 2, 0 if it does not split so), its links all
+ * of link_us and link_mb_s (0: unmeasured). */
+struct shape_case {
+    const char *what;
+    const char *hosts; /* as in place_case */
+    int64_t tp2_mib;
+    double link_us, link_mb_s;
+    const char *pinned; /* "a+b", or NULL */
+    const char *expect; /* the placement, or NULL if refused */
+    int tp, pp;         /* the shape expected */
+    const char *layers; /* the split expected ("" for pp 1) */
+    const char *reason; /* a substring of the refusal */
+};
+
+/* clang-format off */
+static const struct shape_case shape_cases[] = {
+    {"fits one host: tp 1 there", "a 2 limit=8192 | b 2 limit=8192", 2650, 0, 0, NULL, "a", 1, 1,
+     "", NULL},
+    {"fits only the larger host", "a 2 limit=4096 | b 2 limit=6144", 2650, 0, 0, NULL, "b", 1, 1,
+     "", NULL},
+    {"fits no host, links unmeasured: pp by memory", "a 2 limit=3072 | b 2 limit=4096", 2650, 0, 0,
+     NULL, "b+a", 1, 2, "7,5", NULL},
+    {"fits no host, slow links (Wi-Fi, 2 ms): pp", "a 2 limit=3072 | b 2 limit=4096", 2650, 2000,
+     40, NULL, "b+a", 1, 2, "7,5", NULL},
+    {"1 GbE (0.5 ms) saves more than it costs on a 250 ms token: tp",
+     "a 2 limit=3072 | b 2 limit=4096", 2650, 500, 125, NULL, "a+b", 2, 1, "", NULL},
+    {"fits no host, fast links (20 us, 10 GbE): tp", "a 2 limit=3072 | b 2 limit=4096", 2650, 20,
+     1250, NULL, "a+b", 2, 1, "", NULL},
+    {"fast links but tp 2 does not fit: pp", "a 2 limit=2048 | b 2 limit=5000", 2650, 20, 1250,
+     NULL, "b+a", 1, 2, "9,3", NULL},
+    {"fast links but no tp 2 split of the model: pp", "a 2 limit=3072 | b 2 limit=4096", 0, 20,
+     1250, NULL, "b+a", 1, 2, "7,5", NULL},
+    {"three small hosts: three stages", "a 1 limit=2048 | b 1 limit=2048 | c 1 limit=2048", 2650,
+     0, 0, NULL, "a+b+c", 1, 3, "4,4,4", NULL},
+    {"pinned hosts, fast links: tp over them", "a 2 limit=8192 | b 2 limit=8192", 2650, 20, 1250,
+     "a+b", "a+b", 2, 1, "", NULL},
+    {"pinned hosts, unmeasured links: pp over them", "a 2 limit=8192 | b 2 limit=8192", 2650, 0, 0,
+     "b+a", "b+a", 1, 2, "6,6", NULL},
+    {"a lost host leaves one too small", "a 2 limit=3072 | b 2 limit=4096 lost", 2650, 0, 0, NULL,
+     NULL, 0, 0, NULL, "host a: 3.0 GiB free, needs 5.0 GiB per rank; host b is lost), and 1 open host cannot "
+     "split it"},
+    {"too big for both", "a 2 limit=1024 | b 2 limit=2048", 2650, 0, 0, NULL, NULL, 0, 0, NULL,
+     "nor 2 stages on 2 hosts (12 layers do not fit 2 stages"},
+};
+/* clang-format on */
+
+static void run_shape_case(const struct shape_case *c) {
+    struct cluster_host hosts[8];
+    struct cluster_usage usage[8];
+    struct cluster_shape_request r;
+    struct cluster_link links[8 * 8];
+    struct cluster_placement p;
+    char why[512] = "", text[128] = "", layers[64] = "";
+    memset(&r, 0, sizeof(r));
+    int n = build_hosts(c->hosts, c->pinned, hosts, usage, &r.place);
+    r.n_layers = 12;
+    r.stage = (struct cluster_stage_need){400 * MIB, 64 * MIB, 100 * MIB, 200 * MIB};
+    r.bytes_per_rank[1] = (12 * 400 + 64 + 100 + 200) * MIB;
+    r.bytes_per_rank[2] = c->tp2_mib * MIB;
+    r.weight_bytes = 12 * 400 * MIB;
+    r.hidden_bytes = 2048 * 4;
+    for (int i = 0; i < n * n; i++)
+        links[i] = (struct cluster_link){c->link_us, c->link_mb_s * 1e6};
+    r.links = links;
+    int rc = cluster_choose_shape(hosts, usage, n, &r, &p, why, sizeof(why));
+    if (rc == 0) {
+        cluster_placement_format(hosts, &p, text, sizeof(text));
+        if (p.pp > 1) format_layers(&p, layers, sizeof(layers));
+    }
+    if (c->expect) {
+        CHECK_MSG(rc == 0, "%s: refused: %s", c->what, why);
+        CHECK_MSG(rc != 0 || (!strcmp(text, c->expect) && !strcmp(layers, c->layers) &&
+                              p.tp == c->tp && (p.pp > 1 ? p.pp : 1) == c->pp),
+                  "%s: placed %s (tp %d, pp %d) with layers '%s', expected %s (tp %d, pp %d) "
+                  "with '%s'",
+                  c->what, text, p.tp, p.pp, layers, c->expect, c->tp, c->pp, c->layers);
+    } else {
+        CHECK_MSG(rc == -1, "%s: placed %s", c->what, text);
+        CHECK_MSG(strstr(why, c->reason), "%s: reason '%s', expected '%s'", c->what, why,
+                  c->reason);
+    }
+}
+
 int main(void) {
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
     int n_stage_cases = (int)(sizeof(stage_cases) / sizeof(stage_cases[0]));
     for (int i = 0; i < n_cases; i++) run_case(&cases[i]);
     for (int i = 0; i < n_stage_cases; i++) run_stage_case(&stage_cases[i]);
     printf("%d pipeline placement cases\n", n_stage_cases);
+    int n_shape_cases = (int)(sizeof(shape_cases) / sizeof(shape_cases[0]));
+    for (int i = 0; i < n_shape_cases; i++) run_shape_case(&shape_cases[i]);
+    printf("%d shape cases\n", n_shape_cases);
     test_deterministic();
     test_request_numerics();
     test_numerics_check();

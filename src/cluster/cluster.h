@@ -268,6 +268,36 @@ int cluster_place(const struct cluster_host *hosts, const struct cluster_usage *
 int cluster_place_stages(const struct cluster_host *hosts, const struct cluster_usage *usage,
                          int n_hosts, const struct cluster_request *request,
                          struct cluster_placement *out, char *why, size_t whylen);
+/* A link from one host to another as `lockstep probe --links` measured
+ * it between ranks on the two (cluster_links_parse). */
+struct cluster_link {
+    double latency_us;       /* one way: half the median round trip of a small message
+                                (0: not measured) */
+    double bytes_per_second; /* one way, of a 1 MiB message (0: not measured) */
+};
+
+/* What the policy needs to choose an instance's shape itself. */
+struct cluster_shape_request {
+    struct cluster_request place; /* hosts pinned and excluded, numerics (its degrees,
+                                     bytes and split are the chooser's) */
+    int64_t bytes_per_rank[CLUSTER_STAGES_MAX + 1]; /* [t]: a rank's cluster_need total at tp t
+                                                       (0: the model does not split t ways) */
+    int n_layers;                                   /* the model's layers */
+    struct cluster_stage_need stage;                /* what a stage costs at tp 1 */
+    int64_t weight_bytes; /* the model's weights: what one token reads */
+    int64_t hidden_bytes; /* a token's activations (dim floats): what an all-reduce sums */
+    const struct cluster_link *links; /* [from * n_hosts + to], or NULL: none measured */
+};
+/* The policy's shape and placement when none is asked for (shape.c): one
+ * host, tp 1, if the model fits one; else the fewest hosts h that hold it,
+ * as pp h with layers by memory, or as tp h when that fits too and every
+ * link between its hosts is measured fast enough that tp's 2 * layers
+ * all-reduces per token cost at most a quarter of the compute it saves
+ * (the model's weights read at 20 GB/s). Pinned hosts fix h. 0 with *out,
+ * or -1 with why naming what one host and what the most stages lacked. */
+int cluster_choose_shape(const struct cluster_host *hosts, const struct cluster_usage *usage,
+                         int n_hosts, const struct cluster_shape_request *r,
+                         struct cluster_placement *out, char *why, size_t whylen);
 /* Bytes the ranks of placement p on its k-th host take: bytes_per_rank
  * each, or for a pipeline their stages' stage_bytes. */
 int64_t cluster_placement_host_bytes(const struct cluster_placement *p, int k,
