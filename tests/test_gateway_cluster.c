@@ -105,7 +105,8 @@ static void test_admin_json(void) {
                  "unknown field 'extra'");
     expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",\"tp\":1,\"tp\":2}", 400,
                  "the field 'tp' more than once");
-    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\"}", 400, "tp is required");
+    expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",\"pp\":2,\"layers\":[1]}", 400,
+                 "one for each of the pp stages");
     expect_admin("POST", "/admin/instances", "{\"model\":\"rand\",", 400,
                  "the body is not valid JSON: error at line 1");
     expect_admin("POST", "/admin/instances/rand-1/move", "{\"x\":1}", 400, "unknown field 'x'");

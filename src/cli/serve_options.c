@@ -396,7 +396,7 @@ void serve_options_init(struct serve_options *o) {
                                         .max_client_connections = 512,
                                         .probe_seconds = 5,
                                         .mpirun_path = "mpirun"};
-    o->defaults = (struct gateway_model){.tp = 1, .pp = 1, .threads = 2};
+    o->defaults = (struct gateway_model){.threads = 2}; /* tp, pp 0 until given */
     o->prefix_cache = -1;
     snprintf(o->api_key_source, SERVE_SOURCE_MAX, "(from $LOCKSTEP_API_KEY)");
     snprintf(o->admin_key_source, SERVE_SOURCE_MAX, "(from $LOCKSTEP_ADMIN_KEY)");
@@ -537,6 +537,12 @@ int serve_options_parse(int argc, char **argv, struct serve_options *o) {
         return -1;
     }
     if (check_keys(p)) return -1;
+    for (int m = 0; m < p->n_models; m++) {
+        struct gateway_model *model = &o->models[m];
+        model->shape_chosen = !model->tp && !model->pp && !model->layers[0];
+        if (!model->tp) model->tp = 1;
+        if (!model->pp) model->pp = 1;
+    }
     p->models = o->models;
     return assemble_runner_args(o);
 }

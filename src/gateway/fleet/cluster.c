@@ -158,6 +158,27 @@ static int request_need(const struct gateway_served *s, const struct cluster_sha
     return 0;
 }
 
+/* The request for the policy to choose served's shape: its need at every
+ * degree it splits into, each stage's, what a token reads and sums; 0,
+ * or 400 with why. */
+static int shape_request_need(const struct fleet *f, const struct gateway_served *s,
+                              struct cluster_shape_request *r, char *why, size_t whylen) {
+    struct cluster_need need;
+    char reason[256];
+    for (int tp = 1; tp <= CLUSTER_STAGES_MAX; tp++)
+        if (cluster_degree_check(s->file, tp, reason, sizeof(reason)) == 0 &&
+            cluster_model_need(s->file, tp, s->context_length, &need, reason, sizeof(reason)) == 0)
+            r->bytes_per_rank[tp] = need.total_bytes;
+    if (cluster_model_need(s->file, 1, s->context_length, &need, why, whylen) ||
+        cluster_model_stage_need(s->file, 1, s->context_length, TENSOR_F16, &r->stage, why, whylen))
+        return 400;
+    r->n_layers = s->file->config.n_layers;
+    r->weight_bytes = need.weight_bytes;
+    r->hidden_bytes = (int64_t)s->file->config.dim * (int64_t)sizeof(float);
+    r->links = f->links_measured ? f->links : NULL;
+    return 0;
+}
+
 /* Chooses a placement for served at shape: on the named hosts when some
  * are given, else where the policy says, never on `avoid` (a placement
  * being left, or NULL), only on hosts of contract numerics ("": any one).
@@ -167,10 +188,12 @@ static int choose_placement(struct fleet *f, const struct gateway_served *s,
                             int n_hosts, const struct cluster_placement *avoid,
                             const char *numerics, struct cluster_placement *out,
                             int64_t *bytes_per_rank, char *why, size_t whylen) {
+    struct cluster_shape_request chooser = {0};
     struct cluster_request request = {0};
     snprintf(request.numerics, sizeof(request.numerics), "%s", numerics);
     struct cluster_usage usage[CLUSTER_HOSTS_MAX];
-    int status = request_need(s, shape, &request, why, whylen);
+    int status = shape->chosen ? shape_request_need(f, s, &chooser, why, whylen)
+                               : request_need(s, shape, &request, why, whylen);
     if (status) return status;
     for (int i = 0; i < n_hosts; i++) {
         int h = find_host(f, hosts[i]);
@@ -184,7 +207,14 @@ static int choose_placement(struct fleet *f, const struct gateway_served *s,
     for (int k = 0; avoid && n_hosts == 0 && k < avoid->n_hosts; k++)
         request.exclude[avoid->host[k]] = 1;
     fleet_usage(f, usage);
-    if (cluster_place(f->hosts, usage, f->n_hosts, &request, out, why, whylen)) return 409;
+    if (shape->chosen) {
+        chooser.place = request;
+        if (cluster_choose_shape(f->hosts, usage, f->n_hosts, &chooser, out, why, whylen))
+            return 409;
+        request.bytes_per_rank = chooser.bytes_per_rank[out->tp];
+    } else if (cluster_place(f->hosts, usage, f->n_hosts, &request, out, why, whylen)) {
+        return 409;
+    }
     if (out->pp < 1) out->pp = 1;
     *bytes_per_rank = request.bytes_per_rank;
     return 0;
@@ -307,9 +337,11 @@ int fleet_add(struct fleet *f, const char *model, const struct cluster_shape *sh
     }
     if (in) {
         in->routable = 1;
+        in->shape_chosen = shape->chosen;
         snprintf(id, idlen, "%s", in->id);
-        fleet_record(f, "start", in->id, NULL, "%s started on %s (tp %d, pp %d)", in->id,
-                     in->hosts_text, shape->tp, placement.pp);
+        fleet_record(f, "start", in->id, NULL, "%s started on %s (tp %d, pp %d%s)", in->id,
+                     in->hosts_text, placement.tp, placement.pp,
+                     shape->chosen ? ", chosen by the policy" : "");
     }
     pthread_mutex_unlock(&f->cluster_lock);
     return status;
@@ -365,7 +397,7 @@ static int numerics_differ(const struct fleet *f, const struct fleet_instance *i
 }
 
 /* A move that keeps the instance's degrees and split. */
-static const struct cluster_shape fleet_same_shape = {0, 0, {0}};
+static const struct cluster_shape fleet_same_shape = {0, 0, {0}, 0};
 
 /* Starts moving in to shape (tp, pp 0: its own) on hosts (none: where the
  * policy says, elsewhere; or, when anywhere, where it is if nowhere else
@@ -381,6 +413,8 @@ static int start_move(struct fleet *f, struct fleet_instance *in, const struct c
                  in->deleting ? "being stopped" : "already moving");
         return 409;
     }
+    shape.chosen =
+        in->shape_chosen && shape.tp <= 0 && shape.pp <= 0 && !shape.layers[0] && n_hosts == 0;
     if (shape.tp <= 0) shape.tp = in->placement.tp;
     if (shape.pp <= 0) shape.pp = in->placement.pp;
     if (!anywhere && placed_at(f, &in->placement, &shape, hosts, n_hosts)) {
@@ -394,7 +428,7 @@ static int start_move(struct fleet *f, struct fleet_instance *in, const struct c
     if (numerics_differ(f, in, numerics, hosts, n_hosts, why, whylen)) return 409;
     /* without hosts, a move at the same degree goes elsewhere; a failed
      * instance that has nowhere else starts anew where it was */
-    int same = shape.tp == in->placement.tp && shape.pp == in->placement.pp;
+    int same = shape.chosen || (shape.tp == in->placement.tp && shape.pp == in->placement.pp);
     const struct cluster_placement *avoid = same ? &in->placement : NULL;
     int status = choose_placement(f, in->served, &shape, hosts, n_hosts, avoid, numerics,
                                   &placement, &bytes, why, whylen);
@@ -404,8 +438,9 @@ static int start_move(struct fleet *f, struct fleet_instance *in, const struct c
     struct fleet_instance *next =
         status ? NULL : start_instance(f, in->served, in->id, &placement, bytes, why, whylen);
     if (!next) return status ? status : 500;
+    next->shape_chosen = shape.chosen;
     in->move = (struct fleet_move){.state = FLEET_MOVE_STARTING,
-                                   .tp = shape.tp,
+                                   .tp = placement.tp,
                                    .pp = placement.pp,
                                    .started_us = clock_now_us(),
                                    .successor = next};
@@ -740,7 +775,9 @@ static int start_initial(struct fleet *f, char *err, size_t errlen) {
         const struct gateway_served *s = gateway_served_find(f->served, f->n_served, model);
         const char *hosts[CLUSTER_HOSTS_MAX];
         int n_hosts = spec ? spec->n_hosts : 0;
-        struct cluster_shape shape = {.tp = f->served[i].model.tp, .pp = f->served[i].model.pp};
+        struct cluster_shape shape = {.tp = f->served[i].model.tp,
+                                      .pp = f->served[i].model.pp,
+                                      .chosen = f->served[i].model.shape_chosen};
         memcpy(shape.layers, f->served[i].model.layers, sizeof(shape.layers));
         if (spec) {
             shape = (struct cluster_shape){.tp = spec->tp, .pp = spec->pp};

@@ -65,6 +65,8 @@ struct fleet_instance {
     struct cluster_placement placement;    /* its ranks' hosts (indices into the gateway's) */
     char hosts_text[FLEET_PLACEMENT_TEXT]; /* the placement spelt "a:2" */
     int64_t bytes_per_rank;                /* memory its placement counts per rank */
+    int shape_chosen; /* 1: the policy chose its shape, and chooses it again when it moves
+                         without one asked for */
     /* cluster lock (cluster.c) */
     int routable;           /* 1: new requests may be routed here */
     int deleting;           /* 1: DELETE asked for: it stops once its table is empty */
@@ -158,6 +160,11 @@ struct fleet {
     uint64_t lost_until_us[CLUSTER_HOSTS_MAX];    /* a lose-host fault's end, per host */
     uint64_t drained_until_us[CLUSTER_HOSTS_MAX]; /* a drain-host fault's end, per host (0: none) */
     int n_hosts;
+    /* the links between hosts as the latest link probe measured them,
+     * [from * n_hosts + to] (all 0 until one answers): what the policy
+     * weighs when it chooses a shape */
+    struct cluster_link links[CLUSTER_HOSTS_MAX * CLUSTER_HOSTS_MAX];
+    int links_measured; /* 1: a link probe has answered */
     struct fleet_event events[FLEET_EVENTS]; /* ring */
     int n_events;                            /* events so far */
     struct fleet_history *history;           /* history.c (cluster lock) */

@@ -57,7 +57,8 @@ static int read_layers(const cJSON *j, struct cluster_shape *shape, struct opena
 }
 
 /* Reads {"model"?, "tp"?, "pp"?, "layers"?, "hosts"?} (what each call
- * takes); -1 with e. */
+ * takes; a start without tp, pp or layers is placed at the shape the
+ * policy chooses); -1 with e. */
 static int read_body(const cJSON *j, int need_model, const char **model,
                      struct cluster_shape *shape, const char **hosts, int *n_hosts,
                      struct openai_error *e) {
@@ -65,11 +66,6 @@ static int read_body(const cJSON *j, int need_model, const char **model,
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "hosts"), *item;
     *n_hosts = 0;
     memset(shape, 0, sizeof(*shape));
-    if (need_model && !cJSON_GetObjectItemCaseSensitive(j, "tp")) {
-        openai_error_set(e, 400, "invalid_request_error", "tp", NULL,
-                         "tp is required: the instance's tensor-parallel degree");
-        return -1;
-    }
     if (need_model && !cJSON_IsString(m)) {
         openai_error_set(e, 400, "invalid_request_error", "model", NULL,
                          "model must be the name of a served model");
@@ -79,8 +75,11 @@ static int read_body(const cJSON *j, int need_model, const char **model,
     if (read_count(j, "tp", CLUSTER_RANKS_MAX, "ranks per stage", &shape->tp, e) ||
         read_count(j, "pp", CLUSTER_STAGES_MAX, "pipeline stages", &shape->pp, e))
         return -1;
-    if (need_model && shape->pp == 0) shape->pp = 1;
     if (read_layers(j, shape, e)) return -1;
+    /* a start with no shape asked for gets the policy's */
+    if (need_model && !shape->tp && !shape->pp && !shape->layers[0]) shape->chosen = 1;
+    if (need_model && shape->tp == 0) shape->tp = 1;
+    if (need_model && shape->pp == 0) shape->pp = 1;
     if (list && !cJSON_IsArray(list)) {
         openai_error_set(e, 400, "invalid_request_error", "hosts", NULL,
                          "hosts must be an array of host names");
