@@ -498,7 +498,56 @@ static void test_place_spec(void) {
     }
 }
 
+/* The link probe's line: formatted and parsed back exactly, and every
+ * malformed line refused naming what is wrong, with the links zeroed. */
+static void test_links_line(void) {
+    struct cluster_link links[9] = {{0}}, back[9];
+    char line[1024], err[200];
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            if (a != b) links[a * 3 + b] = (struct cluster_link){10.5 * (a + 1), 1e8 * (b + 1)};
+    CHECK(cluster_links_format(links, 3, line, sizeof(line)) > 0);
+    CHECK_MSG(cluster_links_parse(line, 3, back, err, sizeof(err)) == 0, "%s: %s", line, err);
+    CHECK(!memcmp(links, back, sizeof(links)));
+    CHECK(cluster_links_format(links, 3, line, 40) == -1);
+    static const struct {
+        const char *line, *reason;
+    } bad[] = {
+        {"[]", "not a {\"links\":[...]} line"},
+        {"{\"links\":[],\"x\":1}", "not a {\"links\":[...]} line"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":5,\"bytes_per_second\":1e9}]}",
+         "1 links for 2 hosts: every ordered pair is measured (2)"},
+        {"{\"links\":[{\"from\":0,\"to\":0,\"latency_us\":5,\"bytes_per_second\":1e9}]}",
+         "link 0: hosts 0 to 0 is not a pair of the 2 hosts"},
+        {"{\"links\":[{\"from\":0,\"to\":2,\"latency_us\":5,\"bytes_per_second\":1e9}]}",
+         "link 0: hosts 0 to 2 is not a pair"},
+        {"{\"links\":[{\"from\":0.5,\"to\":1,\"latency_us\":5,\"bytes_per_second\":1e9}]}",
+         "is not a pair"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":-5,\"bytes_per_second\":1e9}]}",
+         "link 0: latency -5 us, 1e+09 bytes/s is not a measurement"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":5,\"bytes_per_second\":0}]}",
+         "is not a measurement"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":5}]}", "link 0: not {"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":5,\"bytes_per_second\":1,\"y\":2}]}",
+         "link 0: not {"},
+        {"{\"links\":[{\"from\":0,\"to\":1,\"latency_us\":5,\"bytes_per_second\":1},"
+         "{\"from\":0,\"to\":1,\"latency_us\":5,\"bytes_per_second\":1}]}",
+         "link 1: hosts 0 to 1 given twice"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        back[1] = (struct cluster_link){1, 1};
+        CHECK_MSG(cluster_links_parse(bad[i].line, 2, back, err, sizeof(err)) == -1,
+                  "'%s' accepted", bad[i].line);
+        CHECK_MSG(strstr(err, bad[i].reason), "'%s': '%s', expected '%s'", bad[i].line, err,
+                  bad[i].reason);
+        CHECK_MSG(back[1].latency_us == 0, "'%s' left a link", bad[i].line);
+    }
+    CHECK(cluster_links_parse("{\"links\":[]}", 1, back, err, sizeof(err)) == -1);
+}
+
 int main(void) {
+    test_links_line();
     test_hostfile_good();
     test_hostfile_programs();
     test_hostfile_errors();

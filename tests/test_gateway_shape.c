@@ -11,6 +11,8 @@
  *     the policy chose it, and 4 seeded streams finish;
  *   - the other shape on the same two hosts, started once the first has
  *     stopped, gives the same streams exactly;
+ *   - the link probe measures the link both ways (GET /v1/cluster shows
+ *     it, and an event);
  *   - a second instance asked for with no shape is refused with the
  *     reason: the model fits no single host, nor the hosts left. */
 #include "cluster_client.h"
@@ -50,6 +52,28 @@ static int instances_drop_to(int n, double seconds) {
         if (left == n) return 1;
         if (test_now() - start > seconds) return 0;
         struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* The links GET /v1/cluster shows once the link probe measured them:
+ * both ways between the two hosts, each with a latency and a rate; 1 once
+ * they are there, within seconds. */
+static int links_measured(double seconds) {
+    double start = test_now();
+    for (;;) {
+        cJSON *c = cluster_client_state(&client), *link;
+        int found = 0;
+        cJSON_ArrayForEach(link, cJSON_GetObjectItem(c, "links")) {
+            const char *from = cJSON_GetStringValue(cJSON_GetObjectItem(link, "from"));
+            double us = cJSON_GetNumberValue(cJSON_GetObjectItem(link, "latency_us"));
+            double rate = cJSON_GetNumberValue(cJSON_GetObjectItem(link, "bytes_per_second"));
+            found += from && us > 0 && rate > 0;
+        }
+        cJSON_Delete(c);
+        if (found == 2) return 1;
+        if (test_now() - start > seconds) return 0;
+        struct timespec nap = {0, 100000000};
         nanosleep(&nap, NULL);
     }
 }
@@ -94,6 +118,9 @@ static void run_checks(void) {
     cluster_streams_start(other_shape, N_STREAMS, &inference, "rand", MAX_TOKENS);
     cluster_streams_join(other_shape, N_STREAMS);
     cluster_streams_check(other_shape, reference, N_STREAMS, "the other shape");
+    CHECK_MSG(links_measured(60), "GET /v1/cluster shows no measured links");
+    CHECK_MSG(event_says("links between 2 hosts measured"),
+              "no event says the links were measured");
     int status = cluster_client_admin(&client, "POST", "/admin/instances", ADMIN,
                                       "{\"model\":\"rand\"}", &body);
     CHECK_MSG(status == 409 && body && strstr(body, "the model fits no single host"),
@@ -115,9 +142,20 @@ int main(void) {
                                  "127.0.0.2 slots=4 memory=140M\n"))
         return 1;
     struct test_service server;
-    char *const extra[] = {
-        "--name",      "rand",         "--cluster",       hostfile, "--api-key", "inference-secret",
-        "--admin-key", "admin-secret", "--enable-faults", "-t",     "1",         NULL};
+    char *const extra[] = {"--name",
+                           "rand",
+                           "--cluster",
+                           hostfile,
+                           "--api-key",
+                           "inference-secret",
+                           "--admin-key",
+                           "admin-secret",
+                           "--enable-faults",
+                           "-t",
+                           "1",
+                           "--probe-interval",
+                           "1",
+                           NULL};
     int port = test_start_gateway(&server, model, extra, NULL, DEADLINE);
     client.port = inference.port = port;
     CHECK_MSG(port > 0, "the gateway did not start");

@@ -201,6 +201,8 @@ struct cluster_shape {
     int tp;                         /* ranks per stage */
     int pp;                         /* pipeline stages (1: none) */
     int layers[CLUSTER_STAGES_MAX]; /* layers of each stage (all 0: the policy's split) */
+    int chosen;                     /* 1: none was asked for: the policy chooses tp, pp and layers
+                                       (cluster_choose_shape) */
 };
 
 /* What to place. */
@@ -276,6 +278,16 @@ struct cluster_link {
     double bytes_per_second; /* one way, of a 1 MiB message (0: not measured) */
 };
 
+/* The links of n hosts ([from * n + to]; the diagonal is not written) as
+ * one JSON line, {"links":[{"from":0,"to":1,"latency_us":..,
+ * "bytes_per_second":..},...]}; its length, or -1 if it does not fit. */
+int cluster_links_format(const struct cluster_link *links, int n, char *out, size_t size);
+/* The line back into links (n * n, zeroed first): every ordered pair of
+ * the n hosts exactly once, figures finite and positive, no other key;
+ * else -1 with err naming the item, and links all 0. */
+int cluster_links_parse(const char *line, int n, struct cluster_link *links, char *err,
+                        size_t errlen);
+
 /* What the policy needs to choose an instance's shape itself. */
 struct cluster_shape_request {
     struct cluster_request place; /* hosts pinned and excluded, numerics (its degrees,
@@ -284,7 +296,7 @@ struct cluster_shape_request {
                                                        (0: the model does not split t ways) */
     int n_layers;                                   /* the model's layers */
     struct cluster_stage_need stage;                /* what a stage costs at tp 1 */
-    int64_t weight_bytes; /* the model's weights: what one token reads */
+    int64_t weight_bytes;                           /* the model's weights: what one token reads */
     int64_t hidden_bytes; /* a token's activations (dim floats): what an all-reduce sums */
     const struct cluster_link *links; /* [from * n_hosts + to], or NULL: none measured */
 };

@@ -97,8 +97,8 @@ int cluster_choose_shape(const struct cluster_host *hosts, const struct cluster_
     for (int h = r->place.n_pinned > 1 ? r->place.n_pinned : 2; h <= most; h++) {
         struct cluster_placement tp;
         request = request_at(r, 1, h);
-        int pp_fits = cluster_place(hosts, usage, n_hosts, &request, out, spread,
-                                    sizeof(spread)) == 0;
+        int pp_fits =
+            cluster_place(hosts, usage, n_hosts, &request, out, spread, sizeof(spread)) == 0;
         request = request_at(r, h, 1);
         int tp_fits = h <= CLUSTER_STAGES_MAX && r->bytes_per_rank[h] > 0 &&
                       cluster_place(hosts, usage, n_hosts, &request, &tp, why, whylen) == 0;
@@ -110,8 +110,10 @@ int cluster_choose_shape(const struct cluster_host *hosts, const struct cluster_
     }
     memset(out, 0, sizeof(*out));
     if (most < 2)
-        snprintf(why, whylen, "the model fits no single host (%s), and %d open host%s cannot "
-                 "split it", one, open, open == 1 ? "" : "s");
+        snprintf(why, whylen,
+                 "the model fits no single host (%s), and %d open host%s cannot "
+                 "split it",
+                 one, open, open == 1 ? "" : "s");
     else
         snprintf(why, whylen, "the model fits no single host (%s), nor %d stages on %d hosts (%s)",
                  one[0] ? one : "the hosts pinned are several", most, most, spread);

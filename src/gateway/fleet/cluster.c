@@ -827,6 +827,32 @@ static void probe_answered(void *context, int host, const struct cluster_probe *
     if (lost) fleet_leave_host(f, host);
 }
 
+/* The link probe's figures between hosts on[0..n): what the shape policy
+ * weighs from now on. */
+static void probe_links_measured(void *context, const int *on, int n,
+                                 const struct cluster_link *links) {
+    struct fleet *f = context;
+    double slowest_us = 0, slowest_rate = 0;
+    pthread_mutex_lock(&f->cluster_lock);
+    memset(f->links, 0, sizeof(f->links));
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            if (a == b || on[a] >= f->n_hosts || on[b] >= f->n_hosts) continue;
+            const struct cluster_link *l = &links[a * n + b];
+            f->links[on[a] * f->n_hosts + on[b]] = *l;
+            if (l->latency_us > slowest_us) slowest_us = l->latency_us;
+            if (slowest_rate == 0 || l->bytes_per_second < slowest_rate)
+                slowest_rate = l->bytes_per_second;
+        }
+    if (!f->links_measured)
+        fleet_record(f, "links", NULL, NULL,
+                     "links between %d hosts measured: at most %.0f us one way, at least %.1f "
+                     "MB/s",
+                     n, slowest_us, slowest_rate / 1e6);
+    f->links_measured = 1;
+    pthread_mutex_unlock(&f->cluster_lock);
+}
+
 int fleet_init(struct fleet *f, const struct gateway_params *params,
                const struct gateway_served *served, int n_served, struct gateway_metrics *metrics,
                atomic_int *stopping, atomic_ullong *next_id, const char *runtime_dir, char *err,
@@ -839,11 +865,12 @@ int fleet_init(struct fleet *f, const struct gateway_params *params,
     f->stopping = stopping;
     f->next_id = next_id;
     snprintf(f->runtime_dir, sizeof(f->runtime_dir), "%s", runtime_dir);
-    f->prober = (struct fleet_prober){.mpirun_path = params->mpirun_path,
-                                      .lockstep_path = params->lockstep_path,
-                                      .every_seconds = params->probe_seconds,
-                                      .stopping = stopping,
-                                      .events = {f, probe_hosts_copy, probe_answered}};
+    f->prober = (struct fleet_prober){
+        .mpirun_path = params->mpirun_path,
+        .lockstep_path = params->lockstep_path,
+        .every_seconds = params->probe_seconds,
+        .stopping = stopping,
+        .events = {f, probe_hosts_copy, probe_answered, probe_links_measured}};
     pthread_mutex_init(&f->cluster_lock, NULL);
     pthread_mutex_init(&f->reports_lock, NULL);
     if (fleet_history_init(f) == 0) return 0;

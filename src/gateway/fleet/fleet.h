@@ -124,6 +124,9 @@ struct fleet_probe_events {
     int (*hosts)(void *context, struct cluster_host *hosts);
     /* Host `host` (its index in that copy) answered p, or did not (NULL). */
     void (*answered)(void *context, int host, const struct cluster_probe *p);
+    /* The link probe measured links ([i * n + j]) between the n hosts of
+     * indices hosts[] (into that copy). */
+    void (*links)(void *context, const int *hosts, int n, const struct cluster_link *links);
 };
 
 /* A thread that probes every host every every_seconds (probe.c). */
@@ -133,8 +136,9 @@ struct fleet_prober {
     double every_seconds;      /* between rounds (0: 5) */
     atomic_int *stopping;      /* the gateway stops: the thread returns */
     struct fleet_probe_events events;
-    pthread_t thread;
-    int started;
+    pthread_t thread;       /* probes the hosts */
+    pthread_t links_thread; /* measures the links between them */
+    int started, links_started;
 };
 
 /* The gateway's instances across the cluster's hosts. Set up by
@@ -164,7 +168,7 @@ struct fleet {
      * [from * n_hosts + to] (all 0 until one answers): what the policy
      * weighs when it chooses a shape */
     struct cluster_link links[CLUSTER_HOSTS_MAX * CLUSTER_HOSTS_MAX];
-    int links_measured; /* 1: a link probe has answered */
+    int links_measured;                      /* 1: a link probe has answered */
     struct fleet_event events[FLEET_EVENTS]; /* ring */
     int n_events;                            /* events so far */
     struct fleet_history *history;           /* history.c (cluster lock) */

@@ -115,6 +115,23 @@ static cJSON *models_json(const struct fleet *f) {
     return models;
 }
 
+/* The links the latest link probe measured, by host name. */
+static cJSON *links_json(const struct fleet *f) {
+    cJSON *links = cJSON_CreateArray();
+    for (int a = 0; a < f->n_hosts; a++)
+        for (int b = 0; b < f->n_hosts; b++) {
+            const struct cluster_link *l = &f->links[a * f->n_hosts + b];
+            if (a == b || l->latency_us <= 0) continue;
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "from", f->hosts[a].name);
+            cJSON_AddStringToObject(j, "to", f->hosts[b].name);
+            cJSON_AddNumberToObject(j, "latency_us", l->latency_us);
+            cJSON_AddNumberToObject(j, "bytes_per_second", l->bytes_per_second);
+            cJSON_AddItemToArray(links, j);
+        }
+    return links;
+}
+
 static cJSON *events_json(const struct fleet *f) {
     cJSON *events = cJSON_CreateArray();
     int first = f->n_events > FLEET_EVENTS ? f->n_events - FLEET_EVENTS : 0;
@@ -151,6 +168,7 @@ char *fleet_json(struct fleet *f) {
     for (int i = 0; i < f->n_instances; i++)
         cJSON_AddItemToArray(instances, instance_json(f, f->instances[i]));
     cJSON_AddItemToObject(root, "events", events_json(f));
+    cJSON_AddItemToObject(root, "links", links_json(f));
     pthread_mutex_unlock(&f->cluster_lock);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
