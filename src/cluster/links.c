@@ -17,14 +17,15 @@
 #define LINKS_RATE_MAX       1e13 /* 10 TB/s is not a network */
 
 int cluster_links_format(const struct cluster_link *links, int n, char *out, size_t size) {
+    /* 17 digits: a figure parses back to the same double */
     size_t used = (size_t)snprintf(out, size, "{\"links\":[");
     for (int from = 0; from < n; from++)
         for (int to = 0; to < n; to++) {
             const struct cluster_link *l = &links[from * n + to];
             if (from == to || used >= size) continue;
             used += (size_t)snprintf(out + used, size - used,
-                                     "%s{\"from\":%d,\"to\":%d,\"latency_us\":%.3f,"
-                                     "\"bytes_per_second\":%.0f}",
+                                     "%s{\"from\":%d,\"to\":%d,\"latency_us\":%.17g,"
+                                     "\"bytes_per_second\":%.17g}",
                                      out[used - 1] == '[' ? "" : ",", from, to, l->latency_us,
                                      l->bytes_per_second);
         }

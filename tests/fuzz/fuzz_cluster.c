@@ -1,11 +1,13 @@
 /* fuzz_cluster.c -- libFuzzer harness for the cluster module's parsers of
  * text that comes from outside: hostfiles (cluster_hostfile_parse), probe
- * lines from other machines (cluster_probe_parse) and `--place` specs
- * (cluster_place_spec_parse). Each input goes to all three. A refusal must
+ * lines from other machines (cluster_probe_parse), link probe lines
+ * (cluster_links_parse, for 2 and 3 hosts) and `--place` specs
+ * (cluster_place_spec_parse). Each input goes to all four. A refusal must
  * come with a one-line message; an accepted hostfile must hold 1 to 64
  * distinct hosts with valid names and slot counts, and placing one rank on
  * it must either succeed within it or say why; an accepted probe must
- * format and parse back to itself; an accepted spec must keep its ranges.
+ * format and parse back to itself, and so must accepted links, every
+ * figure positive; an accepted spec must keep its ranges.
  * Built by tests/fuzz/CMakeLists.txt when LOCKSTEP_FUZZ=ON. */
 #include "cluster/cluster.h"
 
@@ -60,6 +62,22 @@ static void check_probe(const char *line) {
         abort();
 }
 
+static void check_links(const char *line, int n) {
+    struct cluster_link links[9], back[9];
+    char err[512] = "", text[2048];
+    if (cluster_links_parse(line, n, links, err, sizeof(err))) {
+        check_message(err);
+        return;
+    }
+    for (int i = 0; i < n * n; i++)
+        if ((i % (n + 1) == 0) != (links[i].latency_us == 0 && links[i].bytes_per_second == 0) ||
+            links[i].latency_us < 0 || links[i].bytes_per_second < 0)
+            abort();
+    if (cluster_links_format(links, n, text, sizeof(text)) <= 0) abort();
+    if (cluster_links_parse(text, n, back, err, sizeof(err))) abort();
+    if (memcmp(links, back, (size_t)n * (size_t)n * sizeof(*links))) abort();
+}
+
 static void check_spec(const char *text) {
     struct cluster_place_spec s;
     char err[512] = "";
@@ -84,6 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     text[size] = '\0';
     check_hostfile(text, size);
     check_probe(text);
+    check_links(text, 2);
+    check_links(text, 3);
     check_spec(text);
     free(text);
     return 0;
