@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# netns_tp.sh -- tensor parallelism between two hosts on one machine.
+# netns_tp.sh -- tensor and pipeline parallelism between two hosts on one
+# machine.
 #
 # Two network namespaces joined by a veth pair play two hosts (10.213.0.1
 # and 10.213.0.2). mpirun starts in the first; its launch agent (Open MPI's
@@ -11,6 +12,12 @@
 #   - the two ranks ran in different network namespaces (each rank prints
 #     its /proc/self/ns/net through a wrapper) and the all-reduces crossed
 #     the veth (its byte counters);
+#   - the same with two pipeline stages (--pp 2, a stage a host): the ids of
+#     the local tp=1 run, the handoffs and logits crossed the veth, and in
+#     fewer bytes than tensor parallelism's all-gathers;
+#   - a pipeline whose stage 1 is killed (SIGKILL in step 3) or stopped
+#     (SIGSTOP) ends the job within its deadline with the comm module's
+#     exit code or mpirun's kill, never a hang;
 #   - a run forced to fail (rank 1 stopped, mpirun given up on) leaves no
 #     namespace, veth, process or file behind, like a passing run.
 # Every process and namespace it creates is removed by the EXIT trap, pass or
@@ -143,6 +150,7 @@ bytes() { ip netns exec "$ns1" cat "/sys/class/net/$veth1/statistics/$1"; }
 
 net_of() { ip netns exec "$1" readlink /proc/self/ns/net; }
 
+tp_bytes=0
 for prompt in "In the beginning God created" "And the LORD said unto"; do
     want=$("$lockstep" generate -m "$model" -p "$prompt" -n 32 --temp 0 --print-ids 2>/dev/null |
         tail -n 1)
@@ -163,7 +171,44 @@ for prompt in "In the beginning God created" "And the LORD said unto"; do
     # 32 steps x 2 layers x 2 all-gathers of >= 256 floats: >= 128 KiB each way
     [ "$sent" -ge 131072 ] && [ "$received" -ge 131072 ]
     check $? "the collectives did not cross the veth ($sent bytes out, $received in)"
+    tp_bytes=$((sent + received))
 done
+
+# Two pipeline stages, one a host: rank 0 runs layer 0 and hands each
+# step's activations on; rank 1 runs layer 1 and returns the logits.
+prompt="And the LORD said unto"
+want=$("$lockstep" generate -m "$model" -p "$prompt" -n 32 --temp 0 --print-ids 2>/dev/null |
+    tail -n 1)
+tx=$(bytes tx_bytes) rx=$(bytes rx_bytes)
+run_two_hosts -p "$prompt" --pp 2
+status=$?
+sent=$(($(bytes tx_bytes) - tx)) received=$(($(bytes rx_bytes) - rx))
+got=$(tail -n 1 "$work/mpi.out")
+echo "two stages, '$prompt': exit $status; veth: $sent bytes out, $received in (tp 2: $tp_bytes)"
+check "$status" "pp 2: mpirun exited with $status: $(cat "$work/mpi.err")"
+[ -n "$want" ] && [ "$got" = "$want" ]
+check $? "pp 2: ids differ: two stages '$got', local '$want'"
+# 32 steps, each >= 256 floats of activations out and 300 floats of logits back
+[ "$sent" -ge 32768 ] && [ "$received" -ge 38400 ] && [ $((sent + received)) -lt "$tp_bytes" ]
+check $? "pp 2: the handoffs did not cross the veth, or took more than tp 2's $tp_bytes bytes"
+
+# A stage killed or stopped mid-generation: the job ends soon after the 2 s
+# deadline (within 30 s; a hang would last until the job's kill at
+# JOB_SECONDS).
+mpirun_extra=(-x LOCKSTEP_FAULT)
+for fault in kill:1:3 stop:1:3; do
+    start=${EPOCHREALTIME/./}
+    LOCKSTEP_FAULT=$fault run_two_hosts -p "$prompt" --pp 2 --comm-deadline 2
+    status=$?
+    ms=$(((${EPOCHREALTIME/./} - start) / 1000))
+    echo "two stages, stage 1 $fault: exit $status after $ms ms"
+    [ "$status" -ne 0 ] && [ "$ms" -lt 30000 ]
+    check $? "pp 2, $fault: exit $status after $ms ms (a hang ends at the job's $JOB_SECONDS s kill)"
+    for pid in $(ip netns pids "$ns1") $(ip netns pids "$ns2"); do
+        kill -KILL "$pid" 2>/dev/null # a stopped rank mpirun left behind
+    done
+done
+mpirun_extra=()
 
 # A forced failure must leave nothing behind either: no namespace, veth,
 # process or file of that run.
