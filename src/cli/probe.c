@@ -55,7 +55,7 @@ static double median(double *values, int n) {
  * the measurer. Tags name the pair and the round. */
 static int bounce(struct comm *comm, int peer, int measurer, uint64_t pair, int rounds,
                   size_t bytes, const char *payload, double *seconds, char *err, size_t errlen) {
-    double times[LINKS_SMALL_ROUNDS + LINKS_LARGE_ROUNDS];
+    double times[LINKS_SMALL_ROUNDS + LINKS_LARGE_ROUNDS] = {0};
     for (int r = 0; r < rounds; r++) {
         struct comm_tag out = {pair, (uint32_t)(2 * r + (bytes > 8))}, back = {pair, 1u << 20};
         uint64_t start = clock_now_us();

@@ -32,8 +32,8 @@ struct gateway_model {
     int tp;                         /* ranks (of each pipeline stage) */
     int pp;                         /* pipeline stages (1: none) */
     int layers[CLUSTER_STAGES_MAX]; /* layers of each stage, or all 0: the placement's split */
-    int shape_chosen; /* 1: neither tp, pp nor layers was given: the placement policy
-                         chooses them where the instance goes (cluster_choose_shape) */
+    int shape_chosen;               /* 1: neither tp, pp nor layers was given: the placement policy
+                                       chooses them where the instance goes (cluster_choose_shape) */
     int threads;                    /* threads per rank */
     enum gateway_launcher launcher;
     const char *hosts;              /* mpi: hostfile for mpirun, or NULL */
