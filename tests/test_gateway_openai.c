@@ -57,7 +57,7 @@ static void test_chat_every_field(void) {
         CHECK(same_string(r.messages[3].role, "developer"));
         CHECK(same_string(r.messages[3].content, ""));
     }
-    CHECK(r.prompt == NULL && r.prompt_tokens == NULL && r.n_prompt_tokens == 0);
+    CHECK(r.prompts == NULL && r.n_prompts == 0);
     CHECK(r.stream == 1 && r.include_usage == 1);
     CHECK(r.max_tokens == 7); /* max_completion_tokens wins over max_tokens */
     CHECK(r.temperature == 0.5f && r.top_p == 0.9f && r.top_k == 40 && r.min_p == 0.05f);
@@ -129,7 +129,8 @@ static void test_completion_prompts(void) {
                 "\"user\":\"u\"}",
                 OPENAI_COMPLETION, &r, &e) == 0);
     CHECK(r.kind == OPENAI_COMPLETION);
-    CHECK(same_string(r.prompt, "In the beginning") && r.prompt_tokens == NULL);
+    CHECK(r.n_prompts == 1 && same_string(r.prompts[0].text, "In the beginning") &&
+          r.prompts[0].tokens == NULL);
     CHECK(r.n_messages == 0 && r.messages == NULL);
     CHECK(r.logprobs == 1 && r.top_logprobs == 3);
     CHECK(r.n_stops == 1 && same_string(r.stops[0], "\n"));
@@ -142,30 +143,45 @@ static void test_completion_prompts(void) {
 
     CHECK(parse("{\"model\":\"m\",\"prompt\":[\"one\"],\"logprobs\":0}", OPENAI_COMPLETION, &r,
                 &e) == 0);
-    CHECK(same_string(r.prompt, "one") && r.logprobs == 1 && r.top_logprobs == 0);
+    CHECK(r.n_prompts == 1 && same_string(r.prompts[0].text, "one") && r.logprobs == 1 &&
+          r.top_logprobs == 0);
     openai_request_free(&r);
 
     CHECK(parse("{\"model\":\"m\",\"prompt\":\"\"}", OPENAI_COMPLETION, &r, &e) == 0);
-    CHECK(same_string(r.prompt, "") && r.logprobs == 0);
+    CHECK(r.n_prompts == 1 && same_string(r.prompts[0].text, "") && r.logprobs == 0);
     check_defaults(&r);
     openai_request_free(&r);
 
     CHECK(parse("{\"model\":\"m\",\"prompt\":[1,2,2147483647]}", OPENAI_COMPLETION, &r, &e) == 0);
-    CHECK(r.prompt == NULL && r.n_prompt_tokens == 3);
-    if (r.n_prompt_tokens == 3)
-        CHECK(r.prompt_tokens[0] == 1 && r.prompt_tokens[1] == 2 &&
-              r.prompt_tokens[2] == 2147483647);
+    CHECK(r.n_prompts == 1 && r.prompts[0].text == NULL && r.prompts[0].n_tokens == 3);
+    if (r.n_prompts == 1 && r.prompts[0].n_tokens == 3)
+        CHECK(r.prompts[0].tokens[0] == 1 && r.prompts[0].tokens[1] == 2 &&
+              r.prompts[0].tokens[2] == 2147483647);
     openai_request_free(&r);
 
     CHECK(parse("{\"model\":\"m\",\"prompt\":[[4,0]]}", OPENAI_COMPLETION, &r, &e) == 0);
-    CHECK(r.n_prompt_tokens == 2);
-    if (r.n_prompt_tokens == 2) CHECK(r.prompt_tokens[0] == 4 && r.prompt_tokens[1] == 0);
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_tokens == 2);
+    if (r.n_prompts == 1 && r.prompts[0].n_tokens == 2)
+        CHECK(r.prompts[0].tokens[0] == 4 && r.prompts[0].tokens[1] == 0);
+    openai_request_free(&r);
+
+    /* several prompts, each answered with n choices */
+    CHECK(parse("{\"model\":\"m\",\"prompt\":[\"a\",\"\",\"b c\"],\"n\":2}", OPENAI_COMPLETION, &r,
+                &e) == 0);
+    CHECK(r.n_prompts == 3 && r.n == 2);
+    if (r.n_prompts == 3)
+        CHECK(same_string(r.prompts[0].text, "a") && same_string(r.prompts[1].text, "") &&
+              same_string(r.prompts[2].text, "b c") && r.prompts[2].tokens == NULL);
+    openai_request_free(&r);
+    CHECK(parse("{\"model\":\"m\",\"prompt\":[[1,2],[3]]}", OPENAI_COMPLETION, &r, &e) == 0);
+    CHECK(r.n_prompts == 2 && r.prompts[0].n_tokens == 2 && r.prompts[1].n_tokens == 1);
+    if (r.n_prompts == 2) CHECK(r.prompts[1].tokens[0] == 3 && r.prompts[1].text == NULL);
     openai_request_free(&r);
 
     /* The body need not be NUL-terminated: only len bytes are read. */
     const char buffer[] = "{\"model\":\"m\",\"prompt\":\"x\"}GARBAGE";
     CHECK(openai_parse_request(buffer, strlen(buffer) - 7, OPENAI_COMPLETION, &r, &e) == 0);
-    CHECK(same_string(r.prompt, "x"));
+    CHECK(r.n_prompts == 1 && same_string(r.prompts[0].text, "x"));
     openai_request_free(&r);
 
     /* Whitespace around the object is fine. */
@@ -327,8 +343,13 @@ static const struct refusal refusals[] = {
     {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":5}", "prompt",
      "prompt must be a string or an array of token ids"},
     {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[]}", "prompt", "prompt must not be empty"},
-    {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", "prompt",
-     "only one prompt per request is supported, got 2"},
+    {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[\"a\",[1]]}", "prompt[1]",
+     "prompt[1] must be a string, as prompt[0] is"},
+    {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[[1],\"a\"]}", "prompt[1]",
+     "prompt[1] must be an array of token ids, as prompt[0] is"},
+    {OPENAI_COMPLETION,
+     "{\"model\":\"m\",\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"],\"n\":8}",
+     "n", "9 prompts with n 8 make 72 choices; a request may ask for 64"},
     {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,-1]}", "prompt[1]",
      "prompt[1] must be between 0 and 2147483647, got -1"},
     {OPENAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,\"a\"]}", "prompt[1]",
@@ -501,7 +522,8 @@ static void test_omitted_model(void) {
 
     CHECK(parse("{\"model\":null,\"prompt\":\"x\",\"stream\":true}", OPENAI_COMPLETION, &r, &e) ==
           0);
-    CHECK(r.model == NULL && same_string(r.prompt, "x") && r.stream == 1);
+    CHECK(r.model == NULL && r.n_prompts == 1 && same_string(r.prompts[0].text, "x") &&
+          r.stream == 1);
     openai_request_free(&r);
 }
 
@@ -604,7 +626,7 @@ static void test_refusals(void) {
         CHECK_MSG(strcmp(e.message, c->message) == 0, "case %zu: message \"%s\", want \"%s\"", i,
                   e.message, c->message);
         /* A refused request owns nothing. */
-        CHECK(r.model == NULL && r.messages == NULL && r.prompt == NULL && r.n_stops == 0);
+        CHECK(r.model == NULL && r.messages == NULL && r.prompts == NULL && r.n_stops == 0);
         openai_request_free(&r);
     }
 

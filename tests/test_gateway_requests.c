@@ -182,7 +182,7 @@ static void finished(struct gateway_choice *c, enum runner_finish_reason reason,
                      enum runner_error_category category, struct supervisor *from) {
     struct runner_finished f = {.id = c->job.id,
                                 .reason = reason,
-                                .n_prompt = c->request->n_prompt,
+                                .n_prompt = c->prompt->n_tokens,
                                 .n_generated = c->n_generated,
                                 .category = category};
     if (reason == RUNNER_FINISH_ERROR) snprintf(f.message, sizeof(f.message), "the runner failed");
@@ -291,8 +291,9 @@ static void check_chat_prompt(const struct gateway_request *r, const char *conte
     int *ids = malloc((size_t)tokenizer_max_ids(length) * sizeof(int));
     CHECK(ids && tokenizer_encode_special(served.tokenizer, text, length, add_bos, ids,
                                           tokenizer_max_ids(length), &n, err, sizeof(err)) == 0);
-    CHECK_MSG(r->n_prompt == n && n > 0 && !memcmp(r->prompt, ids, (size_t)n * sizeof(int)),
-              "prompt of %d tokens, not %d", r->n_prompt, n);
+    CHECK_MSG(r->prompts[0].n_tokens == n && n > 0 &&
+                  !memcmp(r->prompts[0].tokens, ids, (size_t)n * sizeof(int)),
+              "prompt of %d tokens, not %d", r->prompts[0].n_tokens, n);
     free(ids);
     free(text);
 }
@@ -311,7 +312,8 @@ static void test_whole_chat(void) {
     struct gateway_request *r = create(OPENAI_CHAT, body);
     if (!r) return;
     struct gateway_choice *c = &r->choices[0];
-    CHECK(r->n_choices == 1 && r->max_tokens == 16 && c->job.id == r->id && c->job.group == r);
+    CHECK(r->n_choices == 1 && r->choices[0].max_tokens == 16 && c->job.id == r->id &&
+          c->job.group == r);
     check_chat_prompt(r, "In the beginning");
     adopt(r, &fake_a);
     for (int k = 0; k < n; k++) {
@@ -326,7 +328,7 @@ static void test_whole_chat(void) {
     CHECK(r->done && !r->failed && c->done && c->finish == OPENAI_FINISH_LENGTH);
     check_text(c, want);
     struct openai_usage usage = gateway_request_usage(r);
-    CHECK(usage.prompt_tokens == r->n_prompt && usage.completion_tokens == n &&
+    CHECK(usage.prompt_tokens == r->prompts[0].n_tokens && usage.completion_tokens == n &&
           usage.cached_tokens == 3);
     CHECK(r->out.length == 0 && n_cancels == 0); /* not streamed; nothing to cancel */
     gateway_request_release(r);
@@ -369,9 +371,9 @@ static void test_stream_chat(int include_usage) {
     if (include_usage && s.n > 0) {
         const cJSON *last = s.chunks[s.n - 1], *usage = cJSON_GetObjectItem(last, "usage");
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(last, "choices")) == 0);
-        CHECK(cJSON_GetObjectItem(usage, "prompt_tokens")->valueint == r->n_prompt);
+        CHECK(cJSON_GetObjectItem(usage, "prompt_tokens")->valueint == r->prompts[0].n_tokens);
         CHECK(cJSON_GetObjectItem(usage, "completion_tokens")->valueint == n);
-        CHECK(cJSON_GetObjectItem(usage, "total_tokens")->valueint == r->n_prompt + n);
+        CHECK(cJSON_GetObjectItem(usage, "total_tokens")->valueint == r->prompts[0].n_tokens + n);
     }
     free_stream(&s);
     gateway_request_release(r);
@@ -482,7 +484,8 @@ static void test_two_choices(void) {
     CHECK(tokenizer_encode(served.tokenizer, "In the beginning", 16,
                            tokenizer_adds_bos(served.tokenizer), prompt, MAX_IDS, &n_prompt, err,
                            sizeof(err)) == 0);
-    CHECK(r->n_prompt == n_prompt && !memcmp(r->prompt, prompt, (size_t)n_prompt * sizeof(int)));
+    CHECK(r->prompts[0].n_tokens == n_prompt &&
+          !memcmp(r->prompts[0].tokens, prompt, (size_t)n_prompt * sizeof(int)));
     adopt(r, &fake_a);
     for (int k = 0; k < n0 || k < n1; k++) {
         if (k < n0) token(&r->choices[0], ids0[k], &fake_a, NULL);
@@ -582,13 +585,14 @@ static void test_job_request(void) {
         CHECK(events.request(job, &q, err, sizeof(err)) == 0);
         CHECK(q.id == job->id && q.sampling.seed == 7 && q.logprobs == 1 && q.top_logprobs == 2 &&
               q.ignore_eos == 1 && q.resumed == generated);
-        CHECK(q.n_prompt == r->n_prompt + generated &&
-              !memcmp(q.prompt, r->prompt, (size_t)r->n_prompt * sizeof(int)) &&
-              !memcmp(q.prompt + r->n_prompt, ids, (size_t)generated * sizeof(int)));
+        CHECK(
+            q.n_prompt == r->prompts[0].n_tokens + generated &&
+            !memcmp(q.prompt, r->prompts[0].tokens, (size_t)r->prompts[0].n_tokens * sizeof(int)) &&
+            !memcmp(q.prompt + r->prompts[0].n_tokens, ids, (size_t)generated * sizeof(int)));
         /* all 8 came but not FINISHED: it asks for one more it will ignore */
         CHECK_MSG(q.max_tokens == (generated < 8 ? 8 - generated : 1), "max_tokens %d",
                   q.max_tokens);
-        CHECK(events.outstanding(job) == (generated ? 8 - generated : r->n_prompt + 8));
+        CHECK(events.outstanding(job) == (generated ? 8 - generated : r->prompts[0].n_tokens + 8));
         free(q.prompt);
     }
     token(c, ids[8], &fake_a, NULL); /* past max_tokens: ignored */
@@ -775,7 +779,7 @@ static void test_limits(void) {
     ids_body(body, sizeof(body), 32, "");
     struct gateway_request *r = create(OPENAI_COMPLETION, body);
     /* without max_tokens: the limit, within the context */
-    CHECK(r && r->n_prompt == 32 && r->max_tokens == params.max_tokens_limit);
+    CHECK(r && r->prompts[0].n_tokens == 32 && r->choices[0].max_tokens == params.max_tokens_limit);
     gateway_request_release(r);
     ids_body(body, sizeof(body), 33, "");
     refuse(OPENAI_COMPLETION, body, "prompt", "context_length_exceeded",
@@ -785,7 +789,7 @@ static void test_limits(void) {
     refuse(OPENAI_CHAT, body, "messages", "context_length_exceeded", "the prompt has ");
     ids_body(body, sizeof(body), 4, "\"max_tokens\":64");
     r = create(OPENAI_COMPLETION, body);
-    CHECK(r && r->max_tokens == 64);
+    CHECK(r && r->choices[0].max_tokens == 64);
     gateway_request_release(r);
     ids_body(body, sizeof(body), 4, "\"max_tokens\":65");
     refuse(OPENAI_COMPLETION, body, "max_tokens", NULL, "max_tokens is 65; the limit is 64");
@@ -796,7 +800,7 @@ static void test_limits(void) {
            "the prompt has 32 tokens and max_tokens is 225");
     ids_body(body, sizeof(body), 32, "");
     r = create(OPENAI_COMPLETION, body);
-    CHECK(r && r->max_tokens == served.context_length - 32);
+    CHECK(r && r->choices[0].max_tokens == served.context_length - 32);
     gateway_request_release(r);
     refuse(OPENAI_COMPLETION, "{\"prompt\":[5,1024]}", "prompt", NULL,
            "prompt token 1 is 1024, outside the vocabulary");

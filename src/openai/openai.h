@@ -20,14 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OPENAI_STOPS_MAX        16        /* stop strings a request may give */
-#define OPENAI_CHOICES_MAX      8         /* choices (n) a request may ask for */
-#define OPENAI_BIASES_MAX       300       /* logit_bias entries (OpenAI's limit) */
-#define OPENAI_GRAMMAR_MAX      (1 << 20) /* bytes of a grammar (the runner protocol's limit) */
-#define OPENAI_TOP_LOGPROBS_MAX 20        /* alternatives per token a request may ask for */
-#define OPENAI_LOGPROB_FLOOR    (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
-#define OPENAI_TOOLS_MAX        128       /* tools a request may give (OpenAI's limit) */
-#define OPENAI_TOOL_NAME_MAX    64        /* bytes of a function's name: [a-zA-Z0-9_-] */
+#define OPENAI_STOPS_MAX           16        /* stop strings a request may give */
+#define OPENAI_CHOICES_MAX         8         /* choices (n) a request may ask for per prompt */
+#define OPENAI_REQUEST_CHOICES_MAX 64        /* choices in all: prompts x n */
+#define OPENAI_BIASES_MAX          300       /* logit_bias entries (OpenAI's limit) */
+#define OPENAI_GRAMMAR_MAX         (1 << 20) /* bytes of a grammar (the runner protocol's limit) */
+#define OPENAI_TOP_LOGPROBS_MAX    20        /* alternatives per token a request may ask for */
+#define OPENAI_LOGPROB_FLOOR       (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
+#define OPENAI_TOOLS_MAX           128       /* tools a request may give (OpenAI's limit) */
+#define OPENAI_TOOL_NAME_MAX       64        /* bytes of a function's name: [a-zA-Z0-9_-] */
 
 /* Which endpoint a body was sent to. */
 enum openai_kind {
@@ -92,6 +93,13 @@ enum openai_tool_choice {
     OPENAI_TOOLS_FUNCTION = 3, /* {"type":"function","function":{"name"}}: calls of that one */
 };
 
+/* One prompt of a completions request: text or token ids, never both. */
+struct openai_prompt {
+    char *text;   /* the prompt text (may be ""), or NULL when ids were given */
+    int n_tokens; /* >= 1 when tokens is set, else 0 */
+    int *tokens;  /* (n_tokens) token ids >= 0, or NULL */
+};
+
 /* A parsed request body. Fields the endpoint does not have keep their
  * defaults (for example messages for a completion). */
 struct openai_request {
@@ -104,10 +112,9 @@ struct openai_request {
     int n_messages;                  /* >= 1 */
     struct openai_message *messages; /* (n_messages) in conversation order */
 
-    /* completions only: the prompt is text or token ids, never both */
-    char *prompt;        /* the prompt text (may be ""), or NULL when ids were given */
-    int n_prompt_tokens; /* >= 1 when prompt_tokens is set, else 0 */
-    int *prompt_tokens;  /* (n_prompt_tokens) token ids >= 0, or NULL */
+    /* completions only: one prompt or several (each answered with n choices) */
+    int n_prompts;                 /* 1..OPENAI_REQUEST_CHOICES_MAX / n */
+    struct openai_prompt *prompts; /* (n_prompts) in the order given */
 
     int stream;                    /* 1: answer with server-sent chunks */
     int include_usage;             /* stream_options.include_usage: 1 adds a usage-only chunk

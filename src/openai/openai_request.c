@@ -417,13 +417,13 @@ static int parse_messages(const cJSON *root, struct openai_request *out, struct 
 
 /* -------------------------------- prompt -------------------------------- */
 
-static int parse_token_ids(const cJSON *ids, const char *param, struct openai_request *out,
+static int parse_token_ids(const cJSON *ids, const char *param, struct openai_prompt *out,
                            struct openai_error *e) {
     int n = cJSON_GetArraySize(ids);
     if (n == 0) return invalid(e, param, "%s must not be empty", param);
-    out->prompt_tokens = malloc((size_t)n * sizeof(*out->prompt_tokens));
-    if (out->prompt_tokens == NULL) return out_of_memory(e);
-    out->n_prompt_tokens = n;
+    out->tokens = malloc((size_t)n * sizeof(*out->tokens));
+    if (out->tokens == NULL) return out_of_memory(e);
+    out->n_tokens = n;
     int index = 0;
     const cJSON *id;
     cJSON_ArrayForEach(id, ids) {
@@ -431,27 +431,56 @@ static int parse_token_ids(const cJSON *ids, const char *param, struct openai_re
         snprintf(name, sizeof(name), "%s[%d]", param, index);
         /* An explicit null element is a wrong type here, not an absent value. */
         if (cJSON_IsNull(id)) return invalid(e, name, "%s must be an integer", name);
-        if (check_int(id, name, 0, INT_MAX, &out->prompt_tokens[index], e) != 0) return -1;
+        if (check_int(id, name, 0, INT_MAX, &out->tokens[index], e) != 0) return -1;
         index++;
     }
     return 0;
 }
 
-/* A string, [string], [id, ...] or [[id, ...]]: one prompt. */
+/* One prompt into out->prompts[0]. */
+static int one_prompt(struct openai_request *out, struct openai_error *e) {
+    out->prompts = calloc(1, sizeof(*out->prompts));
+    if (out->prompts == NULL) return out_of_memory(e);
+    out->n_prompts = 1;
+    return 0;
+}
+
+/* A string, [id, ...], or a list of strings or of [id, ...] lists: one
+ * prompt each, all of one kind (as OpenAI takes them). */
 static int parse_prompt(const cJSON *root, struct openai_request *out, struct openai_error *e) {
-    const cJSON *prompt = field(root, "prompt");
+    const cJSON *prompt = field(root, "prompt"), *item;
     if (prompt == NULL) return invalid(e, "prompt", "prompt is required");
-    if (cJSON_IsString(prompt)) return check_string(prompt, "prompt", &out->prompt, e);
+    if (cJSON_IsString(prompt))
+        return one_prompt(out, e) || check_string(prompt, "prompt", &out->prompts[0].text, e) ? -1
+                                                                                              : 0;
     if (!cJSON_IsArray(prompt))
         return invalid(e, "prompt", "prompt must be a string or an array of token ids");
     int n = cJSON_GetArraySize(prompt);
     if (n == 0) return invalid(e, "prompt", "prompt must not be empty");
     const cJSON *first = prompt->child;
-    if (!cJSON_IsString(first) && !cJSON_IsArray(first))
-        return parse_token_ids(prompt, "prompt", out, e);
-    if (n != 1) return invalid(e, "prompt", "only one prompt per request is supported, got %d", n);
-    if (cJSON_IsString(first)) return check_string(first, "prompt[0]", &out->prompt, e);
-    return parse_token_ids(first, "prompt[0]", out, e);
+    int strings = cJSON_IsString(first);
+    if (!strings && !cJSON_IsArray(first))
+        return one_prompt(out, e) || parse_token_ids(prompt, "prompt", &out->prompts[0], e) ? -1
+                                                                                            : 0;
+    if (n > OPENAI_REQUEST_CHOICES_MAX)
+        return invalid(e, "prompt", "prompt may hold at most %d prompts, got %d",
+                       OPENAI_REQUEST_CHOICES_MAX, n);
+    out->prompts = calloc((size_t)n, sizeof(*out->prompts));
+    if (out->prompts == NULL) return out_of_memory(e);
+    out->n_prompts = n;
+    int index = 0;
+    cJSON_ArrayForEach(item, prompt) {
+        char name[32];
+        snprintf(name, sizeof(name), "prompt[%d]", index);
+        if (strings ? !cJSON_IsString(item) : !cJSON_IsArray(item))
+            return invalid(e, name, "%s must be %s, as prompt[0] is", name,
+                           strings ? "a string" : "an array of token ids");
+        if (strings ? check_string(item, name, &out->prompts[index].text, e)
+                    : parse_token_ids(item, name, &out->prompts[index], e))
+            return -1;
+        index++;
+    }
+    return 0;
 }
 
 /* ------------------------------- options -------------------------------- */
@@ -553,9 +582,13 @@ static int parse_max_tokens(const cJSON *root, struct openai_request *out, struc
                      &out->max_tokens, e);
 }
 
-/* n: the choices to generate, each sampled on its own (src/gateway/requests/request.c). */
+/* n: the choices to generate for each prompt, each sampled on its own
+ * (src/gateway/requests/request.c). */
 static int parse_choices(const cJSON *root, struct openai_request *out, struct openai_error *e) {
-    return check_int(field(root, "n"), "n", 1, OPENAI_CHOICES_MAX, &out->n, e);
+    if (check_int(field(root, "n"), "n", 1, OPENAI_CHOICES_MAX, &out->n, e) != 0) return -1;
+    if (out->n_prompts * out->n <= OPENAI_REQUEST_CHOICES_MAX) return 0;
+    return invalid(e, "n", "%d prompts with n %d make %d choices; a request may ask for %d",
+                   out->n_prompts, out->n, out->n_prompts * out->n, OPENAI_REQUEST_CHOICES_MAX);
 }
 
 /* echo (completions): the prompt is never repeated in the answer. */
@@ -634,8 +667,11 @@ void openai_request_free(struct openai_request *request) {
         free(request->messages[i].content);
     }
     free(request->messages);
-    free(request->prompt);
-    free(request->prompt_tokens);
+    for (int i = 0; i < request->n_prompts; i++) {
+        free(request->prompts[i].text);
+        free(request->prompts[i].tokens);
+    }
+    free(request->prompts);
     for (int i = 0; i < request->n_stops; i++) free(request->stops[i]);
     free(request->biases);
     free(request->grammar);

@@ -88,20 +88,22 @@ static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
 }
 
 static uint64_t prompt_hash(const struct gateway_request *r) {
-    uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a over the token ids */
-    for (int i = 0; i < r->n_prompt; i++) h = (h ^ (uint32_t)r->prompt[i]) * 0x100000001B3ull;
+    uint64_t h = 0xCBF29CE484222325ull;              /* FNV-1a over the token ids */
+    const struct gateway_prompt *p = &r->prompts[0]; /* the first prompt: the script's */
+    for (int i = 0; i < p->n_tokens; i++) h = (h ^ (uint32_t)p->tokens[i]) * 0x100000001B3ull;
     return mix(h ^ (uint64_t)r->n_choices);
 }
 
-/* Token k of a choice: the prompt's, from the script's start on. */
+/* Token k of a choice: the first prompt's, from the script's start on. */
 static int echo_token(const struct gateway_request *r, const struct fake_script *s, int k) {
-    return r->prompt[(s->start + k) % r->n_prompt];
+    return r->prompts[0].tokens[(s->start + k) % r->prompts[0].n_tokens];
 }
 
 /* 1 if the prompt's token at i starts with c (any 0), or holds it (any 1). */
 static int token_has(const struct gateway_request *r, int i, char c, int any) {
     size_t length = 0;
-    const char *bytes = tokenizer_token_bytes(r->served->tokenizer, r->prompt[i], &length);
+    const char *bytes =
+        tokenizer_token_bytes(r->served->tokenizer, r->prompts[0].tokens[i], &length);
     if (!bytes || length == 0) return 0;
     return any ? memchr(bytes, c, length) != NULL : bytes[0] == c;
 }
@@ -115,31 +117,31 @@ static int starts_tag(const struct gateway_request *r, int i) {
  * stop string cuts) can come back whole and the requests layer parses it. */
 static int echo_start(const struct gateway_request *r, uint64_t pick, int tag) {
     int n_tags = 0;
-    for (int i = 0; tag && i < r->n_prompt; i++) n_tags += starts_tag(r, i);
-    if (n_tags == 0) return (int)(pick % (uint64_t)r->n_prompt);
+    for (int i = 0; tag && i < r->prompts[0].n_tokens; i++) n_tags += starts_tag(r, i);
+    if (n_tags == 0) return (int)(pick % (uint64_t)r->prompts[0].n_tokens);
     int nth = (int)(pick % (uint64_t)n_tags);
     for (int i = 0;; i++)
         if (starts_tag(r, i) && nth-- == 0) return i;
 }
 
-/* A choice's script from x (its bits choose); eos is the vocabulary's. */
-static void plan_choice(struct fake_script *s, const struct gateway_request *r, uint64_t x,
+/* A choice's script of at most max tokens from x (its bits choose); eos
+ * is the vocabulary's. */
+static void plan_choice(struct fake_script *s, const struct gateway_request *r, int max, uint64_t x,
                         int eos) {
-    int max = r->max_tokens;
     s->count = (x & 3) == 0 ? (int)((x >> 8) % (uint64_t)(max + 1)) : max;
     s->reason = s->count == max  ? RUNNER_FINISH_LENGTH
                 : ((x >> 4) & 1) ? RUNNER_FINISH_EOS
                                  : RUNNER_FINISH_STOP;
     int tag = (x >> 5) & 1;
-    if (r->n_prompt == 0) { /* nothing to echo (the requests layer makes none) */
+    if (r->prompts[0].n_tokens == 0) { /* nothing to echo (the requests layer makes none) */
         s->count = 0;
         s->reason = RUNNER_FINISH_EOS;
         return;
     }
     s->start = echo_start(r, x >> 16, tag);
-    s->n_cached = (int)((x >> 40) % (uint64_t)(r->n_prompt + 1));
+    s->n_cached = (int)((x >> 40) % (uint64_t)(r->prompts[0].n_tokens + 1));
     for (int k = 0; k < s->count; k++) {
-        int i = (s->start + k) % r->n_prompt, ends = echo_token(r, s, k) == eos;
+        int i = (s->start + k) % r->prompts[0].n_tokens, ends = echo_token(r, s, k) == eos;
         /* a runner never sends its EOS token (sampling it ends the choice),
          * and a tool call ends its line, where the model stops (EOS) */
         if (r->body.ignore_eos || !(ends || (tag && k > 0 && token_has(r, i, '\n', 1)))) continue;
@@ -157,7 +159,7 @@ static void plan(struct fake_fleet *fake, struct fake_answer *a) {
     a->on_worker = (h >> 1) & 1;
     a->step = (h >> 2) & 1 ? -1 : 0;
     for (int i = 0; i < a->n_scripts; i++)
-        plan_choice(&a->scripts[i], r, mix(h + (uint64_t)i + 1), eos);
+        plan_choice(&a->scripts[i], r, r->choices[i].max_tokens, mix(h + (uint64_t)i + 1), eos);
     if ((h & 7) == 7) { /* the runner fails the last choice: the request fails */
         a->scripts[a->n_scripts - 1].reason = RUNNER_FINISH_ERROR;
         a->scripts[a->n_scripts - 1].category = (enum runner_error_category)((h >> 8) & 3);
@@ -188,7 +190,7 @@ static void send_finished(struct fake_fleet *fake, struct fake_answer *a, int i)
     struct supervisor_job *job = &a->request->choices[i].job;
     struct runner_finished f = {.id = job->id,
                                 .reason = script->reason,
-                                .n_prompt = a->request->n_prompt,
+                                .n_prompt = a->request->choices[i].prompt->n_tokens,
                                 .n_generated = script->count,
                                 .category = script->category,
                                 .n_cached = script->n_cached};

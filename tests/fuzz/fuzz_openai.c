@@ -160,7 +160,7 @@ static void check_tools(const struct openai_request *r) {
 static void check_request(const struct openai_request *r, enum openai_kind kind) {
     if (r->kind != kind || (r->model != NULL && r->model[0] == '\0')) abort();
     if (kind == OPENAI_CHAT) {
-        if (r->n_messages < 1 || r->prompt != NULL || r->prompt_tokens != NULL) abort();
+        if (r->n_messages < 1 || r->prompts != NULL || r->n_prompts != 0) abort();
         for (int i = 0; i < r->n_messages; i++)
             if (r->messages[i].role == NULL || r->messages[i].content == NULL ||
                 (r->messages[i].n_tool_calls > 0 && strcmp(r->messages[i].role, "assistant")) ||
@@ -168,10 +168,16 @@ static void check_request(const struct openai_request *r, enum openai_kind kind)
                 abort();
         check_tools(r);
     } else {
-        if (r->n_messages != 0 || (r->prompt == NULL) == (r->prompt_tokens == NULL)) abort();
-        if ((r->prompt_tokens != NULL) != (r->n_prompt_tokens >= 1)) abort();
-        for (int i = 0; r->prompt_tokens != NULL && i < r->n_prompt_tokens; i++)
-            if (r->prompt_tokens[i] < 0) abort();
+        if (r->n_messages != 0 || r->n_prompts < 1 ||
+            r->n_prompts * r->n > OPENAI_REQUEST_CHOICES_MAX)
+            abort();
+        for (int p = 0; p < r->n_prompts; p++) {
+            const struct openai_prompt *q = &r->prompts[p];
+            if ((q->text == NULL) == (q->tokens == NULL)) abort();
+            if ((q->tokens != NULL) != (q->n_tokens >= 1)) abort();
+            for (int i = 0; q->tokens != NULL && i < q->n_tokens; i++)
+                if (q->tokens[i] < 0) abort();
+        }
     }
     if (!in(r->n_stops, 0, OPENAI_STOPS_MAX)) abort();
     for (int i = 0; i < r->n_stops; i++)
@@ -215,10 +221,10 @@ static int cut_tokens(const uint8_t *data, size_t size, int n_top, struct openai
     return n;
 }
 
-/* The text a response will carry: the first message or the prompt. */
+/* The text a response will carry: the first message or the first prompt. */
 static const char *sample_text(const struct openai_request *r) {
     if (r->n_messages > 0) return r->messages[0].content;
-    return r->prompt != NULL ? r->prompt : "";
+    return r->n_prompts > 0 && r->prompts[0].text != NULL ? r->prompts[0].text : "";
 }
 
 /* A string member's value equals want (when want was valid UTF-8). */
@@ -269,7 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct openai_request request;
         struct openai_error error;
         if (openai_parse_request((const char *)data, size, kinds[k], &request, &error) != 0) {
-            if (request.model != NULL || request.messages != NULL || request.prompt != NULL)
+            if (request.model != NULL || request.messages != NULL || request.prompts != NULL)
                 abort();
             check_refusal(&error);
             continue;

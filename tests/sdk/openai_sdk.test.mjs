@@ -181,6 +181,44 @@ describe('completions', () => {
     checkUsage(r.usage, 1);
     checkFinish(r.choices[0].finish_reason, r.usage, 1);
   });
+
+  test('several prompts, n each: choice p * n + i is prompt p alone with seed + i', async () => {
+    const prompts = [PROMPT, 'And the LORD said', 'In the beginning God'];
+    const params = { model: MODEL, max_tokens: 6, seed: 17, temperature: 1, n: 2 };
+    const r = await main.completions.create({ ...params, prompt: prompts });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3, 4, 5]);
+    let promptTokens = 0;
+    for (const [p, prompt] of prompts.entries()) {
+      const alone = await main.completions.create({ ...params, prompt });
+      promptTokens += alone.usage.prompt_tokens;
+      for (let i = 0; i < params.n; i++)
+        assert.equal(r.choices[p * params.n + i].text, alone.choices[i].text, `prompt ${p}, choice ${i}`);
+    }
+    // each prompt counts once, however many choices continue it
+    assert.equal(r.usage.prompt_tokens, promptTokens);
+    checkUsage(r.usage, 6 * prompts.length * params.n);
+    const ids = await main.completions.create({ ...params, prompt: [[1, 2, 3], [4, 5]], n: 1 });
+    assert.deepEqual(ids.choices.map((c) => c.index), [0, 1]);
+    assert.equal(ids.usage.prompt_tokens, 5);
+  });
+
+  test('several prompts streamed: every choice\'s chunks join to the whole answer\'s text', async () => {
+    const params = { model: MODEL, max_tokens: 8, seed: 23, temperature: 1, n: 2,
+      prompt: [PROMPT, 'And God said'] };
+    const whole = await main.completions.create(params);
+    const stream = await main.completions.create({ ...params, stream: true });
+    const texts = ['', '', '', ''];
+    for await (const chunk of stream)
+      for (const choice of chunk.choices) texts[choice.index] += choice.text ?? '';
+    assert.deepEqual(texts, whole.choices.map((c) => c.text));
+  });
+
+  test('several prompts of two kinds, or too many choices, are a 400 naming the field', async () => {
+    await rejectsWith(main.completions.create({ model: MODEL, prompt: ['a', [1]] }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /prompt\[1\] must be a string, as prompt\[0\] is/));
+    await rejectsWith(main.completions.create({ model: MODEL, prompt: Array(9).fill('a'), n: 8 }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /9 prompts with n 8 make 72 choices/));
+  });
 });
 
 describe('seeds', () => {

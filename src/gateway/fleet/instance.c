@@ -261,7 +261,7 @@ void fleet_instance_submit(struct fleet_instance *in, struct gateway_request *re
  * no longer the cluster's has an empty table. */
 void fleet_instance_cancel(void *gateway, struct gateway_request *r, struct gateway_choice *only) {
     struct fleet *f = gateway;
-    struct supervisor *holders[OPENAI_CHOICES_MAX];
+    struct supervisor *holders[OPENAI_REQUEST_CHOICES_MAX];
     int n = 0;
     pthread_mutex_lock(&f->cluster_lock);
     /* its choices may sit in several tables while a move hands them over;
@@ -271,7 +271,7 @@ void fleet_instance_cancel(void *gateway, struct gateway_request *r, struct gate
         struct supervisor *h = r->choices[i].job.holder;
         int seen = 0;
         for (int k = 0; k < n; k++) seen |= holders[k] == h;
-        if (h && !seen && (!only || only == &r->choices[i]) && n < OPENAI_CHOICES_MAX)
+        if (h && !seen && (!only || only == &r->choices[i]) && n < OPENAI_REQUEST_CHOICES_MAX)
             holders[n++] = h;
     }
     pthread_mutex_unlock(&r->lock);

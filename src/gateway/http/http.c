@@ -280,26 +280,26 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, struct http_call *
 /* The whole answer of a finished request, every choice (lock held). */
 static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *call) {
     struct gateway_request *r = call->request;
-    struct openai_result results[OPENAI_CHOICES_MAX];
+    struct openai_result results[OPENAI_REQUEST_CHOICES_MAX];
+    struct openai_usage usage = gateway_request_usage(r);
     if (r->failed) {
         char *copy = strdup(r->error_json ? r->error_json : "{}");
         return send_text(c, call, r->failed, "application/json", copy);
     }
-    for (int i = 0; i < r->n_choices && i < OPENAI_CHOICES_MAX; i++) {
+    for (int i = 0; i < r->n_choices && i < OPENAI_REQUEST_CHOICES_MAX; i++) {
         const struct gateway_choice *choice = &r->choices[i];
         results[i] = (struct openai_result){
             .text = choice->text.data ? (const char *)choice->text.data : "",
             .length = choice->text.length,
             .finish = choice->finish,
-            .usage = {r->n_prompt, choice->n_generated, r->n_cached},
+            .usage = usage,
             .n_tokens = r->body.logprobs ? choice->n_shown : 0,
             .tokens = choice->token_reports,
             .n_tool_calls = choice->n_calls,
             .tool_calls = choice->calls,
         };
     }
-    struct openai_usage usage = gateway_request_usage(r);
-    int n = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
+    int n = r->n_choices < OPENAI_REQUEST_CHOICES_MAX ? r->n_choices : OPENAI_REQUEST_CHOICES_MAX;
     return send_text(c, call, 200, "application/json",
                      openai_choices_json(&r->response, results, n, &usage));
 }
@@ -407,7 +407,7 @@ static enum MHD_Result start_completion(struct http_server *server, struct MHD_C
     call->request->wake_reader = resume_connection;
     fleet_submit(server->fleet, call->request);
     gateway_observe_tokens(server->metrics, served->name, call->request->instance_id,
-                           call->request->n_prompt, 0);
+                           call->request->n_prompt_tokens, 0);
     return answer_when_ready(c, call);
 }
 

@@ -8,8 +8,9 @@
  * is matched and never reaches the client. Streaming requests get one SSE
  * chunk per token that produced text (or logprobs); others accumulate the
  * text for one JSON body at the end. All of this is per choice: a request
- * with n choices is n runner requests with the same prompt, whose chunks
- * interleave in one stream, each with its index. Each choice keeps every
+ * with n choices is n runner requests with the same prompt (a completions
+ * request of several prompts, n for each), whose chunks interleave in one
+ * stream, each with its index. Each choice keeps every
  * token it generated, so a restarted runner can resume it exactly
  * (DESIGN.md I4). */
 #include "gateway/requests/requests.h"
@@ -48,9 +49,12 @@ static int chat_prompt(struct gateway_request *r, struct openai_error *error) {
     int add_bos = tokenizer_adds_bos(served->tokenizer) &&
                   !tokenizer_chat_template_writes_bos(served->chat_template);
     int max_ids = tokenizer_max_ids(length);
-    r->prompt = malloc((size_t)max_ids * sizeof(int));
-    if (!r->prompt || tokenizer_encode_special(served->tokenizer, text, length, add_bos, r->prompt,
-                                               max_ids, &r->n_prompt, err, sizeof(err))) {
+    struct gateway_prompt *p = r->prompts = calloc(1, sizeof(*r->prompts));
+    r->n_prompts = p ? 1 : 0;
+    if (p) p->tokens = malloc((size_t)max_ids * sizeof(int));
+    if (!p || !p->tokens ||
+        tokenizer_encode_special(served->tokenizer, text, length, add_bos, p->tokens, max_ids,
+                                 &p->n_tokens, err, sizeof(err))) {
         free(text);
         goto out_of_memory;
     }
@@ -61,55 +65,93 @@ out_of_memory:
     return -1;
 }
 
-static int completion_prompt(struct gateway_request *r, struct openai_error *error) {
+/* Prompt `index` of a completions request into its tokens (given, or
+ * encoded with the tokenizer's BOS). */
+static int completion_prompt(struct gateway_request *r, int index, struct openai_error *error) {
     const struct tokenizer *tok = r->served->tokenizer;
-    char err[256];
-    if (r->body.prompt_tokens) {
+    const struct openai_prompt *given = &r->body.prompts[index];
+    struct gateway_prompt *p = &r->prompts[index];
+    char err[256], param[32] = "prompt";
+    if (r->n_prompts > 1) snprintf(param, sizeof(param), "prompt[%d]", index);
+    if (given->tokens) {
         int vocab = tokenizer_vocab_size(tok);
-        for (int i = 0; i < r->body.n_prompt_tokens; i++)
-            if (r->body.prompt_tokens[i] >= vocab) {
-                openai_error_set(error, 400, "invalid_request_error", "prompt", NULL,
-                                 "prompt token %d is %d, outside the vocabulary (0..%d)", i,
-                                 r->body.prompt_tokens[i], vocab - 1);
+        for (int i = 0; i < given->n_tokens; i++)
+            if (given->tokens[i] >= vocab) {
+                openai_error_set(error, 400, "invalid_request_error", param, NULL,
+                                 "%s token %d is %d, outside the vocabulary (0..%d)", param, i,
+                                 given->tokens[i], vocab - 1);
                 return -1;
             }
-        r->n_prompt = r->body.n_prompt_tokens;
-        r->prompt = malloc((size_t)r->n_prompt * sizeof(int));
-        if (r->prompt) memcpy(r->prompt, r->body.prompt_tokens, (size_t)r->n_prompt * sizeof(int));
+        p->n_tokens = given->n_tokens;
+        p->tokens = malloc((size_t)p->n_tokens * sizeof(int));
+        if (p->tokens) memcpy(p->tokens, given->tokens, (size_t)p->n_tokens * sizeof(int));
     } else {
-        size_t length = strlen(r->body.prompt);
+        size_t length = strlen(given->text);
         int max_ids = tokenizer_max_ids(length);
-        r->prompt = malloc((size_t)max_ids * sizeof(int));
-        if (r->prompt && tokenizer_encode(tok, r->body.prompt, length, tokenizer_adds_bos(tok),
-                                          r->prompt, max_ids, &r->n_prompt, err, sizeof(err)))
-            r->n_prompt = -1;
-        if (r->prompt && r->n_prompt == 0 && tokenizer_bos(tok) >= 0)
-            r->prompt[r->n_prompt++] = tokenizer_bos(tok);
+        p->tokens = malloc((size_t)max_ids * sizeof(int));
+        if (p->tokens && tokenizer_encode(tok, given->text, length, tokenizer_adds_bos(tok),
+                                          p->tokens, max_ids, &p->n_tokens, err, sizeof(err)))
+            p->n_tokens = -1;
+        if (p->tokens && p->n_tokens == 0 && tokenizer_bos(tok) >= 0)
+            p->tokens[p->n_tokens++] = tokenizer_bos(tok);
     }
-    if (!r->prompt || r->n_prompt < 0) {
+    if (!p->tokens || p->n_tokens < 0) {
         openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory for the prompt");
         return -1;
     }
-    if (r->n_prompt == 0) {
-        openai_error_set(error, 400, "invalid_request_error", "prompt", NULL,
+    if (p->n_tokens == 0) {
+        openai_error_set(error, 400, "invalid_request_error", param, NULL,
                          "the prompt is empty and the vocabulary has no BOS token to start from");
         return -1;
     }
     return 0;
 }
 
-/* The limits: prompt length, context, max_tokens. */
+static int completion_prompts(struct gateway_request *r, struct openai_error *error) {
+    r->prompts = calloc((size_t)r->body.n_prompts, sizeof(*r->prompts));
+    if (!r->prompts) {
+        openai_error_set(error, 500, "server_error", NULL, NULL, "out of memory for the prompts");
+        return -1;
+    }
+    r->n_prompts = r->body.n_prompts;
+    for (int i = 0; i < r->n_prompts; i++)
+        if (completion_prompt(r, i, error)) return -1;
+    return 0;
+}
+
+/* The limits of one prompt: its length, and max_tokens within the
+ * context after it. */
+static int check_prompt_limits(struct gateway_request *r, int index, struct openai_error *error) {
+    const struct gateway_params *p = r->env->params;
+    int context = r->served->context_length, n = r->prompts[index].n_tokens;
+    char param[32] = "messages";
+    if (r->body.kind == OPENAI_COMPLETION)
+        snprintf(param, sizeof(param), r->n_prompts > 1 ? "prompt[%d]" : "prompt", index);
+    if (n > p->max_prompt_tokens || n >= context) {
+        int limit = p->max_prompt_tokens < context - 1 ? p->max_prompt_tokens : context - 1;
+        openai_error_set(error, 400, "invalid_request_error", param, "context_length_exceeded",
+                         "the prompt has %d tokens; this model accepts at most %d", n, limit);
+        return -1;
+    }
+    /* as OpenAI: asking for more than the context holds is an error, not
+     * a silent cut; without max_tokens generation runs to the context's end */
+    if (r->body.max_tokens > context - n) {
+        openai_error_set(error, 400, "invalid_request_error", "max_tokens",
+                         "context_length_exceeded",
+                         "the prompt has %d tokens and max_tokens is %d; this model's context "
+                         "holds %d tokens",
+                         n, r->body.max_tokens, context);
+        return -1;
+    }
+    return 0;
+}
+
+/* The limits: each prompt's length and context, max_tokens. */
 static int check_limits(struct gateway_request *r, struct openai_error *error) {
     const struct gateway_params *p = r->env->params;
-    int context = r->served->context_length;
-    if (r->n_prompt > p->max_prompt_tokens || r->n_prompt >= context) {
-        int limit = p->max_prompt_tokens < context - 1 ? p->max_prompt_tokens : context - 1;
-        openai_error_set(error, 400, "invalid_request_error", "messages", "context_length_exceeded",
-                         "the prompt has %d tokens; this model accepts at most %d", r->n_prompt,
-                         limit);
-        if (r->body.kind == OPENAI_COMPLETION)
-            snprintf(error->param, sizeof(error->param), "prompt");
-        return -1;
+    for (int i = 0; i < r->n_prompts; i++) {
+        if (check_prompt_limits(r, i, error)) return -1;
+        r->n_prompt_tokens += r->prompts[i].n_tokens;
     }
     if (r->body.max_tokens > p->max_tokens_limit) {
         openai_error_set(error, 400, "invalid_request_error", "max_tokens", NULL,
@@ -117,18 +159,6 @@ static int check_limits(struct gateway_request *r, struct openai_error *error) {
                          p->max_tokens_limit);
         return -1;
     }
-    /* as OpenAI: asking for more than the context holds is an error, not
-     * a silent cut; without max_tokens generation runs to the context's end */
-    if (r->body.max_tokens > context - r->n_prompt) {
-        openai_error_set(error, 400, "invalid_request_error", "max_tokens",
-                         "context_length_exceeded",
-                         "the prompt has %d tokens and max_tokens is %d; this model's context "
-                         "holds %d tokens",
-                         r->n_prompt, r->body.max_tokens, context);
-        return -1;
-    }
-    r->max_tokens = r->body.max_tokens > 0 ? r->body.max_tokens : p->max_tokens_limit;
-    if (r->max_tokens > context - r->n_prompt) r->max_tokens = context - r->n_prompt;
     return 0;
 }
 
@@ -156,11 +186,14 @@ static int set_sampling(struct gateway_request *r, struct runner_sampling *s,
     return -1;
 }
 
-/* The request's choices: choice i is runner request id + i and samples
- * with the seed + i (modulo 2^64), so that it gives what a request of one
- * choice with that seed gives (README, API). */
+/* The request's choices, n for each prompt in turn: choice i is runner
+ * request id + i and samples with the seed + (i mod n) (modulo 2^64), so
+ * that it gives what a request of its prompt alone and one choice with
+ * that seed gives (README, API). Each generates up to max_tokens, or to
+ * the end of the context after its prompt. */
 static int create_choices(struct gateway_request *r, const struct runner_sampling *sampling,
                           struct openai_error *error) {
+    int n = r->body.n > 0 ? r->body.n : 1, context = r->served->context_length;
     r->choices = calloc((size_t)r->n_choices, sizeof(*r->choices));
     if (!r->choices) goto out_of_memory;
     for (int i = 0; i < r->n_choices; i++) {
@@ -170,11 +203,16 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
         c->job.arrival_us = r->arrival_us;
         c->index = i;
         c->request = r;
+        c->prompt = &r->prompts[i / n];
+        c->max_tokens =
+            r->body.max_tokens > 0 ? r->body.max_tokens : r->env->params->max_tokens_limit;
+        if (c->max_tokens > context - c->prompt->n_tokens)
+            c->max_tokens = context - c->prompt->n_tokens;
         c->sampling = *sampling;
-        c->sampling.seed = sampling->seed + (uint64_t)i;
-        c->generated = malloc((size_t)r->max_tokens * sizeof(int));
-        c->token_reports = calloc((size_t)r->max_tokens, sizeof(*c->token_reports));
-        c->token_start = malloc((size_t)r->max_tokens * sizeof(*c->token_start));
+        c->sampling.seed = sampling->seed + (uint64_t)(i % n);
+        c->generated = malloc((size_t)c->max_tokens * sizeof(int));
+        c->token_reports = calloc((size_t)c->max_tokens, sizeof(*c->token_reports));
+        c->token_start = malloc((size_t)c->max_tokens * sizeof(*c->token_start));
         if (!c->generated || !c->token_reports || !c->token_start) goto out_of_memory;
         tokenizer_stream_init(&c->decoder, r->served->tokenizer, 0);
     }
@@ -201,7 +239,8 @@ struct gateway_request *gateway_request_create(const struct requests_env *env,
     snprintf(r->instance_id, sizeof(r->instance_id), "%s", instance_id);
     r->body = *body;
     memset(body, 0, sizeof(*body));
-    r->n_choices = r->body.n > 0 ? r->body.n : 1;
+    r->n_choices = (r->body.n > 0 ? r->body.n : 1) *
+                   (r->body.kind == OPENAI_COMPLETION ? r->body.n_prompts : 1);
     r->id = atomic_fetch_add(env->next_id, (unsigned long long)r->n_choices);
     r->arrival_us = clock_now_us();
     r->last_output_us = r->arrival_us;
@@ -211,7 +250,7 @@ struct gateway_request *gateway_request_create(const struct requests_env *env,
     openai_response_init(&r->response, &r->body, r->response_id, (int64_t)time(NULL));
     r->response.model = served->name;
     struct runner_sampling sampling;
-    int failed = r->body.kind == OPENAI_CHAT ? chat_prompt(r, error) : completion_prompt(r, error);
+    int failed = r->body.kind == OPENAI_CHAT ? chat_prompt(r, error) : completion_prompts(r, error);
     if (!failed) failed = check_limits(r, error);
     if (!failed) failed = set_sampling(r, &sampling, error);
     if (!failed) failed = create_choices(r, &sampling, error);
@@ -237,7 +276,8 @@ void gateway_request_release(struct gateway_request *r) {
     for (int i = 0; r->choices && i < r->n_choices; i++) free_choice(&r->choices[i]);
     free(r->choices);
     openai_request_free(&r->body);
-    free(r->prompt);
+    for (int i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
+    free(r->prompts);
     free(r->error_json);
     runner_buffer_free(&r->out);
     pthread_mutex_destroy(&r->lock);
@@ -245,7 +285,8 @@ void gateway_request_release(struct gateway_request *r) {
 }
 
 struct openai_usage gateway_request_usage(const struct gateway_request *r) {
-    struct openai_usage usage = {r->n_prompt, 0, r->n_cached};
+    struct openai_usage usage = {r->n_prompt_tokens, 0, 0};
+    for (int i = 0; i < r->n_prompts; i++) usage.cached_tokens += r->prompts[i].n_cached;
     for (int i = 0; i < r->n_choices; i++) usage.completion_tokens += r->choices[i].n_generated;
     return usage;
 }
@@ -462,7 +503,7 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
     int stopped = 0;
     latency->ttft = latency->itl = -1;
     pthread_mutex_lock(&r->lock);
-    if (r->done || c->done || c->n_generated >= r->max_tokens || c->job.holder != from) {
+    if (r->done || c->done || c->n_generated >= c->max_tokens || c->job.holder != from) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
@@ -522,8 +563,8 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
     pthread_mutex_lock(&r->lock);
     /* a resumed choice's prompt holds its tokens so far: only the
      * request's own prompt counts */
-    int cached = f->n_cached < r->n_prompt ? f->n_cached : r->n_prompt;
-    if (cached > r->n_cached) r->n_cached = cached;
+    int cached = f->n_cached < c->prompt->n_tokens ? f->n_cached : c->prompt->n_tokens;
+    if (cached > c->prompt->n_cached) c->prompt->n_cached = cached;
     if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED) {
         size_t n = tokenizer_stream_flush(&c->decoder, text, sizeof(text));
         finish_choice(c, text, n, f->reason);
@@ -585,14 +626,14 @@ static int job_request(struct supervisor_job *job, struct runner_request *q, cha
     struct gateway_choice *c = gateway_choice_of(job);
     struct gateway_request *r = c->request;
     pthread_mutex_lock(&r->lock);
-    int n = r->n_prompt + c->n_generated;
+    int n = c->prompt->n_tokens + c->n_generated;
     int *prompt = malloc((size_t)n * sizeof(int));
     if (prompt) {
-        memcpy(prompt, r->prompt, (size_t)r->n_prompt * sizeof(int));
-        memcpy(prompt + r->n_prompt, c->generated, (size_t)c->n_generated * sizeof(int));
+        memcpy(prompt, c->prompt->tokens, (size_t)c->prompt->n_tokens * sizeof(int));
+        memcpy(prompt + c->prompt->n_tokens, c->generated, (size_t)c->n_generated * sizeof(int));
         /* a choice whose last token came but not its FINISHED asks for one
          * more, which it ignores, and then ends by length as it would have */
-        int remaining = r->max_tokens - c->n_generated;
+        int remaining = c->max_tokens - c->n_generated;
         *q = (struct runner_request){.id = job->id,
                                      .sampling = c->sampling,
                                      .max_tokens = remaining > 0 ? remaining : 1,
@@ -616,8 +657,8 @@ static int job_request(struct supervisor_job *job, struct runner_request *q, cha
 static int64_t job_outstanding(struct supervisor_job *job) {
     const struct gateway_choice *c = gateway_choice_of(job);
     pthread_mutex_lock(&c->request->lock);
-    int64_t tokens = c->request->max_tokens - c->n_generated;
-    if (c->n_generated == 0) tokens += c->request->n_prompt;
+    int64_t tokens = c->max_tokens - c->n_generated;
+    if (c->n_generated == 0) tokens += c->prompt->n_tokens;
     pthread_mutex_unlock(&c->request->lock);
     return tokens;
 }
@@ -636,8 +677,8 @@ void gateway_request_events(struct supervisor_events *events) {
 }
 
 void gateway_request_submit(struct gateway_request *r, struct supervisor *s) {
-    struct supervisor_job *jobs[OPENAI_CHOICES_MAX];
-    int n = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
+    struct supervisor_job *jobs[OPENAI_REQUEST_CHOICES_MAX];
+    int n = r->n_choices < OPENAI_REQUEST_CHOICES_MAX ? r->n_choices : OPENAI_REQUEST_CHOICES_MAX;
     for (int i = 0; i < n; i++) {
         atomic_fetch_add(&r->references, 1);
         jobs[i] = &r->choices[i].job;

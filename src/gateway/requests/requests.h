@@ -39,11 +39,22 @@ struct requests_env {
  * that each choice resumes alone after a runner restart (DESIGN.md I4).
  * Its fields are guarded by its request's lock, except those set at
  * creation (index, request, sampling) and job's (supervisor.h says). */
+/* One prompt of a request (a completions request may give several, each
+ * answered by n choices). */
+struct gateway_prompt {
+    int *tokens; /* (n_tokens) */
+    int n_tokens;
+    int n_cached; /* request lock: its tokens a choice's runner found in its prefix cache (the
+                     most of any of its choices) */
+};
+
 struct gateway_choice {
     struct supervisor_job job;       /* what the supervisor carries: its runner id, its holder */
-    int index;                       /* its place in the answer: 0..n-1 */
+    int index;                       /* its place in the answer: prompt * n + its number */
     struct gateway_request *request; /* the client request it belongs to */
-    struct runner_sampling sampling; /* the request's, with the seed + index */
+    struct gateway_prompt *prompt;   /* the request's prompt it continues */
+    int max_tokens;                  /* tokens to generate at most */
+    struct runner_sampling sampling; /* the request's, with the seed + its number */
     int *generated;                  /* (max_tokens) tokens received so far */
     int n_generated;
     struct openai_token *token_reports; /* (max_tokens) logprobs, if asked for */
@@ -85,13 +96,12 @@ struct gateway_request {
     struct openai_request body; /* the parsed request */
     struct openai_response response; /* what every chunk repeats */
     char response_id[48];            /* "chatcmpl-..." or "cmpl-..." */
-    int *prompt;                     /* (n_prompt) the prompt's tokens */
-    int n_prompt;
-    int n_cached;   /* lock: prompt tokens a choice's runner found in its prefix cache (the most
-                       of any choice) */
-    int max_tokens; /* tokens to generate at most, per choice */
+    struct gateway_prompt *prompts;  /* (n_prompts) its prompts' tokens: chat's one, or
+                                        completions' one or more */
+    int n_prompts;
+    int n_prompt_tokens;            /* the prompts' tokens, summed (usage) */
     uint64_t arrival_us;            /* when it was accepted */
-    struct gateway_choice *choices; /* (n_choices) body.n of them */
+    struct gateway_choice *choices; /* (n_choices) body.n for each prompt, prompt by prompt */
     int n_choices;
 
     pthread_mutex_t lock;
