@@ -151,6 +151,9 @@ struct openai_request {
     enum openai_tool_choice tool_choice; /* what the answer may or must call */
     int tool_choice_index;               /* OPENAI_TOOLS_FUNCTION: the tool named */
     int parallel_tool_calls;             /* 1 (default): an answer may make several calls */
+
+    int responses; /* 1: sent to POST /v1/responses (openai_parse_responses): a chat request
+                      whose answer is a response object and its events */
 };
 
 /* A logit_bias entry. */
@@ -180,6 +183,13 @@ int openai_check_keys(const struct cJSON *object, const char *param, const char 
  * parser takes as such. */
 struct cJSON *openai_parse_object(const char *text, size_t len, const char *what,
                                   struct openai_error *e);
+/* openai_response.c, for the builders: a JSON string of length bytes of
+ * text made valid UTF-8 (NULL when memory runs out); item added to parent
+ * (under key, a literal, or to an array when key is NULL) and returned, or
+ * deleted with *failed set when either is NULL or adding fails. */
+struct cJSON *openai_json_text(const char *text, size_t length);
+struct cJSON *openai_json_add(struct cJSON *parent, const char *key, struct cJSON *item,
+                              int *failed);
 #define OPENAI_STRINGIFY(x)  OPENAI_STRINGIFY_(x)
 #define OPENAI_STRINGIFY_(x) #x
 
@@ -368,5 +378,60 @@ char *openai_model_json(const char *id, int context_length, int64_t created);
  * over pieces split inside a character still add up: the unit of the
  * completions text_offset. */
 long openai_text_chars(const char *text, size_t length);
+
+/* ======================= the Responses API (openai_responses.c) ======================= */
+
+/* Parses a POST /v1/responses body into the chat request it amounts to
+ * (kind OPENAI_CHAT, responses 1): instructions and input as messages,
+ * max_output_tokens, function tools, tool_choice, text.format as
+ * response_format. store true, previous_response_id and built-in tools
+ * are refused. 0, or -1 with error naming the Responses field. */
+int openai_parse_responses(const char *body, size_t len, struct openai_request *out,
+                           struct openai_error *error);
+
+/* A response as the Responses API shows it: a message item (when there is
+ * text or no call) and a function_call item per call. */
+struct openai_responses_output {
+    const char *id;         /* "resp_..." */
+    const char *message_id; /* "msg_...": its message item's */
+    const char *model;
+    int64_t created;
+    const char *status; /* "in_progress", "completed" or "incomplete" (max_output_tokens) */
+    int has_message;    /* 1: output[0] is the message */
+    const char *text;   /* the message's text (length bytes) */
+    size_t length;
+    const struct openai_tool_call *calls; /* (n_calls) ids set; items after the message */
+    int n_calls;
+    int parallel_tool_calls;
+    struct openai_usage usage; /* shown once it is no longer in progress */
+};
+
+/* The events of a streamed response, in the order they come. */
+enum openai_responses_event {
+    OPENAI_RESPONSES_CREATED,
+    OPENAI_RESPONSES_IN_PROGRESS,
+    OPENAI_RESPONSES_ITEM_ADDED,
+    OPENAI_RESPONSES_PART_ADDED,
+    OPENAI_RESPONSES_TEXT_DELTA,
+    OPENAI_RESPONSES_TEXT_DONE,
+    OPENAI_RESPONSES_PART_DONE,
+    OPENAI_RESPONSES_ARGUMENTS_DELTA,
+    OPENAI_RESPONSES_ARGUMENTS_DONE,
+    OPENAI_RESPONSES_ITEM_DONE,
+    OPENAI_RESPONSES_COMPLETED,
+    OPENAI_RESPONSES_INCOMPLETE,
+};
+
+/* The response object (POST /v1/responses' body, and what created,
+ * in_progress, completed and incomplete events carry). */
+char *openai_responses_json(const struct openai_responses_output *output);
+/* "response.output_text.delta" and the like. */
+const char *openai_responses_event_name(enum openai_responses_event event);
+/* One event's data: its type and sequence number, then what it carries:
+ * the response; output item k (added, done); or item k's id with the
+ * delta (length bytes), its whole text or arguments, or its text part. */
+char *openai_responses_event_json(const struct openai_responses_output *output,
+                                  enum openai_responses_event event, int sequence, int k,
+                                  const char *delta, size_t length);
 
 #endif

@@ -67,6 +67,10 @@ static cJSON *json_text(const char *text, size_t length) {
     return with_sanitized(text, length, make_string, NULL);
 }
 
+cJSON *openai_json_text(const char *text, size_t length) {
+    return json_text(text, length);
+}
+
 /* A JSON string of a NUL-terminated C string (NULL gives ""). */
 static cJSON *json_string(const char *text) {
     return json_text(text, text != NULL ? strlen(text) : 0);
@@ -127,7 +131,7 @@ static cJSON *json_bytes(const char *text, size_t length) {
  * keys are string literals, not copied) and returns it. If item or parent
  * is NULL, or adding fails, item is deleted, *failed set, NULL returned:
  * so a builder can go on adding after a failed allocation and check once. */
-static cJSON *json_add(cJSON *parent, const char *key, cJSON *item, int *failed) {
+cJSON *openai_json_add(cJSON *parent, const char *key, cJSON *item, int *failed) {
     int added = 0;
     if (item != NULL && parent != NULL)
         added = key != NULL ? cJSON_AddItemToObjectCS(parent, key, item)
@@ -169,22 +173,24 @@ static int clamp_top(int n_top) {
 static cJSON *json_head(const struct openai_response *response, const char *object, int *failed) {
     cJSON *root = cJSON_CreateObject();
     if (root == NULL) *failed = 1;
-    json_add(root, "id", json_string(response->id), failed);
-    json_add(root, "object", cJSON_CreateString(object), failed);
-    json_add(root, "created", cJSON_CreateNumber((double)response->created), failed);
-    json_add(root, "model", json_string(response->model), failed);
+    openai_json_add(root, "id", json_string(response->id), failed);
+    openai_json_add(root, "object", cJSON_CreateString(object), failed);
+    openai_json_add(root, "created", cJSON_CreateNumber((double)response->created), failed);
+    openai_json_add(root, "model", json_string(response->model), failed);
     return root;
 }
 
 static cJSON *json_usage(const struct openai_usage *usage, int *failed) {
     cJSON *object = cJSON_CreateObject();
-    json_add(object, "prompt_tokens", cJSON_CreateNumber(usage->prompt_tokens), failed);
-    json_add(object, "completion_tokens", cJSON_CreateNumber(usage->completion_tokens), failed);
-    json_add(object, "total_tokens",
-             cJSON_CreateNumber((double)usage->prompt_tokens + usage->completion_tokens), failed);
+    openai_json_add(object, "prompt_tokens", cJSON_CreateNumber(usage->prompt_tokens), failed);
+    openai_json_add(object, "completion_tokens", cJSON_CreateNumber(usage->completion_tokens),
+                    failed);
+    openai_json_add(object, "total_tokens",
+                    cJSON_CreateNumber((double)usage->prompt_tokens + usage->completion_tokens),
+                    failed);
     cJSON *details = cJSON_CreateObject();
-    json_add(details, "cached_tokens", cJSON_CreateNumber(usage->cached_tokens), failed);
-    json_add(object, "prompt_tokens_details", details, failed);
+    openai_json_add(details, "cached_tokens", cJSON_CreateNumber(usage->cached_tokens), failed);
+    openai_json_add(object, "prompt_tokens_details", details, failed);
     return object;
 }
 
@@ -193,29 +199,29 @@ static cJSON *json_usage(const struct openai_usage *usage, int *failed) {
 /* {"token","logprob","bytes"}: bytes are the token's exact bytes. */
 static cJSON *chat_token_json(const char *text, size_t length, float logprob, int *failed) {
     cJSON *entry = cJSON_CreateObject();
-    json_add(entry, "token", json_text(text, length), failed);
-    json_add(entry, "logprob", json_logprob(logprob), failed);
-    json_add(entry, "bytes", json_bytes(text, length), failed);
+    openai_json_add(entry, "token", json_text(text, length), failed);
+    openai_json_add(entry, "logprob", json_logprob(logprob), failed);
+    openai_json_add(entry, "bytes", json_bytes(text, length), failed);
     return entry;
 }
 
 /* {"content":[{token, logprob, bytes, top_logprobs:[...]}, ...],"refusal":null}. */
 static cJSON *chat_logprobs_json(const struct openai_token *tokens, int n_tokens, int *failed) {
     cJSON *logprobs = cJSON_CreateObject();
-    cJSON *content = json_add(logprobs, "content", cJSON_CreateArray(), failed);
+    cJSON *content = openai_json_add(logprobs, "content", cJSON_CreateArray(), failed);
     for (int i = 0; i < n_tokens; i++) {
         const struct openai_token *token = &tokens[i];
-        cJSON *entry =
-            json_add(content, NULL,
-                     chat_token_json(token->text, token->length, token->logprob, failed), failed);
-        cJSON *top = json_add(entry, "top_logprobs", cJSON_CreateArray(), failed);
+        cJSON *entry = openai_json_add(
+            content, NULL, chat_token_json(token->text, token->length, token->logprob, failed),
+            failed);
+        cJSON *top = openai_json_add(entry, "top_logprobs", cJSON_CreateArray(), failed);
         for (int j = 0; j < clamp_top(token->n_top); j++) {
             const struct openai_alternative *alt = &token->top[j];
-            json_add(top, NULL, chat_token_json(alt->text, alt->length, alt->logprob, failed),
-                     failed);
+            openai_json_add(top, NULL,
+                            chat_token_json(alt->text, alt->length, alt->logprob, failed), failed);
         }
     }
-    json_add(logprobs, "refusal", cJSON_CreateNull(), failed);
+    openai_json_add(logprobs, "refusal", cJSON_CreateNull(), failed);
     return logprobs;
 }
 
@@ -252,20 +258,20 @@ static void add_top_entry(cJSON *top, const char *text, size_t length, float log
 static cJSON *completion_logprobs_json(const struct openai_token *tokens, int n_tokens,
                                        long text_offset, int *failed) {
     cJSON *logprobs = cJSON_CreateObject();
-    cJSON *texts = json_add(logprobs, "tokens", cJSON_CreateArray(), failed);
-    cJSON *values = json_add(logprobs, "token_logprobs", cJSON_CreateArray(), failed);
-    cJSON *tops = json_add(logprobs, "top_logprobs", cJSON_CreateArray(), failed);
-    cJSON *offsets = json_add(logprobs, "text_offset", cJSON_CreateArray(), failed);
+    cJSON *texts = openai_json_add(logprobs, "tokens", cJSON_CreateArray(), failed);
+    cJSON *values = openai_json_add(logprobs, "token_logprobs", cJSON_CreateArray(), failed);
+    cJSON *tops = openai_json_add(logprobs, "top_logprobs", cJSON_CreateArray(), failed);
+    cJSON *offsets = openai_json_add(logprobs, "text_offset", cJSON_CreateArray(), failed);
     for (int i = 0; i < n_tokens; i++) {
         const struct openai_token *token = &tokens[i];
-        json_add(texts, NULL, json_text(token->text, token->length), failed);
-        json_add(values, NULL, json_logprob(token->logprob), failed);
-        cJSON *top = json_add(tops, NULL, cJSON_CreateObject(), failed);
+        openai_json_add(texts, NULL, json_text(token->text, token->length), failed);
+        openai_json_add(values, NULL, json_logprob(token->logprob), failed);
+        cJSON *top = openai_json_add(tops, NULL, cJSON_CreateObject(), failed);
         for (int j = 0; j < clamp_top(token->n_top); j++)
             add_top_entry(top, token->top[j].text, token->top[j].length, token->top[j].logprob,
                           failed);
         add_top_entry(top, token->text, token->length, token->logprob, failed);
-        json_add(offsets, NULL, cJSON_CreateNumber((double)text_offset), failed);
+        openai_json_add(offsets, NULL, cJSON_CreateNumber((double)text_offset), failed);
         text_offset += openai_text_chars(token->text, token->length);
     }
     return logprobs;
@@ -287,11 +293,11 @@ void openai_response_init(struct openai_response *response, const struct openai_
  * whole (id and name NULL: left out, as in a streamed call's later pieces). */
 static cJSON *tool_call_json(const char *id, const char *name, const char *arguments, int *failed) {
     cJSON *call = cJSON_CreateObject();
-    if (id) json_add(call, "id", json_string(id), failed);
-    if (id) json_add(call, "type", cJSON_CreateString("function"), failed);
-    cJSON *function = json_add(call, "function", cJSON_CreateObject(), failed);
-    if (name) json_add(function, "name", json_string(name), failed);
-    json_add(function, "arguments", json_string(arguments ? arguments : ""), failed);
+    if (id) openai_json_add(call, "id", json_string(id), failed);
+    if (id) openai_json_add(call, "type", cJSON_CreateString("function"), failed);
+    cJSON *function = openai_json_add(call, "function", cJSON_CreateObject(), failed);
+    if (name) openai_json_add(function, "name", json_string(name), failed);
+    openai_json_add(function, "arguments", json_string(arguments ? arguments : ""), failed);
     return call;
 }
 
@@ -299,8 +305,9 @@ static cJSON *tool_call_json(const char *id, const char *name, const char *argum
 static cJSON *tool_calls_json(const struct openai_tool_call *calls, int n, int *failed) {
     cJSON *array = cJSON_CreateArray();
     for (int i = 0; i < n; i++)
-        json_add(array, NULL,
-                 tool_call_json(calls[i].id, calls[i].name, calls[i].arguments, failed), failed);
+        openai_json_add(array, NULL,
+                        tool_call_json(calls[i].id, calls[i].name, calls[i].arguments, failed),
+                        failed);
     return array;
 }
 
@@ -309,23 +316,24 @@ static cJSON *tool_calls_json(const struct openai_tool_call *calls, int n, int *
 static cJSON *chat_choice_json(const struct openai_response *response,
                                const struct openai_result *result, int index, int *failed) {
     cJSON *choice = cJSON_CreateObject();
-    json_add(choice, "index", cJSON_CreateNumber(index), failed);
-    cJSON *message = json_add(choice, "message", cJSON_CreateObject(), failed);
-    json_add(message, "role", cJSON_CreateString("assistant"), failed);
-    json_add(message, "content",
-             result->n_tool_calls > 0 && result->length == 0
-                 ? cJSON_CreateNull()
-                 : json_text(result->text, result->length),
-             failed);
+    openai_json_add(choice, "index", cJSON_CreateNumber(index), failed);
+    cJSON *message = openai_json_add(choice, "message", cJSON_CreateObject(), failed);
+    openai_json_add(message, "role", cJSON_CreateString("assistant"), failed);
+    openai_json_add(message, "content",
+                    result->n_tool_calls > 0 && result->length == 0
+                        ? cJSON_CreateNull()
+                        : json_text(result->text, result->length),
+                    failed);
     if (result->n_tool_calls > 0)
-        json_add(message, "tool_calls",
-                 tool_calls_json(result->tool_calls, result->n_tool_calls, failed), failed);
-    json_add(message, "refusal", cJSON_CreateNull(), failed);
-    json_add(choice, "logprobs",
-             response->logprobs ? chat_logprobs_json(result->tokens, result->n_tokens, failed)
-                                : cJSON_CreateNull(),
-             failed);
-    json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
+        openai_json_add(message, "tool_calls",
+                        tool_calls_json(result->tool_calls, result->n_tool_calls, failed), failed);
+    openai_json_add(message, "refusal", cJSON_CreateNull(), failed);
+    openai_json_add(choice, "logprobs",
+                    response->logprobs
+                        ? chat_logprobs_json(result->tokens, result->n_tokens, failed)
+                        : cJSON_CreateNull(),
+                    failed);
+    openai_json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
     return choice;
 }
 
@@ -333,14 +341,14 @@ static cJSON *chat_choice_json(const struct openai_response *response,
 static cJSON *text_choice_json(const struct openai_response *response,
                                const struct openai_result *result, int index, int *failed) {
     cJSON *choice = cJSON_CreateObject();
-    json_add(choice, "text", json_text(result->text, result->length), failed);
-    json_add(choice, "index", cJSON_CreateNumber(index), failed);
-    json_add(choice, "logprobs",
-             response->logprobs
-                 ? completion_logprobs_json(result->tokens, result->n_tokens, 0, failed)
-                 : cJSON_CreateNull(),
-             failed);
-    json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
+    openai_json_add(choice, "text", json_text(result->text, result->length), failed);
+    openai_json_add(choice, "index", cJSON_CreateNumber(index), failed);
+    openai_json_add(choice, "logprobs",
+                    response->logprobs
+                        ? completion_logprobs_json(result->tokens, result->n_tokens, 0, failed)
+                        : cJSON_CreateNull(),
+                    failed);
+    openai_json_add(choice, "finish_reason", json_finish_reason(result->finish), failed);
     return choice;
 }
 
@@ -349,13 +357,13 @@ char *openai_choices_json(const struct openai_response *response,
                           const struct openai_usage *usage) {
     int failed = 0, chat = response->kind == OPENAI_CHAT;
     cJSON *root = json_head(response, chat ? "chat.completion" : "text_completion", &failed);
-    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
+    cJSON *choices = openai_json_add(root, "choices", cJSON_CreateArray(), &failed);
     for (int i = 0; i < n_results; i++)
-        json_add(choices, NULL,
-                 chat ? chat_choice_json(response, &results[i], i, &failed)
-                      : text_choice_json(response, &results[i], i, &failed),
-                 &failed);
-    json_add(root, "usage", json_usage(usage, &failed), &failed);
+        openai_json_add(choices, NULL,
+                        chat ? chat_choice_json(response, &results[i], i, &failed)
+                             : text_choice_json(response, &results[i], i, &failed),
+                        &failed);
+    openai_json_add(root, "usage", json_usage(usage, &failed), &failed);
     return json_print(root, failed);
 }
 
@@ -369,13 +377,14 @@ char *openai_completion_json(const struct openai_response *response,
  * {"arguments"}}] on the others. */
 static cJSON *call_delta_json(const struct openai_call_delta *call, int *failed) {
     cJSON *array = cJSON_CreateArray();
-    cJSON *item = json_add(array, NULL, cJSON_CreateObject(), failed);
-    json_add(item, "index", cJSON_CreateNumber(call->index), failed);
-    if (call->id) json_add(item, "id", json_string(call->id), failed);
-    if (call->id) json_add(item, "type", cJSON_CreateString("function"), failed);
-    cJSON *function = json_add(item, "function", cJSON_CreateObject(), failed);
-    if (call->name) json_add(function, "name", json_string(call->name), failed);
-    json_add(function, "arguments", json_string(call->arguments ? call->arguments : ""), failed);
+    cJSON *item = openai_json_add(array, NULL, cJSON_CreateObject(), failed);
+    openai_json_add(item, "index", cJSON_CreateNumber(call->index), failed);
+    if (call->id) openai_json_add(item, "id", json_string(call->id), failed);
+    if (call->id) openai_json_add(item, "type", cJSON_CreateString("function"), failed);
+    cJSON *function = openai_json_add(item, "function", cJSON_CreateObject(), failed);
+    if (call->name) openai_json_add(function, "name", json_string(call->name), failed);
+    openai_json_add(function, "arguments", json_string(call->arguments ? call->arguments : ""),
+                    failed);
     return array;
 }
 
@@ -384,12 +393,12 @@ static cJSON *call_delta_json(const struct openai_call_delta *call, int *failed)
  * (content null on the first chunk, as OpenAI sends it). */
 static cJSON *chat_delta_json(const struct openai_delta *delta, int *failed) {
     cJSON *object = cJSON_CreateObject();
-    if (delta->first) json_add(object, "role", cJSON_CreateString("assistant"), failed);
+    if (delta->first) openai_json_add(object, "role", cJSON_CreateString("assistant"), failed);
     if (delta->call) {
-        if (delta->first) json_add(object, "content", cJSON_CreateNull(), failed);
-        json_add(object, "tool_calls", call_delta_json(delta->call, failed), failed);
+        if (delta->first) openai_json_add(object, "content", cJSON_CreateNull(), failed);
+        openai_json_add(object, "tool_calls", call_delta_json(delta->call, failed), failed);
     } else if (delta->first || delta->length > 0 || delta->finish == OPENAI_FINISH_NONE) {
-        json_add(object, "content", json_text(delta->text, delta->length), failed);
+        openai_json_add(object, "content", json_text(delta->text, delta->length), failed);
     }
     return object;
 }
@@ -399,14 +408,14 @@ char *openai_choice_chunk_json(const struct openai_response *response,
     int failed = 0;
     int chat = response->kind == OPENAI_CHAT;
     cJSON *root = json_head(response, chat ? "chat.completion.chunk" : "text_completion", &failed);
-    cJSON *choices = json_add(root, "choices", cJSON_CreateArray(), &failed);
-    cJSON *choice = json_add(choices, NULL, cJSON_CreateObject(), &failed);
+    cJSON *choices = openai_json_add(root, "choices", cJSON_CreateArray(), &failed);
+    cJSON *choice = openai_json_add(choices, NULL, cJSON_CreateObject(), &failed);
     if (chat) {
-        json_add(choice, "index", cJSON_CreateNumber(index), &failed);
-        json_add(choice, "delta", chat_delta_json(delta, &failed), &failed);
+        openai_json_add(choice, "index", cJSON_CreateNumber(index), &failed);
+        openai_json_add(choice, "delta", chat_delta_json(delta, &failed), &failed);
     } else {
-        json_add(choice, "text", json_text(delta->text, delta->length), &failed);
-        json_add(choice, "index", cJSON_CreateNumber(index), &failed);
+        openai_json_add(choice, "text", json_text(delta->text, delta->length), &failed);
+        openai_json_add(choice, "index", cJSON_CreateNumber(index), &failed);
     }
     cJSON *logprobs = NULL;
     if (response->logprobs && delta->n_tokens > 0)
@@ -415,9 +424,9 @@ char *openai_choice_chunk_json(const struct openai_response *response,
                                                    delta->text_offset, &failed);
     else
         logprobs = cJSON_CreateNull();
-    json_add(choice, "logprobs", logprobs, &failed);
-    json_add(choice, "finish_reason", json_finish_reason(delta->finish), &failed);
-    if (response->include_usage) json_add(root, "usage", cJSON_CreateNull(), &failed);
+    openai_json_add(choice, "logprobs", logprobs, &failed);
+    openai_json_add(choice, "finish_reason", json_finish_reason(delta->finish), &failed);
+    if (response->include_usage) openai_json_add(root, "usage", cJSON_CreateNull(), &failed);
     return json_print(root, failed);
 }
 
@@ -431,8 +440,8 @@ char *openai_usage_chunk_json(const struct openai_response *response,
     const char *object =
         response->kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion";
     cJSON *root = json_head(response, object, &failed);
-    json_add(root, "choices", cJSON_CreateArray(), &failed);
-    json_add(root, "usage", json_usage(usage, &failed), &failed);
+    openai_json_add(root, "choices", cJSON_CreateArray(), &failed);
+    openai_json_add(root, "usage", json_usage(usage, &failed), &failed);
     return json_print(root, failed);
 }
 
@@ -440,15 +449,15 @@ char *openai_usage_chunk_json(const struct openai_response *response,
  * lockstep serves it ("lockstep_version", "lockstep_commit"). */
 static cJSON *model_object(const char *id, int context_length, int64_t created, int *failed) {
     cJSON *model = cJSON_CreateObject();
-    json_add(model, "id", json_string(id), failed);
-    json_add(model, "object", cJSON_CreateString("model"), failed);
-    json_add(model, "created", cJSON_CreateNumber((double)created), failed);
-    json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
-    json_add(model, "lockstep_version", cJSON_CreateString(version_string()), failed);
-    json_add(model, "lockstep_commit", cJSON_CreateString(version_commit()), failed);
+    openai_json_add(model, "id", json_string(id), failed);
+    openai_json_add(model, "object", cJSON_CreateString("model"), failed);
+    openai_json_add(model, "created", cJSON_CreateNumber((double)created), failed);
+    openai_json_add(model, "owned_by", cJSON_CreateString("lockstep"), failed);
+    openai_json_add(model, "lockstep_version", cJSON_CreateString(version_string()), failed);
+    openai_json_add(model, "lockstep_commit", cJSON_CreateString(version_commit()), failed);
     if (context_length > 0) {
-        json_add(model, "context_length", cJSON_CreateNumber(context_length), failed);
-        json_add(model, "max_model_len", cJSON_CreateNumber(context_length), failed);
+        openai_json_add(model, "context_length", cJSON_CreateNumber(context_length), failed);
+        openai_json_add(model, "max_model_len", cJSON_CreateNumber(context_length), failed);
     }
     return model;
 }
@@ -457,12 +466,13 @@ char *openai_models_json(const char *const *ids, const int *context_lengths, int
                          int64_t created) {
     int failed = 0;
     cJSON *root = cJSON_CreateObject();
-    json_add(root, "object", cJSON_CreateString("list"), &failed);
-    cJSON *data = json_add(root, "data", cJSON_CreateArray(), &failed);
+    openai_json_add(root, "object", cJSON_CreateString("list"), &failed);
+    cJSON *data = openai_json_add(root, "data", cJSON_CreateArray(), &failed);
     for (int i = 0; i < n_ids; i++)
-        json_add(data, NULL,
-                 model_object(ids[i], context_lengths ? context_lengths[i] : 0, created, &failed),
-                 &failed);
+        openai_json_add(
+            data, NULL,
+            model_object(ids[i], context_lengths ? context_lengths[i] : 0, created, &failed),
+            &failed);
     return json_print(root, failed);
 }
 
@@ -475,14 +485,15 @@ char *openai_error_json(const struct openai_error *e) {
     int failed = 0;
     size_t param_length = strnlen(e->param, sizeof(e->param));
     cJSON *root = cJSON_CreateObject();
-    cJSON *error = json_add(root, "error", cJSON_CreateObject(), &failed);
-    json_add(error, "message", json_text(e->message, strnlen(e->message, sizeof(e->message))),
-             &failed);
-    json_add(error, "type", e->type != NULL ? cJSON_CreateString(e->type) : cJSON_CreateNull(),
-             &failed);
-    json_add(error, "param",
-             param_length > 0 ? json_text(e->param, param_length) : cJSON_CreateNull(), &failed);
-    json_add(error, "code", e->code != NULL ? cJSON_CreateString(e->code) : cJSON_CreateNull(),
-             &failed);
+    cJSON *error = openai_json_add(root, "error", cJSON_CreateObject(), &failed);
+    openai_json_add(error, "message",
+                    json_text(e->message, strnlen(e->message, sizeof(e->message))), &failed);
+    openai_json_add(error, "type",
+                    e->type != NULL ? cJSON_CreateString(e->type) : cJSON_CreateNull(), &failed);
+    openai_json_add(error, "param",
+                    param_length > 0 ? json_text(e->param, param_length) : cJSON_CreateNull(),
+                    &failed);
+    openai_json_add(error, "code",
+                    e->code != NULL ? cJSON_CreateString(e->code) : cJSON_CreateNull(), &failed);
     return json_print(root, failed);
 }

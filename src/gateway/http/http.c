@@ -32,6 +32,7 @@ enum route {
     ROUTE_METRICS,
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
+    ROUTE_RESPONSES,  /* POST /v1/responses: OpenAI's Responses API */
     ROUTE_STUCK,      /* GET /debug/stuck: the latest stuck reports */
     ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
@@ -110,6 +111,7 @@ static enum route find_route(const struct http_server *server, const char *metho
     if (get && !strncmp(url, "/v1/models/", 11)) return ROUTE_MODEL;
     if (post && !strcmp(url, "/v1/chat/completions")) return ROUTE_CHAT;
     if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
+    if (post && !strcmp(url, "/v1/responses")) return ROUTE_RESPONSES;
     if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
     if (post && !strcmp(url, "/debug/fault") && server->params->enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
@@ -286,6 +288,8 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
         char *copy = strdup(r->error_json ? r->error_json : "{}");
         return send_text(c, call, r->failed, "application/json", copy);
     }
+    if (r->body.responses)
+        return send_text(c, call, 200, "application/json", gateway_responses_whole(r));
     for (int i = 0; i < r->n_choices && i < OPENAI_REQUEST_CHOICES_MAX; i++) {
         const struct gateway_choice *choice = &r->choices[i];
         results[i] = (struct openai_result){
@@ -359,8 +363,8 @@ static int refused_while_draining(struct http_server *server, const struct http_
                                   struct openai_error *e) {
     enum route r = call->route;
     if (!atomic_load(server->draining) ||
-        !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_TOKENIZE ||
-          r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
+        !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_RESPONSES ||
+          r == ROUTE_TOKENIZE || r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
         return 0;
     openai_error_set(e, 503, "server_error", NULL, "shutting_down",
                      "the gateway is shutting down (draining): it takes no new requests; "
@@ -381,9 +385,11 @@ static enum MHD_Result start_completion(struct http_server *server, struct MHD_C
                          "the body is larger than %zu bytes", server->params->max_body_bytes);
         return send_error(c, call, &e);
     }
-    if (openai_parse_request(call->body.data ? (const char *)call->body.data : "",
-                             call->body.length, kind, &body, &e))
-        return send_error(c, call, &e);
+    const char *text = call->body.data ? (const char *)call->body.data : "";
+    int refused = call->route == ROUTE_RESPONSES
+                      ? openai_parse_responses(text, call->body.length, &body, &e)
+                      : openai_parse_request(text, call->body.length, kind, &body, &e);
+    if (refused) return send_error(c, call, &e);
     struct fleet_instance *in = choose_instance(server, body.model, &e);
     if (!in) {
         openai_request_free(&body);

@@ -244,9 +244,13 @@ struct gateway_request *gateway_request_create(const struct requests_env *env,
     r->id = atomic_fetch_add(env->next_id, (unsigned long long)r->n_choices);
     r->arrival_us = clock_now_us();
     r->last_output_us = r->arrival_us;
-    snprintf(r->response_id, sizeof(r->response_id), "%s-%llx%06llx",
-             r->body.kind == OPENAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)r->arrival_us,
-             (unsigned long long)r->id);
+    snprintf(r->response_id, sizeof(r->response_id), "%s%llx%06llx",
+             r->body.responses             ? "resp_"
+             : r->body.kind == OPENAI_CHAT ? "chatcmpl-"
+                                           : "cmpl-",
+             (unsigned long long)r->arrival_us, (unsigned long long)r->id);
+    snprintf(r->responses_message_id, sizeof(r->responses_message_id), "msg_%llx%06llx",
+             (unsigned long long)r->arrival_us, (unsigned long long)r->id);
     openai_response_init(&r->response, &r->body, r->response_id, (int64_t)time(NULL));
     r->response.model = served->name;
     struct runner_sampling sampling;
@@ -314,6 +318,10 @@ void gateway_request_event(struct gateway_request *r, char *json) {
 static void emit(struct gateway_choice *c, const char *text, size_t length,
                  enum openai_finish finish) {
     struct gateway_request *r = c->request;
+    if (r->body.responses) { /* its items close when it ends (end_output) */
+        gateway_responses_text(c, text, length);
+        return;
+    }
     if (!r->body.stream) {
         runner_buffer_append(&c->text, text, length);
         return;
@@ -416,7 +424,9 @@ static int hold(struct gateway_choice *c, const char *bytes, size_t n) {
 /* Ends the request's output: usage and [DONE] (streaming); wakes the client. */
 static void end_output(struct gateway_request *r) {
     r->done = 1;
-    if (r->body.stream) {
+    if (r->body.stream && r->body.responses) {
+        gateway_responses_end(r);
+    } else if (r->body.stream) {
         if (r->body.include_usage) {
             struct openai_usage u = gateway_request_usage(r);
             gateway_request_event(r, openai_usage_chunk_json(&r->response, &u));

@@ -95,7 +95,11 @@ struct gateway_request {
                                    choices are now is their job's holder) */
     struct openai_request body; /* the parsed request */
     struct openai_response response; /* what every chunk repeats */
-    char response_id[48];            /* "chatcmpl-..." or "cmpl-..." */
+    char response_id[48];            /* "chatcmpl-...", "cmpl-..." or "resp_..." */
+    char responses_message_id[48];   /* Responses API: its message item's id ("msg_...") */
+    int responses_sequence;          /* lock: Responses events sent so far */
+    int responses_started;           /* lock: 1: response.created went out */
+    int responses_message_open;      /* lock: 1: the message item was added */
     struct gateway_prompt *prompts;  /* (n_prompts) its prompts' tokens: chat's one, or
                                         completions' one or more */
     int n_prompts;
@@ -212,5 +216,15 @@ int gateway_tokens_parse(const char *body, size_t length, int detokenize,
 char *gateway_tokens_answer(const struct gateway_served *served,
                             const struct gateway_tokens_body *body, struct openai_error *e);
 void gateway_tokens_free(struct gateway_tokens_body *body);
+
+/* responses.c: a Responses API request's output (request lock held). */
+/* Text released by choice c: kept for the answer; streamed as a delta
+ * event (after the events that open the response and its message). */
+void gateway_responses_text(struct gateway_choice *c, const char *text, size_t length);
+/* The events that end a streamed response: the message and calls closed,
+ * then response.completed or response.incomplete. */
+void gateway_responses_end(struct gateway_request *request);
+/* The whole response object (malloc'd), or NULL when memory runs out. */
+char *gateway_responses_whole(struct gateway_request *request);
 
 #endif
