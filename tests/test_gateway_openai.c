@@ -750,6 +750,70 @@ static void test_tools(void) {
     free(body);
 }
 
+/* The Responses API's body as the chat request it amounts to, and its
+ * refusals naming the Responses field. */
+static void test_responses(void) {
+    struct openai_request r;
+    struct openai_error e;
+    static const char body[] =
+        "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"input_text\",\"text\":\"Hi \"},{\"type\":\"input_text\","
+        "\"text\":\"there\"}]},{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"f\","
+        "\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"call_1\","
+        "\"output\":\"ok\"}],\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}],\"tool_choice\":"
+        "{\"type\":\"function\",\"name\":\"f\"},\"max_output_tokens\":20,\"stream\":true,"
+        "\"store\":false}";
+    CHECK_MSG(openai_parse_responses(body, strlen(body), &r, &e) == 0, "%s", e.message);
+    CHECK(r.kind == OPENAI_CHAT && r.responses == 1 && r.stream == 1 && r.max_tokens == 20);
+    CHECK(r.n_messages == 4);
+    if (r.n_messages == 4) {
+        CHECK(same_string(r.messages[0].role, "system") &&
+              same_string(r.messages[0].content, "Be brief."));
+        CHECK(same_string(r.messages[1].role, "user") &&
+              same_string(r.messages[1].content, "Hi there"));
+        CHECK(same_string(r.messages[2].role, "assistant") && r.messages[2].n_tool_calls == 1 &&
+              same_string(r.messages[2].tool_calls[0].id, "call_1") &&
+              same_string(r.messages[2].tool_calls[0].name, "f"));
+        CHECK(same_string(r.messages[3].role, "tool") &&
+              same_string(r.messages[3].tool_call_id, "call_1") &&
+              same_string(r.messages[3].content, "ok"));
+    }
+    CHECK(r.n_tools == 1 && same_string(r.tools[0].name, "f") &&
+          r.tool_choice == OPENAI_TOOLS_FUNCTION && r.tool_choice_index == 0);
+    openai_request_free(&r);
+    static const char schema[] = "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\","
+                                 "\"name\":\"p\",\"schema\":{\"type\":\"object\"}}}}";
+    CHECK_MSG(openai_parse_responses(schema, strlen(schema), &r, &e) == 0, "%s", e.message);
+    CHECK(r.grammar != NULL && r.n_messages == 1 && same_string(r.messages[0].content, "x"));
+    openai_request_free(&r);
+    static const struct {
+        const char *body, *param, *message;
+    } refused[] = {
+        {"{\"input\":\"x\",\"store\":true}", "store", "store true is not supported"},
+        {"{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id",
+         "keeps no responses"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]",
+         "tools[0] is a web_search tool"},
+        {"{\"input\":[{\"type\":\"reasoning\"}]}", "input[0]", "input[0] is a reasoning item"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}",
+         "input[0].content", "input[0].content[0] must be a text part"},
+        {"{\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens", "must be between"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"yaml\"}}}", "text.format.type",
+         "is not text, json_object or json_schema"},
+        {"{\"input\":\"x\",\"frequency_penalty\":1}", "frequency_penalty", "frequency_penalty"},
+        {"{\"model\":\"m\"}", "input", "input is required"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        int rc = openai_parse_responses(refused[i].body, strlen(refused[i].body), &r, &e);
+        CHECK_MSG(rc == -1 && e.status == 400 && !strcmp(e.param, refused[i].param) &&
+                      strstr(e.message, refused[i].message),
+                  "%s: %d, param '%s', message '%s'", refused[i].body, rc, e.param, e.message);
+        CHECK(r.messages == NULL && r.tools == NULL);
+        openai_request_free(&r);
+    }
+}
+
 int main(void) {
     test_tools();
     test_chat_every_field();
@@ -760,5 +824,6 @@ int main(void) {
     test_choices();
     test_refusals();
     test_constraints();
+    test_responses();
     return test_status("test_gateway_openai");
 }

@@ -333,6 +333,21 @@ static int refuse_unsupported(const cJSON *root, struct openai_error *e) {
     return 0;
 }
 
+/* A field the Responses API does not have (or lockstep does not take), as
+ * OpenAI refuses it. */
+static int refuse_unknown(const cJSON *root, struct openai_error *e) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        int known = 0;
+        for (int i = 0; read_fields[i] && !known; i++)
+            known = !strcmp(item->string, read_fields[i]);
+        if (!known)
+            return openai_refuse(e, item->string, "Unrecognized request argument supplied: %.40s",
+                                 item->string);
+    }
+    return 0;
+}
+
 /* The chat request root amounts to, or NULL with e. */
 static cJSON *rewrite(const cJSON *root, struct openai_error *e) {
     static const char *const same[] = {"model",  "temperature", "top_p", "parallel_tool_calls",
@@ -343,7 +358,8 @@ static cJSON *rewrite(const cJSON *root, struct openai_error *e) {
         openai_out_of_memory(e);
         return NULL;
     }
-    int failed = openai_check_keys(root, "the request", read_fields, e) ||
+    int failed = refuse_unknown(root, e) ||
+                 openai_check_keys(root, "the request", read_fields, e) ||
                  refuse_unsupported(root, e) || rewrite_input(root, chat, e) ||
                  rewrite_tools(root, chat, e) || rewrite_text(root, chat, e) ||
                  copy_to(chat, "max_completion_tokens", member(root, "max_output_tokens"), e);

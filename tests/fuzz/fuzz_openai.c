@@ -269,6 +269,40 @@ static void build_responses(const struct openai_request *r, const uint8_t *data,
     cJSON_Delete(check_body(openai_models_json(ids, contexts, 2, 1)));
 }
 
+/* A Responses API body: refused with a one-line message and nothing owned,
+ * or the chat request it amounts to, whose response object and events
+ * build as valid JSON. */
+static void check_responses_api(const uint8_t *data, size_t size) {
+    struct openai_request request;
+    struct openai_error error;
+    if (openai_parse_responses((const char *)data, size, &request, &error) != 0) {
+        if (request.model != NULL || request.messages != NULL || request.tools != NULL) abort();
+        check_refusal(&error);
+        return;
+    }
+    check_request(&request, OPENAI_CHAT);
+    if (!request.responses) abort();
+    struct openai_tool_call call = {"call_1", "f", "{\"a\":1}"};
+    struct openai_responses_output o = {.id = "resp_1",
+                                        .message_id = "msg_1",
+                                        .model = request.model,
+                                        .status = "completed",
+                                        .has_message = 1,
+                                        .text = sample_text(&request),
+                                        .length = strlen(sample_text(&request)),
+                                        .calls = &call,
+                                        .n_calls = 1};
+    for (int event = OPENAI_RESPONSES_CREATED; event <= OPENAI_RESPONSES_INCOMPLETE; event++) {
+        char *json = openai_responses_event_json(&o, (enum openai_responses_event)event, event,
+                                                 event == OPENAI_RESPONSES_ARGUMENTS_DONE, "d", 1);
+        cJSON *back = json ? cJSON_Parse(json) : NULL;
+        if (!back) abort();
+        cJSON_Delete(back);
+        free(json);
+    }
+    openai_request_free(&request);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const enum openai_kind kinds[2] = {OPENAI_CHAT, OPENAI_COMPLETION};
     for (int k = 0; k < 2; k++) {
@@ -285,5 +319,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         build_responses(&request, data, size);
         openai_request_free(&request);
     }
+    check_responses_api(data, size);
     return 0;
 }

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { zodResponseFormat } from 'openai/helpers/zod';
+import { zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
 function env(name) {
@@ -573,5 +573,104 @@ describe('structured outputs', () => {
     // the same seed gives the same object again
     const again = await main.chat.completions.parse(params);
     assert.deepEqual(again.choices[0].message.parsed, parsed);
+  });
+});
+
+describe('responses (the Responses API)', () => {
+  const INPUT = [
+    { role: 'user', content: [{ type: 'input_text', text: 'Say something about the sea.' }] },
+  ];
+  const RESPONSE_TOOLS = WEATHER_TOOLS.map((t) => ({ type: 'function', ...t.function }));
+
+  test('responses.create: output_text, usage, and the chat answer to the same messages', async () => {
+    const params = { model: MODEL, temperature: 1, seed: 31 };
+    const r = await main.responses.create({
+      ...params, max_output_tokens: 12, instructions: CHAT[0].content, input: INPUT, store: false,
+    });
+    assert.equal(r.object, 'response');
+    assert.match(r.id, /^resp_/);
+    assert.ok(['completed', 'incomplete'].includes(r.status));
+    assert.equal(r.output[0].type, 'message');
+    assert.equal(r.output[0].role, 'assistant');
+    assert.equal(typeof r.output_text, 'string');
+    assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+    assert.ok(r.usage.output_tokens <= 12);
+    if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+    // the same conversation through chat gives the same text
+    const chat = await main.chat.completions.create({ ...params, max_tokens: 12, messages: CHAT });
+    assert.equal(r.output_text, chat.choices[0].message.content);
+    assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+  });
+
+  test('responses.stream: the typed events in order, and the final response equals a whole one', async () => {
+    const params = { model: MODEL, input: 'In the beginning', max_output_tokens: 10, seed: 37, temperature: 1 };
+    const whole = await main.responses.create(params);
+    const stream = main.responses.stream(params);
+    const types = [];
+    let text = '';
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === 'response.output_text.delta') text += event.delta;
+    }
+    const final = await stream.finalResponse();
+    assert.equal(types[0], 'response.created');
+    assert.equal(types[1], 'response.in_progress');
+    assert.ok(types.includes('response.output_item.added') && types.includes('response.content_part.added'));
+    assert.ok(['response.completed', 'response.incomplete'].includes(types.at(-1)));
+    assert.equal(text, whole.output_text);
+    assert.equal(final.output_text, whole.output_text);
+    // the prefix cache may differ between the two; the counts may not
+    assert.equal(final.usage.input_tokens, whole.usage.input_tokens);
+    assert.equal(final.usage.output_tokens, whole.usage.output_tokens);
+  });
+
+  test('function tools: a required call comes back as a function_call item, then its output is sent back', async () => {
+    const params = {
+      model: MODEL, tools: RESPONSE_TOOLS, tool_choice: 'required', parallel_tool_calls: false,
+      max_output_tokens: 400, seed: 3,
+    };
+    const r = await main.responses.create({ ...params, input: INPUT });
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((item) => item.type === 'function_call');
+    assert.equal(calls.length, 1, 'parallel_tool_calls false: one call');
+    checkWeatherCalls(calls);
+    assert.match(calls[0].call_id, /^call_/);
+    // streamed: the same calls, their arguments in function_call_arguments events
+    const streamed = main.responses.stream({ ...params, input: INPUT });
+    let args = '';
+    for await (const event of streamed)
+      if (event.type === 'response.function_call_arguments.delta') args += event.delta;
+    const final = await streamed.finalResponse();
+    assert.deepEqual(withoutIds(final.output.filter((i) => i.type === 'function_call')), withoutIds(calls));
+    assert.equal(args, calls.map((c) => c.arguments).join(''));
+    // the call and its output go back as input items
+    const next = await main.responses.create({
+      model: MODEL, tools: RESPONSE_TOOLS, max_output_tokens: 8, seed: 5,
+      input: [...INPUT, calls[0], { type: 'function_call_output', call_id: calls[0].call_id, output: '{"sky":"clear"}' }],
+    });
+    assert.ok(['completed', 'incomplete'].includes(next.status));
+    assert.ok(next.usage.input_tokens > r.usage.input_tokens);
+  });
+
+  test('responses.parse with zodTextFormat gives a parsed object valid under the schema', async () => {
+    const Person = z.object({ name: z.string().max(12), age: z.number().int(), kind: z.enum(['human', 'robot']) });
+    const r = await main.responses.parse({
+      model: MODEL, input: INPUT, text: { format: zodTextFormat(Person, 'person') },
+      max_output_tokens: 200, seed: 19, temperature: 1,
+    });
+    assert.equal(r.status, 'completed');
+    assert.deepEqual(Person.parse(r.output_parsed), r.output_parsed);
+    assert.deepEqual(JSON.parse(r.output_text), r.output_parsed);
+  });
+
+  test('what lockstep does not keep or have is a 400 naming the field', async () => {
+    await rejectsWith(main.responses.create({ model: MODEL, input: 'x', store: true }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /store true is not supported/));
+    await rejectsWith(main.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_1' }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /previous_response_id is not supported/));
+    await rejectsWith(main.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /tools\[0\] is a web_search tool/));
+    await rejectsWith(main.responses.create({ model: MODEL, input: 'x', max_output_tokens: 0 }),
+      OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'max_output_tokens'));
   });
 });
