@@ -814,6 +814,85 @@ static void test_responses(void) {
     }
 }
 
+/* Anthropic's Messages API body as the chat request it amounts to, and its
+ * refusals naming the Messages field, in Anthropic's error shape. */
+static void test_messages(void) {
+    struct openai_request r;
+    struct openai_error e;
+    static const char body[] =
+        "{\"model\":\"m\",\"max_tokens\":30,\"system\":[{\"type\":\"text\",\"text\":\"Be \"},"
+        "{\"type\":\"text\",\"text\":\"brief.\"}],\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"Weather?\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Let me "
+        "look.\"},{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"w\",\"input\":{\"city\":"
+        "\"Oslo\"}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":"
+        "\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"rain\"}]},{\"type\":\"text\","
+        "\"text\":\"And tomorrow?\"}]}],\"tools\":[{\"name\":\"w\",\"input_schema\":{\"type\":"
+        "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}],\"tool_choice\":{\"type\":"
+        "\"any\",\"disable_parallel_tool_use\":true},\"stop_sequences\":[\"\\n\\n\"],"
+        "\"stream\":true}";
+    CHECK_MSG(openai_parse_messages(body, strlen(body), 0, &r, &e) == 0, "%s", e.message);
+    CHECK(r.anthropic == 1 && r.stream == 1 && r.max_tokens == 30 && r.n_stops == 1);
+    CHECK(r.n_messages == 5);
+    if (r.n_messages == 5) {
+        CHECK(same_string(r.messages[0].role, "system") &&
+              same_string(r.messages[0].content, "Be brief."));
+        CHECK(same_string(r.messages[2].role, "assistant") &&
+              same_string(r.messages[2].content, "Let me look.") &&
+              r.messages[2].n_tool_calls == 1 &&
+              same_string(r.messages[2].tool_calls[0].arguments, "{\"city\":\"Oslo\"}"));
+        CHECK(same_string(r.messages[3].role, "tool") &&
+              same_string(r.messages[3].tool_call_id, "toolu_1") &&
+              same_string(r.messages[3].content, "rain"));
+        CHECK(same_string(r.messages[4].role, "user") &&
+              same_string(r.messages[4].content, "And tomorrow?"));
+    }
+    CHECK(r.n_tools == 1 && r.tool_choice == OPENAI_TOOLS_REQUIRED && r.parallel_tool_calls == 0);
+    openai_request_free(&r);
+    static const char count[] =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+    CHECK(openai_parse_messages(count, strlen(count), 1, &r, &e) == 0 && r.max_tokens == -1);
+    openai_request_free(&r);
+    CHECK(openai_parse_messages(count, strlen(count), 0, &r, &e) == -1 &&
+          !strcmp(e.param, "max_tokens"));
+    char *json = openai_messages_error_json(&e);
+    CHECK_MSG(json && !strcmp(json, "{\"type\":\"error\",\"error\":{\"type\":"
+                                    "\"invalid_request_error\",\"message\":\"max_tokens: Field "
+                                    "required\"}}"),
+              "%s", json ? json : "(null)");
+    free(json);
+    static const struct {
+        const char *body, *param, *message;
+    } refused[] = {
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "messages[0]",
+         "role must be user or assistant"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
+         "messages[0].content", "messages[0].content[0] is a image block"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":"
+         "\"tool_result\",\"tool_use_id\":\"t\"}]}]}",
+         "messages[0].content[0]", "a tool_result block is the user's"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+         "[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}",
+         "tools[0]", "tools[0] is a bash_20250124 tool"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking\":"
+         "{\"type\":\"enabled\",\"budget_tokens\":1024}}",
+         "thinking", "thinking is not supported"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", "n",
+         "n: Extra inputs are not permitted"},
+        {"{\"max_tokens\":1,\"messages\":[]}", "messages", "non-empty list"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+         "\"stop_sequences\":[\"\"]}",
+         "stop_sequences[0]", "must not be empty"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        int rc = openai_parse_messages(refused[i].body, strlen(refused[i].body), 0, &r, &e);
+        CHECK_MSG(rc == -1 && e.status == 400 && !strcmp(e.param, refused[i].param) &&
+                      strstr(e.message, refused[i].message),
+                  "%s: %d, param '%s', message '%s'", refused[i].body, rc, e.param, e.message);
+        CHECK(r.messages == NULL && r.tools == NULL);
+        openai_request_free(&r);
+    }
+}
+
 int main(void) {
     test_tools();
     test_chat_every_field();
@@ -825,5 +904,6 @@ int main(void) {
     test_refusals();
     test_constraints();
     test_responses();
+    test_messages();
     return test_status("test_gateway_openai");
 }

@@ -154,6 +154,8 @@ struct openai_request {
 
     int responses; /* 1: sent to POST /v1/responses (openai_parse_responses): a chat request
                       whose answer is a response object and its events */
+    int anthropic; /* 1: sent to POST /v1/messages (openai_parse_messages): a chat request
+                      whose answer is an Anthropic message and its events */
 };
 
 /* A logit_bias entry. */
@@ -433,5 +435,55 @@ const char *openai_responses_event_name(enum openai_responses_event event);
 char *openai_responses_event_json(const struct openai_responses_output *output,
                                   enum openai_responses_event event, int sequence, int k,
                                   const char *delta, size_t length);
+
+/* ======================= Anthropic's Messages API (openai_messages.c) ======================= */
+
+/* Parses a POST /v1/messages body (count_only: /v1/messages/count_tokens,
+ * where max_tokens is not asked for) into the chat request it amounts to
+ * (kind OPENAI_CHAT, anthropic 1): system and messages with text,
+ * tool_use and tool_result blocks, max_tokens, stop_sequences, tools
+ * with input_schema, tool_choice. 0, or -1 with error naming the field. */
+int openai_parse_messages(const char *body, size_t len, int count_only, struct openai_request *out,
+                          struct openai_error *error);
+
+/* An answer as the Messages API shows it: a text block (when there is
+ * text or no call), then a tool_use block per call. */
+struct openai_messages_output {
+    const char *id; /* "msg_..." */
+    const char *model;
+    int has_text; /* 1: content[0] is the text block */
+    const char *text;
+    size_t length;
+    const struct openai_tool_call *calls; /* (n_calls) ids set */
+    int n_calls;
+    const char *stop_reason;   /* end_turn, max_tokens, stop_sequence or tool_use */
+    const char *stop_sequence; /* the stop string that ended it, or NULL */
+    struct openai_usage usage;
+};
+
+/* The events of a streamed message, in the order they come. */
+enum openai_messages_event {
+    OPENAI_MESSAGES_START,
+    OPENAI_MESSAGES_BLOCK_START,
+    OPENAI_MESSAGES_TEXT_DELTA,
+    OPENAI_MESSAGES_JSON_DELTA,
+    OPENAI_MESSAGES_BLOCK_STOP,
+    OPENAI_MESSAGES_DELTA,
+    OPENAI_MESSAGES_STOP,
+};
+
+/* The message object (POST /v1/messages' body). */
+char *openai_messages_json(const struct openai_messages_output *output);
+/* "content_block_delta" and the like. */
+const char *openai_messages_event_name(enum openai_messages_event event);
+/* One event's data: message_start's message (no content yet), block k's
+ * start, a text_delta or input_json_delta of length bytes, block k's
+ * stop, message_delta's stop reason and output tokens, message_stop. */
+char *openai_messages_event_json(const struct openai_messages_output *output,
+                                 enum openai_messages_event event, int k, const char *delta,
+                                 size_t length);
+/* {"type":"error","error":{"type":...,"message":...}}: Anthropic's shape,
+ * the type from the status. */
+char *openai_messages_error_json(const struct openai_error *e);
 
 #endif

@@ -303,6 +303,44 @@ static void check_responses_api(const uint8_t *data, size_t size) {
     openai_request_free(&request);
 }
 
+/* A Messages API body (and a count_tokens one): refused with a one-line
+ * message and nothing owned, or the chat request it amounts to, whose
+ * message, events and error build as valid JSON. */
+static void check_messages_api(const uint8_t *data, size_t size, int count_only) {
+    struct openai_request request;
+    struct openai_error error;
+    if (openai_parse_messages((const char *)data, size, count_only, &request, &error) != 0) {
+        if (request.model != NULL || request.messages != NULL || request.tools != NULL) abort();
+        check_refusal(&error);
+        char *json = openai_messages_error_json(&error);
+        cJSON *back = json ? cJSON_Parse(json) : NULL;
+        if (!back) abort();
+        cJSON_Delete(back);
+        free(json);
+        return;
+    }
+    check_request(&request, OPENAI_CHAT);
+    if (!request.anthropic || (!count_only && request.max_tokens < 1)) abort();
+    struct openai_tool_call call = {"toolu_1", "f", "{\"a\":1}"};
+    struct openai_messages_output o = {.id = "msg_1",
+                                       .model = request.model,
+                                       .has_text = 1,
+                                       .text = sample_text(&request),
+                                       .length = strlen(sample_text(&request)),
+                                       .calls = &call,
+                                       .n_calls = 1,
+                                       .stop_reason = "tool_use"};
+    for (int event = OPENAI_MESSAGES_START; event <= OPENAI_MESSAGES_STOP; event++) {
+        char *json = openai_messages_event_json(&o, (enum openai_messages_event)event,
+                                                event == OPENAI_MESSAGES_JSON_DELTA, "d", 1);
+        cJSON *back = json ? cJSON_Parse(json) : NULL;
+        if (!back) abort();
+        cJSON_Delete(back);
+        free(json);
+    }
+    openai_request_free(&request);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const enum openai_kind kinds[2] = {OPENAI_CHAT, OPENAI_COMPLETION};
     for (int k = 0; k < 2; k++) {
@@ -320,5 +358,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         openai_request_free(&request);
     }
     check_responses_api(data, size);
+    check_messages_api(data, size, 0);
+    check_messages_api(data, size, 1);
     return 0;
 }

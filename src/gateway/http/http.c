@@ -33,6 +33,8 @@ enum route {
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
     ROUTE_RESPONSES,  /* POST /v1/responses: OpenAI's Responses API */
+    ROUTE_MESSAGES,   /* POST /v1/messages: Anthropic's Messages API */
+    ROUTE_COUNT,      /* POST /v1/messages/count_tokens */
     ROUTE_STUCK,      /* GET /debug/stuck: the latest stuck reports */
     ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
@@ -97,9 +99,13 @@ static enum MHD_Result send_text(struct MHD_Connection *c, struct http_call *cal
     return rc;
 }
 
+/* An error in the shape the route's clients read: Anthropic's for the
+ * Messages API, OpenAI's for the rest. */
 static enum MHD_Result send_error(struct MHD_Connection *c, struct http_call *call,
                                   const struct openai_error *e) {
-    return send_text(c, call, e->status, "application/json", openai_error_json(e));
+    int anthropic = call->route == ROUTE_MESSAGES || call->route == ROUTE_COUNT;
+    return send_text(c, call, e->status, "application/json",
+                     anthropic ? openai_messages_error_json(e) : openai_error_json(e));
 }
 
 static enum route find_route(const struct http_server *server, const char *method,
@@ -112,6 +118,8 @@ static enum route find_route(const struct http_server *server, const char *metho
     if (post && !strcmp(url, "/v1/chat/completions")) return ROUTE_CHAT;
     if (post && !strcmp(url, "/v1/completions")) return ROUTE_COMPLETIONS;
     if (post && !strcmp(url, "/v1/responses")) return ROUTE_RESPONSES;
+    if (post && !strcmp(url, "/v1/messages")) return ROUTE_MESSAGES;
+    if (post && !strcmp(url, "/v1/messages/count_tokens")) return ROUTE_COUNT;
     if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
     if (post && !strcmp(url, "/debug/fault") && server->params->enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
@@ -127,8 +135,10 @@ static enum route find_route(const struct http_server *server, const char *metho
  * first difference is. */
 static int carries_key(struct MHD_Connection *c, const char *key) {
     const char *header = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return 0;
-    const char *given = header + 7;
+    /* Anthropic's clients send the key as x-api-key */
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    if (header && strncasecmp(header, "Bearer ", 7) == 0) given = header + 7;
+    if (!given) return 0;
     while (*given == ' ') given++;
     size_t n = strlen(key), m = strlen(given);
     unsigned difference = (unsigned)(n ^ m);
@@ -288,8 +298,10 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
         char *copy = strdup(r->error_json ? r->error_json : "{}");
         return send_text(c, call, r->failed, "application/json", copy);
     }
-    if (r->body.responses)
-        return send_text(c, call, 200, "application/json", gateway_responses_whole(r));
+    if (r->body.responses || r->body.anthropic)
+        return send_text(c, call, 200, "application/json",
+                         r->body.responses ? gateway_responses_whole(r)
+                                           : gateway_messages_whole(r));
     for (int i = 0; i < r->n_choices && i < OPENAI_REQUEST_CHOICES_MAX; i++) {
         const struct gateway_choice *choice = &r->choices[i];
         results[i] = (struct openai_result){
@@ -364,7 +376,8 @@ static int refused_while_draining(struct http_server *server, const struct http_
     enum route r = call->route;
     if (!atomic_load(server->draining) ||
         !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_RESPONSES ||
-          r == ROUTE_TOKENIZE || r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
+          r == ROUTE_MESSAGES || r == ROUTE_COUNT || r == ROUTE_TOKENIZE || r == ROUTE_DETOKENIZE ||
+          r == ROUTE_ADMIN))
         return 0;
     openai_error_set(e, 503, "server_error", NULL, "shutting_down",
                      "the gateway is shutting down (draining): it takes no new requests; "
@@ -388,6 +401,8 @@ static enum MHD_Result start_completion(struct http_server *server, struct MHD_C
     const char *text = call->body.data ? (const char *)call->body.data : "";
     int refused = call->route == ROUTE_RESPONSES
                       ? openai_parse_responses(text, call->body.length, &body, &e)
+                  : call->route == ROUTE_MESSAGES
+                      ? openai_parse_messages(text, call->body.length, 0, &body, &e)
                       : openai_parse_request(text, call->body.length, kind, &body, &e);
     if (refused) return send_error(c, call, &e);
     struct fleet_instance *in = choose_instance(server, body.model, &e);
@@ -415,6 +430,36 @@ static enum MHD_Result start_completion(struct http_server *server, struct MHD_C
     gateway_observe_tokens(server->metrics, served->name, call->request->instance_id,
                            call->request->n_prompt_tokens, 0);
     return answer_when_ready(c, call);
+}
+
+/* POST /v1/messages/count_tokens: the prompt a Messages request would
+ * make, counted without running it ({"input_tokens": N}). */
+static enum MHD_Result answer_count(struct http_server *server, struct MHD_Connection *c,
+                                    struct http_call *call) {
+    struct openai_request body;
+    struct openai_error e;
+    char json[64];
+    if (call->too_large) {
+        openai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                         "the body is larger than %zu bytes", server->params->max_body_bytes);
+        return send_error(c, call, &e);
+    }
+    if (openai_parse_messages(call->body.data ? (const char *)call->body.data : "",
+                              call->body.length, 1, &body, &e))
+        return send_error(c, call, &e);
+    struct fleet_instance *in = choose_instance(server, body.model, &e);
+    if (!in) {
+        openai_request_free(&body);
+        return send_error(c, call, &e);
+    }
+    call->model = in->served->name;
+    struct gateway_request *r =
+        gateway_request_create(server->requests_env, in->served, in->id, &body, &e);
+    fleet_instance_release(in);
+    if (!r) return send_error(c, call, &e);
+    snprintf(json, sizeof(json), "{\"input_tokens\":%d}", r->n_prompt_tokens);
+    gateway_request_release(r);
+    return send_text(c, call, 200, "application/json", strdup(json));
 }
 
 /* POST /tokenize and /detokenize (tokenize.c): answered at once. */
@@ -622,6 +667,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (call->route == ROUTE_ADMIN) return answer_admin(server, c, call, url, method);
     if (call->route == ROUTE_TOKENIZE || call->route == ROUTE_DETOKENIZE)
         return answer_tokens(server, c, call);
+    if (call->route == ROUTE_COUNT) return answer_count(server, c, call);
     if (!call->request) return start_completion(server, c, call);
     return answer_when_ready(c, call); /* resumed: the answer may be ready */
 }

@@ -204,6 +204,7 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
         c->index = i;
         c->request = r;
         c->prompt = &r->prompts[i / n];
+        c->stop_matched = -1;
         c->max_tokens =
             r->body.max_tokens > 0 ? r->body.max_tokens : r->env->params->max_tokens_limit;
         if (c->max_tokens > context - c->prompt->n_tokens)
@@ -318,8 +319,8 @@ void gateway_request_event(struct gateway_request *r, char *json) {
 static void emit(struct gateway_choice *c, const char *text, size_t length,
                  enum openai_finish finish) {
     struct gateway_request *r = c->request;
-    if (r->body.responses) { /* its items close when it ends (end_output) */
-        gateway_responses_text(c, text, length);
+    if (r->body.responses || r->body.anthropic) { /* its items close when it ends */
+        (r->body.responses ? gateway_responses_text : gateway_messages_text)(c, text, length);
         return;
     }
     if (!r->body.stream) {
@@ -357,7 +358,7 @@ static size_t stop_prefix_tail(const struct gateway_choice *c) {
 }
 
 /* Where the first stop string in held[0..limit) starts, or limit. */
-static size_t find_stop(const struct gateway_choice *c, size_t limit, int *stopped) {
+static size_t find_stop(struct gateway_choice *c, size_t limit, int *stopped) {
     const struct openai_request *b = &c->request->body;
     size_t cut = limit;
     for (int s = 0; s < b->n_stops; s++) {
@@ -365,6 +366,7 @@ static size_t find_stop(const struct gateway_choice *c, size_t limit, int *stopp
         if (at && (size_t)(at - c->held) < cut) {
             cut = (size_t)(at - c->held);
             *stopped = 1;
+            c->stop_matched = s;
         }
     }
     return cut;
@@ -426,6 +428,8 @@ static void end_output(struct gateway_request *r) {
     r->done = 1;
     if (r->body.stream && r->body.responses) {
         gateway_responses_end(r);
+    } else if (r->body.stream && r->body.anthropic) {
+        gateway_messages_end(r);
     } else if (r->body.stream) {
         if (r->body.include_usage) {
             struct openai_usage u = gateway_request_usage(r);
@@ -540,8 +544,12 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
                            : status >= 500 ? "server_error"
                                            : "invalid_request_error";
         openai_error_set(&e, status, type, NULL, NULL, "%s", message);
-        r->error_json = openai_error_json(&e);
+        r->error_json = r->body.anthropic ? openai_messages_error_json(&e) : openai_error_json(&e);
         r->failed = status;
+        if (r->body.stream && r->body.anthropic) {
+            static const char head[] = "event: error\n";
+            runner_buffer_append(&r->out, head, sizeof(head) - 1);
+        }
         if (r->body.stream) gateway_request_event(r, strdup(r->error_json ? r->error_json : "{}"));
         end_output(r);
     }

@@ -71,6 +71,7 @@ struct gateway_choice {
     long text_chars;           /* characters sent (completions text_offset) */
     int first_sent;            /* chat: the role chunk went out */
     enum openai_finish finish; /* why it ended */
+    int stop_matched;          /* the stop string that ended it (index in body.stops), or -1 */
     int done;                  /* 1: it ended (its last chunk went out) */
     uint64_t last_token_us;    /* when its latest token arrived */
     /* tool calling (tool_calls.c), when the request's tool_choice is not "none" */
@@ -96,7 +97,8 @@ struct gateway_request {
     struct openai_request body; /* the parsed request */
     struct openai_response response; /* what every chunk repeats */
     char response_id[48];            /* "chatcmpl-...", "cmpl-..." or "resp_..." */
-    char responses_message_id[48];   /* Responses API: its message item's id ("msg_...") */
+    char responses_message_id[48];   /* Responses API: its message item's id; Messages API: the
+                                        message's ("msg_...") */
     int responses_sequence;          /* lock: Responses events sent so far */
     int responses_started;           /* lock: 1: response.created went out */
     int responses_message_open;      /* lock: 1: the message item was added */
@@ -226,5 +228,11 @@ void gateway_responses_text(struct gateway_choice *c, const char *text, size_t l
 void gateway_responses_end(struct gateway_request *request);
 /* The whole response object (malloc'd), or NULL when memory runs out. */
 char *gateway_responses_whole(struct gateway_request *request);
+
+/* messages.c: an Anthropic Messages API request's output (request lock
+ * held), as responses.c's for the Responses API. */
+void gateway_messages_text(struct gateway_choice *c, const char *text, size_t length);
+void gateway_messages_end(struct gateway_request *request);
+char *gateway_messages_whole(struct gateway_request *request);
 
 #endif

@@ -164,7 +164,8 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     tokenizer_parsed_calls_free(&parsed);
     if (rc == 0 && n_calls > 0) {
         /* a Responses stream sends its calls as items when it ends */
-        for (int i = 0; r->body.stream && !r->body.responses && i < c->n_calls; i++)
+        for (int i = 0;
+             r->body.stream && !r->body.responses && !r->body.anthropic && i < c->n_calls; i++)
             stream_call(c, i);
         *finish = OPENAI_FINISH_TOOL_CALLS;
         return 0;
