@@ -170,7 +170,7 @@ static int check_key(const struct http_server *server, struct MHD_Connection *c,
     if (route == ROUTE_CLUSTER && !key && admin && !admin_given) allowed = 0;
     if (allowed) return 0;
     openai_error_set(e, 401, "invalid_request_error", NULL, "invalid_api_key",
-                     "a valid %s key is required: Authorization: Bearer KEY",
+                     "a valid %s key is required: Authorization: Bearer KEY (or x-api-key: KEY)",
                      route == ROUTE_ADMIN ? "admin" : "API");
     return -1;
 }
