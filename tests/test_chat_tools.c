@@ -547,6 +547,57 @@ static void check_round_trip(void) {
     printf("round trip: %d/6 families parse their rendered calls back\n", passed);
 }
 
+/* Every prefix of text (a family's calls from its trigger on) scans to
+ * calls whose names, once set, are the parsed ones and whose minified
+ * arguments so far are prefixes of the parsed arguments; the whole text
+ * scans to the parsed calls exactly, every one done. */
+static void check_scan(enum tokenizer_chat_template family, const char *text) {
+    struct tokenizer_parsed_calls parsed = {0};
+    struct tokenizer_call_progress calls[4];
+    char err[200], args[512];
+    size_t len = strlen(text), at = 0;
+    CHECK_MSG(tokenizer_chat_parse_tool_calls(family, text, len, &parsed, err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK(tokenizer_chat_find_tool_trigger(family, text, len, &at) == 1);
+    for (size_t end = at; end <= len; end++) {
+        int n = tokenizer_chat_scan_tool_calls(family, text, end, at, calls, 4);
+        CHECK_MSG(n <= parsed.n_calls, "prefix %zu: %d calls", end, n);
+        for (int i = 0; i < n && i < parsed.n_calls; i++) {
+            const struct tokenizer_parsed_call *want = &parsed.calls[i];
+            CHECK_MSG(!calls[i].name[0] || !strcmp(calls[i].name, want->name),
+                      "prefix %zu: call %d named %s", end, i, calls[i].name);
+            size_t got = 0;
+            if (calls[i].arguments_start && calls[i].arguments_end > calls[i].arguments_start)
+                got =
+                    tokenizer_json_minify(text + calls[i].arguments_start,
+                                          calls[i].arguments_end - calls[i].arguments_start, args);
+            CHECK_MSG(got <= strlen(want->arguments) && !memcmp(args, want->arguments, got),
+                      "prefix %zu: call %d arguments '%.*s' are not a prefix of '%s'", end, i,
+                      (int)got, args, want->arguments);
+            if (end == len)
+                CHECK_MSG(calls[i].done && calls[i].arguments_done &&
+                              got == strlen(want->arguments),
+                          "whole: call %d not done, or '%.*s' for '%s'", i, (int)got, args,
+                          want->arguments);
+        }
+        if (end == len) CHECK_MSG(n == parsed.n_calls, "whole: %d of %d calls", n, parsed.n_calls);
+    }
+    tokenizer_parsed_calls_free(&parsed);
+}
+
+static void check_scans(void) {
+    check_scan(
+        TOKENIZER_CHAT_CHATML,
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa \\\"ris\", "
+        "\"n\": [1, 2.50, {\"x\": []}]}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\","
+        " \"arguments\": {\"tz\": \"\\u00e9\"}}\n</tool_call>");
+    check_scan(TOKENIZER_CHAT_MISTRAL,
+               "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+               "{\"name\": \"get_time\", \"arguments\": {\"tz\": [1, 2]}}]");
+    check_scan(TOKENIZER_CHAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": "
+                                      "\"Paris\"}}; {\"name\": \"get_time\", \"parameters\": {}}");
+}
+
 int main(void) {
     check_families();
     check_without_tools();
@@ -556,6 +607,7 @@ int main(void) {
     check_formats();
     check_triggers();
     check_parse_valid();
+    check_scans();
     check_parse_invalid();
     check_round_trip();
     return test_status("test_chat_tools");

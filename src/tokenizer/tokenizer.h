@@ -347,6 +347,29 @@ struct tokenizer_parsed_calls {
 int tokenizer_chat_parse_tool_calls(enum tokenizer_chat_template family, const char *text,
                                     size_t len, struct tokenizer_parsed_calls *out, char *err,
                                     size_t errlen);
+/* A call as much as it is written so far (tokenizer_chat_scan_tool_calls). */
+struct tokenizer_call_progress {
+    char name[72];          /* its function's name once its string is closed, else "" */
+    size_t name_start;      /* where the name's string starts (inside the quotes) */
+    size_t arguments_start; /* the arguments value's first byte (0: not seen yet) */
+    size_t arguments_end;   /* the end of what is written of it so far */
+    int arguments_done;     /* 1: its value is closed */
+    int done;               /* 1: the call's object is closed */
+};
+/* The calls in text[0..len) from the trigger at offset `at` on, as far as
+ * the model wrote them (the text may end anywhere), into calls (max at
+ * most); returns how many. Under the calls' grammar their JSON is a
+ * prefix of what tokenizer_chat_parse_tool_calls reads, so the bytes of a
+ * call's arguments so far, minified (tokenizer_json_minify), are a prefix
+ * of the arguments it returns: a stream sends them as they come. */
+int tokenizer_chat_scan_tool_calls(enum tokenizer_chat_template family, const char *text,
+                                   size_t len, size_t at, struct tokenizer_call_progress *calls,
+                                   int max);
+/* Copies text[0..len) to out (len bytes at least) without the whitespace
+ * between JSON tokens (strings kept as written); returns the length.
+ * Minifying a prefix gives a prefix of the whole's. */
+size_t tokenizer_json_minify(const char *text, size_t len, char *out);
+
 /* Frees what tokenizer_chat_parse_tool_calls stored and empties calls. */
 void tokenizer_parsed_calls_free(struct tokenizer_parsed_calls *calls);
 

@@ -511,6 +511,47 @@ describe('tools', () => {
     assert.deepEqual(withoutIds(calls.calls), callsOf(whole.choices[0].message));
   });
 
+  test('streamed arguments grow as the model writes them, in several chunks', async () => {
+    const params = {
+      model: MODEL, messages: CHAT, tools: WEATHER_TOOLS, tool_choice: 'required',
+      parallel_tool_calls: false, max_tokens: 200, seed: 13, temperature: 1, stream: true,
+    };
+    const pieces = [];
+    for await (const chunk of await main.chat.completions.create(params))
+      for (const call of chunk.choices[0]?.delta?.tool_calls ?? [])
+        if (call.function?.arguments) pieces.push(call.function.arguments);
+    assert.ok(pieces.length >= 3, `arguments came in ${pieces.length} chunks: ${JSON.stringify(pieces)}`);
+    JSON.parse(pieces.join(''));
+  });
+
+  test('max_tokens cutting a run of calls returns the calls written whole, finish_reason "length"', async () => {
+    const params = { model: MODEL, messages: CHAT, tools: WEATHER_TOOLS, tool_choice: 'required', temperature: 1 };
+    let whole = null, seed = 0;
+    for (seed = 1; seed <= 20 && !whole; seed++) {
+      const r = await main.chat.completions.create({ ...params, seed, max_tokens: 600 });
+      if (r.choices[0].finish_reason === 'tool_calls' && r.choices[0].message.tool_calls.length >= 2) whole = r;
+    }
+    assert.ok(whole, 'no seed of 1..20 made two or more calls');
+    const calls = callsOf(whole.choices[0].message);
+    const n = whole.usage.completion_tokens;
+    // one token short (the calls' closing text), and half way (inside a call)
+    for (const maxTokens of [n - 1, Math.ceil(n / 2)]) {
+      const cut = { ...params, seed: seed - 1, max_tokens: maxTokens };
+      const r = await main.chat.completions.create(cut);
+      assert.equal(r.choices[0].finish_reason, 'length');
+      const got = r.choices[0].message.tool_calls ? callsOf(r.choices[0].message) : [];
+      assert.deepEqual(got, calls.slice(0, got.length), `max_tokens ${maxTokens}: not the first calls`);
+      if (maxTokens === n - 1) assert.ok(got.length >= 1, 'one token short: no call');
+      if (maxTokens < n - 1) assert.ok(got.length < calls.length, `half way: ${got.length} calls`);
+      // streamed: the same whole calls first
+      const streamed = toolCallAssembler();
+      for await (const chunk of await main.chat.completions.create({ ...cut, stream: true }))
+        for (const choice of chunk.choices) streamed.add(choice);
+      assert.deepEqual(streamed.finish, ['length']);
+      assert.deepEqual(withoutIds(streamed.calls.slice(0, got.length)), got);
+    }
+  });
+
   test('a plain fetch client reads the streamed calls from the SSE lines itself', async () => {
     const body = {
       model: MODEL, messages: CHAT, tools: WEATHER_TOOLS, tool_choice: 'required',

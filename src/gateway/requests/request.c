@@ -483,7 +483,10 @@ static void observe_token(struct gateway_choice *c, uint64_t now, struct gateway
  * held once the calls began); 1 if a stop string ended the choice. */
 static int take_text(struct gateway_choice *c, const char *text, size_t n, int final) {
     if (gateway_tools_active(c->request) && runner_buffer_append(&c->all, text, n)) return 0;
-    if (c->in_calls) return 0;
+    if (c->in_calls) {
+        gateway_tools_stream(c);
+        return 0;
+    }
     return hold(c, text, n) == 0 && release_held(c, final);
 }
 

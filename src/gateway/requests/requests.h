@@ -39,6 +39,10 @@ struct requests_env {
  * that each choice resumes alone after a runner restart (DESIGN.md I4).
  * Its fields are guarded by its request's lock, except those set at
  * creation (index, request, sampling) and job's (supervisor.h says). */
+/* Calls of one answer whose arguments a chat stream sends as they are
+ * written; later ones go out whole when the answer ends. */
+#define GATEWAY_STREAMED_CALLS 64
+
 /* One prompt of a request (a completions request may give several, each
  * answered by n choices). */
 struct gateway_prompt {
@@ -79,6 +83,9 @@ struct gateway_choice {
     int in_calls;                   /* 1: the trigger was seen: the rest is calls */
     struct openai_tool_call *calls; /* (n_calls) the calls parsed when it ended */
     int n_calls;
+    /* chat streams: the calls' chunks sent as the model writes them */
+    int n_heads;  /* calls whose first chunk (id, name) went out */
+    size_t *sent; /* (GATEWAY_STREAMED_CALLS) bytes of each call's arguments sent */
 };
 
 /* One client request. The HTTP side and the supervisors (one reference per
@@ -186,11 +193,17 @@ int gateway_tools_constrain(struct gateway_request *request, struct openai_error
  * *limit bytes of held and its content ends there), else 0 (the bytes
  * after *limit could still become the trigger; all of them when final). */
 int gateway_tools_limit(const struct gateway_choice *choice, int final, size_t *limit);
+/* A chat stream in its calls: sends each call's first chunk (id, name)
+ * once its name is written, then its arguments as they grow. */
+void gateway_tools_stream(struct gateway_choice *choice);
 /* The choice ended with its calls' text after the trigger: parses them
  * into choice->calls. 0: *finish is OPENAI_FINISH_TOOL_CALLS, and a stream
- * got the calls' chunks; 1: the text stays content (the calls were cut by
- * max_tokens, or do not parse with "auto"); -1: they do not parse under a
- * grammar that forced them (a bug), message in err. */
+ * got what it had not of the calls' chunks; or, cut by max_tokens, the
+ * calls written whole are its calls and *finish stays LENGTH. 1: the text
+ * stays content (no call was written whole before max_tokens, or they do
+ * not parse with "auto"); 2: the same, but a stream already sent a call's
+ * chunks, so nothing more goes out; -1: they do not parse under a grammar
+ * that forced them (a bug), message in err. */
 int gateway_tools_finish(struct gateway_choice *choice, enum openai_finish *finish, char *err,
                          size_t errlen);
 /* Frees the choice's tool-call state. */

@@ -6,12 +6,15 @@
  * A choice of a request with tools keeps every byte it decoded (`all`).
  * Its content streams as usual except for a tail that could still become
  * the family's trigger (tokenizer_chat_find_tool_trigger) and whitespace
- * before it; once the trigger is seen, nothing more streams until the
- * choice ends, when its text is parsed (tokenizer_chat_parse_tool_calls)
- * and the calls go out whole: in the body's message.tool_calls, or in a
- * stream as OpenAI sends them (per call a chunk with its id, type, name and
- * empty arguments, then one with the arguments). Stop strings are matched
- * in the content only: text from the trigger on is never cut by one. */
+ * before it. Once the trigger is seen, a chat stream gets the calls as
+ * they are written (tokenizer_chat_scan_tool_calls): per call a chunk with
+ * its id, type, name and empty arguments once its name is written, then
+ * its arguments as they grow, minified as the final parse gives them, so
+ * that the pieces join to the answer's arguments. When the choice ends its
+ * text is parsed (tokenizer_chat_parse_tool_calls) into the answer's
+ * calls, and a stream gets what it has not had of them; cut by max_tokens,
+ * the calls written whole are its calls. Stop strings are matched in the
+ * content only: text from the trigger on is never cut by one. */
 #include "gateway/requests/requests.h"
 
 #include <stdio.h>
@@ -115,19 +118,74 @@ int gateway_tools_limit(const struct gateway_choice *c, int final, size_t *limit
     return found;
 }
 
-/* Chunks of one call for a stream: its head (id, type, name, "") and its
+/* Call i's id: the same whenever it is asked. */
+static void call_id(const struct gateway_choice *c, int i, char *id, size_t size) {
+    snprintf(id, size, "call_%llx%06llx%02x", (unsigned long long)c->request->arrival_us,
+             (unsigned long long)c->job.id, (unsigned)i);
+}
+
+/* 1 if the choice's calls stream as chunks of a chat stream. */
+static int streams_calls(const struct gateway_request *r) {
+    return r->body.stream && !r->body.responses && !r->body.anthropic;
+}
+
+/* A chunk of call i: its head (id, type, name, "") or a piece of its
  * arguments. */
-static void stream_call(struct gateway_choice *c, int index) {
+static void send_call_chunk(struct gateway_choice *c, int i, const char *id, const char *name,
+                            const char *arguments) {
     struct gateway_request *r = c->request;
-    const struct openai_tool_call *call = &c->calls[index];
-    struct openai_call_delta head = {index, call->id, call->name, ""};
-    struct openai_call_delta arguments = {index, NULL, NULL, call->arguments};
-    struct openai_delta d = {.first = !c->first_sent, .text = "", .call = &head};
+    struct openai_call_delta piece = {i, id, name, arguments};
+    struct openai_delta d = {.first = !c->first_sent, .text = "", .call = &piece};
     gateway_request_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
     c->first_sent = 1;
-    d.first = 0;
-    d.call = &arguments;
-    gateway_request_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
+}
+
+/* Sends call i's head if it has not gone out, then its arguments past
+ * what was sent (arguments: its minified text so far, length bytes). */
+static int send_call(struct gateway_choice *c, int i, const char *name, const char *arguments,
+                     size_t length) {
+    char id[64];
+    if (!c->sent && !(c->sent = calloc(GATEWAY_STREAMED_CALLS, sizeof(*c->sent)))) return -1;
+    if (i >= GATEWAY_STREAMED_CALLS) return 0;
+    if (i == c->n_heads) {
+        call_id(c, i, id, sizeof(id));
+        send_call_chunk(c, i, id, name, "");
+        c->n_heads++;
+    }
+    if (length <= c->sent[i]) return 0;
+    char *piece = strndup(arguments + c->sent[i], length - c->sent[i]);
+    if (!piece) return -1;
+    send_call_chunk(c, i, NULL, NULL, piece);
+    free(piece);
+    c->sent[i] = length;
+    return 0;
+}
+
+/* Scans the calls written so far (max of them) into calls; how many. */
+static int scan_calls(const struct gateway_choice *c, struct tokenizer_call_progress *calls,
+                      int max) {
+    enum tokenizer_chat_template family = c->request->served->chat_template;
+    const char *all = c->all.data ? (const char *)c->all.data : "";
+    size_t at = 0;
+    if (!tokenizer_chat_find_tool_trigger(family, all, c->all.length, &at)) return 0;
+    return tokenizer_chat_scan_tool_calls(family, all, c->all.length, at, calls, max);
+}
+
+void gateway_tools_stream(struct gateway_choice *c) {
+    struct tokenizer_call_progress calls[GATEWAY_STREAMED_CALLS];
+    const char *all = (const char *)c->all.data;
+    if (!streams_calls(c->request) || !all) return;
+    int n = scan_calls(c, calls, GATEWAY_STREAMED_CALLS);
+    char *minified = malloc(c->all.length + 1);
+    for (int i = 0; minified && i < n && i <= c->n_heads && calls[i].name[0]; i++) {
+        size_t length = 0;
+        if (calls[i].arguments_start && calls[i].arguments_end > calls[i].arguments_start)
+            length =
+                tokenizer_json_minify(all + calls[i].arguments_start,
+                                      calls[i].arguments_end - calls[i].arguments_start, minified);
+        if (send_call(c, i, calls[i].name, minified, length)) break;
+    }
+    free(minified);
 }
 
 /* Moves the parsed calls into the choice with ids of their own. */
@@ -136,8 +194,7 @@ static int take_calls(struct gateway_choice *c, struct tokenizer_parsed_calls *p
     if (!c->calls) return -1;
     for (int i = 0; i < parsed->n_calls; i++) {
         char id[64];
-        snprintf(id, sizeof(id), "call_%llx%06llx%02x", (unsigned long long)c->request->arrival_us,
-                 (unsigned long long)c->job.id, (unsigned)i);
+        call_id(c, i, id, sizeof(id));
         c->calls[i].id = strdup(id);
         c->calls[i].name = parsed->calls[i].name;
         c->calls[i].arguments = parsed->calls[i].arguments;
@@ -148,14 +205,42 @@ static int take_calls(struct gateway_choice *c, struct tokenizer_parsed_calls *p
     return 0;
 }
 
+/* The calls written whole before max_tokens cut the answer, as parsed
+ * calls (their arguments minified as a parse gives them). */
+static int complete_calls(const struct gateway_choice *c, struct tokenizer_parsed_calls *out) {
+    struct tokenizer_call_progress calls[GATEWAY_STREAMED_CALLS];
+    const char *all = (const char *)c->all.data;
+    int n = all ? scan_calls(c, calls, GATEWAY_STREAMED_CALLS) : 0;
+    memset(out, 0, sizeof(*out));
+    while (n > 0 && !calls[n - 1].done) n--;
+    if (n <= 0) return 0;
+    out->calls = calloc((size_t)n, sizeof(*out->calls));
+    if (!out->calls) return -1;
+    for (int i = 0; i < n; i++) {
+        size_t length = calls[i].arguments_end > calls[i].arguments_start
+                            ? calls[i].arguments_end - calls[i].arguments_start
+                            : 0;
+        char *arguments = calls[i].arguments_start ? malloc(length + 1) : strdup("{}");
+        if (arguments && calls[i].arguments_start)
+            arguments[tokenizer_json_minify(all + calls[i].arguments_start, length, arguments)] =
+                '\0';
+        out->calls[i] = (struct tokenizer_parsed_call){NULL, strdup(calls[i].name), arguments};
+        out->n_calls++;
+        if (!out->calls[i].name || !arguments) return -1;
+    }
+    return 0;
+}
+
 int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, char *err,
                          size_t errlen) {
     struct gateway_request *r = c->request;
     struct tokenizer_parsed_calls parsed = {0};
-    char why[200];
+    char why[200] = "out of memory";
     const char *all = c->all.data ? (const char *)c->all.data : "";
-    int rc = tokenizer_chat_parse_tool_calls(r->served->chat_template, all, c->all.length, &parsed,
-                                             why, sizeof(why));
+    int cut = *finish == OPENAI_FINISH_LENGTH;
+    int rc = cut ? complete_calls(c, &parsed)
+                 : tokenizer_chat_parse_tool_calls(r->served->chat_template, all, c->all.length,
+                                                   &parsed, why, sizeof(why));
     if (rc == 0 && parsed.n_calls > 0 && take_calls(c, &parsed)) {
         rc = -1;
         snprintf(why, sizeof(why), "out of memory");
@@ -163,17 +248,20 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     int n_calls = parsed.n_calls;
     tokenizer_parsed_calls_free(&parsed);
     if (rc == 0 && n_calls > 0) {
-        /* a Responses stream sends its calls as items when it ends */
-        for (int i = 0;
-             r->body.stream && !r->body.responses && !r->body.anthropic && i < c->n_calls; i++)
-            stream_call(c, i);
-        *finish = OPENAI_FINISH_TOOL_CALLS;
+        /* what a chat stream has not had of them (a Responses or Messages
+         * stream sends its calls when it ends) */
+        for (int i = 0; streams_calls(r) && i < c->n_calls; i++)
+            if (send_call(c, i, c->calls[i].name, c->calls[i].arguments,
+                          strlen(c->calls[i].arguments)))
+                break;
+        if (!cut) *finish = OPENAI_FINISH_TOOL_CALLS;
         return 0;
     }
     if (rc == 0) snprintf(why, sizeof(why), "no call after the trigger");
     gateway_tools_free_choice(c);
-    /* cut by max_tokens, or free text under "auto": it stays content */
-    if (*finish == OPENAI_FINISH_LENGTH || r->body.tool_choice == OPENAI_TOOLS_AUTO) return 1;
+    /* cut by max_tokens, or free text under "auto": it stays content,
+     * unless a stream sent a call's chunks already */
+    if (cut || r->body.tool_choice == OPENAI_TOOLS_AUTO) return c->n_heads > 0 ? 2 : 1;
     snprintf(err, errlen, "the model's tool calls do not parse: %s", why);
     return -1;
 }
@@ -187,4 +275,6 @@ void gateway_tools_free_choice(struct gateway_choice *c) {
     free(c->calls);
     c->calls = NULL;
     c->n_calls = 0;
+    free(c->sent);
+    c->sent = NULL;
 }
