@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # setup.sh -- installs the Debian packages lockstep builds and tests with, the
-# openai and Anthropic npm SDKs that tests/sdk drives `lockstep serve` with, and
+# openai, Anthropic and Vercel AI npm SDKs that tests/sdk drives `lockstep serve` with, and
 # puppeteer-core, with which tests/dashboard drives chromium on the dashboard.
 # dpkg-dev and file are CPack's (the .deb's dependencies,
 # scripts/package_check.sh), groff-base the man page test's.
@@ -48,6 +48,6 @@ npm_install() {
     fi
     rm -f "$npm_log"
 }
-npm_install sdk "the openai and Anthropic SDKs" openai_sdk
+npm_install sdk "the openai, Anthropic and AI SDKs" openai_sdk
 # --ignore-scripts: puppeteer-core downloads no browser; the test uses Debian's chromium
 npm_install dashboard puppeteer-core dashboard

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh -- the CTest test openai_sdk (tests/extra_sdk.cmake): drives
 # `lockstep serve` with the official openai npm SDK (openai_sdk.test.mjs) and
-# Anthropic's (anthropic_sdk.test.mjs).
+# Anthropic's (anthropic_sdk.test.mjs) and the Vercel AI SDK (ai_sdk.test.mjs).
 #
 # usage: run.sh LOCKSTEP DIR      (or LOCKSTEP_BIN=... run.sh "" DIR)
 # Writes a small seeded random model into DIR, starts three gateways on
@@ -129,7 +129,7 @@ status=0
     LOCKSTEP_SDK_KEY=$key LOCKSTEP_SDK_MODEL=$model_name LOCKSTEP_SDK_MAX_BODY=$max_body \
         LOCKSTEP_SDK_MAIN=$main_url LOCKSTEP_SDK_LIMITED=$limited_url \
         LOCKSTEP_SDK_FAULTS=$faults_url \
-        exec timeout 120 node --test openai_sdk.test.mjs anthropic_sdk.test.mjs
+        exec timeout 120 node --test openai_sdk.test.mjs anthropic_sdk.test.mjs ai_sdk.test.mjs
 ) &
 node_pid=$!
 wait "$node_pid" || status=$?
