@@ -13,6 +13,7 @@ int cli_generate(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_convert(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_embed(int argc, char **argv);
 int cli_runner(int argc, char **argv);
 int cli_client(int argc, char **argv);
 int cli_serve(int argc, char **argv);

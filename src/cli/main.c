@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
     {"bench", cli_bench, "measure prompt processing and generation speed"},
     {"convert", cli_convert, "write a random model, or convert a llama2.c checkpoint, to GGUF"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
+    {"embed", cli_embed, "print a text's embedding (pooled last hidden states) as JSON"},
     {"runner", cli_runner, "serve one model instance on a unix socket (runner protocol)"},
     {"client", cli_client, "send requests to a runner (for tests and debugging)"},
     {"serve", cli_serve, "serve models over an OpenAI-compatible HTTP API"},

@@ -131,12 +131,17 @@ void kv_store(struct kv_cache *kv, const struct kv_sequence *seq, int layer, int
 /* A batch of tokens for one forward pass. The positions of one sequence's
  * tokens must be consecutive and in order; every position before them must
  * already be in its cache (earlier passes), and its blocks reserved. */
+#define ENGINE_WANT_LOGITS 1
+#define ENGINE_WANT_HIDDEN 2
+
 struct engine_batch {
     int n_tokens;
     const int *tokens;               /* (n_tokens) token ids */
     const int *positions;            /* (n_tokens) position within its sequence */
     struct kv_sequence *const *seqs; /* (n_tokens) sequence of each token */
-    const uint8_t *want_logits;      /* (n_tokens) 1: compute logits for it */
+    const uint8_t *want_logits;      /* (n_tokens) ENGINE_WANT_LOGITS: compute logits for it;
+                                        ENGINE_WANT_HIDDEN: keep its final-normed hidden state
+                                        (embeddings); 0: neither */
 };
 
 /* An injected fault (fault.c): off unless a test or benchmark asks. */
@@ -209,6 +214,10 @@ struct engine {
     float *rope_cosines;     /* (max_tokens, rope_pairs) each token's angles */
     float *rope_sines;       /* (max_tokens, rope_pairs) */
     float *logits;           /* (max_tokens, vocab_size) */
+    float *hidden;           /* (max_tokens, dim) the last pass's ENGINE_WANT_HIDDEN tokens'
+                                hidden states after the final norm, in batch order (one stage:
+                                a pipeline's last stage keeps them, not the leader) */
+    int n_hidden;            /* rows of hidden the last pass wrote */
     float *partials;         /* (reduce_parts * ranks, max_tokens, dim) column-split products */
     int context_length;      /* longest sequence the engine accepts */
     /* batch arrays for engine_run_sequence (all three) and for a follower's
@@ -284,6 +293,15 @@ void engine_free(struct engine *engine);
  * wanted token); returns the number of rows, or -1 with err. */
 int engine_forward(struct engine *engine, const struct engine_batch *batch, char *err,
                    size_t errlen);
+
+/* 1 if a batch wants a hidden state (ENGINE_WANT_HIDDEN) of any token. */
+int engine_batch_wants_hidden(const struct engine_batch *batch);
+/* Runs tokens[0..n) of one sequence from position 0 (its blocks reserved)
+ * keeping every token's final-normed hidden state: hidden (n, dim) gets
+ * them, in passes of at most max_tokens. The leader of a group of one
+ * stage (pp 1; any tp). 0, or -1 with err. For embeddings. */
+int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens,
+                          int n, float *hidden, char *err, size_t errlen);
 
 /* Runs tokens[0..n) of one sequence, at positions start.., in passes of at
  * most max_tokens; the logits of the last token end in engine->logits. The

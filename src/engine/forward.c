@@ -86,6 +86,7 @@ int engine_init(struct engine *engine, const struct model *model,
      * pipeline's last stage sends them to; a middle stage has none */
     int has_logits = !model->skips_classifier || !params->pipe || comm_rank(params->pipe) == 0;
     engine->logits = malloc(has_logits ? t * c->vocab_size * sizeof(float) : 1);
+    engine->hidden = malloc(t * c->dim * sizeof(float));
     engine->rope_pairs = tensor_rope_pairs(c->head_dim, c->rope_dim);
     /* + 1: a buffer even for a model without rotary pairs */
     engine->rope_cosines = malloc(t * (size_t)engine->rope_pairs * sizeof(float) + 1);
@@ -114,7 +115,7 @@ int engine_init(struct engine *engine, const struct model *model,
     }
     if (!engine->x || !engine->xb || !engine->q || !engine->k || !engine->v || !engine->attn ||
         !engine->gate || !engine->up || !engine->scores || !engine->attention_units ||
-        !engine->logits || !engine->rope_cosines || !engine->rope_sines ||
+        !engine->logits || !engine->hidden || !engine->rope_cosines || !engine->rope_sines ||
         !engine->rope_frequencies || !engine->partials || !engine->chunk_positions ||
         !engine->chunk_sequences || !engine->chunk_want || !engine->ahead) {
         snprintf(err, errlen, "engine: cannot allocate buffers for %d tokens", engine->max_tokens);
@@ -139,6 +140,7 @@ void engine_free(struct engine *engine) {
     free(engine->scores);
     free(engine->attention_units);
     free(engine->logits);
+    free(engine->hidden);
     free(engine->rope_cosines);
     free(engine->rope_sines);
     free(engine->rope_frequencies);
@@ -667,19 +669,21 @@ static int mlp_block(struct engine *engine, const struct engine_batch *batch, in
                                ENGINE_TAG_LAYER(layer, 1), &next);
 }
 
-/* Final norm of the wanted tokens, gathered into xb, then the classifier:
- * with several ranks each computes its vocabulary rows and the leader
- * gathers them. */
+/* Final norm of the wanted tokens, gathered into xb (logits) or hidden
+ * (hidden states, which go no further), then the classifier: with several
+ * ranks each computes its vocabulary rows and the leader gathers them. */
 static int classify(struct engine *engine, const struct engine_batch *batch) {
     const struct model *m = engine->model;
     int dim = m->config.dim;
     int n_wanted = 0;
     double start = profile_start(engine);
+    engine->n_hidden = 0;
     for (int t = 0; t < batch->n_tokens; t++) {
+        int hidden = batch->want_logits[t] == ENGINE_WANT_HIDDEN;
         if (!batch->want_logits[t]) continue;
-        tensor_rmsnorm(engine->xb + (size_t)n_wanted * dim, engine->x + (size_t)t * dim,
-                       m->output_norm, dim, m->config.norm_eps);
-        n_wanted++;
+        float *out = hidden ? engine->hidden + (size_t)engine->n_hidden++ * dim
+                            : engine->xb + (size_t)n_wanted++ * dim;
+        tensor_rmsnorm(out, engine->x + (size_t)t * dim, m->output_norm, dim, m->config.norm_eps);
     }
     profile_stop(engine, ENGINE_WORK_TOKENS, start);
     if (n_wanted == 0) return 0;
@@ -717,13 +721,42 @@ int engine_forward(struct engine *engine, const struct engine_batch *batch, char
     if (engine_check_batch(engine, batch, err, errlen)) return -1;
     engine->comm_error = COMM_OK;
     engine->profile.passes += engine->profile.on;
-    int n_wanted = engine_can_slice(engine, batch) ? engine_forward_slices(engine, batch)
-                                                   : engine_forward_tokens(engine, batch);
+    int n_wanted = engine_can_slice(engine, batch) && !engine_batch_wants_hidden(batch)
+                       ? engine_forward_slices(engine, batch)
+                       : engine_forward_tokens(engine, batch);
     if (n_wanted < 0 && engine->comm_error != COMM_OK)
         snprintf(err, errlen, "%s", engine->comm_message);
     else if (n_wanted < 0)
         snprintf(err, errlen, "engine: out of memory for a batch of %d tokens", batch->n_tokens);
     return n_wanted;
+}
+
+int engine_batch_wants_hidden(const struct engine_batch *batch) {
+    for (int t = 0; t < batch->n_tokens; t++)
+        if (batch->want_logits[t] == ENGINE_WANT_HIDDEN) return 1;
+    return 0;
+}
+
+int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens,
+                          int n, float *hidden, char *err, size_t errlen) {
+    int dim = engine->model->config.dim;
+    if (engine->n_stages > 1) {
+        snprintf(err, errlen, "engine: hidden states stay on a pipeline's last stage (pp 1 only)");
+        return -1;
+    }
+    for (int done = 0; done < n; done += engine->max_tokens) {
+        int len = n - done < engine->max_tokens ? n - done : engine->max_tokens;
+        for (int i = 0; i < len; i++) {
+            engine->chunk_positions[i] = done + i;
+            engine->chunk_sequences[i] = seq;
+            engine->chunk_want[i] = ENGINE_WANT_HIDDEN;
+        }
+        struct engine_batch batch = {len, tokens + done, engine->chunk_positions,
+                                     engine->chunk_sequences, engine->chunk_want};
+        if (engine_lead_step(engine, &batch, err, errlen) < 0) return -1;
+        memcpy(hidden + (size_t)done * dim, engine->hidden, (size_t)len * dim * sizeof(float));
+    }
+    return 0;
 }
 
 int engine_run_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,

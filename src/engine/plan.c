@@ -109,7 +109,7 @@ static void take_fault(struct engine *engine, const struct plan_header *h) {
 /* The wanted rows of a batch. */
 static int wanted_rows(const struct engine_batch *batch) {
     int n = 0;
-    for (int t = 0; t < batch->n_tokens; t++) n += batch->want_logits[t] != 0;
+    for (int t = 0; t < batch->n_tokens; t++) n += batch->want_logits[t] == ENGINE_WANT_LOGITS;
     return n;
 }
 

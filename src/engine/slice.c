@@ -204,7 +204,7 @@ int engine_forward_slices(struct engine *engine, const struct engine_batch *batc
             (struct engine_batch){end - first, batch->tokens + first, batch->positions + first,
                                   batch->seqs + first, batch->want_logits + first};
         make_view(engine, i, first, wanted);
-        for (int t = first; t < end; t++) wanted += batch->want_logits[t] != 0;
+        for (int t = first; t < end; t++) wanted += batch->want_logits[t] == ENGINE_WANT_LOGITS;
     }
     tensor_pool_run(engine->pool, run_slice, engine);
     engine->profile = engine->slices[0].view.profile;
