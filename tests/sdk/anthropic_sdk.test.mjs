@@ -115,11 +115,12 @@ describe('messages (Anthropic\'s Messages API)', () => {
     assert.ok([...uses[0].input.city].length <= 12);
     // streamed: the same call, its input as input_json_delta
     const stream = main.messages.stream(params);
-    let json = '';
-    stream.on('inputJson', (delta) => { json += delta; });
+    let json = '', pieces = 0;
+    stream.on('inputJson', (delta) => { json += delta; pieces++; });
     const final = await stream.finalMessage();
     assert.deepEqual(final.content.filter((b) => b.type === 'tool_use').map((b) => b.input), [uses[0].input]);
     assert.deepEqual(JSON.parse(json), uses[0].input);
+    assert.ok(pieces >= 3, `the input came in ${pieces} pieces, not as it was written`);
     // the result goes back as a tool_result block
     const next = await main.messages.create({
       model: MODEL, tools: TOOLS, max_tokens: 8, seed: 5,

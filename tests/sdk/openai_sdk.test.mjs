@@ -678,9 +678,13 @@ describe('responses (the Responses API)', () => {
     assert.match(calls[0].call_id, /^call_/);
     // streamed: the same calls, their arguments in function_call_arguments events
     const streamed = main.responses.stream({ ...params, input: INPUT });
-    let args = '';
+    let args = '', pieces = 0;
     for await (const event of streamed)
-      if (event.type === 'response.function_call_arguments.delta') args += event.delta;
+      if (event.type === 'response.function_call_arguments.delta') {
+        args += event.delta;
+        pieces++;
+      }
+    assert.ok(pieces >= 3, `the arguments came in ${pieces} pieces, not as they were written`);
     const final = await streamed.finalResponse();
     assert.deepEqual(withoutIds(final.output.filter((i) => i.type === 'function_call')), withoutIds(calls));
     assert.equal(args, calls.map((c) => c.arguments).join(''));

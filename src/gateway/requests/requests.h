@@ -43,6 +43,21 @@ struct requests_env {
  * written; later ones go out whole when the answer ends. */
 #define GATEWAY_STREAMED_CALLS 64
 
+/* What a stream has sent of one call. */
+struct gateway_streamed_call {
+    char id[48];
+    char name[72];
+    struct runner_buffer arguments; /* its arguments sent so far (minified JSON), followed by a
+                                       NUL that length does not count */
+};
+
+/* What happens to a streamed call, for the APIs' events. */
+enum gateway_call_event {
+    GATEWAY_CALL_START, /* its id and name are known */
+    GATEWAY_CALL_PIECE, /* more of its arguments (the piece) */
+    GATEWAY_CALL_STOP,  /* its arguments are whole */
+};
+
 /* One prompt of a request (a completions request may give several, each
  * answered by n choices). */
 struct gateway_prompt {
@@ -83,9 +98,9 @@ struct gateway_choice {
     int in_calls;                   /* 1: the trigger was seen: the rest is calls */
     struct openai_tool_call *calls; /* (n_calls) the calls parsed when it ended */
     int n_calls;
-    /* chat streams: the calls' chunks sent as the model writes them */
-    int n_heads;  /* calls whose first chunk (id, name) went out */
-    size_t *sent; /* (GATEWAY_STREAMED_CALLS) bytes of each call's arguments sent */
+    /* streams: the calls sent as the model writes them */
+    int n_heads;                            /* calls whose start (id, name) went out */
+    struct gateway_streamed_call *streamed; /* (GATEWAY_STREAMED_CALLS) what went out of each */
 };
 
 /* One client request. The HTTP side and the supervisors (one reference per
@@ -109,6 +124,9 @@ struct gateway_request {
     int responses_sequence;          /* lock: Responses events sent so far */
     int responses_started;           /* lock: 1: response.created went out */
     int responses_message_open;      /* lock: 1: the message item was added */
+    int responses_in_calls;          /* lock: 1: a call's item or block was started */
+    int responses_calls_base;        /* lock: the output index of call 0 (1 after a message) */
+    int responses_calls_closed;      /* lock: streamed calls whose item or block is done */
     struct gateway_prompt *prompts;  /* (n_prompts) its prompts' tokens: chat's one, or
                                         completions' one or more */
     int n_prompts;
@@ -239,6 +257,10 @@ void gateway_responses_text(struct gateway_choice *c, const char *text, size_t l
 /* The events that end a streamed response: the message and calls closed,
  * then response.completed or response.incomplete. */
 void gateway_responses_end(struct gateway_request *request);
+/* Call i of a streamed response: its item added, a piece of its arguments,
+ * or its arguments whole and its item done (choice->streamed[i]). */
+void gateway_responses_call(struct gateway_choice *choice, int i, enum gateway_call_event event,
+                            const char *piece);
 /* The whole response object (malloc'd), or NULL when memory runs out. */
 char *gateway_responses_whole(struct gateway_request *request);
 
@@ -246,6 +268,8 @@ char *gateway_responses_whole(struct gateway_request *request);
  * held), as responses.c's for the Responses API. */
 void gateway_messages_text(struct gateway_choice *c, const char *text, size_t length);
 void gateway_messages_end(struct gateway_request *request);
+void gateway_messages_call(struct gateway_choice *choice, int i, enum gateway_call_event event,
+                           const char *piece);
 char *gateway_messages_whole(struct gateway_request *request);
 
 #endif

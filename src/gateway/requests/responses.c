@@ -5,9 +5,11 @@
  * Streamed, the events come in OpenAI's order: response.created and
  * response.in_progress before anything else; the message item and its
  * text part opened with the first text, then a response.output_text.delta
- * per piece of text released (stop strings held back as for chat); when
- * the choice ends, the text part and message item closed, each call as an
- * item with its arguments, and response.completed (or
+ * per piece of text released (stop strings held back as for chat); each
+ * call, as the model writes it, closes the message and is an item of its
+ * own (added, function_call_arguments.delta pieces, then .done and item
+ * done when the next call starts); when the choice ends what is still
+ * open is closed, and response.completed (or
  * response.incomplete, when max_output_tokens cut it) with the whole
  * response and its usage. Each event is an SSE `event:` line and a
  * `data:` line, numbered by sequence_number. The request's lock is held
@@ -34,7 +36,11 @@ static void view(struct gateway_request *r, const char *status, struct openai_re
         .parallel_tool_calls = r->body.parallel_tool_calls,
         .usage = gateway_request_usage(r),
     };
-    o->has_message = r->responses_message_open || o->length > 0 || o->n_calls == 0;
+    /* once a call started, the output is fixed: the message (if its text
+     * came before) and the calls */
+    o->has_message = r->responses_in_calls
+                         ? r->responses_calls_base
+                         : r->responses_message_open || o->length > 0 || o->n_calls == 0;
 }
 
 /* Appends event k's SSE lines: its name, then its data. */
@@ -68,6 +74,42 @@ static void open_message(struct gateway_request *r) {
     send_event(r, &o, OPENAI_RESPONSES_PART_ADDED, 0, NULL, 0);
 }
 
+/* The text part and message item closed. */
+static void close_message(struct gateway_request *r, const struct openai_responses_output *o) {
+    send_event(r, o, OPENAI_RESPONSES_TEXT_DONE, 0, NULL, 0);
+    send_event(r, o, OPENAI_RESPONSES_PART_DONE, 0, NULL, 0);
+    send_event(r, o, OPENAI_RESPONSES_ITEM_DONE, 0, NULL, 0);
+}
+
+void gateway_responses_call(struct gateway_choice *c, int i, enum gateway_call_event event,
+                            const char *piece) {
+    struct gateway_request *r = c->request;
+    const struct gateway_streamed_call *s = &c->streamed[i];
+    struct openai_tool_call calls[GATEWAY_STREAMED_CALLS];
+    struct openai_responses_output o;
+    start(r);
+    if (!r->responses_in_calls) { /* the text before the calls ends */
+        view(r, "in_progress", &o);
+        if (r->responses_message_open) close_message(r, &o);
+        r->responses_calls_base = r->responses_message_open;
+        r->responses_in_calls = 1;
+    }
+    view(r, "in_progress", &o);
+    calls[i] = (struct openai_tool_call){
+        (char *)s->id, (char *)s->name,
+        event == GATEWAY_CALL_STOP && s->arguments.data ? (char *)s->arguments.data : ""};
+    o.calls = calls;
+    o.n_calls = i + 1;
+    int k = r->responses_calls_base + i;
+    if (event == GATEWAY_CALL_START) send_event(r, &o, OPENAI_RESPONSES_ITEM_ADDED, k, NULL, 0);
+    if (event == GATEWAY_CALL_PIECE)
+        send_event(r, &o, OPENAI_RESPONSES_ARGUMENTS_DELTA, k, piece, strlen(piece));
+    if (event != GATEWAY_CALL_STOP) return;
+    send_event(r, &o, OPENAI_RESPONSES_ARGUMENTS_DONE, k, NULL, 0);
+    send_event(r, &o, OPENAI_RESPONSES_ITEM_DONE, k, NULL, 0);
+    r->responses_calls_closed = i + 1;
+}
+
 void gateway_responses_text(struct gateway_choice *c, const char *text, size_t length) {
     struct gateway_request *r = c->request;
     struct openai_responses_output o;
@@ -85,20 +127,14 @@ void gateway_responses_end(struct gateway_request *r) {
     struct openai_responses_output o;
     start(r);
     view(r, status, &o);
-    if (o.has_message) {
+    if (o.has_message && !r->responses_in_calls) {
         open_message(r);
-        send_event(r, &o, OPENAI_RESPONSES_TEXT_DONE, 0, NULL, 0);
-        send_event(r, &o, OPENAI_RESPONSES_PART_DONE, 0, NULL, 0);
-        send_event(r, &o, OPENAI_RESPONSES_ITEM_DONE, 0, NULL, 0);
+        close_message(r, &o);
     }
-    for (int i = 0; i < o.n_calls; i++) {
-        int k = o.has_message + i;
-        const char *arguments = o.calls[i].arguments;
-        send_event(r, &o, OPENAI_RESPONSES_ITEM_ADDED, k, NULL, 0);
-        send_event(r, &o, OPENAI_RESPONSES_ARGUMENTS_DELTA, k, arguments, strlen(arguments));
-        send_event(r, &o, OPENAI_RESPONSES_ARGUMENTS_DONE, k, NULL, 0);
-        send_event(r, &o, OPENAI_RESPONSES_ITEM_DONE, k, NULL, 0);
-    }
+    /* the calls streamed as written: the last one is still open (whole,
+     * or as far as max_output_tokens let it go) */
+    for (int i = r->responses_calls_closed; i < c->n_heads; i++)
+        gateway_responses_call(&r->choices[0], i, GATEWAY_CALL_STOP, NULL);
     send_event(r, &o,
                c->finish == OPENAI_FINISH_LENGTH ? OPENAI_RESPONSES_INCOMPLETE
                                                  : OPENAI_RESPONSES_COMPLETED,

@@ -124,40 +124,57 @@ static void call_id(const struct gateway_choice *c, int i, char *id, size_t size
              (unsigned long long)c->job.id, (unsigned)i);
 }
 
-/* 1 if the choice's calls stream as chunks of a chat stream. */
+/* 1 if the choice's calls stream (a chat stream's chunks, a Responses
+ * stream's items, a Messages stream's blocks). */
 static int streams_calls(const struct gateway_request *r) {
-    return r->body.stream && !r->body.responses && !r->body.anthropic;
+    return r->body.stream;
 }
 
-/* A chunk of call i: its head (id, type, name, "") or a piece of its
- * arguments. */
-static void send_call_chunk(struct gateway_choice *c, int i, const char *id, const char *name,
-                            const char *arguments) {
+/* Tells the request's API that call i started, grew by piece, or stopped. */
+static void call_event(struct gateway_choice *c, int i, enum gateway_call_event event,
+                       const char *piece) {
     struct gateway_request *r = c->request;
-    struct openai_call_delta piece = {i, id, name, arguments};
-    struct openai_delta d = {.first = !c->first_sent, .text = "", .call = &piece};
-    gateway_request_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
-    c->first_sent = 1;
+    const struct gateway_streamed_call *s = &c->streamed[i];
+    if (r->body.responses) {
+        gateway_responses_call(c, i, event, piece);
+    } else if (r->body.anthropic) {
+        gateway_messages_call(c, i, event, piece);
+    } else if (event != GATEWAY_CALL_STOP) { /* a chat chunk: the head, or a piece */
+        struct openai_call_delta delta = {i, event == GATEWAY_CALL_START ? s->id : NULL,
+                                          event == GATEWAY_CALL_START ? s->name : NULL,
+                                          event == GATEWAY_CALL_START ? "" : piece};
+        struct openai_delta d = {.first = !c->first_sent, .text = "", .call = &delta};
+        gateway_request_event(r, openai_choice_chunk_json(&r->response, &d, c->index));
+        c->first_sent = 1;
+    }
 }
 
-/* Sends call i's head if it has not gone out, then its arguments past
- * what was sent (arguments: its minified text so far, length bytes). */
+/* Sends call i's start if it has not gone out (stopping call i - 1), then
+ * its arguments past what was sent (arguments: its minified text so far,
+ * length bytes). */
 static int send_call(struct gateway_choice *c, int i, const char *name, const char *arguments,
                      size_t length) {
-    char id[64];
-    if (!c->sent && !(c->sent = calloc(GATEWAY_STREAMED_CALLS, sizeof(*c->sent)))) return -1;
+    if (!c->streamed && !(c->streamed = calloc(GATEWAY_STREAMED_CALLS, sizeof(*c->streamed))))
+        return -1;
     if (i >= GATEWAY_STREAMED_CALLS) return 0;
+    struct gateway_streamed_call *s = &c->streamed[i];
     if (i == c->n_heads) {
-        call_id(c, i, id, sizeof(id));
-        send_call_chunk(c, i, id, name, "");
+        if (i > 0) call_event(c, i - 1, GATEWAY_CALL_STOP, NULL);
+        call_id(c, i, s->id, sizeof(s->id));
+        snprintf(s->name, sizeof(s->name), "%s", name);
         c->n_heads++;
+        call_event(c, i, GATEWAY_CALL_START, NULL);
     }
-    if (length <= c->sent[i]) return 0;
-    char *piece = strndup(arguments + c->sent[i], length - c->sent[i]);
-    if (!piece) return -1;
-    send_call_chunk(c, i, NULL, NULL, piece);
+    if (length <= s->arguments.length) return 0;
+    char *piece = strndup(arguments + s->arguments.length, length - s->arguments.length);
+    /* kept NUL-terminated (the NUL is not counted): the APIs read it as text */
+    if (!piece || runner_buffer_append(&s->arguments, piece, strlen(piece) + 1)) {
+        free(piece);
+        return -1;
+    }
+    s->arguments.length--;
+    call_event(c, i, GATEWAY_CALL_PIECE, piece);
     free(piece);
-    c->sent[i] = length;
     return 0;
 }
 
@@ -231,6 +248,18 @@ static int complete_calls(const struct gateway_choice *c, struct tokenizer_parse
     return 0;
 }
 
+/* Frees the choice's parsed calls. */
+static void free_calls(struct gateway_choice *c) {
+    for (int i = 0; i < c->n_calls; i++) {
+        free(c->calls[i].id);
+        free(c->calls[i].name);
+        free(c->calls[i].arguments);
+    }
+    free(c->calls);
+    c->calls = NULL;
+    c->n_calls = 0;
+}
+
 int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, char *err,
                          size_t errlen) {
     struct gateway_request *r = c->request;
@@ -248,8 +277,8 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     int n_calls = parsed.n_calls;
     tokenizer_parsed_calls_free(&parsed);
     if (rc == 0 && n_calls > 0) {
-        /* what a chat stream has not had of them (a Responses or Messages
-         * stream sends its calls when it ends) */
+        /* what a stream has not had of them (its API closes the last when
+         * the request ends) */
         for (int i = 0; streams_calls(r) && i < c->n_calls; i++)
             if (send_call(c, i, c->calls[i].name, c->calls[i].arguments,
                           strlen(c->calls[i].arguments)))
@@ -258,7 +287,7 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
         return 0;
     }
     if (rc == 0) snprintf(why, sizeof(why), "no call after the trigger");
-    gateway_tools_free_choice(c);
+    free_calls(c); /* what a stream sent of them stays for its API to close */
     /* cut by max_tokens, or free text under "auto": it stays content,
      * unless a stream sent a call's chunks already */
     if (cut || r->body.tool_choice == OPENAI_TOOLS_AUTO) return c->n_heads > 0 ? 2 : 1;
@@ -267,14 +296,9 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
 }
 
 void gateway_tools_free_choice(struct gateway_choice *c) {
-    for (int i = 0; i < c->n_calls; i++) {
-        free(c->calls[i].id);
-        free(c->calls[i].name);
-        free(c->calls[i].arguments);
-    }
-    free(c->calls);
-    c->calls = NULL;
-    c->n_calls = 0;
-    free(c->sent);
-    c->sent = NULL;
+    free_calls(c);
+    for (int i = 0; c->streamed && i < GATEWAY_STREAMED_CALLS; i++)
+        runner_buffer_free(&c->streamed[i].arguments);
+    free(c->streamed);
+    c->streamed = NULL;
 }
