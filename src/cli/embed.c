@@ -117,7 +117,8 @@ static int embed_text(const struct cli_model *m, const struct embed_options *o,
     struct engine engine;
     struct engine_params params = {
         .n_threads = o->n_threads, .max_tokens = n, .context_length = n, .kv_block_size = 16};
-    float *hidden = malloc((size_t)n * dim * sizeof(float)), *out = malloc(dim * sizeof(float));
+    float *hidden = malloc((size_t)(n > 0 ? n : 1) * dim * sizeof(float));
+    float *out = malloc((size_t)dim * sizeof(float));
     struct kv_sequence seq = {0};
     if (n == 0 || !hidden || !out) {
         fprintf(stderr, "lockstep embed: %s\n", n ? "out of memory" : "the text is empty");

@@ -300,8 +300,8 @@ int engine_batch_wants_hidden(const struct engine_batch *batch);
  * keeping every token's final-normed hidden state: hidden (n, dim) gets
  * them, in passes of at most max_tokens. The leader of a group of one
  * stage (pp 1; any tp). 0, or -1 with err. For embeddings. */
-int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens,
-                          int n, float *hidden, char *err, size_t errlen);
+int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
+                          float *hidden, char *err, size_t errlen);
 
 /* Runs tokens[0..n) of one sequence, at positions start.., in passes of at
  * most max_tokens; the logits of the last token end in engine->logits. The

@@ -737,8 +737,8 @@ int engine_batch_wants_hidden(const struct engine_batch *batch) {
     return 0;
 }
 
-int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens,
-                          int n, float *hidden, char *err, size_t errlen) {
+int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
+                          float *hidden, char *err, size_t errlen) {
     int dim = engine->model->config.dim;
     if (engine->n_stages > 1) {
         snprintf(err, errlen, "engine: hidden states stay on a pipeline's last stage (pp 1 only)");

@@ -71,7 +71,8 @@ static char *blocks_text(const cJSON *content, const char *param, int only_text,
         const cJSON *type = member(block, "type"), *text = member(block, "text");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "";
         int is_text = !strcmp(kind, "text") && cJSON_IsString(text);
-        if (!is_text && (only_text || (strcmp(kind, "tool_use") && strcmp(kind, "tool_result")))) {
+        if (!is_text &&
+            (only_text || (strcmp(kind, "tool_use") != 0 && strcmp(kind, "tool_result") != 0))) {
             openai_refuse(e, param,
                           "%s[%d] is a %.32s block; lockstep takes text, tool_use and "
                           "tool_result blocks",
@@ -174,7 +175,7 @@ static int rewrite_message(const cJSON *item, int i, cJSON *messages, struct ope
         const cJSON *type = member(block, "type");
         char where[64];
         snprintf(where, sizeof(where), "%s[%d]", param, index++);
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "tool_use")) continue;
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "tool_use") != 0) continue;
         if (user) return openai_refuse(e, where, "%s: a tool_use block is the assistant's", where);
         if (add_tool_use(m, block, where, e)) return -1;
     }
@@ -244,7 +245,7 @@ static int rewrite_choice(const cJSON *choice, cJSON *chat, struct openai_error 
         return cJSON_AddStringToObject(chat, "tool_choice", kind) ? 0 : oom(e);
     if (!strcmp(kind, "any"))
         return cJSON_AddStringToObject(chat, "tool_choice", "required") ? 0 : oom(e);
-    if (strcmp(kind, "tool") || !cJSON_IsString(name))
+    if (strcmp(kind, "tool") != 0 || !cJSON_IsString(name))
         return openai_refuse(e, "tool_choice",
                              "tool_choice.type must be auto, any, none or tool (with a name)");
     cJSON *named = cJSON_AddObjectToObject(chat, "tool_choice");

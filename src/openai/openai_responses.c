@@ -89,7 +89,8 @@ static char *content_text(const cJSON *content, const char *param, struct openai
     cJSON_ArrayForEach(part, content) {
         const cJSON *type = member(part, "type"), *text = member(part, "text");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "";
-        if ((strcmp(kind, "input_text") && strcmp(kind, "output_text") && strcmp(kind, "text")) ||
+        if ((strcmp(kind, "input_text") != 0 && strcmp(kind, "output_text") != 0 &&
+             strcmp(kind, "text") != 0) ||
             !cJSON_IsString(text)) {
             openai_refuse(e, param, "%s[%d] must be a text part (input_text or output_text)", param,
                           index);
@@ -231,7 +232,7 @@ static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_er
     const cJSON *type = member(tool, "type");
     if (!cJSON_IsObject(tool) || !cJSON_IsString(type))
         return openai_refuse(e, param, "%s must be an object with a type", param);
-    if (strcmp(type->valuestring, "function"))
+    if (strcmp(type->valuestring, "function") != 0)
         return openai_refuse(e, param,
                              "%s is a %.40s tool: lockstep has function tools only (no web "
                              "search, file search, computer use or other built-in tools)",
@@ -269,7 +270,8 @@ static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e)
     }
     if (!cJSON_IsObject(choice)) return copy_to(chat, "tool_choice", choice, e);
     const cJSON *type = member(choice, "type"), *name = member(choice, "name");
-    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name))
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+        !cJSON_IsString(name))
         return openai_refuse(e, "tool_choice",
                              "tool_choice must be \"none\", \"auto\", \"required\" or "
                              "{\"type\": \"function\", \"name\": ...}");
@@ -299,7 +301,7 @@ static int rewrite_text(const cJSON *root, cJSON *chat, struct openai_error *e) 
     cJSON *out = cJSON_AddObjectToObject(chat, "response_format");
     if (!out || !cJSON_AddStringToObject(out, "type", type->valuestring))
         return openai_out_of_memory(e);
-    if (strcmp(type->valuestring, "json_schema")) return 0;
+    if (strcmp(type->valuestring, "json_schema") != 0) return 0;
     cJSON *schema = cJSON_AddObjectToObject(out, "json_schema");
     if (!schema) return openai_out_of_memory(e);
     const cJSON *item;
@@ -376,7 +378,7 @@ static void rename_param(struct openai_error *e) {
                                            {"response_format", "text.format"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         size_t n = strlen(names[i][0]);
-        if (strncmp(e->param, names[i][0], n)) continue;
+        if (strncmp(e->param, names[i][0], n) != 0) continue;
         char renamed[sizeof(e->param) + 32];
         snprintf(renamed, sizeof(renamed), "%s%s", names[i][1], e->param + n);
         memcpy(e->param, renamed, sizeof(e->param) - 1);

@@ -279,10 +279,10 @@ int gateway_tools_finish(struct gateway_choice *c, enum openai_finish *finish, c
     if (rc == 0 && n_calls > 0) {
         /* what a stream has not had of them (its API closes the last when
          * the request ends) */
-        for (int i = 0; streams_calls(r) && i < c->n_calls; i++)
-            if (send_call(c, i, c->calls[i].name, c->calls[i].arguments,
-                          strlen(c->calls[i].arguments)))
-                break;
+        for (int i = 0; streams_calls(r) && i < c->n_calls; i++) {
+            const char *arguments = c->calls[i].arguments ? c->calls[i].arguments : "{}";
+            if (send_call(c, i, c->calls[i].name, arguments, strlen(arguments))) break;
+        }
         if (!cut) *finish = OPENAI_FINISH_TOOL_CALLS;
         return 0;
     }
