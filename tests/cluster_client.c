@@ -63,6 +63,16 @@ int cluster_client_wait_placed(const struct cluster_client *c, const char *id, c
     return 0;
 }
 
+int cluster_client_wait_instances(const struct cluster_client *c, int n, double deadline) {
+    for (double start = test_now(); test_now() - start < deadline; nap_ms(50)) {
+        cJSON *state = cluster_client_state(c);
+        int have = state ? cJSON_GetArraySize(cJSON_GetObjectItem(state, "instances")) : -1;
+        cJSON_Delete(state);
+        if (have == n) return 1;
+    }
+    return 0;
+}
+
 int cluster_client_admin(const struct cluster_client *c, const char *method, const char *path,
                          const char *key, const char *json, char **body) {
     struct test_http h = test_http_request(c->port, method, path, key, json, 30);

@@ -26,6 +26,8 @@ struct cluster_client {
 cJSON *cluster_client_state(const struct cluster_client *c);
 /* The instance with this id in a /v1/cluster answer, or NULL. */
 cJSON *cluster_client_instance(cJSON *cluster, const char *id);
+/* Waits until the cluster has n instances; 1, or 0 at the deadline. */
+int cluster_client_wait_instances(const struct cluster_client *c, int n, double deadline);
 /* Waits until instance id is ready on hosts (its "hosts" text) with no
  * move in progress; 1, or 0 at the deadline. */
 int cluster_client_wait_placed(const struct cluster_client *c, const char *id, const char *hosts,

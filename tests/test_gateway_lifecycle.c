@@ -79,17 +79,6 @@ static int create_on(const char *host, char *id, size_t size) {
     return status == 201 && cluster_client_wait_placed(&client, id, hosts, 60);
 }
 
-/* Waits until the cluster has n instances; 1, or 0 at the deadline. */
-static int wait_instances(int n, double deadline) {
-    for (double start = test_now(); test_now() - start < deadline; nap_ms(50)) {
-        cJSON *c = cluster_client_state(&client);
-        int have = c ? cJSON_GetArraySize(cJSON_GetObjectItem(c, "instances")) : -1;
-        cJSON_Delete(c);
-        if (have == n) return 1;
-    }
-    return 0;
-}
-
 /* Events of kind about instance id in GET /v1/cluster's latest ones. */
 static int count_events(const char *kind, const char *id) {
     cJSON *c = cluster_client_state(&client), *e;
@@ -191,7 +180,7 @@ static void test_descriptors(void) {
         CHECK(create_on("127.0.0.3", other, sizeof(other)));
         snprintf(path, sizeof(path), "/admin/instances/%s", other);
         CHECK(cluster_client_admin(&client, "DELETE", path, ADMIN, NULL, NULL) == 202);
-        CHECK_MSG(wait_instances(1, 30), "%s was not stopped", other);
+        CHECK_MSG(cluster_client_wait_instances(&client, 1, 30), "%s was not stopped", other);
         /* a deleted instance's series go with it: label sets do not grow */
         char series[256];
         snprintf(series, sizeof(series),
@@ -229,7 +218,8 @@ static void test_delete_during_move(void) {
     cluster_streams_join(s, N_STREAMS);
     cluster_streams_check(s, reference, N_STREAMS, "delete during a move");
     if (status == 202) {
-        CHECK_MSG(wait_instances(0, 30), "%s is still there after a DELETE during its move", id);
+        CHECK_MSG(cluster_client_wait_instances(&client, 0, 30),
+                  "%s is still there after a DELETE during its move", id);
         CHECK_MSG(count_events("move", id) >= moves + 2, "the move did not complete first");
         struct test_http h =
             test_http_request(client.port, "POST", "/v1/completions", INFERENCE,

@@ -173,6 +173,17 @@ int openai_refuse(struct openai_error *e, const char *param, const char *format,
     __attribute__((format(printf, 3, 4)));
 /* A 500 for memory that ran out; returns -1. */
 int openai_out_of_memory(struct openai_error *e);
+/* The chat completions body another API's body was rewritten into
+ * (Responses, Messages), parsed as one into out; chat is deleted (NULL:
+ * the rewrite failed, e says why). A refusal naming one of chat's fields
+ * renames[i][0] (or a member of it) names the client's renames[i][1]
+ * instead. 0, or -1 with e. */
+int openai_parse_rewritten(struct cJSON *chat, const char *const (*renames)[2], int n_renames,
+                           struct openai_request *out, struct openai_error *e);
+/* A copy of value added to object under key (value NULL: nothing); 0, or
+ * -1 with a 500 in e. For the rewrites of other APIs' bodies. */
+int openai_copy_member(struct cJSON *object, const char *key, const struct cJSON *value,
+                       struct openai_error *e);
 /* object's member name, or NULL if it is absent or null. */
 const struct cJSON *openai_member(const struct cJSON *object, const char *name);
 /* A 400 about param for a member of object not among names (NULL-

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int openai_refuse(struct openai_error *e, const char *param, const char *format, ...) {
@@ -29,6 +30,33 @@ int openai_refuse(struct openai_error *e, const char *param, const char *format,
 int openai_out_of_memory(struct openai_error *e) {
     openai_error_set(e, 500, "server_error", NULL, NULL, "out of memory while parsing the request");
     return -1;
+}
+
+int openai_parse_rewritten(cJSON *chat, const char *const (*renames)[2], int n_renames,
+                           struct openai_request *out, struct openai_error *e) {
+    char *text = chat ? cJSON_PrintUnformatted(chat) : NULL;
+    cJSON_Delete(chat);
+    if (chat && !text) openai_out_of_memory(e);
+    int rc = text ? openai_parse_request(text, strlen(text), OPENAI_CHAT, out, e) : -1;
+    free(text);
+    for (int i = 0; rc && text && i < n_renames; i++) {
+        size_t n = strlen(renames[i][0]);
+        if (strncmp(e->param, renames[i][0], n) != 0) continue;
+        char renamed[sizeof(e->param) + 32];
+        snprintf(renamed, sizeof(renamed), "%s%s", renames[i][1], e->param + n);
+        memcpy(e->param, renamed, sizeof(e->param) - 1); /* cut to fit, as every param is */
+        e->param[sizeof(e->param) - 1] = '\0';
+        break;
+    }
+    return rc;
+}
+
+int openai_copy_member(cJSON *object, const char *key, const cJSON *value, struct openai_error *e) {
+    if (!value) return 0;
+    cJSON *copy = cJSON_Duplicate(value, 1);
+    if (copy && cJSON_AddItemToObject(object, key, copy)) return 0;
+    cJSON_Delete(copy);
+    return openai_out_of_memory(e);
 }
 
 const cJSON *openai_member(const cJSON *object, const char *name) {

@@ -29,21 +29,8 @@ static const char *const known_fields[] = {
     "top_p",        "top_k",    "stream",    "tools",       "tool_choice",    "metadata",
     "service_tier", "thinking", "container", "mcp_servers", "seed",           NULL};
 
-static const cJSON *member(const cJSON *object, const char *name) {
-    return openai_member(object, name);
-}
-
 static int oom(struct openai_error *e) {
     return openai_out_of_memory(e);
-}
-
-/* A copy of value added to out under key (value NULL: nothing). */
-static int copy_to(cJSON *out, const char *key, const cJSON *value, struct openai_error *e) {
-    if (!value) return 0;
-    cJSON *copy = cJSON_Duplicate(value, 1);
-    if (copy && cJSON_AddItemToObject(out, key, copy)) return 0;
-    cJSON_Delete(copy);
-    return oom(e);
 }
 
 /* The text of a string or of text blocks (other blocks: skip, or refuse
@@ -58,7 +45,7 @@ static char *blocks_text(const cJSON *content, const char *param, int only_text,
     size_t size = 1, used = 0;
     const cJSON *block;
     cJSON_ArrayForEach(block, content) {
-        const cJSON *text = member(block, "text");
+        const cJSON *text = openai_member(block, "text");
         size += cJSON_IsString(text) ? strlen(text->valuestring) : 0;
     }
     char *out = malloc(size);
@@ -68,7 +55,7 @@ static char *blocks_text(const cJSON *content, const char *param, int only_text,
     }
     int index = 0;
     cJSON_ArrayForEach(block, content) {
-        const cJSON *type = member(block, "type"), *text = member(block, "text");
+        const cJSON *type = openai_member(block, "type"), *text = openai_member(block, "text");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "";
         int is_text = !strcmp(kind, "text") && cJSON_IsString(text);
         if (!is_text &&
@@ -104,8 +91,8 @@ static cJSON *add_message(cJSON *messages, const char *role, const char *content
 
 /* An assistant's tool_use block as a chat tool call of m. */
 static int add_tool_use(cJSON *m, const cJSON *block, const char *param, struct openai_error *e) {
-    const cJSON *id = member(block, "id"), *name = member(block, "name");
-    const cJSON *input = member(block, "input");
+    const cJSON *id = openai_member(block, "id"), *name = openai_member(block, "name");
+    const cJSON *input = openai_member(block, "input");
     if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input))
         return openai_refuse(e, param, "%s needs an id, a name and an input object", param);
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
@@ -130,9 +117,9 @@ static int add_tool_use(cJSON *m, const cJSON *block, const char *param, struct 
 /* A user's tool_result block as a tool message. */
 static int add_tool_result(cJSON *messages, const cJSON *block, const char *param,
                            struct openai_error *e) {
-    const cJSON *id = member(block, "tool_use_id");
+    const cJSON *id = openai_member(block, "tool_use_id");
     if (!cJSON_IsString(id)) return openai_refuse(e, param, "%s needs a tool_use_id", param);
-    const cJSON *content = member(block, "content");
+    const cJSON *content = openai_member(block, "content");
     char where[96];
     snprintf(where, sizeof(where), "%s.content", param);
     char *text = content ? blocks_text(content, where, 1, e) : strdup("");
@@ -147,7 +134,8 @@ static int add_tool_result(cJSON *messages, const cJSON *block, const char *para
 static int rewrite_message(const cJSON *item, int i, cJSON *messages, struct openai_error *e) {
     char param[48];
     snprintf(param, sizeof(param), "messages[%d]", i);
-    const cJSON *role = member(item, "role"), *content = member(item, "content"), *block;
+    const cJSON *role = openai_member(item, "role"), *content = openai_member(item, "content"),
+                *block;
     const cJSON *blocks = cJSON_IsArray(content) ? content : NULL;
     int user = cJSON_IsString(role) && !strcmp(role->valuestring, "user");
     if (!cJSON_IsObject(item) ||
@@ -156,7 +144,7 @@ static int rewrite_message(const cJSON *item, int i, cJSON *messages, struct ope
     snprintf(param, sizeof(param), "messages[%d].content", i);
     int index = 0;
     cJSON_ArrayForEach(block, blocks) {
-        const cJSON *type = member(block, "type");
+        const cJSON *type = openai_member(block, "type");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "";
         char where[64];
         snprintf(where, sizeof(where), "%s[%d]", param, index++);
@@ -172,7 +160,7 @@ static int rewrite_message(const cJSON *item, int i, cJSON *messages, struct ope
     if (!m) return user && index > 0 && !e->status ? 0 : -1;
     index = 0;
     cJSON_ArrayForEach(block, blocks) {
-        const cJSON *type = member(block, "type");
+        const cJSON *type = openai_member(block, "type");
         char where[64];
         snprintf(where, sizeof(where), "%s[%d]", param, index++);
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "tool_use") != 0) continue;
@@ -184,7 +172,8 @@ static int rewrite_message(const cJSON *item, int i, cJSON *messages, struct ope
 
 /* system and messages into chat's messages. */
 static int rewrite_messages(const cJSON *root, cJSON *chat, struct openai_error *e) {
-    const cJSON *system = member(root, "system"), *messages = member(root, "messages"), *item;
+    const cJSON *system = openai_member(root, "system"),
+                *messages = openai_member(root, "messages"), *item;
     cJSON *out = cJSON_AddArrayToObject(chat, "messages");
     if (!out) return oom(e);
     if (system) {
@@ -208,7 +197,7 @@ static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_er
                                        "type", "cache_control", NULL};
     char param[32];
     snprintf(param, sizeof(param), "tools[%d]", i);
-    const cJSON *type = member(tool, "type");
+    const cJSON *type = openai_member(tool, "type");
     if (!cJSON_IsObject(tool)) return openai_refuse(e, param, "%s must be an object", param);
     if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "custom")))
         return openai_refuse(e, param,
@@ -217,10 +206,11 @@ static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_er
                              param, cJSON_IsString(type) ? type->valuestring : "typed");
     if (openai_check_keys(tool, param, keys, e)) return -1;
     cJSON *wrapped = cJSON_CreateObject(), *function = cJSON_CreateObject();
-    int failed = !wrapped || !function || !cJSON_AddStringToObject(wrapped, "type", "function") ||
-                 copy_to(function, "name", member(tool, "name"), e) ||
-                 copy_to(function, "description", member(tool, "description"), e) ||
-                 copy_to(function, "parameters", member(tool, "input_schema"), e);
+    int failed =
+        !wrapped || !function || !cJSON_AddStringToObject(wrapped, "type", "function") ||
+        openai_copy_member(function, "name", openai_member(tool, "name"), e) ||
+        openai_copy_member(function, "description", openai_member(tool, "description"), e) ||
+        openai_copy_member(function, "parameters", openai_member(tool, "input_schema"), e);
     if (!failed && cJSON_AddItemToObject(wrapped, "function", function)) {
         function = NULL;
         if (cJSON_AddItemToArray(tools, wrapped)) return 0;
@@ -232,8 +222,8 @@ static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_er
 
 /* tool_choice {type: auto | any | tool | none, name, disable_parallel_tool_use}. */
 static int rewrite_choice(const cJSON *choice, cJSON *chat, struct openai_error *e) {
-    const cJSON *type = member(choice, "type"), *name = member(choice, "name");
-    const cJSON *single = member(choice, "disable_parallel_tool_use");
+    const cJSON *type = openai_member(choice, "type"), *name = openai_member(choice, "name");
+    const cJSON *single = openai_member(choice, "disable_parallel_tool_use");
     const char *kind = cJSON_IsString(type) ? type->valuestring : "";
     if (!cJSON_IsObject(choice))
         return openai_refuse(e, "tool_choice", "tool_choice must be an object with a type");
@@ -257,7 +247,8 @@ static int rewrite_choice(const cJSON *choice, cJSON *chat, struct openai_error 
 }
 
 static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e) {
-    const cJSON *tools = member(root, "tools"), *choice = member(root, "tool_choice"), *tool;
+    const cJSON *tools = openai_member(root, "tools"), *choice = openai_member(root, "tool_choice"),
+                *tool;
     if (tools) {
         if (!cJSON_IsArray(tools)) return openai_refuse(e, "tools", "tools must be a list");
         cJSON *list = cJSON_AddArrayToObject(chat, "tools");
@@ -272,7 +263,7 @@ static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e)
 
 /* What lockstep refuses, and the fields it does not know. */
 static int refuse_unsupported(const cJSON *root, struct openai_error *e) {
-    const cJSON *item, *thinking = member(root, "thinking"), *type;
+    const cJSON *item, *thinking = openai_member(root, "thinking"), *type;
     cJSON_ArrayForEach(item, root) {
         int known = 0;
         for (int i = 0; known_fields[i] && !known; i++)
@@ -281,13 +272,13 @@ static int refuse_unsupported(const cJSON *root, struct openai_error *e) {
             return openai_refuse(e, item->string, "%.40s: Extra inputs are not permitted",
                                  item->string);
     }
-    type = thinking ? member(thinking, "type") : NULL;
+    type = thinking ? openai_member(thinking, "type") : NULL;
     if (thinking && !(cJSON_IsString(type) && !strcmp(type->valuestring, "disabled")))
         return openai_refuse(e, "thinking",
                              "thinking is not supported (only {\"type\": \"disabled\"})");
-    if (member(root, "container"))
+    if (openai_member(root, "container"))
         return openai_refuse(e, "container", "container is not supported (no server tools)");
-    if (member(root, "mcp_servers"))
+    if (openai_member(root, "mcp_servers"))
         return openai_refuse(e, "mcp_servers", "mcp_servers is not supported (client tools only)");
     return 0;
 }
@@ -301,15 +292,15 @@ static cJSON *rewrite(const cJSON *root, int count_only, struct openai_error *e)
         oom(e);
         return NULL;
     }
-    const cJSON *max_tokens = member(root, "max_tokens");
+    const cJSON *max_tokens = openai_member(root, "max_tokens");
     int failed = refuse_unsupported(root, e) || rewrite_messages(root, chat, e) ||
                  rewrite_tools(root, chat, e) ||
-                 copy_to(chat, "stop", member(root, "stop_sequences"), e);
+                 openai_copy_member(chat, "stop", openai_member(root, "stop_sequences"), e);
     if (!failed && !count_only && !max_tokens)
         failed = openai_refuse(e, "max_tokens", "max_tokens: Field required");
-    if (!failed && !count_only) failed = copy_to(chat, "max_tokens", max_tokens, e);
+    if (!failed && !count_only) failed = openai_copy_member(chat, "max_tokens", max_tokens, e);
     for (int i = 0; !failed && same[i]; i++)
-        failed = copy_to(chat, same[i], member(root, same[i]), e);
+        failed = openai_copy_member(chat, same[i], openai_member(root, same[i]), e);
     if (!failed) return chat;
     cJSON_Delete(chat);
     return NULL;
@@ -321,18 +312,9 @@ int openai_parse_messages(const char *body, size_t len, int count_only, struct o
     memset(error, 0, sizeof(*error));
     cJSON *root = openai_parse_object(body, len, "the request body", error);
     if (!root) return -1;
-    cJSON *chat = rewrite(root, count_only, error);
-    char *text = chat ? cJSON_PrintUnformatted(chat) : NULL;
-    cJSON_Delete(chat);
-    if (chat && !text) oom(error);
-    int rc = text ? openai_parse_request(text, strlen(text), OPENAI_CHAT, out, error) : -1;
-    free(text);
-    if (rc && !strncmp(error->param, "stop", 4)) {
-        char renamed[sizeof(error->param) + 16];
-        snprintf(renamed, sizeof(renamed), "stop_sequences%s", error->param + 4);
-        memcpy(error->param, renamed, sizeof(error->param) - 1);
-        error->param[sizeof(error->param) - 1] = '\0';
-    }
+    /* chat's refusals name chat's fields; the client sent these */
+    static const char *const renames[][2] = {{"stop", "stop_sequences"}};
+    int rc = openai_parse_rewritten(rewrite(root, count_only, error), renames, 1, out, error);
     cJSON_Delete(root);
     if (rc == 0) out->anthropic = 1;
     return rc;

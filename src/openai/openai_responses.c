@@ -51,21 +51,6 @@ static const char *const read_fields[] = {"model",
                                           "reasoning",
                                           NULL};
 
-static const cJSON *member(const cJSON *object, const char *name) {
-    return openai_member(object, name);
-}
-
-/* A copy of value added to out under key (value NULL: nothing). */
-static int copy_to(cJSON *out, const char *key, const cJSON *value, struct openai_error *e) {
-    if (!value) return 0;
-    cJSON *copy = cJSON_Duplicate(value, 1);
-    if (!copy || !cJSON_AddItemToObject(out, key, copy)) {
-        cJSON_Delete(copy);
-        return openai_out_of_memory(e);
-    }
-    return 0;
-}
-
 /* The text of a content list's parts (input_text, output_text, text),
  * concatenated; NULL with e when a part is of another kind. */
 static char *content_text(const cJSON *content, const char *param, struct openai_error *e) {
@@ -77,7 +62,7 @@ static char *content_text(const cJSON *content, const char *param, struct openai
     size_t used = 0, size = 1;
     const cJSON *part;
     cJSON_ArrayForEach(part, content) {
-        const cJSON *text = member(part, "text");
+        const cJSON *text = openai_member(part, "text");
         size += cJSON_IsString(text) ? strlen(text->valuestring) : 0;
     }
     char *out = malloc(size);
@@ -87,7 +72,7 @@ static char *content_text(const cJSON *content, const char *param, struct openai
     }
     int index = 0;
     cJSON_ArrayForEach(part, content) {
-        const cJSON *type = member(part, "type"), *text = member(part, "text");
+        const cJSON *type = openai_member(part, "type"), *text = openai_member(part, "text");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "";
         if ((strcmp(kind, "input_text") != 0 && strcmp(kind, "output_text") != 0 &&
              strcmp(kind, "text") != 0) ||
@@ -122,7 +107,7 @@ static int add_message(cJSON *messages, const char *role, const char *content,
 static int rewrite_message(const cJSON *item, const char *param, cJSON *messages,
                            struct openai_error *e) {
     static const char *const roles[] = {"user", "assistant", "system", "developer", NULL};
-    const cJSON *role = member(item, "role");
+    const cJSON *role = openai_member(item, "role");
     char where[48];
     snprintf(where, sizeof(where), "%s.role", param);
     int known = 0;
@@ -131,7 +116,7 @@ static int rewrite_message(const cJSON *item, const char *param, cJSON *messages
     if (!known)
         return openai_refuse(e, where, "%s must be user, assistant, system or developer", where);
     snprintf(where, sizeof(where), "%s.content", param);
-    char *text = content_text(member(item, "content"), where, e);
+    char *text = content_text(openai_member(item, "content"), where, e);
     if (!text) return -1;
     int rc = add_message(messages, role->valuestring, text, e);
     free(text);
@@ -142,8 +127,8 @@ static int rewrite_message(const cJSON *item, const char *param, cJSON *messages
  * before it, or starts one. */
 static int rewrite_call(const cJSON *item, const char *param, cJSON *messages,
                         struct openai_error *e) {
-    const cJSON *id = member(item, "call_id"), *name = member(item, "name");
-    const cJSON *arguments = member(item, "arguments");
+    const cJSON *id = openai_member(item, "call_id"), *name = openai_member(item, "name");
+    const cJSON *arguments = openai_member(item, "arguments");
     if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(arguments))
         return openai_refuse(e, param, "%s needs call_id, name and arguments, as strings", param);
     cJSON *last = cJSON_GetArrayItem(messages, cJSON_GetArraySize(messages) - 1);
@@ -178,7 +163,7 @@ static int rewrite_call(const cJSON *item, const char *param, cJSON *messages,
 /* A function_call_output item: a tool message. */
 static int rewrite_output(const cJSON *item, const char *param, cJSON *messages,
                           struct openai_error *e) {
-    const cJSON *id = member(item, "call_id"), *output = member(item, "output");
+    const cJSON *id = openai_member(item, "call_id"), *output = openai_member(item, "output");
     if (!cJSON_IsString(id) || !cJSON_IsString(output))
         return openai_refuse(e, param, "%s needs call_id and output, as strings", param);
     cJSON *m = cJSON_CreateObject();
@@ -194,7 +179,8 @@ static int rewrite_output(const cJSON *item, const char *param, cJSON *messages,
 
 /* instructions and input into chat's messages. */
 static int rewrite_input(const cJSON *root, cJSON *chat, struct openai_error *e) {
-    const cJSON *instructions = member(root, "instructions"), *input = member(root, "input");
+    const cJSON *instructions = openai_member(root, "instructions"),
+                *input = openai_member(root, "input");
     cJSON *messages = cJSON_AddArrayToObject(chat, "messages");
     if (!messages) return openai_out_of_memory(e);
     if (instructions && !cJSON_IsString(instructions))
@@ -209,7 +195,7 @@ static int rewrite_input(const cJSON *root, cJSON *chat, struct openai_error *e)
     cJSON_ArrayForEach(item, input) {
         char param[32];
         snprintf(param, sizeof(param), "input[%d]", index++);
-        const cJSON *type = member(item, "type");
+        const cJSON *type = openai_member(item, "type");
         const char *kind = cJSON_IsString(type) ? type->valuestring : "message";
         int rc = !cJSON_IsObject(item)      ? openai_refuse(e, param, "%s must be an object", param)
                  : !strcmp(kind, "message") ? rewrite_message(item, param, messages, e)
@@ -229,7 +215,7 @@ static int rewrite_input(const cJSON *root, cJSON *chat, struct openai_error *e)
 static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_error *e) {
     char param[32];
     snprintf(param, sizeof(param), "tools[%d]", i);
-    const cJSON *type = member(tool, "type");
+    const cJSON *type = openai_member(tool, "type");
     if (!cJSON_IsObject(tool) || !cJSON_IsString(type))
         return openai_refuse(e, param, "%s must be an object with a type", param);
     if (strcmp(type->valuestring, "function") != 0)
@@ -257,7 +243,7 @@ static int rewrite_tool(const cJSON *tool, int i, cJSON *tools, struct openai_er
 
 /* tools and tool_choice in chat's shape. */
 static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e) {
-    const cJSON *tools = member(root, "tools"), *choice = member(root, "tool_choice");
+    const cJSON *tools = openai_member(root, "tools"), *choice = openai_member(root, "tool_choice");
     if (tools) {
         if (!cJSON_IsArray(tools)) return openai_refuse(e, "tools", "tools must be a list");
         cJSON *list = cJSON_AddArrayToObject(chat, "tools");
@@ -268,8 +254,8 @@ static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e)
             if (rewrite_tool(tool, i++, list, e)) return -1;
         }
     }
-    if (!cJSON_IsObject(choice)) return copy_to(chat, "tool_choice", choice, e);
-    const cJSON *type = member(choice, "type"), *name = member(choice, "name");
+    if (!cJSON_IsObject(choice)) return openai_copy_member(chat, "tool_choice", choice, e);
+    const cJSON *type = openai_member(choice, "type"), *name = openai_member(choice, "name");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
         !cJSON_IsString(name))
         return openai_refuse(e, "tool_choice",
@@ -287,15 +273,16 @@ static int rewrite_tools(const cJSON *root, cJSON *chat, struct openai_error *e)
  * whose name, schema, strict and description sit in the format itself. */
 static int rewrite_text(const cJSON *root, cJSON *chat, struct openai_error *e) {
     static const char *const text_keys[] = {"format", "verbosity", NULL};
-    const cJSON *text = member(root, "text");
+    const cJSON *text = openai_member(root, "text");
     if (!text) return 0;
     if (!cJSON_IsObject(text)) return openai_refuse(e, "text", "text must be an object");
     if (openai_check_keys(text, "text", text_keys, e)) return -1;
-    const cJSON *verbosity = member(text, "verbosity"), *format = member(text, "format");
+    const cJSON *verbosity = openai_member(text, "verbosity"),
+                *format = openai_member(text, "format");
     if (verbosity && !(cJSON_IsString(verbosity) && !strcmp(verbosity->valuestring, "medium")))
         return openai_refuse(e, "text.verbosity", "text.verbosity is not supported (only medium)");
     if (!format) return 0;
-    const cJSON *type = member(format, "type");
+    const cJSON *type = openai_member(format, "type");
     if (!cJSON_IsObject(format) || !cJSON_IsString(type))
         return openai_refuse(e, "text.format", "text.format must be an object with a type");
     cJSON *out = cJSON_AddObjectToObject(chat, "response_format");
@@ -307,21 +294,22 @@ static int rewrite_text(const cJSON *root, cJSON *chat, struct openai_error *e) 
     const cJSON *item;
     cJSON_ArrayForEach(item, format) {
         if (!strcmp(item->string, "type")) continue;
-        if (copy_to(schema, item->string, item, e)) return -1;
+        if (openai_copy_member(schema, item->string, item, e)) return -1;
     }
     return 0;
 }
 
 /* What lockstep does not do: keep responses, or reason in a budget. */
 static int refuse_unsupported(const cJSON *root, struct openai_error *e) {
-    const cJSON *store = member(root, "store"), *include = member(root, "include");
-    const cJSON *reasoning = member(root, "reasoning"), *truncation = member(root, "truncation");
+    const cJSON *store = openai_member(root, "store"), *include = openai_member(root, "include");
+    const cJSON *reasoning = openai_member(root, "reasoning"),
+                *truncation = openai_member(root, "truncation");
     if (store && !cJSON_IsBool(store)) return openai_refuse(e, "store", "store must be a boolean");
     if (cJSON_IsTrue(store))
         return openai_refuse(e, "store",
                              "store true is not supported: lockstep keeps no responses (send "
                              "store false, and the whole conversation in input)");
-    if (member(root, "previous_response_id"))
+    if (openai_member(root, "previous_response_id"))
         return openai_refuse(e, "previous_response_id",
                              "previous_response_id is not supported: lockstep keeps no responses "
                              "(send the whole conversation in input)");
@@ -364,26 +352,13 @@ static cJSON *rewrite(const cJSON *root, struct openai_error *e) {
                  openai_check_keys(root, "the request", read_fields, e) ||
                  refuse_unsupported(root, e) || rewrite_input(root, chat, e) ||
                  rewrite_tools(root, chat, e) || rewrite_text(root, chat, e) ||
-                 copy_to(chat, "max_completion_tokens", member(root, "max_output_tokens"), e);
+                 openai_copy_member(chat, "max_completion_tokens",
+                                    openai_member(root, "max_output_tokens"), e);
     for (int i = 0; !failed && same[i]; i++)
-        failed = copy_to(chat, same[i], member(root, same[i]), e);
+        failed = openai_copy_member(chat, same[i], openai_member(root, same[i]), e);
     if (!failed) return chat;
     cJSON_Delete(chat);
     return NULL;
-}
-
-/* Chat's refusals name chat's fields; the client sent Responses' ones. */
-static void rename_param(struct openai_error *e) {
-    static const char *const names[][2] = {{"max_completion_tokens", "max_output_tokens"},
-                                           {"response_format", "text.format"}};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        size_t n = strlen(names[i][0]);
-        if (strncmp(e->param, names[i][0], n) != 0) continue;
-        char renamed[sizeof(e->param) + 32];
-        snprintf(renamed, sizeof(renamed), "%s%s", names[i][1], e->param + n);
-        memcpy(e->param, renamed, sizeof(e->param) - 1);
-        e->param[sizeof(e->param) - 1] = '\0';
-    }
 }
 
 int openai_parse_responses(const char *body, size_t len, struct openai_request *out,
@@ -392,13 +367,10 @@ int openai_parse_responses(const char *body, size_t len, struct openai_request *
     memset(error, 0, sizeof(*error));
     cJSON *root = openai_parse_object(body, len, "the request body", error);
     if (!root) return -1;
-    cJSON *chat = rewrite(root, error);
-    char *text = chat ? cJSON_PrintUnformatted(chat) : NULL;
-    cJSON_Delete(chat);
-    if (chat && !text) openai_out_of_memory(error);
-    int rc = text ? openai_parse_request(text, strlen(text), OPENAI_CHAT, out, error) : -1;
-    free(text);
-    if (rc) rename_param(error);
+    /* chat's refusals name chat's fields; the client sent these */
+    static const char *const renames[][2] = {{"max_completion_tokens", "max_output_tokens"},
+                                             {"response_format", "text.format"}};
+    int rc = openai_parse_rewritten(rewrite(root, error), renames, 2, out, error);
     cJSON_Delete(root);
     if (rc == 0) out->responses = 1;
     return rc;

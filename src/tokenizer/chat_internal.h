@@ -29,6 +29,11 @@ void chat_append(struct chat_text *t, const char *s);
 /* Applies Python's str.strip() to the text written since offset from. */
 void chat_strip_from(struct chat_text *t, size_t from);
 
+/* JSON's whitespace (and the whitespace tool-call formats allow). */
+static inline int chat_is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 /* How chat_json_write spaces JSON: as json.dumps(separators=(",", ":")),
  * json.dumps() (", " and ": ") or json.dumps(indent=4). */
 enum chat_json_style { CHAT_JSON_COMPACT = 0, CHAT_JSON_INLINE = 1, CHAT_JSON_INDENT = 2 };

@@ -30,16 +30,12 @@ static void put_str(const struct json_out *o, const char *s) {
     put(o, s, strlen(s));
 }
 
-static int is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static int is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
 static const char *skip_space(const char *p, const char *end) {
-    while (p < end && is_space(*p)) p++;
+    while (p < end && chat_is_space(*p)) p++;
     return p;
 }
 

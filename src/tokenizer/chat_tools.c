@@ -587,12 +587,8 @@ tokenizer_chat_tool_format(enum tokenizer_chat_template family) {
     return i >= 0 && i < N_FORMATS ? &tool_formats[i] : NULL;
 }
 
-static int is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static size_t skip_space(const char *text, size_t len, size_t p) {
-    while (p < len && is_space(text[p])) p++;
+    while (p < len && chat_is_space(text[p])) p++;
     return p;
 }
 
@@ -651,10 +647,10 @@ int tokenizer_chat_find_tool_trigger(enum tokenizer_chat_template family, const 
  * it, or (size_t)-1. */
 static size_t match_loose(const char *text, size_t len, size_t p, const char *s) {
     for (;;) {
-        while (*s && is_space(*s)) s++;
+        while (*s && chat_is_space(*s)) s++;
         if (!*s) return p;
         size_t n = 0;
-        while (s[n] && !is_space(s[n])) n++;
+        while (s[n] && !chat_is_space(s[n])) n++;
         p = skip_space(text, len, p);
         if (len - p < n || memcmp(text + p, s, n) != 0) return (size_t)-1;
         p += n;
@@ -710,23 +706,6 @@ static int expect(const struct call_parser *cp, size_t *p, const char *s, int ca
 
 static char *copy_string(const char *s) {
     return s ? strdup(s) : NULL;
-}
-
-size_t tokenizer_json_minify(const char *text, size_t len, char *out) {
-    size_t n = 0;
-    int in_string = 0, escaped = 0;
-    for (size_t i = 0; i < len; i++) {
-        char ch = text[i];
-        if (!in_string && is_space(ch)) continue;
-        out[n++] = ch;
-        if (escaped)
-            escaped = 0;
-        else if (in_string && ch == '\\')
-            escaped = 1;
-        else if (ch == '"')
-            in_string = !in_string;
-    }
-    return n;
 }
 
 /* The arguments member's value as the model wrote it minus the
@@ -846,7 +825,7 @@ int tokenizer_chat_parse_tool_calls(enum tokenizer_chat_template family, const c
         return -1;
     }
     out->calls_offset = at;
-    while (at > 0 && is_space(text[at - 1])) at--;
+    while (at > 0 && chat_is_space(text[at - 1])) at--;
     out->content_len = at;
     return 0;
 }
@@ -861,104 +840,4 @@ void tokenizer_parsed_calls_free(struct tokenizer_parsed_calls *calls) {
     free(calls->calls);
     calls->calls = NULL;
     calls->n_calls = 0;
-}
-
-/* ---------- calls as they are written ---------- */
-
-/* The state of a scan: where it is in the JSON of the calls. */
-struct call_scan {
-    int depth; /* objects and arrays open (0: between calls) */
-    int in_string, escaped;
-    int want_key;      /* at depth 1: the next string is a key */
-    int in_key;        /* reading a key at depth 1 */
-    size_t key_start;  /* its first byte */
-    int value;         /* what the value after the current key is: 0 other, 1 name, 2 arguments */
-    int value_started; /* its first byte was seen */
-};
-
-/* 1 if text[start, end) is the key the family writes the arguments under,
- * or the other one (tokenizer_chat_parse_tool_calls takes both). */
-static int is_arguments_key(const char *text, size_t start, size_t end) {
-    size_t n = end - start;
-    return (n == 9 && !memcmp(text + start, "arguments", 9)) ||
-           (n == 10 && !memcmp(text + start, "parameters", 10));
-}
-
-/* Byte p of a call's object at depth 1 or deeper, outside strings. */
-static void scan_structure(struct call_scan *s, const char *text, size_t p,
-                           struct tokenizer_call_progress *call) {
-    char ch = text[p];
-    if (s->value == 2 && !s->value_started && !is_space(ch) && ch != ':') {
-        s->value_started = 1;
-        call->arguments_start = p;
-    }
-    if (ch == '{' || ch == '[') s->depth++;
-    if (ch == '}' || ch == ']') s->depth--;
-    if (s->value == 2 && s->value_started && s->depth <= 1 &&
-        (ch == '}' || ch == ']' || ch == ',')) {
-        call->arguments_end = ch == ',' || s->depth == 0 ? p : p + 1;
-        call->arguments_done = 1;
-        s->value = 0;
-    }
-    if (s->depth == 1 && ch == ',') s->want_key = 1;
-    if (s->depth == 0) call->done = 1;
-}
-
-int tokenizer_chat_scan_tool_calls(enum tokenizer_chat_template family, const char *text,
-                                   size_t len, size_t at, struct tokenizer_call_progress *calls,
-                                   int max) {
-    const struct tokenizer_tool_format *f = tokenizer_chat_tool_format(family);
-    struct call_scan s = {0};
-    int n = 0;
-    size_t p = at;
-    if (!f) return 0;
-    if (f->trigger_at_start && starts_with(text, len, p, python_tag)) p += strlen(python_tag);
-    for (; p < len; p++) {
-        char ch = text[p];
-        struct tokenizer_call_progress *call = n > 0 ? &calls[n - 1] : NULL;
-        if (s.depth == 0) { /* between calls: only an object starts one */
-            if (ch != '{' || n == max) continue;
-            calls[n++] = (struct tokenizer_call_progress){0};
-            s = (struct call_scan){.depth = 1, .want_key = 1};
-            continue;
-        }
-        if (s.in_string) {
-            if (s.escaped) {
-                s.escaped = 0;
-            } else if (ch == '\\') {
-                s.escaped = 1;
-            } else if (ch == '"') {
-                s.in_string = 0;
-                if (s.in_key) {
-                    s.in_key = 0;
-                    s.value = (p - s.key_start == 4 && !memcmp(text + s.key_start, "name", 4)) ? 1
-                              : is_arguments_key(text, s.key_start, p)                         ? 2
-                                                                                               : 0;
-                    s.value_started = 0;
-                } else if (s.value == 1 && s.depth == 1) {
-                    size_t start = call->name_start, length = p - start;
-                    if (length >= sizeof(call->name)) length = sizeof(call->name) - 1;
-                    memcpy(call->name, text + start, length);
-                    call->name[length] = '\0';
-                    s.value = 0;
-                }
-            }
-            continue;
-        }
-        if (ch == '"') {
-            s.in_string = 1;
-            if (s.depth == 1 && s.want_key) {
-                s.in_key = 1;
-                s.want_key = 0;
-                s.key_start = p + 1;
-                continue;
-            }
-            if (s.depth == 1 && s.value == 1) call->name_start = p + 1;
-        }
-        scan_structure(&s, text, p, call);
-    }
-    /* the arguments written so far of a call still writing them */
-    if (n > 0 && s.value == 2 && s.value_started && !calls[n - 1].arguments_done)
-        calls[n - 1].arguments_end = len;
-    return n;
 }

@@ -7,15 +7,11 @@
 // SDK's test).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { env } from './env.mjs';
 import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
 
-function env(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (run this file through tests/sdk/run.sh)`);
-  return value;
-}
 
 const MAIN = env('LOCKSTEP_SDK_MAIN');
 const provider = createOpenAI({ baseURL: MAIN, apiKey: env('LOCKSTEP_SDK_KEY') });

@@ -9,13 +9,9 @@
 // SDK's test).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { env } from './env.mjs';
 import Anthropic from '@anthropic-ai/sdk';
 
-function env(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (run this file through tests/sdk/run.sh)`);
-  return value;
-}
 
 const KEY = env('LOCKSTEP_SDK_KEY');
 const MODEL = env('LOCKSTEP_SDK_MODEL');

@@ -11,15 +11,11 @@
 //   LOCKSTEP_SDK_MAX_BODY the main server's --max-body
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { env } from './env.mjs';
 import OpenAI from 'openai';
 import { zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
-function env(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (run this file through tests/sdk/run.sh)`);
-  return value;
-}
 
 const KEY = env('LOCKSTEP_SDK_KEY');
 const MODEL = env('LOCKSTEP_SDK_MODEL');

@@ -256,6 +256,16 @@ void fleet_leave_host(struct fleet *fleet, int host);
 /* What the live instances (and moves' new placements) hold on each host
  * (cluster lock held). */
 void fleet_usage(struct fleet *fleet, struct cluster_usage *usage);
+/* placement.c: a placement for served at shape (shape->chosen: the
+ * policy's shape): on the named hosts when some are given, else where the
+ * policy says, never on `avoid` (a placement being left, or NULL), only on
+ * hosts of contract numerics ("": any one); *bytes_per_rank is what each
+ * rank counts. 0, or an HTTP status with why (cluster lock held). */
+int fleet_choose_placement(struct fleet *fleet, const struct gateway_served *served,
+                           const struct cluster_shape *shape, const char *const *hosts, int n_hosts,
+                           const struct cluster_placement *avoid, const char *numerics,
+                           struct cluster_placement *out, int64_t *bytes_per_rank, char *why,
+                           size_t whylen);
 /* The same, taking the cluster lock (no supervisor's lock may be held). */
 void fleet_note(struct fleet *fleet, const char *kind, const char *instance, const char *format,
                 ...) __attribute__((format(printf, 4, 5)));

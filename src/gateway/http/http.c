@@ -453,6 +453,7 @@ static enum MHD_Result answer_count(struct http_server *server, struct MHD_Conne
         return send_error(c, call, &e);
     }
     call->model = in->served->name;
+    body.max_tokens = 1; /* nothing runs: no room kept for an answer */
     struct gateway_request *r =
         gateway_request_create(server->requests_env, in->served, in->id, &body, &e);
     fleet_instance_release(in);

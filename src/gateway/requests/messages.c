@@ -47,12 +47,8 @@ static void view(struct gateway_request *r, struct openai_messages_output *o) {
 /* Appends an event's SSE lines: its name, then its data. */
 static void send_event(struct gateway_request *r, const struct openai_messages_output *o,
                        enum openai_messages_event event, int k, const char *delta, size_t length) {
-    char head[64];
-    char *json = openai_messages_event_json(o, event, k, delta, length);
-    if (!json) return;
-    int n = snprintf(head, sizeof(head), "event: %s\n", openai_messages_event_name(event));
-    runner_buffer_append(&r->out, head, (size_t)n);
-    gateway_request_event(r, json);
+    gateway_request_named_event(r, openai_messages_event_name(event),
+                                openai_messages_event_json(o, event, k, delta, length));
 }
 
 /* message_start, once. */

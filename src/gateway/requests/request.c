@@ -315,6 +315,14 @@ void gateway_request_event(struct gateway_request *r, char *json) {
     r->last_output_us = clock_now_us();
 }
 
+void gateway_request_named_event(struct gateway_request *r, const char *name, char *json) {
+    char head[96];
+    if (!json) return;
+    int n = snprintf(head, sizeof(head), "event: %s\n", name);
+    runner_buffer_append(&r->out, head, (size_t)n);
+    gateway_request_event(r, json);
+}
+
 /* Sends a choice's text (and its pending logprobs) to the client. */
 static void emit(struct gateway_choice *c, const char *text, size_t length,
                  enum openai_finish finish) {
@@ -549,11 +557,11 @@ void gateway_request_fail(struct gateway_request *r, int status, const char *mes
         openai_error_set(&e, status, type, NULL, NULL, "%s", message);
         r->error_json = r->body.anthropic ? openai_messages_error_json(&e) : openai_error_json(&e);
         r->failed = status;
-        if (r->body.stream && r->body.anthropic) {
-            static const char head[] = "event: error\n";
-            runner_buffer_append(&r->out, head, sizeof(head) - 1);
-        }
-        if (r->body.stream) gateway_request_event(r, strdup(r->error_json ? r->error_json : "{}"));
+        char *copy = r->body.stream ? strdup(r->error_json ? r->error_json : "{}") : NULL;
+        if (r->body.anthropic)
+            gateway_request_named_event(r, "error", copy);
+        else
+            gateway_request_event(r, copy);
         end_output(r);
     }
     pthread_mutex_unlock(&r->lock);

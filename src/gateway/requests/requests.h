@@ -188,6 +188,9 @@ void gateway_request_keep_alive(struct gateway_request *request, uint64_t now_us
 void gateway_request_wake(struct gateway_request *request);
 /* Appends "data: JSON\n\n" to the stream and frees json (lock held). */
 void gateway_request_event(struct gateway_request *request, char *json);
+/* The same with an "event: NAME" line first, as the Responses and
+ * Messages APIs name their events (json NULL: nothing). */
+void gateway_request_named_event(struct gateway_request *request, const char *name, char *json);
 
 /* tool_calls.c: tool calling around a request (lock held where it has one) */
 /* 1 if the request's answer may hold tool calls (tools given, tool_choice

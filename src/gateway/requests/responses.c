@@ -46,12 +46,9 @@ static void view(struct gateway_request *r, const char *status, struct openai_re
 /* Appends event k's SSE lines: its name, then its data. */
 static void send_event(struct gateway_request *r, const struct openai_responses_output *o,
                        enum openai_responses_event event, int k, const char *delta, size_t length) {
-    char head[96];
-    char *json = openai_responses_event_json(o, event, r->responses_sequence++, k, delta, length);
-    if (!json) return;
-    int n = snprintf(head, sizeof(head), "event: %s\n", openai_responses_event_name(event));
-    runner_buffer_append(&r->out, head, (size_t)n);
-    gateway_request_event(r, json);
+    gateway_request_named_event(
+        r, openai_responses_event_name(event),
+        openai_responses_event_json(o, event, r->responses_sequence++, k, delta, length));
 }
 
 /* created and in_progress, once. */
