@@ -54,7 +54,7 @@ static void on_heartbeat(void *c, const struct runner_heartbeat *h) {
     (void)c;
     (void)h;
 }
-static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
+static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL, NULL};
 
 /* What every request samples with (SAMPLING), less its seed. */
 static struct runner_sampling sampling;

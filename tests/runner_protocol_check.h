@@ -54,6 +54,7 @@ static inline int decode_any(const struct runner_frame *frame) {
         char message[256];
         struct runner_fault fault;
         struct runner_auth auth;
+        struct runner_embedding embedding;
     } any;
     int rc = -1;
     switch (frame->type) {
@@ -77,6 +78,10 @@ static inline int decode_any(const struct runner_frame *frame) {
         return runner_decode_fault(frame, &any.fault, err, sizeof(err));
     case RUNNER_MSG_AUTH:
         return runner_decode_auth(frame, &any.auth, err, sizeof(err));
+    case RUNNER_MSG_EMBEDDING:
+        rc = runner_decode_embedding(frame, &any.embedding, err, sizeof(err));
+        if (rc == 0) free(any.embedding.values);
+        return rc;
     }
     return rc;
 }

@@ -133,7 +133,7 @@ static void on_heartbeat(void *context, const struct runner_heartbeat *h) {
     prefill_tokens += h->n_tokens - h->n_decode;
 }
 
-static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
+static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL, NULL};
 
 /* A request: its prompt, and when to send it (after the steps of the
  * requests before it, or together with them). */

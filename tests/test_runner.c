@@ -63,7 +63,7 @@ static void on_heartbeat(void *context, const struct runner_heartbeat *h) {
     (void)h;
 }
 
-static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
+static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL, NULL};
 
 /* A request's shape: prompt of n_prompt pseudo-random ids, output limit. */
 struct spec {

@@ -53,7 +53,7 @@ static void on_heartbeat(void *context, const struct runner_heartbeat *h) {
     (void)h;
 }
 
-static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL};
+static const struct runner_sink sink = {on_token, on_finished, on_heartbeat, NULL, NULL};
 
 struct spec {
     int n_prompt, max_tokens, arrival_step;

@@ -11,6 +11,7 @@
 #include "runner_protocol_check.h"
 
 #include <dirent.h>
+#include <math.h>
 
 /* ---- round trips ---- */
 
@@ -204,7 +205,7 @@ static void test_exact_bytes(void) {
     token.logprob = -0.5f;
     token.top[0] = (struct runner_alternative){5, -1.0f};
     static const uint8_t token_frame[] = {
-        0x1C, 0x00, 0x00, 0x00, 0x05, 0x04, 0x00, 0x00, /* 28-byte payload, version 5, TOKEN */
+        0x1C, 0x00, 0x00, 0x00, 0x06, 0x04, 0x00, 0x00, /* 28-byte payload, version 6, TOKEN */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
         0x2C, 0x01, 0x00, 0x00,                         /* token 300 */
         0x00, 0x00, 0x00, 0xBF,                         /* logprob -0.5 */
@@ -214,13 +215,56 @@ static void test_exact_bytes(void) {
     CHECK(runner_encode_token(&buffer, &token, err, sizeof(err)) == 0);
     check_bytes(&buffer, token_frame, sizeof(token_frame));
 
-    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x05, 0x07,
+    static const uint8_t error_frame[] = {0x0A, 0x00, 0x00, 0x00, 0x06, 0x07,
                                           0x00, 0x00, 0x02, 0x00, 0x00, 0x00, /* over capacity */
                                           0x02, 0x00, 0x00, 0x00, 'h',  'i'};
     buffer.length = 0;
     CHECK(runner_encode_error(&buffer, RUNNER_ERROR_OVER_CAPACITY, "hi", err, sizeof(err)) == 0);
     check_bytes(&buffer, error_frame, sizeof(error_frame));
     runner_buffer_free(&buffer);
+}
+
+/* ---- embeddings ---- */
+
+/* EMBEDDING's bytes, its round trip, its refusals; the poolings' names and
+ * the one normalization. */
+static void test_embedding(void) {
+    struct runner_buffer buffer = {0};
+    float values[2] = {-0.5f, 2.0f};
+    struct runner_embedding e = {0x0102030405060708ull, 2, values}, back;
+    static const uint8_t bytes[] = {
+        0x14, 0x00, 0x00, 0x00, 0x06, 0x0A, 0x00, 0x00, /* 20-byte payload, version 6, EMBEDDING */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
+        0x02, 0x00, 0x00, 0x00,                         /* n 2 */
+        0x00, 0x00, 0x00, 0xBF, 0x00, 0x00, 0x00, 0x40, /* -0.5, 2 */
+    };
+    CHECK(runner_encode_embedding(&buffer, &e, err, sizeof(err)) == 0);
+    check_bytes(&buffer, bytes, sizeof(bytes));
+    struct runner_frame frame = only_frame(&buffer);
+    CHECK(runner_decode_embedding(&frame, &back, err, sizeof(err)) == 0);
+    CHECK(back.id == e.id && back.n == 2 && back.values[0] == -0.5f && back.values[1] == 2.0f);
+    free(back.values);
+    /* n 3 with two values' bytes; n 0; a NaN */
+    CHECK_FAILS(decode_patched(&buffer, 8, 3), "EMBEDDING: n 3 needs 12 bytes, 8 left");
+    CHECK_FAILS(decode_patched(&buffer, 8, 0), "EMBEDDING: n 0 out of range [1, 65536]");
+    CHECK_FAILS(decode_patched(&buffer, 12, 0x7FC00000u), "EMBEDDING: values[0] is not finite");
+    values[1] = INFINITY;
+    buffer.length = 0;
+    CHECK_FAILS(runner_encode_embedding(&buffer, &e, err, sizeof(err)),
+                "EMBEDDING: values[1] is not finite");
+    CHECK(buffer.length == 0);
+    runner_buffer_free(&buffer);
+
+    enum runner_pooling pooling = RUNNER_POOLING_NONE;
+    CHECK(runner_pooling_parse("last", &pooling) == 0 && pooling == RUNNER_POOLING_LAST);
+    CHECK(runner_pooling_parse("cls", &pooling) == 0 && pooling == RUNNER_POOLING_CLS);
+    CHECK(runner_pooling_parse("none", &pooling) == -1 && pooling == RUNNER_POOLING_CLS);
+    CHECK(strcmp(runner_pooling_name(RUNNER_POOLING_MEAN), "mean") == 0);
+    float v[3] = {3.0f, 0.0f, -4.0f}, zero[2] = {0.0f, 0.0f};
+    runner_embedding_normalize(v, 3);
+    CHECK(v[0] == 0.6f && v[1] == 0.0f && v[2] == -0.8f);
+    runner_embedding_normalize(zero, 2);
+    CHECK(zero[0] == 0.0f && zero[1] == 0.0f);
 }
 
 /* ---- finding frames ---- */
@@ -246,6 +290,9 @@ static void encode_every_type(struct runner_buffer *stream) {
     struct runner_auth auth;
     memset(&auth, 0xA5, sizeof(auth));
     CHECK(runner_encode_auth(stream, &auth, err, sizeof(err)) == 0);
+    float values[3] = {1.0f, -0.5f, 0.25f};
+    struct runner_embedding embedding = {11, 3, values};
+    CHECK(runner_encode_embedding(stream, &embedding, err, sizeof(err)) == 0);
 }
 
 static void test_stream(void) {
@@ -275,7 +322,7 @@ static void test_stream(void) {
         }
         at += frame.frame_length;
     }
-    CHECK(n_frames == RUNNER_MSG_AUTH && at == stream.length);
+    CHECK(n_frames == RUNNER_MSG_EMBEDDING && at == stream.length);
 
     /* Consuming from the buffer as a reader would. */
     n_frames = 0;
@@ -285,7 +332,7 @@ static void test_stream(void) {
         n_frames++;
         runner_buffer_consume(&stream, frame.frame_length);
     }
-    CHECK(n_frames == RUNNER_MSG_AUTH && stream.length == 0);
+    CHECK(n_frames == RUNNER_MSG_EMBEDDING && stream.length == 0);
     runner_buffer_free(&stream);
 }
 
@@ -300,10 +347,10 @@ static void test_header_errors(void) {
         uint8_t value;
         const char *expected;
     } cases[] = {
-        {4, 1, "header: version 1, expected 5"},
-        {4, 0, "header: version 0, expected 5"},
-        {5, 0, "header: type 0 is not a known message (1..9)"},
-        {5, 10, "header: type 10 is not a known message (1..9)"},
+        {4, 1, "header: version 1, expected 6"},
+        {4, 0, "header: version 0, expected 6"},
+        {5, 0, "header: type 0 is not a known message (1..10)"},
+        {5, 11, "header: type 11 is not a known message (1..10)"},
         {6, 1, "header: reserved field 0x0001 is not zero"},
         {7, 0x80, "header: reserved field 0x8000 is not zero"},
     };
@@ -333,8 +380,8 @@ static void test_header_errors(void) {
 static void test_truncated_and_trailing(void) {
     struct runner_buffer stream = {0};
     encode_every_type(&stream);
-    const char *last_field[] = {"",        "challenge", "prompt",  "id",    "top",
-                                "message", "comm_ms",   "message", "steps", "mac"};
+    const char *last_field[] = {"",        "challenge", "prompt", "id",  "top",   "message",
+                                "comm_ms", "message",   "steps",  "mac", "values"};
     struct runner_frame frame;
     for (size_t at = 0; runner_frame_next(stream.data + at, stream.length - at, RUNNER_FRAME_MAX,
                                           &frame, err, sizeof(err)) == 1;
@@ -543,7 +590,7 @@ static void test_corpus(void) {
     DIR *listing = opendir(dir);
     CHECK_MSG(listing != NULL, "cannot open %s", dir);
     if (listing == NULL) return;
-    int seen[RUNNER_MSG_AUTH + 1] = {0}, n_files = 0;
+    int seen[RUNNER_MSG_EMBEDDING + 1] = {0}, n_files = 0;
     const struct dirent *entry;
     while ((entry = readdir(listing)) != NULL) {
         if (entry->d_name[0] == '.') continue;
@@ -569,13 +616,14 @@ static void test_corpus(void) {
                   length);
     }
     closedir(listing);
-    CHECK(n_files >= RUNNER_MSG_AUTH);
-    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_AUTH; type++)
+    CHECK(n_files >= RUNNER_MSG_EMBEDDING);
+    for (int type = RUNNER_MSG_HELLO; type <= RUNNER_MSG_EMBEDDING; type++)
         CHECK_MSG(seen[type], "no frame of type %d in %s", type, dir);
 }
 
 int main(void) {
     test_buffer();
+    test_embedding();
     test_finish_reason_names();
     test_round_trip_add();
     test_round_trip_others();

@@ -64,7 +64,7 @@ static void test_add_rules(void) {
         {44, 0x7FC00000u, 1, "ADD: frequency_penalty nan out of range [-2, 2]"},
         {48, 0x00000000u, 1, "ADD: max_tokens 0 must be >= 1"},
         {48, 0x80000000u, 1, "ADD: max_tokens -2147483648 must be >= 1"},
-        {52, 0x00000004u, 0, "ADD: flags 0x4 has unknown bits 0x4"},
+        {52, 0x00000008u, 0, "ADD: flags 0x8 has unknown bits 0x8"},
         {52, 0x80000003u, 0, "ADD: flags 0x80000003 has unknown bits 0x80000000"},
         {56, 0xFFFFFFFFu, 1, "ADD: top_logprobs -1 out of range [0, 20]"},
         {56, 21, 1, "ADD: top_logprobs 21 out of range [0, 20]"},
@@ -344,10 +344,10 @@ static void test_hello_version(void) {
     CHECK(buffer.data[4] == RUNNER_PROTOCOL_VERSION);
     char expected[256];
     snprintf(expected, sizeof(expected),
-             "HELLO: the runner speaks protocol version 6 (lockstep 0.9.0 (git test)), this "
+             "HELLO: the runner speaks protocol version 7 (lockstep 0.9.0 (git test)), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",
              RUNNER_PROTOCOL_VERSION, version_build());
-    CHECK_FAILS(decode_hello_of_version(&buffer, 6), expected);
+    CHECK_FAILS(decode_hello_of_version(&buffer, 7), expected);
     snprintf(expected, sizeof(expected),
              "HELLO: the runner speaks protocol version 3 (a build older than 0.9.0), this "
              "process %d (lockstep %s): the gateway and every rank must run the same build",

@@ -6,18 +6,16 @@
  * included; the last position; or the first, CLS) and L2-normalized unless
  * --no-normalize. Prints one JSON array of floats. */
 #include "cli.h"
+#include "protocol/protocol.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum embed_pooling { POOLING_NONE = 0, POOLING_MEAN = 1, POOLING_CLS = 2, POOLING_LAST = 3 };
-
 struct embed_options {
     const char *model_path, *tokenizer_path, *text;
-    enum embed_pooling pooling; /* POOLING_NONE: the file's */
-    int normalize;              /* 1 (default): L2-normalized */
+    enum runner_pooling pooling; /* RUNNER_POOLING_NONE: the file's */
+    int normalize;               /* 1 (default): L2-normalized */
     int n_threads;
 };
 
@@ -29,13 +27,8 @@ static void embed_usage(FILE *out) {
                  "and L2-normalized unless --no-normalize.\n");
 }
 
-static int parse_pooling(const char *name, enum embed_pooling *out) {
-    static const char *const names[] = {"", "mean", "cls", "last"};
-    for (int i = 1; i < 4; i++)
-        if (!strcmp(name, names[i])) {
-            *out = (enum embed_pooling)i;
-            return 0;
-        }
+static int parse_pooling(const char *name, enum runner_pooling *out) {
+    if (runner_pooling_parse(name, out) == 0) return 0;
     fprintf(stderr, "lockstep embed: --pooling must be mean, last or cls, not '%s'\n", name);
     return -1;
 }
@@ -73,36 +66,19 @@ static int parse_embed_options(int argc, char **argv, struct embed_options *o) {
     return 0;
 }
 
-/* The file's {arch}.pooling_type (POOLING_NONE when it has none). */
-static enum embed_pooling file_pooling(const struct model *m) {
-    struct gguf_string arch;
-    uint32_t type = 0;
-    char key[96], err[128];
-    if (!m->gguf || gguf_get_string(m->gguf, "general.architecture", &arch, err, sizeof(err)))
-        return POOLING_NONE;
-    snprintf(key, sizeof(key), "%.*s.pooling_type", (int)arch.len, arch.data);
-    if (!gguf_find(m->gguf, key) || gguf_get_u32(m->gguf, key, &type, err, sizeof(err)))
-        return POOLING_NONE;
-    return type >= 1 && type <= 3 ? (enum embed_pooling)type : POOLING_NONE;
-}
-
 /* hidden (n, dim) pooled into out (dim), then normalized when asked. */
-static void pool(const float *hidden, int n, int dim, enum embed_pooling pooling, int normalize,
-                 float *out) {
-    const float *row = hidden + (size_t)(pooling == POOLING_LAST ? n - 1 : 0) * dim;
-    for (int d = 0; d < dim; d++) {
-        double sum = 0;
-        for (int t = 0; pooling == POOLING_MEAN && t < n; t++) sum += hidden[(size_t)t * dim + d];
-        out[d] = pooling == POOLING_MEAN ? (float)(sum / n) : row[d];
-    }
-    double norm = 0;
-    for (int d = 0; d < dim; d++) norm += (double)out[d] * out[d];
-    for (int d = 0; normalize && norm > 0 && d < dim; d++) out[d] = (float)(out[d] / sqrt(norm));
+static void pool(const float *hidden, int n, int dim, enum engine_pooling pooling, int normalize,
+                 double *sum, float *out) {
+    for (int t = 0; t < n; t++)
+        if (engine_pooling_wants(pooling, t, n))
+            engine_pooling_add(sum, hidden + (size_t)t * dim, dim);
+    engine_pooling_finish(pooling, sum, n, dim, out);
+    if (normalize) runner_embedding_normalize(out, dim);
 }
 
 /* Tokenizes, runs and pools; 0, or 1 (message printed). */
 static int embed_text(const struct cli_model *m, const struct embed_options *o,
-                      enum embed_pooling pooling) {
+                      enum engine_pooling pooling) {
     char err[512];
     size_t length = strlen(o->text);
     int max_ids = tokenizer_max_ids(length), n = 0, dim = m->model->config.dim, rc = 1;
@@ -118,9 +94,10 @@ static int embed_text(const struct cli_model *m, const struct embed_options *o,
     struct engine_params params = {
         .n_threads = o->n_threads, .max_tokens = n, .context_length = n, .kv_block_size = 16};
     float *hidden = malloc((size_t)(n > 0 ? n : 1) * dim * sizeof(float));
-    float *out = malloc((size_t)dim * sizeof(float));
+    float *out = calloc((size_t)dim, sizeof(float));
+    double *sum = calloc((size_t)dim, sizeof(double));
     struct kv_sequence seq = {0};
-    if (n == 0 || !hidden || !out) {
+    if (n == 0 || !hidden || !out || !sum) {
         fprintf(stderr, "lockstep embed: %s\n", n ? "out of memory" : "the text is empty");
     } else if (engine_init(&engine, m->model, &params, err, sizeof(err))) {
         fprintf(stderr, "lockstep embed: %s\n", err);
@@ -129,7 +106,7 @@ static int embed_text(const struct cli_model *m, const struct embed_options *o,
             engine_embed_sequence(&engine, &seq, tokens, n, hidden, err, sizeof(err))) {
             fprintf(stderr, "lockstep embed: %s\n", err[0] ? err : "KV cache too small");
         } else {
-            pool(hidden, n, dim, pooling, o->normalize, out);
+            pool(hidden, n, dim, pooling, o->normalize, sum, out);
             for (int d = 0; d < dim; d++) printf("%s%.9g", d ? "," : "[", out[d]);
             printf("]\n");
             rc = fflush(stdout) == 0 ? 0 : 1;
@@ -137,6 +114,7 @@ static int embed_text(const struct cli_model *m, const struct embed_options *o,
         kv_sequence_release(&engine.kv, &seq);
         engine_free(&engine);
     }
+    free(sum);
     free(out);
     free(hidden);
     free(tokens);
@@ -152,9 +130,10 @@ int cli_embed(int argc, char **argv) {
         return parsed > 0 ? 0 : 2;
     }
     if (cli_model_load(&m, "embed", o.model_path, o.tokenizer_path)) return 1;
-    enum embed_pooling pooling = o.pooling ? o.pooling : file_pooling(m.model);
+    enum engine_pooling pooling =
+        o.pooling ? (enum engine_pooling)o.pooling : engine_model_pooling(m.model);
     int rc = 1;
-    if (pooling == POOLING_NONE)
+    if (pooling == ENGINE_POOLING_NONE)
         fprintf(stderr,
                 "lockstep embed: %s names no pooling ({arch}.pooling_type): give "
                 "--pooling mean, last or cls\n",

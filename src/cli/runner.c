@@ -42,31 +42,34 @@ struct runner_options {
 };
 
 static void runner_usage(FILE *out) {
-    fprintf(out, "usage: lockstep runner -m MODEL --socket PATH [options]\n"
-                 "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
-                 "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
-                 "  --socket PATH           unix socket to serve the runner protocol on\n"
-                 "  -t, --threads N         threads per rank (default 2)\n"
-                 "  -c, --ctx N             context length (default: the model's)\n"
-                 "  --max-sequences N       sequences decoding at once (default 32)\n"
-                 "  --max-waiting N         requests queued for admission (default 256)\n"
-                 "  --step-tokens N         token budget of a step (default 48; more than\n"
-                 "                          --max-sequences)\n"
-                 "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
-                 "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
-                 "  --kv-block N            positions per KV block (default 16)\n"
-                 "  --prefix-cache on|off   reuse the KV blocks of earlier prompts' common\n"
-                 "                          beginnings (default on)\n" CLI_KV_TYPE_HELP
-                 "  --trace FILE            write every step as a JSON line\n"
-                 "  --trace-steps N         steps kept in memory (default 1024)\n"
-                 "  --status FILE           each rank mirrors its collective state into FILE\n"
-                 "                          (for the gateway's stuck reports)\n"
-                 "  --allow-faults          accept fault injection frames (tests only)\n"
-                 "  --cluster-key-file FILE every connection must prove this key (HMAC) before\n"
-                 "                          it may send anything: needed on tcp: addresses\n"
-                 "  --log-format text|json  log lines (on stderr, the ready line too) as text or\n"
-                 "                          JSON objects, as `lockstep serve` passes it "
-                 "on\n" CLI_PARALLEL_HELP);
+    fprintf(out,
+            "usage: lockstep runner -m MODEL --socket PATH [options]\n"
+            "  -m, --model FILE        GGUF model or llama2.c checkpoint\n"
+            "  -z, --tokenizer FILE    llama2.c tokenizer.bin (for .bin checkpoints)\n"
+            "  --socket PATH           unix socket to serve the runner protocol on\n"
+            "  -t, --threads N         threads per rank (default 2)\n"
+            "  -c, --ctx N             context length (default: the model's)\n"
+            "  --max-sequences N       sequences decoding at once (default 32)\n"
+            "  --max-waiting N         requests queued for admission (default 256)\n"
+            "  --step-tokens N         token budget of a step (default 48; more than\n"
+            "                          --max-sequences)\n"
+            "  --kv-memory SIZE        KV cache bytes, all ranks together (e.g. 512M, 2G)\n"
+            "  --kv-fraction F         or this fraction of available memory (default 0.25)\n"
+            "  --kv-block N            positions per KV block (default 16)\n"
+            "  --prefix-cache on|off   reuse the KV blocks of earlier prompts' common\n"
+            "                          beginnings (default on)\n"
+            "  --pooling mean|last|cls how embedding requests pool the hidden states\n"
+            "                          (default: the file's {arch}.pooling_type)\n" CLI_KV_TYPE_HELP
+            "  --trace FILE            write every step as a JSON line\n"
+            "  --trace-steps N         steps kept in memory (default 1024)\n"
+            "  --status FILE           each rank mirrors its collective state into FILE\n"
+            "                          (for the gateway's stuck reports)\n"
+            "  --allow-faults          accept fault injection frames (tests only)\n"
+            "  --cluster-key-file FILE every connection must prove this key (HMAC) before\n"
+            "                          it may send anything: needed on tcp: addresses\n"
+            "  --log-format text|json  log lines (on stderr, the ready line too) as text or\n"
+            "                          JSON objects, as `lockstep serve` passes it "
+            "on\n" CLI_PARALLEL_HELP);
 }
 
 /* Parses "512M"-style sizes. */
@@ -130,6 +133,12 @@ static int parse_runner_option(const char *a, int argc, char **argv, int *i,
         return cli_int_value(cmd, argc, argv, i, 1, 1 << 20, &l->trace_steps);
     if (!strcmp(a, "--kv-type")) return cli_kv_type_value(cmd, argc, argv, i, &o->kv_type);
     if (!strcmp(a, "--prefix-cache")) return cli_switch_value(cmd, argc, argv, i, &l->prefix_cache);
+    if (!strcmp(a, "--pooling")) {
+        if (cli_string_value(cmd, argc, argv, i, &text)) return -1;
+        if (runner_pooling_parse(text, &l->pooling) == 0) return 0;
+        fprintf(stderr, "lockstep runner: --pooling '%s' is not mean, last or cls\n", text);
+        return -1;
+    }
     if (!strcmp(a, "--kv-block"))
         return cli_int_value(cmd, argc, argv, i, 1, 4096, &o->kv_block_size);
     if (!strcmp(a, "--kv-fraction")) {
@@ -279,13 +288,13 @@ static int serve(struct engine *leader, const struct runner_options *o, double b
     snprintf(ready, sizeof(ready),
              "ready on %s (model %s, tp %d, pp %d, context %d, %d sequences, step budget "
              "%d tokens, %s KV cache %d blocks of %d positions = %.1f MiB, room for %.1f whole "
-             "contexts, prefix cache %s)",
+             "contexts, prefix cache %s, pooling %s)",
              o->socket_path, sp.model_name, leader->model->shard_count, leader->n_stages,
              leader->context_length, o->limits.max_sequences, o->limits.step_tokens,
              tensor_type_name(leader->kv.type), leader->kv.n_blocks, leader->kv.block_size,
              leader->kv.n_blocks * block_bytes / (1024.0 * 1024.0),
              (double)leader->kv.n_blocks * leader->kv.block_size / leader->context_length,
-             o->limits.prefix_cache ? "on" : "off");
+             o->limits.prefix_cache ? "on" : "off", runner_pooling_name(o->limits.pooling));
     /* standalone, the line is for whoever started it (tests wait for it on stdout) */
     if (o->logged)
         log_event(LOG_LEVEL_INFO, "runner", "%s", ready);
@@ -343,6 +352,8 @@ static int run_instance(const struct cli_model *m, struct runner_options *o) {
     }
     find_end_tokens(m->tokenizer, &o->limits);
     o->limits.tokenizer = m->tokenizer;
+    if (o->limits.pooling == RUNNER_POOLING_NONE)
+        o->limits.pooling = (enum runner_pooling)engine_model_pooling(m->model);
     if (cli_read_fault("runner", &params.fault)) return 1;
     group.status = map_status(o->status_path);
     if (o->status_path && !group.status) return 1;

@@ -303,6 +303,25 @@ int engine_batch_wants_hidden(const struct engine_batch *batch);
 int engine_embed_sequence(struct engine *engine, struct kv_sequence *seq, const int *tokens, int n,
                           float *hidden, char *err, size_t errlen);
 
+/* pooling.c: an embedding from hidden states. The numbers are GGUF's
+ * {arch}.pooling_type, and the runner protocol's (enum runner_pooling). */
+enum engine_pooling {
+    ENGINE_POOLING_NONE = 0, /* the file names none */
+    ENGINE_POOLING_MEAN = 1, /* the average over every position (BOS included) */
+    ENGINE_POOLING_CLS = 2,  /* the first position's state */
+    ENGINE_POOLING_LAST = 3, /* the last position's state */
+};
+
+/* The file's {arch}.pooling_type (NONE when it has none, or for llama2.c). */
+enum engine_pooling engine_model_pooling(const struct model *model);
+/* 1 if the pooling needs position's hidden state of a prompt of n_tokens. */
+int engine_pooling_wants(enum engine_pooling pooling, int position, int n_tokens);
+/* sum (dim) += hidden (dim): the wanted positions' states, in position order. */
+void engine_pooling_add(double *sum, const float *hidden, int dim);
+/* The pooled vector (dim) of the sum of a prompt of n_tokens (not normalized). */
+void engine_pooling_finish(enum engine_pooling pooling, const double *sum, int n_tokens, int dim,
+                           float *out);
+
 /* Runs tokens[0..n) of one sequence, at positions start.., in passes of at
  * most max_tokens; the logits of the last token end in engine->logits. The
  * sequence's blocks must be reserved. For prompts and benchmarks. */

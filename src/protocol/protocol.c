@@ -33,7 +33,7 @@ static const char *protocol_message_name(unsigned type) {
         [RUNNER_MSG_CANCEL] = "CANCEL",     [RUNNER_MSG_TOKEN] = "TOKEN",
         [RUNNER_MSG_FINISHED] = "FINISHED", [RUNNER_MSG_HEARTBEAT] = "HEARTBEAT",
         [RUNNER_MSG_ERROR] = "ERROR",       [RUNNER_MSG_FAULT] = "FAULT",
-        [RUNNER_MSG_AUTH] = "AUTH",
+        [RUNNER_MSG_AUTH] = "AUTH",         [RUNNER_MSG_EMBEDDING] = "EMBEDDING",
     };
     if (type >= sizeof(names) / sizeof(names[0]) || names[type] == NULL) return "unknown";
     return names[type];
@@ -408,9 +408,9 @@ int runner_frame_next(const uint8_t *data, size_t length, size_t max_payload,
     unsigned reserved = (unsigned)data[6] | (unsigned)data[7] << 8;
     if (version != RUNNER_PROTOCOL_VERSION && type != RUNNER_MSG_HELLO)
         return protocol_fail(&report, "version %u, expected %d", version, RUNNER_PROTOCOL_VERSION);
-    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_AUTH)
+    if (type < RUNNER_MSG_HELLO || type > RUNNER_MSG_EMBEDDING)
         return protocol_fail(&report, "type %u is not a known message (%d..%d)", type,
-                             RUNNER_MSG_HELLO, RUNNER_MSG_AUTH);
+                             RUNNER_MSG_HELLO, RUNNER_MSG_EMBEDDING);
     if (reserved != 0) return protocol_fail(&report, "reserved field 0x%04x is not zero", reserved);
     if (payload > max_payload)
         return protocol_fail(&report, "%s payload of %" PRIu32 " bytes exceeds the limit of %zu",

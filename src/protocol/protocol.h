@@ -79,6 +79,9 @@ struct runner_request {
                                         appears in it, then the grammar applies from the
                                         trigger's first byte on (tool calls); NULL: from the
                                         start. At most RUNNER_TRIGGER_MAX bytes */
+    int embed;                       /* 1: generate nothing; the prompt's hidden states, pooled
+                                        as the runner pools (--pooling), come back in one
+                                        EMBEDDING frame before FINISHED (embedding.c) */
 };
 
 /* Frees what a decoded or copied request owns (prompt, stops, biases,
@@ -151,6 +154,35 @@ struct runner_heartbeat {
     int kv_blocks_cached; /* KV blocks in the prefix cache (held or evictable) */
 };
 
+/* ======================= embeddings (embedding.c) ======================= */
+
+#define RUNNER_EMBEDDING_MAX 65536 /* values an EMBEDDING frame may carry */
+
+/* How a runner pools an embedding request's hidden states into one vector:
+ * the numbers are GGUF's {arch}.pooling_type. */
+enum runner_pooling {
+    RUNNER_POOLING_NONE = 0, /* the model names none: embedding requests are refused */
+    RUNNER_POOLING_MEAN = 1, /* the average over every position (BOS included) */
+    RUNNER_POOLING_CLS = 2,  /* the first position's */
+    RUNNER_POOLING_LAST = 3, /* the last position's */
+};
+
+/* An embedding request's vector, pooled but not normalized: the client
+ * truncates (OpenAI's dimensions) and then normalizes. */
+struct runner_embedding {
+    uint64_t id;   /* request */
+    int n;         /* values: the model's dim, 1..RUNNER_EMBEDDING_MAX */
+    float *values; /* (n) finite; a decoded frame's are malloc'd: free() them */
+};
+
+/* "mean", "cls", "last" ("none" for NONE). */
+const char *runner_pooling_name(enum runner_pooling pooling);
+/* The pooling a name ("mean", "cls", "last") names; -1 if none. */
+int runner_pooling_parse(const char *name, enum runner_pooling *pooling);
+/* Scales v (n values) to unit length, summing in double; a zero vector
+ * stays zero. Every side that normalizes an embedding uses this one. */
+void runner_embedding_normalize(float *v, int n);
+
 #define RUNNER_AUTH_BYTES 32 /* a challenge, and an HMAC-SHA256 */
 
 /* What a runner tells a new connection first. */
@@ -193,7 +225,10 @@ struct runner_auth {
  *              f32 bias; u32 n + n bytes grammar (0: none); u32 n + n bytes
  *              grammar_trigger (0: none); u32 n_prompt + i32 tokens
  *   CANCEL     u64 id
+ *              (flags 4: embed)
  *   TOKEN      u64 id; i32 token; f32 logprob; u32 n_top + n_top (i32, f32)
+ *   EMBEDDING  u64 id; u32 n + n f32 values (an embed request's vector, then its
+ *              FINISHED, reason eos)
  *   FINISHED   u64 id; u32 reason; i32 n_prompt, n_generated, n_cached; u32 category;
  *              u32 n + n bytes message
  *   HEARTBEAT  u64 step, start_us, end_us; i32 n_tokens, n_decode, n_sequences,
@@ -208,7 +243,7 @@ struct runner_auth {
  * of another version is refused when it is found, except HELLO (type 1 in
  * every version), which runner_decode_hello refuses naming both versions and
  * both builds: the gateway learns why a runner of another build is refused. */
-#define RUNNER_PROTOCOL_VERSION 5
+#define RUNNER_PROTOCOL_VERSION 6
 #define RUNNER_FRAME_HEADER     8
 #define RUNNER_FRAME_MAX        (4u << 20) /* default largest payload */
 
@@ -222,6 +257,7 @@ enum runner_message {
     RUNNER_MSG_ERROR = 7,
     RUNNER_MSG_FAULT = 8,
     RUNNER_MSG_AUTH = 9,
+    RUNNER_MSG_EMBEDDING = 10,
 };
 
 /* An injected fault (off unless the runner allows them). */
@@ -319,6 +355,8 @@ int runner_encode_fault(struct runner_buffer *out, const struct runner_fault *fa
                         size_t errlen);
 int runner_encode_auth(struct runner_buffer *out, const struct runner_auth *auth, char *err,
                        size_t errlen);
+int runner_encode_embedding(struct runner_buffer *out, const struct runner_embedding *embedding,
+                            char *err, size_t errlen);
 
 /* A frame found in received bytes; payload points into them. */
 struct runner_frame {
@@ -358,6 +396,9 @@ int runner_decode_auth(const struct runner_frame *frame, struct runner_auth *aut
                        size_t errlen);
 int runner_decode_fault(const struct runner_frame *frame, struct runner_fault *fault, char *err,
                         size_t errlen);
+/* Allocates embedding->values (nothing is left allocated on failure). */
+int runner_decode_embedding(const struct runner_frame *frame, struct runner_embedding *embedding,
+                            char *err, size_t errlen);
 
 /* Name of a finish reason ("eos", "length", "stop", "cancelled", "error"). */
 const char *runner_finish_reason_name(enum runner_finish_reason reason);

@@ -21,7 +21,9 @@
 /* Bits of the ADD flags field. */
 #define PROTOCOL_FLAG_LOGPROBS   1u
 #define PROTOCOL_FLAG_IGNORE_EOS 2u
-#define PROTOCOL_FLAGS_KNOWN     (PROTOCOL_FLAG_LOGPROBS | PROTOCOL_FLAG_IGNORE_EOS)
+#define PROTOCOL_FLAG_EMBED      4u
+#define PROTOCOL_FLAGS_KNOWN                                                                       \
+    (PROTOCOL_FLAG_LOGPROBS | PROTOCOL_FLAG_IGNORE_EOS | PROTOCOL_FLAG_EMBED)
 
 static int protocol_check_sampling(const struct protocol_report *report,
                                    const struct runner_sampling *sampling) {
@@ -36,6 +38,7 @@ static int protocol_check_request(const struct protocol_report *report,
         protocol_check_at_least(report, "max_tokens", request->max_tokens, 1) ||
         protocol_check_range(report, "logprobs", request->logprobs, 0, 1) ||
         protocol_check_range(report, "ignore_eos", request->ignore_eos, 0, 1) ||
+        protocol_check_range(report, "embed", request->embed, 0, 1) ||
         protocol_check_range(report, "top_logprobs", request->top_logprobs, 0,
                              RUNNER_TOP_LOGPROBS_MAX) ||
         protocol_check_range(report, "n_stops", request->n_stops, 0, RUNNER_STOPS_MAX))
@@ -87,7 +90,8 @@ int runner_encode_add(struct runner_buffer *out, const struct runner_request *re
     if (protocol_check_request(&report, request)) return -1;
     const struct runner_sampling *sampling = &request->sampling;
     uint32_t flags = (request->logprobs ? PROTOCOL_FLAG_LOGPROBS : 0) |
-                     (request->ignore_eos ? PROTOCOL_FLAG_IGNORE_EOS : 0);
+                     (request->ignore_eos ? PROTOCOL_FLAG_IGNORE_EOS : 0) |
+                     (request->embed ? PROTOCOL_FLAG_EMBED : 0);
     struct protocol_writer writer;
     protocol_writer_begin(&writer, out, RUNNER_MSG_ADD);
     protocol_writer_put_u64(&writer, request->id);
@@ -215,6 +219,7 @@ int runner_decode_add(const struct runner_frame *frame, struct runner_request *r
     }
     decoded.logprobs = (flags & PROTOCOL_FLAG_LOGPROBS) != 0;
     decoded.ignore_eos = (flags & PROTOCOL_FLAG_IGNORE_EOS) != 0;
+    decoded.embed = (flags & PROTOCOL_FLAG_EMBED) != 0;
     if (protocol_reader_i32(&reader, "top_logprobs", &decoded.top_logprobs) ||
         protocol_reader_i32(&reader, "resumed", &decoded.resumed) ||
         protocol_reader_stops(&reader, &decoded) || protocol_reader_biases(&reader, &decoded) ||

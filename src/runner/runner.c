@@ -66,6 +66,8 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
     r->batch_want = calloc(budget, 1);
     r->due = calloc(budget, sizeof(struct runner_sequence *));
     r->cancelled = calloc(budget, sizeof(struct runner_sequence *));
+    r->embedded = calloc(budget, sizeof(struct runner_sequence *));
+    r->pooled = calloc((size_t)leader->model->config.dim, sizeof(float));
     r->max_in_flight = leader->n_stages;
     if (params->steps_in_flight > 0 && params->steps_in_flight < r->max_in_flight)
         r->max_in_flight = params->steps_in_flight;
@@ -75,7 +77,7 @@ int runner_create(struct runner **out, struct engine *leader, const struct runne
         if (!r->flights[k].sequences || !r->flights[k].step_tokens) goto out_of_memory;
     }
     if (!r->sequences || !r->batch_sequences || !r->batch_tokens || !r->batch_positions ||
-        !r->batch_kv || !r->batch_want || !r->due || !r->cancelled ||
+        !r->batch_kv || !r->batch_want || !r->due || !r->cancelled || !r->embedded || !r->pooled ||
         make_scratch(r, tensor_pool_size(leader->pool)) || runner_trace_init(r, err, errlen))
         goto out_of_memory;
     if (runner_constrain_init(r, err, errlen)) {
@@ -94,6 +96,7 @@ static void free_sequence(struct runner *runner, struct runner_sequence *s) {
     kv_sequence_release(&runner->engine->kv, &s->kv);
     runner_constrain_end(s);
     runner_request_free(&s->request);
+    free(s->pool_sum);
     free(s->tokens);
     free(s);
 }
@@ -109,6 +112,8 @@ void runner_free(struct runner *runner) {
     free(runner->batch_want);
     free(runner->due);
     free(runner->cancelled);
+    free(runner->embedded);
+    free(runner->pooled);
     for (int k = 0; k < ENGINE_MAX_STAGES; k++) {
         free(runner->flights[k].sequences);
         free(runner->flights[k].step_tokens);
@@ -143,6 +148,22 @@ static struct runner_sequence *find(const struct runner *runner, uint32_t client
     return NULL;
 }
 
+/* Why the runner cannot embed q's prompt, or NULL. */
+static const char *check_embed(const struct runner *runner, const struct runner_request *q,
+                               char *why, size_t size) {
+    if (runner->params.pooling == RUNNER_POOLING_NONE)
+        snprintf(why, size,
+                 "this model's file names no pooling ({arch}.pooling_type) for embeddings: serve "
+                 "it with --pooling mean, last or cls");
+    else if (runner->engine->n_stages > 1)
+        snprintf(why, size, "embeddings need a model served in one pipeline stage (pp 1)");
+    else if (q->grammar || q->n_biases || q->n_stops)
+        snprintf(why, size, "an input to embed takes no grammar, biases or stops");
+    else
+        return NULL;
+    return why;
+}
+
 /* Why the runner cannot serve request (and what kind of refusal that is,
  * into *category), or NULL. */
 static const char *check_request(const struct runner *runner, uint32_t client,
@@ -154,10 +175,14 @@ static const char *check_request(const struct runner *runner, uint32_t client,
         snprintf(why, size, "request id %llu is already in use", (unsigned long long)q->id);
         return why;
     }
-    if (q->n_prompt < 1 || q->n_prompt >= runner->context_length) {
+    if (q->embed && check_embed(runner, q, why, size)) return why;
+    /* a prompt leaves room for one generated token; an input to embed needs none */
+    int room = q->embed ? 0 : 1;
+    if (q->n_prompt < 1 || q->n_prompt > runner->context_length - room) {
         snprintf(why, size,
-                 "the prompt has %d tokens; the context holds %d (prompt and at least "
-                 "one generated token)",
+                 q->embed ? "the input has %d tokens; the context holds %d"
+                          : "the prompt has %d tokens; the context holds %d (prompt and at least "
+                            "one generated token)",
                  q->n_prompt, runner->context_length);
         return why;
     }
@@ -167,9 +192,9 @@ static const char *check_request(const struct runner *runner, uint32_t client,
                      q->prompt[i], runner->vocab_size - 1);
             return why;
         }
-    if (kv_blocks_for(kv, q->n_prompt + 1) > kv->n_blocks) {
+    if (kv_blocks_for(kv, q->n_prompt + room) > kv->n_blocks) {
         snprintf(why, size, "the prompt needs %d KV blocks; the cache has %d",
-                 kv_blocks_for(kv, q->n_prompt + 1), kv->n_blocks);
+                 kv_blocks_for(kv, q->n_prompt + room), kv->n_blocks);
         return why;
     }
     if (runner_constrain_check(runner, q, why, size)) return why;
@@ -207,7 +232,9 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     s->capacity = request->n_prompt + request->max_tokens;
     if (s->capacity > runner->context_length) s->capacity = runner->context_length;
     s->tokens = malloc((size_t)s->capacity * sizeof(int));
-    if (!s->tokens) goto refused;
+    if (request->embed)
+        s->pool_sum = calloc((size_t)runner->engine->model->config.dim, sizeof(double));
+    if (!s->tokens || (request->embed && !s->pool_sum)) goto refused;
     struct sampler_params sampling = sampler_params_of(&request->sampling);
     sampler_init(&s->sampler, &sampling, runner->vocab_size);
     memcpy(s->tokens, request->prompt, (size_t)request->n_prompt * sizeof(int));
@@ -228,6 +255,7 @@ int runner_submit(struct runner *runner, uint32_t client, struct runner_request 
     return 0;
 refused:
     if (s) {
+        free(s->pool_sum);
         free(s->tokens);
         free(s);
     }
@@ -399,23 +427,53 @@ static void sample_all_due(struct runner *runner, int n_due) {
         for (int i = 0; i < n_due; i++) sample_due(runner, i, 0);
 }
 
+/* Adds the hidden rows from `row` on that are s's pooled positions in this
+ * step to its sum (position order); returns the next sequence's first row. */
+static int pool_rows(struct runner *runner, struct runner_sequence *s, int row) {
+    int dim = runner->engine->model->config.dim;
+    for (int i = 0; i < s->step_tokens; i++) {
+        if (!runner_wants(runner, s, s->n_computed + i)) continue;
+        if (!s->cancelled)
+            engine_pooling_add(s->pool_sum, runner->engine->hidden + (size_t)row * dim, dim);
+        row++;
+    }
+    return row;
+}
+
+/* An embed request whose input was all computed: its vector goes out and
+ * it is finished (EOS: the request is complete). */
+static void send_embedding(struct runner *runner, struct runner_sequence *s) {
+    int i, dim = runner->engine->model->config.dim;
+    engine_pooling_finish((enum engine_pooling)runner->params.pooling, s->pool_sum, s->n_tokens,
+                          dim, runner->pooled);
+    struct runner_embedding e = {s->request.id, dim, runner->pooled};
+    if (runner->sink.embedding) runner->sink.embedding(runner->sink.context, s->client, &e);
+    if (find(runner, s->client, s->request.id, &i)) finish(runner, i, RUNNER_FINISH_EOS);
+}
+
 /* After the forward pass: advances every sequence of the batch, samples
  * where logits were computed and finishes what stopped. */
 static void finish_step(struct runner *runner) {
-    int n_due = 0;
+    int n_due = 0, n_embedded = 0, hidden_row = 0;
     for (int b = 0; b < runner->n_batch_sequences; b++) {
         struct runner_sequence *s = runner->batch_sequences[b];
+        int complete = s->n_computed + s->step_tokens >= s->n_tokens;
+        if (s->request.embed) { /* its pooled states are the step's next hidden rows */
+            hidden_row = pool_rows(runner, s, hidden_row);
+            if (!s->cancelled && complete) runner->embedded[n_embedded++] = s;
+        }
         if (s->cancelled) { /* finished after this (finish_cancelled), but keeps its row */
             runner->due[n_due] = NULL;
-            n_due += s->n_computed + s->step_tokens >= s->n_tokens;
+            n_due += complete && !s->request.embed;
             continue;
         }
         s->n_computed += s->step_tokens;
         if (runner->params.prefix_cache)
             kv_sequence_publish(&runner->engine->kv, &s->kv, s->tokens, s->n_computed);
-        if (s->n_computed < s->n_tokens) continue; /* prompt not complete yet */
-        runner->due[n_due++] = s;                  /* due sequence d has the step's logits row d */
+        if (!complete || s->request.embed) continue; /* prompt not complete yet, or no logits */
+        runner->due[n_due++] = s; /* due sequence d has the step's logits row d */
     }
+    for (int e = 0; e < n_embedded; e++) send_embedding(runner, runner->embedded[e]);
     sample_all_due(runner, n_due);
     for (int d = 0; d < n_due; d++) {
         struct runner_sequence *s = runner->due[d];

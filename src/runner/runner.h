@@ -47,6 +47,8 @@ struct runner_params {
                                 flight at once; 0: one per stage. 1 without a pipeline */
     const struct tokenizer *tokenizer; /* the tokens' bytes, which grammars match; NULL: requests
                                           with a grammar are refused */
+    enum runner_pooling pooling;       /* how embed requests are pooled (the file's
+                                          {arch}.pooling_type, or --pooling); NONE: refused */
 };
 
 /* Where the runner's reports go; called from runner_submit, runner_cancel
@@ -56,6 +58,8 @@ struct runner_sink {
     void (*finished)(void *context, uint32_t client, const struct runner_finished *finished);
     void (*heartbeat)(void *context, const struct runner_heartbeat *heartbeat);
     void *context;
+    /* an embed request's vector, just before its FINISHED (NULL: dropped) */
+    void (*embedding)(void *context, uint32_t client, const struct runner_embedding *embedding);
 };
 
 /* One sequence's share of a step, as the trace keeps it. */

@@ -35,6 +35,8 @@ struct runner_sequence {
     struct grammar_state *grammar_state; /* where its tokens so far are in it; NULL while a
                                             trigger has not appeared */
     struct runner_buffer before_trigger; /* with a trigger not seen yet: the output's bytes */
+    double *pool_sum;                    /* embed requests: (dim) the sum of the pooled positions'
+                                            hidden states computed so far (engine_pooling_add) */
     int sampled;                         /* the token sampled this step (finish_step) */
     float sampled_logprob;               /* its log-probability, if the request asks */
     struct runner_alternative sampled_top[RUNNER_TOP_LOGPROBS_MAX]; /* the step's most
@@ -91,6 +93,8 @@ struct runner {
     struct grammar_vocab *grammar_vocab; /* the vocabulary's trie (from params.tokenizer), or
                                             NULL */
     struct runner_sequence **due;        /* (step_tokens) */
+    struct runner_sequence **embedded;   /* (step_tokens) embed requests the step completed */
+    float *pooled;                       /* (dim) the vector being sent */
     /* the trace ring and its file */
     struct runner_trace_step *ring;   /* (trace_steps) */
     struct runner_trace_entry *slots; /* (trace_steps, max_sequences) entries of the ring */
@@ -99,12 +103,21 @@ struct runner {
     FILE *trace_file;                 /* NULL: no trace file */
 };
 
+_Static_assert((int)ENGINE_POOLING_MEAN == (int)RUNNER_POOLING_MEAN &&
+                   (int)ENGINE_POOLING_CLS == (int)RUNNER_POOLING_CLS &&
+                   (int)ENGINE_POOLING_LAST == (int)RUNNER_POOLING_LAST,
+               "the protocol's poolings are the engine's (GGUF's numbers)");
+
 /* scheduler.c: fills the step's batch from the live sequences (decode
  * tokens first, then prefill chunks in arrival order, admitting and
  * preempting as the KV pool allows); returns its token count. */
 int runner_schedule(struct runner *runner);
 /* Gives a sequence's blocks back; it will be recomputed from its tokens. */
 void runner_preempt(struct runner *runner, struct runner_sequence *sequence);
+/* The engine's batch flag for s's token at position: logits where its
+ * known tokens end; an embed request's hidden state where its pooling
+ * needs one. */
+uint8_t runner_wants(const struct runner *runner, const struct runner_sequence *s, int position);
 
 /* constrain.c: logit biases and grammars. */
 int runner_constrain_init(struct runner *runner, char *err, size_t errlen);

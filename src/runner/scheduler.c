@@ -27,6 +27,8 @@
  * blocks. */
 #include "runner_internal.h"
 
+#include <string.h>
+
 /* Tokens the sequence still has to feed. */
 static int pending(const struct runner_sequence *s) {
     return s->n_tokens - s->n_computed;
@@ -40,6 +42,8 @@ static int is_decoding(const struct runner_sequence *s) {
 void runner_preempt(struct runner *runner, struct runner_sequence *sequence) {
     kv_sequence_release(&runner->engine->kv, &sequence->kv);
     sequence->n_computed = 0;
+    if (sequence->pool_sum)
+        memset(sequence->pool_sum, 0, (size_t)runner->engine->model->config.dim * sizeof(double));
     sequence->admitted = 0;
     runner->n_admitted--;
     runner_trace_event(runner, "preempt", sequence, clock_now_us(), NULL);
@@ -54,6 +58,15 @@ static struct runner_sequence *newest_admitted(struct runner *runner) {
     return NULL;
 }
 
+uint8_t runner_wants(const struct runner *runner, const struct runner_sequence *s, int position) {
+    if (s->request.embed)
+        return engine_pooling_wants((enum engine_pooling)runner->params.pooling, position,
+                                    s->n_tokens)
+                   ? ENGINE_WANT_HIDDEN
+                   : 0;
+    return position + 1 == s->n_tokens ? ENGINE_WANT_LOGITS : 0;
+}
+
 /* Appends the next n tokens of s to the batch. */
 static void add_to_batch(struct runner *runner, struct runner_sequence *s, int n, int *n_tokens) {
     for (int i = 0; i < n; i++) {
@@ -61,8 +74,7 @@ static void add_to_batch(struct runner *runner, struct runner_sequence *s, int n
         runner->batch_tokens[t] = s->tokens[position];
         runner->batch_positions[t] = position;
         runner->batch_kv[t] = &s->kv;
-        /* logits only where the sequence's known tokens end */
-        runner->batch_want[t] = position + 1 == s->n_tokens;
+        runner->batch_want[t] = runner_wants(runner, s, position);
     }
     s->step_tokens = n;
     runner->batch_sequences[runner->n_batch_sequences++] = s;
@@ -134,7 +146,10 @@ static int awaits_shared_block(const struct runner *runner, const struct runner_
 static int admit(struct runner *runner, struct runner_sequence *s) {
     struct kv_cache *kv = &runner->engine->kv;
     if (runner->n_admitted >= runner->params.max_sequences) return 0;
-    if (runner->params.prefix_cache) {
+    /* an embedding pooled over more than the last position needs every
+     * state it pools computed, not found in the cache */
+    int shares = !s->request.embed || runner->params.pooling == RUNNER_POOLING_LAST;
+    if (runner->params.prefix_cache && shares) {
         if (awaits_shared_block(runner, s)) return 0;
         s->n_computed = kv_sequence_share(kv, &s->kv, s->tokens, s->n_tokens);
     }

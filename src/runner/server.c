@@ -132,6 +132,16 @@ static void sink_finished(void *context, uint32_t client, const struct runner_fi
     pthread_mutex_unlock(&server->outbox_lock);
 }
 
+static void sink_embedding(void *context, uint32_t client,
+                           const struct runner_embedding *embedding) {
+    struct runner_server *server = context;
+    char err[160];
+    pthread_mutex_lock(&server->outbox_lock);
+    struct runner_buffer *b = outgoing_for(server, client);
+    if (b) runner_encode_embedding(b, embedding, err, sizeof(err));
+    pthread_mutex_unlock(&server->outbox_lock);
+}
+
 static void sink_heartbeat(void *context, const struct runner_heartbeat *heartbeat) {
     struct runner_server *server = context;
     char err[160];
@@ -466,7 +476,8 @@ int runner_server_create(struct runner_server **out, struct runner *runner,
         runner_server_free(s);
         return -1;
     }
-    runner->sink = (struct runner_sink){sink_token, sink_finished, sink_heartbeat, s};
+    runner->sink =
+        (struct runner_sink){sink_token, sink_finished, sink_heartbeat, s, sink_embedding};
     *out = s;
     return 0;
 }

@@ -196,6 +196,20 @@ static void check_auth(const struct runner_frame *frame, struct runner_buffer *o
     check_bytes(frame, out, 0);
 }
 
+static void check_embedding(const struct runner_frame *frame, struct runner_buffer *out,
+                            const struct runner_embedding *a) {
+    struct runner_embedding b;
+    char err[512];
+    out->length = 0;
+    if (runner_encode_embedding(out, a, err, sizeof(err)) != 0) abort();
+    struct runner_frame again = reframe(out, RUNNER_MSG_EMBEDDING);
+    if (runner_decode_embedding(&again, &b, err, sizeof(err)) != 0 || a->id != b.id ||
+        a->n != b.n || memcmp(a->values, b.values, (size_t)a->n * sizeof(float)) != 0)
+        abort();
+    free(b.values);
+    check_bytes(frame, out, 0);
+}
+
 /* Decodes one frame and checks its re-encoding; -1 if the decoder refused it. */
 static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *out) {
     char err[512] = "";
@@ -257,6 +271,14 @@ static int fuzz_frame(const struct runner_frame *frame, struct runner_buffer *ou
         struct runner_auth auth;
         if ((rc = runner_decode_auth(frame, &auth, err, sizeof(err))) == 0)
             check_auth(frame, out, &auth);
+        break;
+    }
+    case RUNNER_MSG_EMBEDDING: {
+        struct runner_embedding embedding;
+        if ((rc = runner_decode_embedding(frame, &embedding, err, sizeof(err))) == 0) {
+            check_embedding(frame, out, &embedding);
+            free(embedding.values);
+        }
         break;
     }
     default:

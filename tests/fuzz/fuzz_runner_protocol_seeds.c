@@ -168,6 +168,13 @@ int main(int argc, char **argv) {
     failed |= write_seed(dir, "fault.bin", &one, one.length);
     failed |= runner_buffer_append(&stream, one.data, one.length);
 
+    float values[6] = {0.5f, -0.25f, 1e-30f, -3.0e7f, 0.0f, 1.0f};
+    const struct runner_embedding embedding = {0x8000000000000001ull, 6, values};
+    one.length = 0;
+    failed |= runner_encode_embedding(&one, &embedding, err, sizeof(err));
+    failed |= write_seed(dir, "embedding.bin", &one, one.length);
+    failed |= runner_buffer_append(&stream, one.data, one.length);
+
     failed |= write_seed(dir, "stream.bin", &stream, stream.length);
     failed |= write_seed(dir, "stream-cut.bin", &stream, stream.length - 3);
 
