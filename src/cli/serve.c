@@ -37,6 +37,8 @@ static void serve_usage(FILE *out) {
             "  --hosts FILE            mpirun hostfile (mpi launcher)\n"
             "  --chat-template NAME    llama2, llama3, chatml, mistral, zephyr or plain\n"
             "                          (default: recognised from the model file)\n"
+            "  --pooling mean|last|cls how POST /v1/embeddings pools the hidden states\n"
+            "                          (default: the file's {arch}.pooling_type)\n"
             "  --runner-arg ARG        pass ARG to every `lockstep runner` (repeat)\n"
             "  --runner-wrapper PROGRAM  start local runners as PROGRAM LOCKSTEP runner ...\n"
             "                          (say qemu-aarch64 for an arm64 binary on x86-64)\n"

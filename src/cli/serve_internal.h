@@ -28,7 +28,7 @@ struct serve_options {
     int n_runner_args;
     /* the runner arguments of each model: --log-format's, the common ones,
      * --prefix-cache's, then the model's own (runner_args in a file's model) */
-    const char *model_args[SERVE_MAX_MODELS][SERVE_MAX_RUNNER_ARGS + 5];
+    const char *model_args[SERVE_MAX_MODELS][SERVE_MAX_RUNNER_ARGS + 7];
     const char *own_args[SERVE_MAX_MODELS][SERVE_MAX_RUNNER_ARGS]; /* a file model's own */
     int n_own_args[SERVE_MAX_MODELS];
     int prefix_cache;                                   /* -1: the runner's default, 0 off, 1 on */

@@ -140,6 +140,19 @@ static int set_prefix_cache(struct serve_options *o, struct gateway_model *m,
     return parse_switch(value, label, &o->prefix_cache, err, errlen);
 }
 
+static int set_pooling(struct serve_options *o, struct gateway_model *m,
+                       const struct serve_option *row, const char *value, const char *label,
+                       char *err, size_t errlen) {
+    enum runner_pooling pooling;
+    (void)o, (void)row;
+    if (runner_pooling_parse(value, &pooling)) {
+        snprintf(err, errlen, "%s: '%s' is not mean, last or cls", label, value);
+        return -1;
+    }
+    m->pooling = value;
+    return 0;
+}
+
 static int set_log_format(struct serve_options *o, struct gateway_model *m,
                           const struct serve_option *row, const char *value, const char *label,
                           char *err, size_t errlen) {
@@ -307,6 +320,7 @@ const struct serve_option serve_option_table[] = {
     {"--hosts", NULL, "hosts", SERVE_TEXT, 1, MODEL(hosts), 0, 0, set_text, NULL},
     {"--chat-template", NULL, "chat_template", SERVE_TEXT, 1, MODEL(chat_template), 0, 0, set_text,
      NULL},
+    {"--pooling", NULL, "pooling", SERVE_TEXT, 1, MODEL(pooling), 0, 0, set_pooling, NULL},
     /* for every model */
     {"--runner-arg", NULL, "runner_args", SERVE_LIST, 0, 0, 0, 0, set_runner_arg,
      clear_runner_args},
@@ -423,7 +437,7 @@ static int check_keys(const struct gateway_params *p) {
 }
 
 /* Each model's runner arguments: the log format, the common ones,
- * --prefix-cache's, its own. The gateway passes the runner some 16
+ * --prefix-cache's, --pooling's, its own. The gateway passes the runner some 16
  * arguments of its own and at most 62 in all. */
 static int assemble_runner_args(struct serve_options *o) {
     for (int m = 0; m < o->params.n_models; m++) {
@@ -440,6 +454,10 @@ static int assemble_runner_args(struct serve_options *o) {
         if (o->prefix_cache >= 0) {
             args[n++] = "--prefix-cache";
             args[n++] = o->prefix_cache ? "on" : "off";
+        }
+        if (o->models[m].pooling) {
+            args[n++] = "--pooling";
+            args[n++] = o->models[m].pooling;
         }
         for (int i = 0; i < o->n_own_args[m]; i++) args[n++] = o->own_args[m][i];
         args[n] = NULL;

@@ -69,6 +69,7 @@ static void add_models(cJSON *object, const struct serve_options *o) {
         add_text(model, "launcher", m->launcher == GATEWAY_LAUNCHER_MPI ? "mpi" : "local");
         add_text(model, "hosts", m->hosts);
         add_text(model, "chat_template", m->chat_template);
+        add_text(model, "pooling", m->pooling);
         add_list(model, "runner_args", n_args > 2 ? m->runner_args + 2 : NULL, n_args - 2);
         cJSON_AddItemToArray(list, model);
     }

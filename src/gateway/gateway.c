@@ -99,6 +99,7 @@ static int start_layers(struct gateway *g, char *err, size_t errlen) {
                                             .next_id = &g->next_id,
                                             .metrics = &g->metrics,
                                             .cancel = fleet_instance_cancel,
+                                            .submit_more = fleet_submit_more,
                                             .context = &g->fleet};
     g->http = (struct http_server){.params = &g->params,
                                    .fleet = &g->fleet,

@@ -29,11 +29,13 @@
 #define OPENAI_LOGPROB_FLOOR       (-9999.0) /* what a logprob of -inf (or NaN) is reported as */
 #define OPENAI_TOOLS_MAX           128       /* tools a request may give (OpenAI's limit) */
 #define OPENAI_TOOL_NAME_MAX       64        /* bytes of a function's name: [a-zA-Z0-9_-] */
+#define OPENAI_EMBEDDING_INPUTS    2048      /* inputs an embeddings request may give (OpenAI's) */
 
 /* Which endpoint a body was sent to. */
 enum openai_kind {
     OPENAI_CHAT = 1,       /* POST /v1/chat/completions */
     OPENAI_COMPLETION = 2, /* POST /v1/completions */
+    OPENAI_EMBEDDING = 4,  /* POST /v1/embeddings (openai_parse_embeddings) */
 };
 
 /* ======================= errors ======================= */
@@ -156,6 +158,11 @@ struct openai_request {
                       whose answer is a response object and its events */
     int anthropic; /* 1: sent to POST /v1/messages (openai_parse_messages): a chat request
                       whose answer is an Anthropic message and its events */
+
+    /* embeddings only: the inputs are prompts (each one choice) */
+    int dimensions; /* 0: the model's whole vector; else 1..RUNNER_EMBEDDING_MAX, the first
+                       this many values, normalized after the cut */
+    int base64;     /* 1: encoding_format "base64" (little-endian float32 bytes) */
 };
 
 /* A logit_bias entry. */
@@ -205,6 +212,13 @@ struct cJSON *openai_json_add(struct cJSON *parent, const char *key, struct cJSO
                               int *failed);
 #define OPENAI_STRINGIFY(x)  OPENAI_STRINGIFY_(x)
 #define OPENAI_STRINGIFY_(x) #x
+
+/* openai_request.c: value (NULL: absent) as prompts into out: a string,
+ * [id, ...], or a list of up to max strings or of [id, ...] lists, one
+ * prompt each, all of one kind (as OpenAI takes completions' prompt and
+ * embeddings' input); errors name param. -1 with e. */
+int openai_parse_prompts(const struct cJSON *value, const char *param, int max,
+                         struct openai_request *out, struct openai_error *e);
 
 /* openai_constrain.c: reads logit_bias, grammar and response_format of a
  * parsed body into out (compiling the grammar to check it); -1 with e. */
@@ -482,6 +496,32 @@ enum openai_messages_event {
     OPENAI_MESSAGES_DELTA,
     OPENAI_MESSAGES_STOP,
 };
+
+/* ======================= embeddings (openai_embeddings.c) ======================= */
+
+/* Parses a POST /v1/embeddings body: input (a string, a list of up to
+ * OPENAI_EMBEDDING_INPUTS strings, token ids, or lists of token ids; no
+ * empty string) into out->prompts, model, dimensions, encoding_format
+ * ("float" or "base64") and user (ignored); any other field is refused. 0,
+ * or -1 with a 400 in e (out left empty). */
+int openai_parse_embeddings(const char *body, size_t len, struct openai_request *out,
+                            struct openai_error *e);
+
+/* What an embeddings answer shows. */
+struct openai_embeddings {
+    const char *model;           /* the model's name */
+    const float *const *vectors; /* (n_vectors) each of size values, pooled, not normalized */
+    int n_vectors;
+    int size;          /* values of each vector: the model's dim */
+    int dimensions;    /* 0: all of them; else the first this many (before normalizing) */
+    int base64;        /* 1: each vector as base64 of its little-endian float32 bytes */
+    int prompt_tokens; /* usage: the inputs' tokens */
+};
+
+/* {"object":"list","data":[{"object":"embedding","index","embedding"}...],
+ * "model","usage":{"prompt_tokens","total_tokens"}}: each vector cut to
+ * dimensions and L2-normalized. */
+char *openai_embeddings_json(const struct openai_embeddings *answer);
 
 /* The message object (POST /v1/messages' body). */
 char *openai_messages_json(const struct openai_messages_output *output);

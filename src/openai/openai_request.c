@@ -445,42 +445,43 @@ static int one_prompt(struct openai_request *out, struct openai_error *e) {
     return 0;
 }
 
-/* A string, [id, ...], or a list of strings or of [id, ...] lists: one
- * prompt each, all of one kind (as OpenAI takes them). */
-static int parse_prompt(const cJSON *root, struct openai_request *out, struct openai_error *e) {
-    const cJSON *prompt = field(root, "prompt"), *item;
-    if (prompt == NULL) return invalid(e, "prompt", "prompt is required");
+int openai_parse_prompts(const cJSON *prompt, const char *param, int max,
+                         struct openai_request *out, struct openai_error *e) {
+    const cJSON *item;
+    if (prompt == NULL) return invalid(e, param, "%s is required", param);
     if (cJSON_IsString(prompt))
-        return one_prompt(out, e) || check_string(prompt, "prompt", &out->prompts[0].text, e) ? -1
-                                                                                              : 0;
+        return one_prompt(out, e) || check_string(prompt, param, &out->prompts[0].text, e) ? -1 : 0;
     if (!cJSON_IsArray(prompt))
-        return invalid(e, "prompt", "prompt must be a string or an array of token ids");
+        return invalid(e, param, "%s must be a string or an array of token ids", param);
     int n = cJSON_GetArraySize(prompt);
-    if (n == 0) return invalid(e, "prompt", "prompt must not be empty");
+    if (n == 0) return invalid(e, param, "%s must not be empty", param);
     const cJSON *first = prompt->child;
     int strings = cJSON_IsString(first);
     if (!strings && !cJSON_IsArray(first))
-        return one_prompt(out, e) || parse_token_ids(prompt, "prompt", &out->prompts[0], e) ? -1
-                                                                                            : 0;
-    if (n > OPENAI_REQUEST_CHOICES_MAX)
-        return invalid(e, "prompt", "prompt may hold at most %d prompts, got %d",
-                       OPENAI_REQUEST_CHOICES_MAX, n);
+        return one_prompt(out, e) || parse_token_ids(prompt, param, &out->prompts[0], e) ? -1 : 0;
+    if (n > max) return invalid(e, param, "%s may hold at most %d prompts, got %d", param, max, n);
     out->prompts = calloc((size_t)n, sizeof(*out->prompts));
     if (out->prompts == NULL) return out_of_memory(e);
     out->n_prompts = n;
     int index = 0;
     cJSON_ArrayForEach(item, prompt) {
-        char name[32];
-        snprintf(name, sizeof(name), "prompt[%d]", index);
+        char name[48];
+        snprintf(name, sizeof(name), "%s[%d]", param, index);
         if (strings ? !cJSON_IsString(item) : !cJSON_IsArray(item))
-            return invalid(e, name, "%s must be %s, as prompt[0] is", name,
-                           strings ? "a string" : "an array of token ids");
+            return invalid(e, name, "%s must be %s, as %s[0] is", name,
+                           strings ? "a string" : "an array of token ids", param);
         if (strings ? check_string(item, name, &out->prompts[index].text, e)
                     : parse_token_ids(item, name, &out->prompts[index], e))
             return -1;
         index++;
     }
     return 0;
+}
+
+/* A completions request's prompt: one or several (openai_parse_prompts). */
+static int parse_prompt(const cJSON *root, struct openai_request *out, struct openai_error *e) {
+    return openai_parse_prompts(field(root, "prompt"), "prompt", OPENAI_REQUEST_CHOICES_MAX, out,
+                                e);
 }
 
 /* ------------------------------- options -------------------------------- */

@@ -158,8 +158,10 @@ static void plan(struct fake_fleet *fake, struct fake_answer *a) {
     a->n_scripts = r->n_choices < OPENAI_CHOICES_MAX ? r->n_choices : OPENAI_CHOICES_MAX;
     a->on_worker = (h >> 1) & 1;
     a->step = (h >> 2) & 1 ? -1 : 0;
-    for (int i = 0; i < a->n_scripts; i++)
+    for (int i = 0; i < a->n_scripts; i++) {
         plan_choice(&a->scripts[i], r, r->choices[i].max_tokens, mix(h + (uint64_t)i + 1), eos);
+        if (r->body.kind == OPENAI_EMBEDDING) a->scripts[i].count = 0; /* it generates nothing */
+    }
     if ((h & 7) == 7) { /* the runner fails the last choice: the request fails */
         a->scripts[a->n_scripts - 1].reason = RUNNER_FINISH_ERROR;
         a->scripts[a->n_scripts - 1].category = (enum runner_error_category)((h >> 8) & 3);
@@ -196,6 +198,14 @@ static void send_finished(struct fake_fleet *fake, struct fake_answer *a, int i)
                                 .n_cached = script->n_cached};
     if (script->reason == RUNNER_FINISH_ERROR)
         snprintf(f.message, sizeof(f.message), "the fake runner fails this choice (its script)");
+    if (a->request->body.kind == OPENAI_EMBEDDING && script->reason != RUNNER_FINISH_ERROR) {
+        /* an embed request's vector comes before its FINISHED: 16 values of its input */
+        float values[16];
+        const struct gateway_prompt *p = a->request->choices[i].prompt;
+        for (int k = 0; k < 16; k++) values[k] = (float)p->tokens[k % p->n_tokens] - 8.0f * k;
+        struct runner_embedding e = {job->id, 16, values};
+        s->events.embedding(job, &e, s);
+    }
     s->events.finished(job, &f, s);
 }
 
@@ -345,6 +355,13 @@ struct fleet_instance *fleet_any(struct fleet *f, const struct gateway_served *s
 /* The instance is the fake's own: its last reference goes in fake_fleet_free. */
 void fleet_instance_release(struct fleet_instance *in) {
     if (in) atomic_fetch_sub(&in->references, 1);
+}
+
+/* requests_env's submit_more: the fake runner answers the first choices
+ * of a request when it is submitted, and no more. */
+void fleet_submit_more(void *fleet, struct gateway_request *r) {
+    (void)fleet;
+    (void)r;
 }
 
 /* requests_env's cancel. The real one drops the choices from their

@@ -581,6 +581,7 @@ static void start_server(void) {
                                          .next_id = &next_id,
                                          .metrics = &metrics,
                                          .cancel = fleet_instance_cancel,
+                                         .submit_more = fleet_submit_more,
                                          .context = fleet};
     server = (struct http_server){.params = &params,
                                   .fleet = fleet,

@@ -341,6 +341,45 @@ static void check_messages_api(const uint8_t *data, size_t size, int count_only)
     openai_request_free(&request);
 }
 
+/* An embeddings body: refused with a one-line message and nothing owned,
+ * or inputs within the limits, whose answer (vectors of 8 values, cut to
+ * dimensions, as floats or base64) builds as valid JSON of one item each. */
+static void check_embeddings_api(const uint8_t *data, size_t size) {
+    struct openai_request request;
+    struct openai_error error;
+    if (openai_parse_embeddings((const char *)data, size, &request, &error) != 0) {
+        if (request.model != NULL || request.prompts != NULL) abort();
+        check_refusal(&error);
+        return;
+    }
+    if (request.kind != OPENAI_EMBEDDING || request.n_prompts < 1 ||
+        request.n_prompts > OPENAI_EMBEDDING_INPUTS || request.dimensions < 0)
+        abort();
+    for (int i = 0; i < request.n_prompts; i++) {
+        const struct openai_prompt *p = &request.prompts[i];
+        if (p->text ? !p->text[0] : p->n_tokens < 1) abort();
+    }
+    static const float values[8] = {1, -2, 0.5f, 0, 3e-8f, -1e9f, 7, 8};
+    const float **vectors = malloc((size_t)request.n_prompts * sizeof(*vectors));
+    if (!vectors) abort();
+    for (int i = 0; i < request.n_prompts; i++) vectors[i] = values;
+    struct openai_embeddings answer = {request.model ? request.model : "m",
+                                       vectors,
+                                       request.n_prompts,
+                                       8,
+                                       request.dimensions,
+                                       request.base64,
+                                       3};
+    char *json = openai_embeddings_json(&answer);
+    cJSON *back = json ? cJSON_Parse(json) : NULL;
+    if (!back || cJSON_GetArraySize(cJSON_GetObjectItem(back, "data")) != request.n_prompts)
+        abort();
+    cJSON_Delete(back);
+    free(json);
+    free(vectors);
+    openai_request_free(&request);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const enum openai_kind kinds[2] = {OPENAI_CHAT, OPENAI_COMPLETION};
     for (int k = 0; k < 2; k++) {
@@ -360,5 +399,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_responses_api(data, size);
     check_messages_api(data, size, 0);
     check_messages_api(data, size, 1);
+    check_embeddings_api(data, size);
     return 0;
 }

@@ -29,6 +29,8 @@ struct gateway_model {
     const char *path;               /* GGUF file or llama2.c checkpoint */
     const char *tokenizer_path;     /* llama2.c tokenizer.bin, or NULL */
     const char *chat_template;      /* a template name, or NULL for the file's own */
+    const char *pooling;            /* the runner's --pooling for embeddings (mean, last, cls),
+                                       or NULL: the file's {arch}.pooling_type */
     int tp;                         /* ranks (of each pipeline stage) */
     int pp;                         /* pipeline stages (1: none) */
     int layers[CLUSTER_STAGES_MAX]; /* layers of each stage, or all 0: the placement's split */

@@ -136,12 +136,12 @@ static struct fleet_instance *start_instance(struct fleet *f, const struct gatew
 
 /* ---------- routing ---------- */
 
-void fleet_submit(struct fleet *f, struct gateway_request *r) {
-    const struct gateway_served *s = r->served;
+/* The routable instance of s to send work to: a ready replica first, then
+ * the one with the least work (cluster lock held); NULL if there is none. */
+static struct fleet_instance *least_loaded(struct fleet *f, const struct gateway_served *s) {
     struct fleet_instance *best = NULL;
     int64_t best_load = 0;
     int best_ready = 0;
-    pthread_mutex_lock(&f->cluster_lock);
     for (int i = 0; i < f->n_instances; i++) {
         struct fleet_instance *in = f->instances[i];
         if (in->served != s || !in->routable) continue;
@@ -149,23 +149,38 @@ void fleet_submit(struct fleet *f, struct gateway_request *r) {
         supervisor_view(&in->supervisor, &view);
         int ready = view.state == SUPERVISOR_READY;
         int64_t load = supervisor_outstanding(&in->supervisor);
-        /* a ready replica first; then the one with the least work */
         if (!best || ready > best_ready || (ready == best_ready && load < best_load)) {
             best = in;
             best_load = load;
             best_ready = ready;
         }
     }
-    if (best) { /* its metrics are the instance's that serves it */
+    return best;
+}
+
+/* Routes r's choices not yet submitted; first: r's are all new, and its
+ * metrics become the chosen instance's. */
+static void route(struct fleet *f, struct gateway_request *r, int first) {
+    const struct gateway_served *s = r->served;
+    pthread_mutex_lock(&f->cluster_lock);
+    struct fleet_instance *best = least_loaded(f, s);
+    if (best && first) /* its metrics are the instance's that serves it */
         snprintf(r->instance_id, sizeof(r->instance_id), "%s", best->id);
-        fleet_instance_submit(best, r);
-    }
+    if (best) fleet_instance_submit(best, r);
     pthread_mutex_unlock(&f->cluster_lock);
     if (!best) {
         char why[256];
         snprintf(why, sizeof(why), "model %s has no instance (all were stopped)", s->name);
         gateway_request_fail(r, 503, why);
     }
+}
+
+void fleet_submit(struct fleet *f, struct gateway_request *r) {
+    route(f, r, 1);
+}
+
+void fleet_submit_more(void *gateway, struct gateway_request *r) {
+    route(gateway, r, 0);
 }
 
 struct fleet_instance *fleet_any(struct fleet *f, const struct gateway_served *s) {

@@ -223,6 +223,9 @@ void fleet_fail(struct fleet *fleet, int status, const char *message);
 /* Routes the request to the least-loaded routable instance of its model
  * and submits it there; fails it with 503 when the model has none. */
 void fleet_submit(struct fleet *fleet, struct gateway_request *request);
+/* The same for the choices a request submits later (requests_env's
+ * submit_more: an embeddings request's next inputs). */
+void fleet_submit_more(void *fleet, struct gateway_request *request);
 /* A routable instance of served (its vocabulary, fault injection) with a
  * reference for the caller (fleet_instance_release it), or NULL. */
 struct fleet_instance *fleet_any(struct fleet *fleet, const struct gateway_served *served);

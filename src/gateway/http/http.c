@@ -35,6 +35,7 @@ enum route {
     ROUTE_RESPONSES,  /* POST /v1/responses: OpenAI's Responses API */
     ROUTE_MESSAGES,   /* POST /v1/messages: Anthropic's Messages API */
     ROUTE_COUNT,      /* POST /v1/messages/count_tokens */
+    ROUTE_EMBEDDINGS, /* POST /v1/embeddings */
     ROUTE_STUCK,      /* GET /debug/stuck: the latest stuck reports */
     ROUTE_FAULT,      /* POST /debug/fault: fault injection (only with --enable-faults) */
     ROUTE_TOKENIZE,   /* POST /tokenize (llama.cpp's) */
@@ -120,6 +121,7 @@ static enum route find_route(const struct http_server *server, const char *metho
     if (post && !strcmp(url, "/v1/responses")) return ROUTE_RESPONSES;
     if (post && !strcmp(url, "/v1/messages")) return ROUTE_MESSAGES;
     if (post && !strcmp(url, "/v1/messages/count_tokens")) return ROUTE_COUNT;
+    if (post && !strcmp(url, "/v1/embeddings")) return ROUTE_EMBEDDINGS;
     if (get && !strcmp(url, "/debug/stuck")) return ROUTE_STUCK;
     if (post && !strcmp(url, "/debug/fault") && server->params->enable_faults) return ROUTE_FAULT;
     if (post && !strcmp(url, "/tokenize")) return ROUTE_TOKENIZE;
@@ -298,6 +300,8 @@ static enum MHD_Result send_whole(struct MHD_Connection *c, struct http_call *ca
         char *copy = strdup(r->error_json ? r->error_json : "{}");
         return send_text(c, call, r->failed, "application/json", copy);
     }
+    if (r->body.kind == OPENAI_EMBEDDING)
+        return send_text(c, call, 200, "application/json", gateway_embeddings_whole(r));
     if (r->body.responses || r->body.anthropic)
         return send_text(c, call, 200, "application/json",
                          r->body.responses ? gateway_responses_whole(r)
@@ -376,8 +380,8 @@ static int refused_while_draining(struct http_server *server, const struct http_
     enum route r = call->route;
     if (!atomic_load(server->draining) ||
         !(r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_RESPONSES ||
-          r == ROUTE_MESSAGES || r == ROUTE_COUNT || r == ROUTE_TOKENIZE || r == ROUTE_DETOKENIZE ||
-          r == ROUTE_ADMIN))
+          r == ROUTE_MESSAGES || r == ROUTE_COUNT || r == ROUTE_EMBEDDINGS || r == ROUTE_TOKENIZE ||
+          r == ROUTE_DETOKENIZE || r == ROUTE_ADMIN))
         return 0;
     openai_error_set(e, 503, "server_error", NULL, "shutting_down",
                      "the gateway is shutting down (draining): it takes no new requests; "
@@ -401,6 +405,8 @@ static enum MHD_Result start_completion(struct http_server *server, struct MHD_C
     const char *text = call->body.data ? (const char *)call->body.data : "";
     int refused = call->route == ROUTE_RESPONSES
                       ? openai_parse_responses(text, call->body.length, &body, &e)
+                  : call->route == ROUTE_EMBEDDINGS
+                      ? openai_parse_embeddings(text, call->body.length, &body, &e)
                   : call->route == ROUTE_MESSAGES
                       ? openai_parse_messages(text, call->body.length, 0, &body, &e)
                       : openai_parse_request(text, call->body.length, kind, &body, &e);

@@ -71,8 +71,9 @@ static int completion_prompt(struct gateway_request *r, int index, struct openai
     const struct tokenizer *tok = r->served->tokenizer;
     const struct openai_prompt *given = &r->body.prompts[index];
     struct gateway_prompt *p = &r->prompts[index];
-    char err[256], param[32] = "prompt";
-    if (r->n_prompts > 1) snprintf(param, sizeof(param), "prompt[%d]", index);
+    const char *name = r->body.kind == OPENAI_EMBEDDING ? "input" : "prompt";
+    char err[256], param[32];
+    snprintf(param, sizeof(param), r->n_prompts > 1 ? "%s[%d]" : "%s", name, index);
     if (given->tokens) {
         int vocab = tokenizer_vocab_size(tok);
         for (int i = 0; i < given->n_tokens; i++)
@@ -124,18 +125,21 @@ static int completion_prompts(struct gateway_request *r, struct openai_error *er
 static int check_prompt_limits(struct gateway_request *r, int index, struct openai_error *error) {
     const struct gateway_params *p = r->env->params;
     int context = r->served->context_length, n = r->prompts[index].n_tokens;
+    /* an input to embed needs no room for an answer */
+    int embed = r->body.kind == OPENAI_EMBEDDING, room = embed ? 0 : 1;
+    const char *name = embed ? "input" : "prompt";
     char param[32] = "messages";
-    if (r->body.kind == OPENAI_COMPLETION)
-        snprintf(param, sizeof(param), r->n_prompts > 1 ? "prompt[%d]" : "prompt", index);
-    if (n > p->max_prompt_tokens || n >= context) {
-        int limit = p->max_prompt_tokens < context - 1 ? p->max_prompt_tokens : context - 1;
+    if (r->body.kind != OPENAI_CHAT)
+        snprintf(param, sizeof(param), r->n_prompts > 1 ? "%s[%d]" : "%s", name, index);
+    if (n > p->max_prompt_tokens || n > context - room) {
+        int limit = p->max_prompt_tokens < context - room ? p->max_prompt_tokens : context - room;
         openai_error_set(error, 400, "invalid_request_error", param, "context_length_exceeded",
                          "the prompt has %d tokens; this model accepts at most %d", n, limit);
         return -1;
     }
     /* as OpenAI: asking for more than the context holds is an error, not
      * a silent cut; without max_tokens generation runs to the context's end */
-    if (r->body.max_tokens > context - n) {
+    if (!embed && r->body.max_tokens > context - n) {
         openai_error_set(error, 400, "invalid_request_error", "max_tokens",
                          "context_length_exceeded",
                          "the prompt has %d tokens and max_tokens is %d; this model's context "
@@ -209,6 +213,7 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
             r->body.max_tokens > 0 ? r->body.max_tokens : r->env->params->max_tokens_limit;
         if (c->max_tokens > context - c->prompt->n_tokens)
             c->max_tokens = context - c->prompt->n_tokens;
+        if (r->body.kind == OPENAI_EMBEDDING) c->max_tokens = 1; /* none, but room for none */
         c->sampling = *sampling;
         c->sampling.seed = sampling->seed + (uint64_t)(i % n);
         c->generated = malloc((size_t)c->max_tokens * sizeof(int));
@@ -240,8 +245,8 @@ struct gateway_request *gateway_request_create(const struct requests_env *env,
     snprintf(r->instance_id, sizeof(r->instance_id), "%s", instance_id);
     r->body = *body;
     memset(body, 0, sizeof(*body));
-    r->n_choices = (r->body.n > 0 ? r->body.n : 1) *
-                   (r->body.kind == OPENAI_COMPLETION ? r->body.n_prompts : 1);
+    r->n_choices =
+        (r->body.n > 0 ? r->body.n : 1) * (r->body.kind != OPENAI_CHAT ? r->body.n_prompts : 1);
     r->id = atomic_fetch_add(env->next_id, (unsigned long long)r->n_choices);
     r->arrival_us = clock_now_us();
     r->last_output_us = r->arrival_us;
@@ -273,6 +278,7 @@ static void free_choice(struct gateway_choice *c) {
     free(c->token_reports);
     free(c->token_start);
     free(c->held);
+    free(c->embedding);
     runner_buffer_free(&c->text);
 }
 
@@ -449,9 +455,7 @@ static void end_output(struct gateway_request *r) {
     gateway_request_wake(r);
 }
 
-/* A choice ended (streaming: its last chunk, with its finish_reason); the
- * request ends with its last choice. */
-static void end_choice(struct gateway_choice *c, enum openai_finish finish) {
+void gateway_choice_end(struct gateway_choice *c, enum openai_finish finish) {
     struct gateway_request *r = c->request;
     c->finish = finish;
     c->done = 1;
@@ -517,7 +521,7 @@ static void finish_choice(struct gateway_choice *c, const char *text, size_t n,
     if (rc == 1) /* the calls' text stays content */
         emit(c, (const char *)c->all.data + c->released, c->all.length - c->released,
              OPENAI_FINISH_NONE);
-    end_choice(c, finish);
+    gateway_choice_end(c, finish);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -540,7 +544,7 @@ void gateway_request_on_token(struct gateway_choice *c, const struct runner_toke
     size_t n = tokenizer_stream_push(&c->decoder, t->token, text, sizeof(text));
     c->decoded += n;
     stopped = take_text(c, text, n, 0);
-    if (stopped) end_choice(c, OPENAI_FINISH_STOP);
+    if (stopped) gateway_choice_end(c, OPENAI_FINISH_STOP);
     gateway_request_wake(r);
     pthread_mutex_unlock(&r->lock);
     /* outside the request's lock: a supervisor's lock is taken before it */
@@ -594,6 +598,11 @@ void gateway_request_on_finished(struct gateway_choice *c, const struct runner_f
      * request's own prompt counts */
     int cached = f->n_cached < c->prompt->n_tokens ? f->n_cached : c->prompt->n_tokens;
     if (cached > c->prompt->n_cached) c->prompt->n_cached = cached;
+    if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED &&
+        r->body.kind == OPENAI_EMBEDDING) {
+        gateway_embedding_finished(c, f);
+        return;
+    }
     if (!r->done && !c->done && f->reason != RUNNER_FINISH_CANCELLED) {
         size_t n = tokenizer_stream_flush(&c->decoder, text, sizeof(text));
         finish_choice(c, text, n, f->reason);
@@ -675,7 +684,8 @@ static int job_request(struct supervisor_job *job, struct runner_request *q, cha
                                      .n_biases = r->body.n_biases,
                                      .biases = (struct runner_bias *)r->body.biases,
                                      .grammar = r->body.grammar,
-                                     .grammar_trigger = r->body.grammar_trigger};
+                                     .grammar_trigger = r->body.grammar_trigger,
+                                     .embed = r->body.kind == OPENAI_EMBEDDING};
     }
     pthread_mutex_unlock(&r->lock);
     if (prompt) return 0;
@@ -696,6 +706,11 @@ static void job_failed(struct supervisor_job *job, int status, const char *messa
     gateway_request_fail(gateway_choice_of(job)->request, status, message);
 }
 
+static void job_embedding(struct supervisor_job *job, const struct runner_embedding *embedding,
+                          struct supervisor *from) {
+    gateway_request_on_embedding(gateway_choice_of(job), embedding, from);
+}
+
 void gateway_request_events(struct supervisor_events *events) {
     events->hold = job_hold;
     events->release = job_release;
@@ -703,14 +718,20 @@ void gateway_request_events(struct supervisor_events *events) {
     events->request = job_request;
     events->outstanding = job_outstanding;
     events->failed = job_failed;
+    events->embedding = job_embedding;
 }
 
 void gateway_request_submit(struct gateway_request *r, struct supervisor *s) {
     struct supervisor_job *jobs[OPENAI_REQUEST_CHOICES_MAX];
-    int n = r->n_choices < OPENAI_REQUEST_CHOICES_MAX ? r->n_choices : OPENAI_REQUEST_CHOICES_MAX;
-    for (int i = 0; i < n; i++) {
+    int n = 0;
+    pthread_mutex_lock(&r->lock);
+    int window = gateway_request_window(r);
+    /* the next choices, while fewer than the window are with runners */
+    while (!r->done && !r->abandoned && r->n_submitted < r->n_choices &&
+           r->n_submitted - r->n_ended < window && n < OPENAI_REQUEST_CHOICES_MAX) {
         atomic_fetch_add(&r->references, 1);
-        jobs[i] = &r->choices[i].job;
+        jobs[n++] = &r->choices[r->n_submitted++].job;
     }
-    supervisor_submit(s, jobs, n);
+    pthread_mutex_unlock(&r->lock);
+    if (n > 0) supervisor_submit(s, jobs, n);
 }

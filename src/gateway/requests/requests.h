@@ -31,6 +31,9 @@ struct requests_env {
      * supervisors that hold them now, which tell their runners (no lock
      * held). The router's: it knows which holders are still alive. */
     void (*cancel)(void *context, struct gateway_request *request, struct gateway_choice *only);
+    /* Routes the request's choices not yet handed to a supervisor (an
+     * embeddings request's next inputs) as its first ones were. */
+    void (*submit_more)(void *context, struct gateway_request *request);
     void *context;
 };
 
@@ -101,6 +104,9 @@ struct gateway_choice {
     /* streams: the calls sent as the model writes them */
     int n_heads;                            /* calls whose start (id, name) went out */
     struct gateway_streamed_call *streamed; /* (GATEWAY_STREAMED_CALLS) what went out of each */
+    /* embeddings (embeddings.c) */
+    float *embedding;   /* (embedding_size) its input's vector as the runner pooled it, or NULL */
+    int embedding_size; /* values in it: the model's dim */
 };
 
 /* One client request. The HTTP side and the supervisors (one reference per
@@ -134,6 +140,8 @@ struct gateway_request {
     uint64_t arrival_us;            /* when it was accepted */
     struct gateway_choice *choices; /* (n_choices) body.n for each prompt, prompt by prompt */
     int n_choices;
+    int n_submitted; /* lock: choices handed to a supervisor so far (an embeddings request
+                        hands them GATEWAY_EMBEDDING_WINDOW at a time; others all at once) */
 
     pthread_mutex_t lock;
     int n_ended;                       /* choices that ended */
@@ -174,11 +182,15 @@ void gateway_request_on_token(struct gateway_choice *choice, const struct runner
                               struct supervisor *from, struct gateway_latency *latency);
 void gateway_request_on_finished(struct gateway_choice *choice,
                                  const struct runner_finished *finished, struct supervisor *from);
-/* Submits the request's choices to s (a reference each); never waits. */
+/* Submits the request's choices not yet submitted to s (a reference
+ * each), as many as its window allows; never waits. */
 void gateway_request_submit(struct gateway_request *request, struct supervisor *s);
 /* Ends it with an error (status, message) if it is not done; its choices
  * still in the instance's table are the caller's to drop. */
 void gateway_request_fail(struct gateway_request *request, int status, const char *message);
+/* Ends a choice (lock held): streaming, its last chunk with its
+ * finish_reason; the request ends with its last choice. */
+void gateway_choice_end(struct gateway_choice *choice, enum openai_finish finish);
 /* Its usage: the prompt once, the tokens generated over all its choices
  * (lock held). */
 struct openai_usage gateway_request_usage(const struct gateway_request *request);
@@ -229,6 +241,24 @@ int gateway_tools_finish(struct gateway_choice *choice, enum openai_finish *fini
                          size_t errlen);
 /* Frees the choice's tool-call state. */
 void gateway_tools_free_choice(struct gateway_choice *choice);
+
+/* embeddings.c: an embeddings request's inputs, each a choice that
+ * generates nothing. They go to the runners GATEWAY_EMBEDDING_WINDOW at a
+ * time, the next as each ends, so that a request of 2048 inputs never
+ * fills a runner's queue (and gets a 429) on its own. */
+#define GATEWAY_EMBEDDING_WINDOW 32
+/* Choices of the request to have with runners at once. */
+int gateway_request_window(const struct gateway_request *request);
+/* Called by the supervisor `from` with a choice's vector (no lock held). */
+void gateway_request_on_embedding(struct gateway_choice *choice,
+                                  const struct runner_embedding *embedding,
+                                  struct supervisor *from);
+/* An embedding choice's runner request finished (request lock held, and
+ * released): its vector was kept, so it ends; else the request fails. */
+void gateway_embedding_finished(struct gateway_choice *choice, const struct runner_finished *f);
+/* The answer of a finished embeddings request (lock held); NULL when
+ * memory runs out. */
+char *gateway_embeddings_whole(struct gateway_request *request);
 
 /* tokenize.c: llama.cpp's POST /tokenize and POST /detokenize, answered in
  * the HTTP thread with a served model's tokenizer (no runner is asked). */

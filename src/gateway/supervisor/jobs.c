@@ -215,12 +215,20 @@ void supervisor_dispatch(struct supervisor *s, const struct runner_frame *f) {
     struct runner_token token;
     struct runner_finished finished;
     struct runner_heartbeat heartbeat;
+    struct runner_embedding embedding;
     struct supervisor_job *job;
     if (f->type == RUNNER_MSG_TOKEN && !runner_decode_token(f, &token, err, sizeof(err))) {
         if ((job = find_job(s, token.id, 0))) {
             s->events.token(job, &token, s);
             s->events.release(job);
         }
+    } else if (f->type == RUNNER_MSG_EMBEDDING &&
+               !runner_decode_embedding(f, &embedding, err, sizeof(err))) {
+        if ((job = find_job(s, embedding.id, 0))) {
+            if (s->events.embedding) s->events.embedding(job, &embedding, s);
+            s->events.release(job);
+        }
+        free(embedding.values);
     } else if (f->type == RUNNER_MSG_FINISHED &&
                !runner_decode_finished(f, &finished, err, sizeof(err))) {
         pthread_mutex_lock(&s->lock);

@@ -65,6 +65,8 @@ struct supervisor_events {
                   struct supervisor *from);
     void (*finished)(struct supervisor_job *job, const struct runner_finished *finished,
                      struct supervisor *from);
+    void (*embedding)(struct supervisor_job *job, const struct runner_embedding *embedding,
+                      struct supervisor *from);
     /* (supervisor lock may be held) The job's owner ends with an error. */
     void (*failed)(struct supervisor_job *job, int status, const char *message);
     /* The runner said HELLO (and proved the cluster key): requests flow. */
