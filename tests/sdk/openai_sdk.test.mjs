@@ -715,3 +715,62 @@ describe('responses (the Responses API)', () => {
       OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'max_output_tokens'));
   });
 });
+
+describe('embeddings', () => {
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  const TEXTS = ['In the beginning', 'the sea was calm', 'and the ship sailed on'];
+
+  test('embeddings.create: a unit vector per input, in order, each its own request\'s', async () => {
+    // the SDK asks for base64 unless told otherwise, and decodes it to floats
+    const one = await main.embeddings.create({ model: MODEL, input: TEXTS[1] });
+    assert.equal(one.object, 'list');
+    assert.equal(one.model, MODEL);
+    assert.equal(one.data.length, 1);
+    assert.equal(one.data[0].object, 'embedding');
+    assert.equal(one.data[0].index, 0);
+    assert.equal(one.data[0].embedding.length, 64);
+    assert.ok(Math.abs(norm(one.data[0].embedding) - 1) < 1e-5);
+    assert.ok(one.usage.prompt_tokens > 0);
+    assert.equal(one.usage.total_tokens, one.usage.prompt_tokens);
+    const all = await main.embeddings.create({ model: MODEL, input: TEXTS });
+    assert.deepEqual(all.data.map((d) => d.index), [0, 1, 2]);
+    assert.deepEqual(all.data[1].embedding, one.data[0].embedding);
+    assert.notDeepEqual(all.data[0].embedding, all.data[1].embedding);
+  });
+
+  test('encoding_format float gives the numbers base64 carries; base64 is their float32 bytes', async () => {
+    const floats = await main.embeddings.create({ model: MODEL, input: TEXTS[0], encoding_format: 'float' });
+    const decoded = await main.embeddings.create({ model: MODEL, input: TEXTS[0] });
+    // JSON's numbers have the 9 digits that give each float32 back
+    const asFloat32 = floats.data[0].embedding.map(Math.fround);
+    assert.deepEqual(decoded.data[0].embedding, asFloat32);
+    const raw = await main.embeddings.create({ model: MODEL, input: TEXTS[0], encoding_format: 'base64' });
+    assert.equal(typeof raw.data[0].embedding, 'string');
+    const bytes = Buffer.from(raw.data[0].embedding, 'base64');
+    const values = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
+    assert.deepEqual(values, asFloat32);
+  });
+
+  test('dimensions cuts the vector and normalizes it again; token ids embed as their text does', async () => {
+    const cut = await main.embeddings.create({ model: MODEL, input: TEXTS[2], dimensions: 16 });
+    assert.equal(cut.data[0].embedding.length, 16);
+    assert.ok(Math.abs(norm(cut.data[0].embedding) - 1) < 1e-5);
+    const tokens = await fetch(new URL('../tokenize', `${env('LOCKSTEP_SDK_MAIN')}/`), {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ content: TEXTS[2], add_special: true }),
+    }).then((r) => r.json());
+    const byText = await main.embeddings.create({ model: MODEL, input: TEXTS[2] });
+    const byIds = await main.embeddings.create({ model: MODEL, input: tokens.tokens });
+    assert.deepEqual(byIds.data[0].embedding, byText.data[0].embedding);
+  });
+
+  test('a model served without a pooling, or dimensions past the model\'s, is a 400', async () => {
+    await rejectsWith(limited.embeddings.create({ model: MODEL, input: 'x' }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /--pooling mean, last or cls/));
+    await rejectsWith(main.embeddings.create({ model: MODEL, input: 'x', dimensions: 65 }),
+      OpenAI.BadRequestError, 400, (err) => assert.match(err.message, /have 64 values/));
+    await rejectsWith(main.embeddings.create({ model: MODEL, input: '' }),
+      OpenAI.BadRequestError, 400, (err) => assert.equal(err.param, 'input'));
+  });
+});

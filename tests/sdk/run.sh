@@ -114,7 +114,7 @@ start() {
     echo "openai_sdk: gateway $name (pid $pid) ready at $url"
 }
 
-start main --max-body "$max_body"
+start main --max-body "$max_body" --pooling last # last: as Qwen3-Embedding pools
 main_url=$url
 start limited --max-concurrent 1 --enable-faults
 limited_url=$url
