@@ -13,10 +13,14 @@
  *     each input's vector of a request of its own, bit for bit, in order;
  *   - dimensions cuts and then normalizes; base64 is the little-endian
  *     float32 bytes of the float answer;
+ *   - the runner killed while it embeds 100 inputs (each step delayed):
+ *     the answer still comes, with every vector bit for bit as before, and
+ *     the instance counts one restart (DESIGN.md I4);
  *   - 400s with exact messages: a model without pooling, dimensions past
  *     the model's, "", [], an unknown field, encoding_format, more than
  *     2048 inputs, an input longer than the context; and a completion is
- *     still answered after them. */
+ *     still answered after them.
+ * ctest-labels: concurrency */
 #include "testutil.h"
 
 #include "model/model.h"
@@ -24,6 +28,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +232,83 @@ static void test_formats(void) {
     free(json);
 }
 
+/* The prompt tokens /metrics counted for kjv-mean so far. */
+static double prompt_tokens_seen(void) {
+    static const char name[] = "lockstep_prompt_tokens_total{model=\"kjv-mean\"";
+    struct test_http h = test_http_request(port, "GET", "/metrics", "", NULL, 10);
+    double total = 0;
+    for (const char *at = h.body; at && (at = strstr(at, name)); at += sizeof(name) - 1) {
+        const char *space = strchr(at, ' ');
+        if (space) total += strtod(space + 1, NULL);
+    }
+    test_http_free(&h);
+    return total;
+}
+
+/* The restarts GET /v1/cluster counts for kjv-mean's instance. */
+static int restarts(void) {
+    struct test_http h = test_http_request(port, "GET", "/v1/cluster", "", NULL, 10);
+    cJSON *j = h.body ? cJSON_Parse(h.body) : NULL, *in;
+    int n = -1;
+    cJSON_ArrayForEach(in, cJSON_GetObjectItem(j, "instances")) {
+        const char *model = cJSON_GetStringValue(cJSON_GetObjectItem(in, "model"));
+        if (model && !strcmp(model, "kjv-mean"))
+            n = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(in, "restarts"));
+    }
+    cJSON_Delete(j);
+    test_http_free(&h);
+    return n;
+}
+
+struct exchange {
+    const char *body;
+    struct test_http answer;
+};
+
+static void *exchange_thread(void *arg) {
+    struct exchange *x = arg;
+    x->answer = test_http_request(port, "POST", "/v1/embeddings", "", x->body, 120);
+    return NULL;
+}
+
+/* The runner killed in the middle of 100 inputs: they are embedded again. */
+static void test_resume(void) {
+    char *body = malloc(1 << 16);
+    int at = sprintf(body, "{\"model\":\"kjv-mean\",\"input\":[");
+    for (int i = 0; i < 100; i++) {
+        char *json = quoted(texts[i % 4]);
+        at += sprintf(body + at, "%s%s", i ? "," : "", json);
+        free(json);
+    }
+    sprintf(body + at, "]}");
+    struct test_http h = test_http_request(
+        port, "POST", "/debug/fault", "",
+        "{\"model\":\"kjv-mean\",\"kind\":\"delay\",\"delay_ms\":40,\"steps\":1000}", 10);
+    CHECK_MSG(h.status == 200, "the delay fault: status %d", h.status);
+    test_http_free(&h);
+    double before = prompt_tokens_seen(), deadline = test_now() + 30;
+    struct exchange x = {body, {0}};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, exchange_thread, &x) == 0);
+    while (prompt_tokens_seen() <= before && test_now() < deadline) continue;
+    h = test_http_request(port, "POST", "/debug/fault", "",
+                          "{\"model\":\"kjv-mean\",\"kind\":\"kill\"}", 10);
+    CHECK_MSG(h.status == 200, "the kill fault: status %d", h.status);
+    test_http_free(&h);
+    pthread_join(thread, NULL);
+    cJSON *j = x.answer.body ? cJSON_Parse(x.answer.body) : NULL;
+    float v[DIM];
+    CHECK_MSG(x.answer.status == 200 && cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")) == 100,
+              "status %d after the kill", x.answer.status);
+    for (int i = 0; i < 100 && x.answer.status == 200; i++)
+        CHECK_MSG(vector_of(j, i, v, DIM) == 0 && !memcmp(v, mean_vectors[i % 4], sizeof(v)),
+                  "input %d of 100 differs after the runner was killed", i);
+    CHECK_MSG(restarts() == 1, "%d restarts", restarts());
+    cJSON_Delete(j);
+    test_http_free(&x.answer);
+    free(body);
+}
+
 /* Refusals name the field; the server goes on serving. */
 static void test_refusals(void) {
     static char big[80000];
@@ -301,15 +383,17 @@ int main(void) {
     CHECK_MSG(model_load(&model, f32, err, sizeof(err)) == 0, "%s", err);
     CHECK_MSG(model && tokenizer_load_gguf(&tok, model->gguf, err, sizeof(err)) == 0, "%s", err);
     CHECK(model && model->config.dim == DIM);
-    char *extra[] = {"--name", "kjv-mean", "--pooling", "mean",      "-m",
-                     f32,      "--name",   "kjv-last",  "--pooling", "last",
-                     "-m",     q8,         "--name",    "kjv-none",  NULL};
+    char *extra[] = {
+        "--enable-faults", "--name",   "kjv-mean",  "--pooling", "mean", "-m", f32,
+        "--name",          "kjv-last", "--pooling", "last",      "-m",   q8,   "--name",
+        "kjv-none",        NULL};
     port =
         tok && cJSON_IsArray(cases) ? test_start_gateway(&gateway, f32, extra, NULL, DEADLINE) : 0;
     if (port > 0) {
         test_fixtures(cases, tok);
         test_batches(tok);
         test_formats();
+        test_resume();
         test_refusals();
     } else {
         CHECK_MSG(0, "the gateway did not start");
