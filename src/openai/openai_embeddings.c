@@ -119,7 +119,7 @@ static int append_base64(struct runner_buffer *out, const uint8_t *bytes, size_t
 static int append_vector(struct runner_buffer *out, const float *v, int n, int base64) {
     char number[32];
     if (base64) {
-        uint8_t *bytes = malloc((size_t)n * 4);
+        uint8_t *bytes = calloc((size_t)(n > 0 ? n : 1), 4);
         if (!bytes) return -1;
         for (int i = 0; i < n; i++) {
             uint32_t bits;
@@ -145,6 +145,7 @@ char *openai_embeddings_json(const struct openai_embeddings *answer) {
     char head[160];
     int n = answer->dimensions > 0 && answer->dimensions < answer->size ? answer->dimensions
                                                                         : answer->size;
+    if (n < 0) n = 0;
     float *cut = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     cJSON *name = openai_json_text(answer->model, strlen(answer->model));
     char *model = name ? cJSON_PrintUnformatted(name) : NULL;
