@@ -13,7 +13,9 @@
  *   - an input as long as the whole context is embedded;
  *   - a cancelled input frees its blocks and sends no vector;
  *   - refusals: a model without a pooling, an input with a grammar, one
- *     longer than the context. */
+ *     longer than the context;
+ *   - a file's {arch}.pooling_type is read as the runner's default (qwen3's
+ *     3 is last; a number outside 1..3, or none, is none). */
 #include "engine/engine.h"
 #include "runner/runner.h"
 #include "testutil.h"
@@ -254,6 +256,34 @@ static void test_limits(struct engine *engine, int vocab) {
     runner_free(r);
 }
 
+/* engine_model_pooling on a file with only the keys it reads. */
+static void test_file_pooling(void) {
+    const struct {
+        int has_key;
+        uint32_t type;
+        enum engine_pooling want;
+    } cases[] = {{1, 3, ENGINE_POOLING_LAST}, {1, 1, ENGINE_POOLING_MEAN},
+                 {1, 2, ENGINE_POOLING_CLS},  {1, 7, ENGINE_POOLING_NONE},
+                 {1, 0, ENGINE_POOLING_NONE}, {0, 0, ENGINE_POOLING_NONE}};
+    char path[512], err[256];
+    test_tmp_path(path, sizeof(path), "runner-embed-pooling.gguf");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct gguf_writer *w = gguf_writer_create();
+        gguf_writer_set_string(w, "general.architecture", "qwen3");
+        if (cases[i].has_key) gguf_writer_set_u32(w, "qwen3.pooling_type", cases[i].type);
+        struct model m;
+        memset(&m, 0, sizeof(m));
+        CHECK_MSG(gguf_writer_write(w, path, err, sizeof(err)) == 0 &&
+                      gguf_open(&m.gguf, path, err, sizeof(err)) == 0,
+                  "%s", err);
+        gguf_writer_free(w);
+        if (!m.gguf) continue;
+        CHECK_MSG(engine_model_pooling(&m) == cases[i].want, "pooling_type %u: %d, expected %d",
+                  cases[i].type, (int)engine_model_pooling(&m), (int)cases[i].want);
+        gguf_close(m.gguf);
+    }
+}
+
 int main(void) {
     char path[512], err[256];
     struct model *model = NULL;
@@ -273,6 +303,7 @@ int main(void) {
     test_mixed(&engine, shape.vocab_size);
     test_prefix_cache(&engine, shape.vocab_size);
     test_limits(&engine, shape.vocab_size);
+    test_file_pooling();
     engine_free(&engine);
     model_free(model);
     return test_status("test_runner_embed");
