@@ -21,28 +21,43 @@ struct q4_k_unpacked {
     __m512i q[4], scale[4];
 };
 
+/* Widening shuffle control for vector r's scales: byte 2r of each 128-bit
+ * lane into every i16 lane of the low half, byte 2r + 1 of the high half. */
+#define SCALE_PICK(r)                                                                              \
+    _mm512_inserti64x4(_mm512_set1_epi16(2 * (r) | 0xff00),                                        \
+                       _mm256_set1_epi16((2 * (r) + 1) | 0xff00), 1)
+
+/* Port-light unpacking, the unpacking being what bounds a decode's dot
+ * (the weights stream once, the activations stay in cache): the 32 quant
+ * bytes of a chunk are loaded into both halves by the load unit and the
+ * high half shifted by a variable shift (no insert), and each vector's
+ * scales come from one in-lane shuffle of the scales in every lane (not a
+ * shuffle per group and an insert). */
 static inline void unpack_q4_k(struct q4_k_unpacked *u, const uint8_t *qs, __m256i scales) {
     const __m512i low4 = _mm512_set1_epi8(15);
+    const __m512i nibble = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    __m512i every = _mm512_broadcast_i32x4(_mm256_castsi256_si128(scales));
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
-        __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * r));
-        __m512i both =
-            _mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1);
-        u->q[r] = _mm512_and_si512(both, low4);
-        u->scale[r] = _mm512_inserti64x4(_mm512_castsi256_si512(group_scale(scales, 2 * r)),
-                                         group_scale(scales, 2 * r + 1), 1);
+        __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * r)));
+        u->q[r] = _mm512_and_si512(_mm512_srlv_epi16(bits, nibble), low4);
+        u->scale[r] = _mm512_shuffle_epi8(every, SCALE_PICK(r));
     }
 }
 
-/* The lane sums S_l of an unpacked super-block with 256 activations. */
+/* The lane sums S_l of an unpacked super-block with 256 activations, in
+ * two chains of products (integers: any order gives the same sums, and
+ * two halve the latency a decode's dot waits on). */
 static inline __m256i q4_k_sums(const struct q4_k_unpacked *u, const int8_t *x) {
-    __m512i sums = _mm512_setzero_si512();
+    __m512i sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         __m512i a = _mm512_loadu_si512((const void *)(x + 64 * r));
-        sums = _mm512_dpwssd_epi32(sums, _mm512_maddubs_epi16(u->q[r], a), u->scale[r]);
+        sums[r & 1] =
+            _mm512_dpwssd_epi32(sums[r & 1], _mm512_maddubs_epi16(u->q[r], a), u->scale[r]);
     }
-    return _mm256_add_epi32(_mm512_castsi512_si256(sums), _mm512_extracti64x4_epi64(sums, 1));
+    __m512i both = _mm512_add_epi32(sums[0], sums[1]);
+    return _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
 }
 
 /* Adds super-block k (its scales, unpacked in u) to the lanes of
