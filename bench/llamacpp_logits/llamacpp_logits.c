@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
                                   llama_vocab_get_add_bos(v), 0);
     if (n_prompt < 1 || argc - 5 < positions - 1) return 1;
     for (int i = 0; i < positions - 1; i++) ids[n_prompt + i] = atoi(argv[5 + i]);
-    float *off = run(model, ids, n_prompt, positions, 0), *on = run(model, ids, n_prompt, positions, 1);
+    float *off = run(model, ids, n_prompt, positions, 0),
+          *on = run(model, ids, n_prompt, positions, 1);
     double spread = 0;
     for (size_t i = 0; i < (size_t)positions * vocab; i++)
         if (fabs(off[i] - on[i]) > spread) spread = fabs(off[i] - on[i]);
