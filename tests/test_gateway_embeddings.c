@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,11 +264,13 @@ static int restarts(void) {
 struct exchange {
     const char *body;
     struct test_http answer;
+    atomic_int answered; /* 1: the answer came */
 };
 
 static void *exchange_thread(void *arg) {
     struct exchange *x = arg;
     x->answer = test_http_request(port, "POST", "/v1/embeddings", "", x->body, 120);
+    atomic_store(&x->answered, 1);
     return NULL;
 }
 
@@ -287,10 +290,12 @@ static void test_resume(void) {
     CHECK_MSG(h.status == 200, "the delay fault: status %d", h.status);
     test_http_free(&h);
     double before = prompt_tokens_seen(), deadline = test_now() + 30;
-    struct exchange x = {body, {0}};
+    struct exchange x = {body, {0}, 0};
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, exchange_thread, &x) == 0);
     while (prompt_tokens_seen() <= before && test_now() < deadline) continue;
+    /* the kill must land while the runner has the inputs, or nothing resumes */
+    CHECK_MSG(!atomic_load(&x.answered), "the answer came before the runner was killed");
     h = test_http_request(port, "POST", "/debug/fault", "",
                           "{\"model\":\"kjv-mean\",\"kind\":\"kill\"}", 10);
     CHECK_MSG(h.status == 200, "the kill fault: status %d", h.status);

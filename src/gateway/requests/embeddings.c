@@ -20,30 +20,32 @@ int gateway_request_window(const struct gateway_request *r) {
 void gateway_request_on_embedding(struct gateway_choice *c, const struct runner_embedding *e,
                                   struct supervisor *from) {
     struct gateway_request *r = c->request;
-    char why[160] = "";
+    char why[160];
+    int status = 0;
     pthread_mutex_lock(&r->lock);
     if (r->done || c->done || c->job.holder != from) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
-    /* as OpenAI: more dimensions than the model has is the client's error */
-    if (r->body.dimensions > e->n)
+    float *copy = NULL;
+    if (r->body.dimensions > e->n) { /* as OpenAI: the client's error */
+        status = 400;
         snprintf(why, sizeof(why),
                  "dimensions is %d; this model's embeddings have %d values (ask for at most "
                  "that many)",
                  r->body.dimensions, e->n);
-    float *copy = why[0] ? NULL : malloc((size_t)e->n * sizeof(float));
-    if (copy) {
+    } else if (!(copy = malloc((size_t)e->n * sizeof(float)))) {
+        status = 500;
+        snprintf(why, sizeof(why), "out of memory for an embedding");
+    } else {
         memcpy(copy, e->values, (size_t)e->n * sizeof(float));
         free(c->embedding);
         c->embedding = copy;
         c->embedding_size = e->n;
-    } else if (!why[0]) {
-        snprintf(why, sizeof(why), "out of memory for an embedding");
     }
     pthread_mutex_unlock(&r->lock);
-    if (!why[0]) return;
-    gateway_request_fail(r, r->body.dimensions > e->n ? 400 : 500, why);
+    if (!status) return;
+    gateway_request_fail(r, status, why);
     r->env->cancel(r->env->context, r, NULL);
 }
 

@@ -213,7 +213,8 @@ static int create_choices(struct gateway_request *r, const struct runner_samplin
             r->body.max_tokens > 0 ? r->body.max_tokens : r->env->params->max_tokens_limit;
         if (c->max_tokens > context - c->prompt->n_tokens)
             c->max_tokens = context - c->prompt->n_tokens;
-        if (r->body.kind == OPENAI_EMBEDDING) c->max_tokens = 1; /* none, but room for none */
+        /* an input to embed generates nothing (its one slot keeps the arrays non-empty) */
+        if (r->body.kind == OPENAI_EMBEDDING) c->max_tokens = 1;
         c->sampling = *sampling;
         c->sampling.seed = sampling->seed + (uint64_t)(i % n);
         c->generated = malloc((size_t)c->max_tokens * sizeof(int));
