@@ -96,6 +96,10 @@ static void test_random_model(const char *path) {
                   strstr(o.out, "GB/s") && strstr(o.out, "f16 KV cache"),
               "bench: %s%s", o.out, o.err);
     test_job_free(&o);
+    o = run("bench", "-m", path, "-p", "16", "-n", "8", "-d", "40", "-b", "16", "--reps", "1");
+    CHECK_MSG(o.status == 0 && strstr(o.out, "| pp16 @ d40") && strstr(o.out, "| tg8 @ d40"),
+              "bench -d 40: %s%s", o.out, o.err);
+    test_job_free(&o);
     o = run("bench", "-m", path, "-p", "16", "-n", "8", "--reps", "1", "--kv-type", "f32");
     CHECK_MSG(o.status == 0 && strstr(o.out, "f32 KV cache"), "bench --kv-type f32: %s%s", o.out,
               o.err);

@@ -6,8 +6,9 @@
  * within a tolerance:
  *  - rmsnorm, softmax (with -inf masks and large logits), exp_weights,
  *    swiglu (gates past exp's bounds), rope turns (NORM and NEOX, partial
- *    rotary dimensions), dot, axpy, dot_columns (F32, F16), weighted_sum
- *    (F32, F16, Q8_0), fp16_from_fp32 (corners: ties, subnormals,
+ *    rotary dimensions), dot, axpy, scale, dot_columns (F32, F16), weighted_sum
+ *    (F32, F16, Q8_0), their tiles of 1 to 13 queries (F32, F16: each
+ *    query's row the one-query bits), fp16_from_fp32 (corners: ties, subnormals,
  *    overflow, infinities, NaN), the activation quantizer (quantize_row_q8_0
  *    and quantize_query: quants, scales and biases, with zero, subnormal,
  *    infinite and NaN blocks), Q8_0 keys stored and dotted with a query;
@@ -88,6 +89,12 @@ static void check_rows_ops(int n) {
     SAME(out[0], out[1], sizeof(float) * (size_t)n, "rmsnorm n=%d", n);
     SAME(&dots[0], &dots[1], sizeof(float), "dot n=%d: %a vs %a", n, dots[0], dots[1]);
     SAME(y[0], y[1], sizeof(float) * (size_t)n, "axpy n=%d", n);
+    for (int p = 0; p < 2; p++) {
+        use(p);
+        memcpy(y[p], x, sizeof(float) * (size_t)n);
+        tensor_scale(y[p], a, n);
+    }
+    SAME(y[0], y[1], sizeof(float) * (size_t)n, "scale n=%d", n);
 
     /* softmax: logits of a wide range, some masked to -inf (not all) */
     for (int p = 0; p < 2; p++) {
@@ -188,6 +195,68 @@ static void check_weighted_sum(int n, int n_rows) {
              tensor_type_name(type), n, n_rows);
     }
     free(values), free(weights), free(start), free(halves), free(blocks);
+    for (int p = 0; p < 2; p++) free(out[p]);
+}
+
+/* A tile of n_queries queries (out strided apart, as the engine's rows of
+ * scores are) against one block of columns: the other set's tile gives,
+ * row by row, the scalar reference's one-query bits. */
+static void check_dot_columns_tile(int n, int n_rows, int n_queries) {
+    int stride = n_rows + 1, q_stride = n + 2, out_stride = n_rows + 5;
+    float *q = floats(n_queries * q_stride), *columns = floats(n * stride), *out[2];
+    uint16_t *halves = calloc((size_t)n * (size_t)stride + 1, sizeof(uint16_t));
+    for (int p = 0; p < 2; p++) out[p] = floats(n_queries * out_stride);
+    fill(q, n_queries * q_stride, 1.0f, 1);
+    fill(columns, n * stride, 2.0f, 1);
+    tensor_fp16_from_fp32(halves, columns, n * stride);
+    for (int type = TENSOR_F32; type <= TENSOR_F16; type++) {
+        const void *data = type == TENSOR_F16 ? (const void *)halves : (const void *)columns;
+        use(0);
+        for (int t = 0; t < n_queries; t++)
+            tensor_dot_columns(out[0] + t * out_stride, q + t * q_stride, data,
+                               (enum tensor_type)type, n_rows, n, stride);
+        use(1);
+        struct tensor_tile tile = {n_queries, q, (size_t)q_stride, out[1], (size_t)out_stride};
+        tensor_dot_columns_tile(&tile, data, (enum tensor_type)type, n_rows, n, stride);
+        for (int t = 0; t < n_queries; t++)
+            SAME(out[0] + t * out_stride, out[1] + t * out_stride, sizeof(float) * (size_t)n_rows,
+                 "dot_columns_tile %s n=%d rows=%d query %d of %d", tensor_type_name(type), n,
+                 n_rows, t, n_queries);
+    }
+    free(q), free(columns), free(halves);
+    for (int p = 0; p < 2; p++) free(out[p]);
+}
+
+/* A tile of n_queries rows of weights over the same rows of values, each
+ * output starting from its own values: row by row the scalar reference's
+ * one-query bits. */
+static void check_weighted_sum_tile(int n, int n_rows, int n_queries) {
+    int w_stride = n_rows + 3, out_stride = n + 1;
+    float *values = floats(n * n_rows), *weights = floats(n_queries * w_stride);
+    float *start = floats(n_queries * out_stride), *out[2];
+    uint16_t *halves = calloc((size_t)n * (size_t)n_rows + 1, sizeof(uint16_t));
+    for (int p = 0; p < 2; p++) out[p] = floats(n_queries * out_stride);
+    fill(values, n * n_rows, 1.0f, 1);
+    fill(weights, n_queries * w_stride, 1.0f, 1);
+    fill(start, n_queries * out_stride, 0.5f, 1);
+    tensor_fp16_from_fp32(halves, values, n * n_rows);
+    for (int type = TENSOR_F32; type <= TENSOR_F16; type++) {
+        const void *rows = type == TENSOR_F16 ? (const void *)halves : (const void *)values;
+        for (int p = 0; p < 2; p++)
+            memcpy(out[p], start, sizeof(float) * (size_t)(n_queries * out_stride));
+        use(0);
+        for (int t = 0; t < n_queries; t++)
+            tensor_weighted_sum(out[0] + t * out_stride, weights + t * w_stride, rows,
+                                (enum tensor_type)type, n_rows, n);
+        use(1);
+        struct tensor_tile tile = {n_queries, weights, (size_t)w_stride, out[1],
+                                   (size_t)out_stride};
+        tensor_weighted_sum_tile(&tile, rows, (enum tensor_type)type, n_rows, n);
+        SAME(out[0], out[1], sizeof(float) * (size_t)(n_queries * out_stride),
+             "weighted_sum_tile %s n=%d rows=%d queries %d", tensor_type_name(type), n, n_rows,
+             n_queries);
+    }
+    free(values), free(weights), free(start), free(halves);
     for (int p = 0; p < 2; p++) free(out[p]);
 }
 
@@ -413,6 +482,8 @@ static void check_all(void) {
             if (n <= 130) {
                 check_dot_columns(n, 1 + (n * 7 + s) % 40);
                 check_weighted_sum(n, 1 + (n * 5 + s) % 20);
+                check_dot_columns_tile(n, 1 + (n * 3 + s) % 16, 1 + (n + s) % 13);
+                check_weighted_sum_tile(n, 1 + (n * 5 + s) % 16, 1 + (n * 2 + s) % 13);
             }
             if (n % 32 == 0 && n <= 256) {
                 check_q8_0_keys(n, 1 + (n + 11 * s) % 40);

@@ -1,8 +1,9 @@
 /* bench.c -- `lockstep bench`: prompt processing and generation speed, like
  * llama-bench.
  *
- * pp: p tokens prefilled from an empty cache in chunks of --batch;
- * tg: n tokens decoded one at a time from an empty cache. Tokens are fixed
+ * pp: p tokens prefilled in chunks of --batch; tg: n tokens decoded one at
+ * a time; each from an empty cache, or after -d tokens prefilled before the
+ * clock starts (a long conversation's cached prefix, llama-bench's -d). Tokens are fixed
  * pseudo-random ids, so tokenization is not measured. One warm-up run, then
  * --reps timed runs of each; the median and the spread (min..max) are
  * printed, with generation's achieved memory bandwidth: the bytes of weights
@@ -18,6 +19,7 @@ struct bench_options {
     const char *model_path;
     int n_prompt; /* pp test length (0: skip) */
     int n_gen;    /* tg test length (0: skip) */
+    int depth;    /* tokens already in the cache when a test starts (-d) */
     int n_threads;
     int reps;
     int batch;
@@ -27,14 +29,17 @@ struct bench_options {
 };
 
 static void bench_usage(FILE *out) {
-    fprintf(out, "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-t 2] [--reps 5] [-b 512]\n"
-                 "  -p N        prompt tokens to process (0 skips the test)\n"
-                 "  -n N        tokens to generate (0 skips the test)\n"
-                 "  -t N        threads\n"
-                 "  --reps N    timed repetitions (median and spread are printed)\n"
-                 "  -b N        prompt tokens per forward pass\n"
-                 "  --profile   print where each test's time goes (products, attention, per-token\n"
-                 "              work, collectives, the rest)\n" CLI_KV_TYPE_HELP CLI_PARALLEL_HELP);
+    fprintf(out,
+            "usage: lockstep bench -m MODEL [-p 512] [-n 128] [-d 0] [-t 2] [--reps 5] [-b 512]\n"
+            "  -p N        prompt tokens to process (0 skips the test)\n"
+            "  -n N        tokens to generate (0 skips the test)\n"
+            "  -d N        tokens of context already cached when each test starts\n"
+            "              (prefilled before the clock starts, as llama-bench's -d)\n"
+            "  -t N        threads\n"
+            "  --reps N    timed repetitions (median and spread are printed)\n"
+            "  -b N        prompt tokens per forward pass\n"
+            "  --profile   print where each test's time goes (products, attention, per-token\n"
+            "              work, collectives, the rest)\n" CLI_KV_TYPE_HELP CLI_PARALLEL_HELP);
 }
 
 static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
@@ -58,6 +63,8 @@ static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
             rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 20, &o->n_prompt);
         else if (!strcmp(a, "-n"))
             rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 20, &o->n_gen);
+        else if (!strcmp(a, "-d") || !strcmp(a, "--depth"))
+            rc = cli_int_value(cmd, argc, argv, &i, 0, 1 << 20, &o->depth);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
             rc = cli_int_value(cmd, argc, argv, &i, 1, 256, &o->n_threads);
         else if (!strcmp(a, "--reps") || !strcmp(a, "-r"))
@@ -81,23 +88,36 @@ static int parse_bench_options(int argc, char **argv, struct bench_options *o) {
     return 0;
 }
 
-/* Runs one test: n tokens in passes of chunk tokens (1 for tg) from an
- * empty cache. Returns seconds, or a negative value on error. */
-static double run_once(struct engine *engine, const int *tokens, int n, int chunk) {
+/* Passes of up to chunk tokens over tokens [begin, end) of seq; 0 or -1. */
+static int run_passes(struct engine *engine, struct kv_sequence *seq, const int *tokens, int begin,
+                      int end, int chunk) {
     char err[256];
+    for (int start = begin; start < end; start += chunk) {
+        int len = end - start < chunk ? end - start : chunk;
+        if (engine_run_sequence(engine, seq, tokens + start, len, start, err, sizeof(err))) {
+            fprintf(stderr, "lockstep bench: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Runs one test: the first depth tokens prefilled in passes of prefill
+ * tokens before the clock starts, then n tokens in passes of chunk tokens
+ * (1 for tg). Returns the timed seconds, or a negative value on error. */
+static double run_once(struct engine *engine, const int *tokens, int depth, int n, int chunk,
+                       int prefill) {
     struct kv_sequence seq = {0};
     double elapsed = -1.0;
-    if (kv_sequence_reserve(&engine->kv, &seq, n) == 0) {
+    int profile = engine->profile.on;
+    engine->profile.on = 0; /* the depth is not the test */
+    int prefilled = kv_sequence_reserve(&engine->kv, &seq, depth + n) == 0 &&
+                    run_passes(engine, &seq, tokens, 0, depth, prefill) == 0;
+    engine->profile.on = profile;
+    if (prefilled) {
         double t0 = cli_now();
-        int start;
-        for (start = 0; start < n; start += chunk) {
-            int len = n - start < chunk ? n - start : chunk;
-            if (engine_run_sequence(engine, &seq, tokens + start, len, start, err, sizeof(err))) {
-                fprintf(stderr, "lockstep bench: %s\n", err);
-                break;
-            }
-        }
-        if (start >= n) elapsed = cli_now() - t0;
+        if (run_passes(engine, &seq, tokens, depth, depth + n, chunk) == 0)
+            elapsed = cli_now() - t0;
     }
     kv_sequence_release(&engine->kv, &seq);
     return elapsed;
@@ -126,18 +146,19 @@ static void print_profile(const struct engine *engine, const char *label, double
 
 /* Times reps runs after a warm-up; prints a table row, and where the time
  * went if profile. Returns the median tok/s, or -1. */
-static double bench_test(struct engine *engine, const int *tokens, int n, int chunk, int reps,
-                         const char *label, int profile) {
+static double bench_test(struct engine *engine, const int *tokens, const struct bench_options *o,
+                         int n, int chunk, int prefill, const char *label) {
+    int reps = o->reps;
     double *rates = malloc((size_t)reps * sizeof(double));
-    if (!rates || run_once(engine, tokens, n, chunk) < 0) {
+    if (!rates || run_once(engine, tokens, o->depth, n, chunk, prefill) < 0) {
         free(rates);
         return -1;
     }
     double comm_before = engine->comm_seconds, total = 0;
     memset(&engine->profile, 0, sizeof(engine->profile));
-    engine->profile.on = profile;
+    engine->profile.on = o->profile;
     for (int r = 0; r < reps && total >= 0; r++) {
-        double seconds = run_once(engine, tokens, n, chunk);
+        double seconds = run_once(engine, tokens, o->depth, n, chunk, prefill);
         rates[r] = n / seconds;
         total = seconds < 0 ? -1 : total + seconds;
     }
@@ -149,9 +170,10 @@ static double bench_test(struct engine *engine, const int *tokens, int n, int ch
     double comm_ms = (engine->comm_seconds - comm_before) * 1e3 / ((double)n * reps);
     qsort(rates, (size_t)reps, sizeof(double), compare_doubles);
     double median = reps % 2 ? rates[reps / 2] : (rates[reps / 2 - 1] + rates[reps / 2]) / 2;
-    printf("| %-6s | %10.2f | %10.2f .. %-10.2f | %8.4f |\n", label, median, rates[0],
+    printf("| %-12s | %10.2f | %10.2f .. %-10.2f | %8.4f |\n", label, median, rates[0],
            rates[reps - 1], comm_ms);
-    if (profile) print_profile(engine, label, total, engine->comm_seconds - comm_before, n * reps);
+    if (o->profile)
+        print_profile(engine, label, total, engine->comm_seconds - comm_before, n * reps);
     free(rates);
     return median;
 }
@@ -170,22 +192,23 @@ static int *bench_tokens(int n, int vocab_size) {
 /* The pp and tg tests on the leader's engine; 0 or -1. */
 static int bench_tests(struct engine *engine, const struct model *model,
                        const struct bench_options *o, int chunk, const int *tokens, int tp) {
-    char label[32];
+    char label[48], at[24] = "";
     int rc = 0;
+    if (o->depth > 0) snprintf(at, sizeof(at), " @ d%d", o->depth);
     printf("model: %s (%s, %d layers, dim %d, %s weights %.1f MB), threads %d, tp %d, pp %d, "
            "isa %s, %s KV cache, reps %d\n",
            model->path, model_arch_name(model->config.arch), model->config.n_layers,
            model->config.dim, tensor_type_name(model->layers[0].wq.type), model->weight_bytes / 1e6,
            o->n_threads, tp, engine->n_stages, tensor_isa_name(tensor_isa_current()),
            tensor_type_name(o->kv_type), o->reps);
-    printf("| test   |   tok/s    |   spread (min .. max)   | comm ms/token |\n");
+    printf("| test         |   tok/s    |   spread (min .. max)   | comm ms/token |\n");
     if (o->n_prompt > 0) {
-        snprintf(label, sizeof(label), "pp%d", o->n_prompt);
-        rc |= bench_test(engine, tokens, o->n_prompt, chunk, o->reps, label, o->profile) < 0;
+        snprintf(label, sizeof(label), "pp%d%s", o->n_prompt, at);
+        rc |= bench_test(engine, tokens, o, o->n_prompt, chunk, o->batch, label) < 0;
     }
     if (o->n_gen > 0) {
-        snprintf(label, sizeof(label), "tg%d", o->n_gen);
-        double tg = bench_test(engine, tokens, o->n_gen, 1, o->reps, label, o->profile);
+        snprintf(label, sizeof(label), "tg%d%s", o->n_gen, at);
+        double tg = bench_test(engine, tokens, o, o->n_gen, 1, o->batch, label);
         rc |= tg < 0;
         if (tg > 0)
             printf("generation memory bandwidth: %.2f GB/s (%.1f MB of weights per token)\n",
@@ -197,10 +220,11 @@ static int bench_tests(struct engine *engine, const struct model *model,
 /* Returns the process exit status. */
 static int run_bench(const struct model *model, const struct bench_options *o) {
     char err[512];
-    int longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    int longest = o->depth + (o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen);
     int chunk = o->batch < o->n_prompt ? o->batch : (o->n_prompt > 0 ? o->n_prompt : 1);
+    int depth_pass = o->batch < o->depth ? o->batch : o->depth;
     struct engine_params params = {.n_threads = o->n_threads,
-                                   .max_tokens = chunk,
+                                   .max_tokens = chunk > depth_pass ? chunk : depth_pass,
                                    .context_length = longest > 0 ? longest : 1,
                                    .kv_block_size = 16,
                                    .kv_type = o->kv_type};

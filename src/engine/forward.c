@@ -464,9 +464,28 @@ static struct tensor_q8_0_query query_head(const struct tensor_q8_0_query *all, 
                                       all->bias + blocks};
 }
 
+/* A token alone in its sequence's run (a decode token) is one unit over
+ * all heads: within a cache block the heads lie side by side, so its thread
+ * streams each block whole (measured: 2.7% shorter decode steps with 16
+ * sequences than head-major items, 85M Q8_0 model, steps alternated within
+ * one process). A run of several tokens of one sequence (a prefill chunk)
+ * gives units of one head and up to ATTENTION_PIECE tokens, so that head's
+ * cached keys and values stay in cache while the run's tokens use them,
+ * and even one long prompt has work for every thread. */
+#define ATTENTION_PIECE 16
+
 size_t engine_attention_space(const struct model_config *c, int context_length) {
     size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    return (size_t)c->n_heads * context_length + 2 * (q_dim / TENSOR_QK) + (q_dim + 3) / 4;
+    size_t rows = c->n_heads > ATTENTION_PIECE ? (size_t)c->n_heads : ATTENTION_PIECE;
+    return rows * context_length + 2 * (q_dim / TENSOR_QK) + (q_dim + 3) / 4;
+}
+
+/* The end of the run of heads from h (of n_heads counted from head_begin)
+ * that share h's key/value head: grouped-query attention's query heads of
+ * one key head, which one tile serves. */
+static int shared_heads_end(int h, int head_begin, int n_heads, int group) {
+    int end = ((head_begin + h) / group + 1) * group - head_begin;
+    return end < n_heads ? end : n_heads;
 }
 
 /* Heads [head_begin, head_end) of one token: softmax(q k^T / sqrt(d)) v
@@ -474,7 +493,8 @@ size_t engine_attention_space(const struct model_config *c, int context_length) 
  * head of a block before the next block, so a decode token's keys (then
  * values) are read as one stream of whole blocks (measured: attention 6%
  * shorter than head by head, 16 sequences on the 85M Q8_0 model); each
- * head's sums are the same as alone. With prefetch, the reads run
+ * head's sums are the same as alone, and the heads sharing a key head
+ * read each block as one tile. With prefetch, the reads run
  * KV_PREFETCH_BYTES ahead. scores is this thread's work space
  * (engine_attention_space floats: the scores, then the queries quantized
  * for a Q8_0 cache). */
@@ -506,49 +526,114 @@ static void attend(struct engine *engine, const struct engine_batch *batch, int 
     struct tensor_q8_0_query query = query_space(scores + (size_t)c->n_heads * stride, n_heads * d);
     if (kv->type == TENSOR_Q8_0) tensor_quantize_query(&query, q, n_heads * d);
 
-    /* scores = q k^T / sqrt(d), then softmax, per head */
+    /* scores = q k^T / sqrt(d), then softmax, per head; the heads that share
+     * a key head (h to next) as one tile */
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
         int rows = block_rows(kv, p, n_positions);
-        for (int h = 0; h < n_heads; h++) {
-            prefetch_ahead(&reads, b * n_heads + h);
+        for (int h = 0, next; h < n_heads; h = next) {
+            next = shared_heads_end(h, head_begin, n_heads, group);
+            for (int k = h; k < next; k++) prefetch_ahead(&reads, b * n_heads + k);
             const void *keys = kv_block_keys(kv, seq, layer, b, (head_begin + h) / group);
-            float *head_scores = scores + h * stride + p;
             if (kv->type == TENSOR_Q8_0) {
-                struct tensor_q8_0_query head_query = query_head(&query, h, d);
-                tensor_dot_q8_0_keys(head_scores, &head_query, keys, rows, d, kv->block_size);
+                for (int k = h; k < next; k++) {
+                    struct tensor_q8_0_query head_query = query_head(&query, k, d);
+                    tensor_dot_q8_0_keys(scores + k * stride + p, &head_query, keys, rows, d,
+                                         kv->block_size);
+                }
             } else {
-                tensor_dot_columns(head_scores, q + (size_t)h * d, keys, kv->type, rows, d,
-                                   kv->block_size);
+                struct tensor_tile tile = {next - h, q + (size_t)h * d, (size_t)d,
+                                           scores + h * stride + p, stride};
+                tensor_dot_columns_tile(&tile, keys, kv->type, rows, d, kv->block_size);
             }
         }
     }
     for (int h = 0; h < n_heads; h++) {
         float *head_scores = scores + h * stride;
-        for (int p = 0; p < n_positions; p++) head_scores[p] *= scale;
+        tensor_scale(head_scores, scale, n_positions);
         tensor_softmax(head_scores, n_positions);
     }
     /* out = scores v, per head */
     memset(out, 0, (size_t)n_heads * d * sizeof(float));
     for (int b = 0, p = 0; p < n_positions; b++, p += kv->block_size) {
         int rows = block_rows(kv, p, n_positions);
-        for (int h = 0; h < n_heads; h++) {
-            prefetch_ahead(&reads, (reads.n_blocks + b) * n_heads + h);
-            tensor_weighted_sum(out + (size_t)h * d, scores + h * stride + p,
-                                kv_block_values(kv, seq, layer, b, (head_begin + h) / group),
-                                kv->type, rows, d);
+        for (int h = 0, next; h < n_heads; h = next) {
+            next = shared_heads_end(h, head_begin, n_heads, group);
+            for (int k = h; k < next; k++)
+                prefetch_ahead(&reads, (reads.n_blocks + b) * n_heads + k);
+            struct tensor_tile tile = {next - h, scores + h * stride + p, stride,
+                                       out + (size_t)h * d, (size_t)d};
+            tensor_weighted_sum_tile(&tile,
+                                     kv_block_values(kv, seq, layer, b, (head_begin + h) / group),
+                                     kv->type, rows, d);
         }
     }
 }
 
-/* A token alone in its sequence's run (a decode token) is one unit over
- * all heads: within a cache block the heads lie side by side, so its thread
- * streams each block whole (measured: 2.7% shorter decode steps with 16
- * sequences than head-major items, 85M Q8_0 model, steps alternated within
- * one process). A run of several tokens of one sequence (a prefill chunk)
- * gives units of one head and up to ATTENTION_PIECE tokens, so that head's
- * cached keys and values stay in cache while the run's tokens use them,
- * and even one long prompt has work for every thread. */
-#define ATTENTION_PIECE 16
+/* Rows of the cache block at position p that a past of n_positions
+ * reaches (0 when it ends before the block). */
+static int rows_reached(const struct kv_cache *kv, int p, int n_positions) {
+    return n_positions <= p ? 0 : block_rows(kv, p, n_positions);
+}
+
+/* A prefill piece (tokens [token_begin, token_end) of one sequence, one
+ * head of an F16 or F32 cache) attends as one tile: each block of the
+ * head's keys, then of its values, is converted once for every query of
+ * the piece (tensor_dot_columns_tile, tensor_weighted_sum_tile) instead of
+ * once per query (measured: see the commit). Each query's scores, softmax
+ * and sums are attend()'s, bit for bit: a score past a query's own
+ * position is computed and never used, and the values a query reaches
+ * beyond the rows every query of the piece reaches are added for it alone,
+ * in order. scores is the thread's work space, a row of context_length
+ * floats a query. */
+static void attend_piece(struct engine *engine, const struct engine_batch *batch, int layer,
+                         const struct attention_unit *unit, float *scores) {
+    const struct model_config *c = &engine->model->config;
+    const struct kv_cache *kv = &engine->kv;
+    int d = c->head_dim, head = unit->head_begin, kv_head = head / (c->n_heads / c->n_kv_heads);
+    int first = unit->token_begin, n = unit->token_end - unit->token_begin, longest = 0;
+    size_t stride = (size_t)engine->context_length, q_stride = (size_t)c->n_heads * d;
+    const struct kv_sequence *seq = batch->seqs[first];
+    for (int t = first; t < unit->token_end; t++)
+        if (batch->positions[t] + 1 > longest) longest = batch->positions[t] + 1;
+    float *out = engine->attn + (size_t)first * q_stride + (size_t)head * d;
+    struct tensor_tile tile = {n, engine->q + (size_t)first * q_stride + (size_t)head * d, q_stride,
+                               scores, stride};
+
+    /* scores = q k^T / sqrt(d) for every query, up to the longest past */
+    for (int b = 0, p = 0; p < longest; b++, p += kv->block_size) {
+        tile.out = scores + p;
+        tensor_dot_columns_tile(&tile, kv_block_keys(kv, seq, layer, b, kv_head), kv->type,
+                                block_rows(kv, p, longest), d, kv->block_size);
+    }
+    float scale = 1.0f / sqrtf((float)d);
+    for (int t = 0; t < n; t++) {
+        float *query_scores = scores + t * stride;
+        int n_positions = batch->positions[first + t] + 1;
+        tensor_scale(query_scores, scale, n_positions);
+        tensor_softmax(query_scores, n_positions);
+        memset(out + t * q_stride, 0, (size_t)d * sizeof(float));
+    }
+    /* out = scores v: the rows every query reaches as a tile, then each
+     * query's own rest */
+    tile = (struct tensor_tile){n, scores, stride, out, q_stride};
+    for (int b = 0, p = 0; p < longest; b++, p += kv->block_size) {
+        const char *values = kv_block_values(kv, seq, layer, b, kv_head);
+        int common = kv->block_size;
+        for (int t = first; t < unit->token_end; t++) {
+            int rows = rows_reached(kv, p, batch->positions[t] + 1);
+            if (rows < common) common = rows;
+        }
+        tile.in = scores + p;
+        if (common > 0) tensor_weighted_sum_tile(&tile, values, kv->type, common, d);
+        for (int t = 0; t < n; t++) {
+            int rows = rows_reached(kv, p, batch->positions[first + t] + 1);
+            if (rows > common)
+                tensor_weighted_sum(out + t * q_stride, scores + t * stride + p + common,
+                                    values + (size_t)common * kv->row_bytes, kv->type,
+                                    rows - common, d);
+        }
+    }
+}
 
 /* Quadratic in the tokens, which the pass over them outweighs by far. */
 int engine_batch_is_decode(const struct engine_batch *batch) {
@@ -598,9 +683,12 @@ void engine_attention_unit(void *job_arg, int u, float *scores) {
      * ahead; a prefill piece mostly reads what this pass has just stored,
      * which is in cache (prefetching it measured 1-3% slower prefill) */
     int prefetch = unit->token_end - unit->token_begin == 1;
-    for (int t = unit->token_begin; t < unit->token_end; t++)
-        attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, prefetch,
-               scores);
+    if (unit->head_end - unit->head_begin == 1 && engine->kv.type != TENSOR_Q8_0)
+        attend_piece(engine, job->batch, job->layer, unit, scores);
+    else
+        for (int t = unit->token_begin; t < unit->token_end; t++)
+            attend(engine, job->batch, job->layer, t, unit->head_begin, unit->head_end, prefetch,
+                   scores);
     if (engine->attention_whole_tokens) {
         const struct model_config *c = &engine->model->config;
         size_t row = (size_t)unit->token_begin * c->n_heads * c->head_dim;

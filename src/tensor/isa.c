@@ -92,9 +92,12 @@ static struct tensor_kernels resolve_table(const struct tensor_kernels *own,
     FILL(rope_turn_vectors);
     FILL(dot);
     FILL(axpy);
+    FILL(scale);
     FILL(dot_columns);
     FILL(dot_q8_0_keys);
     FILL(weighted_sum);
+    FILL(dot_columns_tile);
+    FILL(weighted_sum_tile);
     FILL(fp16_from_fp32);
 #undef FILL
     for (int t = 0; t < TENSOR_TYPE_COUNT; t++)

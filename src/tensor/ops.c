@@ -115,6 +115,11 @@ void tensor_axpy_scalar(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
+/* x[i] = x[i] * a: one rounded product, as every vector lane makes it. */
+void tensor_scale_scalar(float *x, float a, int n) {
+    for (int i = 0; i < n; i++) x[i] *= a;
+}
+
 /* Element i of rows (F32 or F16, counted across rows) as a float. */
 static float row_element(const void *rows, enum tensor_type type, size_t i) {
     if (type == TENSOR_F16) return tensor_fp16_to_fp32(((const uint16_t *)rows)[i]);
@@ -220,6 +225,10 @@ float tensor_dot(const float *a, const float *b, int n) {
     return n > 0 ? tensor_kernels_current()->dot(a, b, n) : 0.0f;
 }
 
+void tensor_scale(float *x, float a, int n) {
+    if (n > 0) tensor_kernels_current()->scale(x, a, n);
+}
+
 void tensor_axpy(float *y, float a, const float *x, int n) {
     if (n > 0) tensor_kernels_current()->axpy(y, a, x, n);
 }
@@ -227,6 +236,19 @@ void tensor_axpy(float *y, float a, const float *x, int n) {
 void tensor_dot_columns(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride) {
     if (n_rows > 0) tensor_kernels_current()->dot_columns(out, q, columns, type, n_rows, n, stride);
+}
+
+void tensor_dot_columns_tile(const struct tensor_tile *tile, const void *columns,
+                             enum tensor_type type, int n_rows, int n, int stride) {
+    const struct tensor_kernels *k = tensor_kernels_current();
+    if (n_rows <= 0) return;
+    if (k->dot_columns_tile) {
+        k->dot_columns_tile(tile, columns, type, n_rows, n, stride);
+        return;
+    }
+    for (int t = 0; t < tile->n; t++)
+        k->dot_columns(tile->out + (size_t)t * tile->out_stride,
+                       tile->in + (size_t)t * tile->in_stride, columns, type, n_rows, n, stride);
 }
 
 void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q, int n) {
@@ -242,6 +264,19 @@ void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, con
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n) {
     if (n > 0) tensor_kernels_current()->weighted_sum(out, weights, rows, type, n_rows, n);
+}
+
+void tensor_weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
+                              enum tensor_type type, int n_rows, int n) {
+    const struct tensor_kernels *k = tensor_kernels_current();
+    if (n <= 0) return;
+    if (k->weighted_sum_tile && type != TENSOR_Q8_0) {
+        k->weighted_sum_tile(tile, rows, type, n_rows, n);
+        return;
+    }
+    for (int t = 0; t < tile->n; t++)
+        k->weighted_sum(tile->out + (size_t)t * tile->out_stride,
+                        tile->in + (size_t)t * tile->in_stride, rows, type, n_rows, n);
 }
 
 void tensor_fp16_from_fp32(uint16_t *out, const float *x, int n) {

@@ -342,6 +342,9 @@ float tensor_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i], one fused multiply-add per element. */
 void tensor_axpy(float *y, float a, const float *x, int n);
 
+/* x[i] *= a for i < n (attention's scores by 1 / sqrt(head_dim)). */
+void tensor_scale(float *x, float a, int n);
+
 /* out[r] = q . column r for r < n_rows (<= stride), over a block stored
  * dimension by dimension: element i of column r is columns[i * stride + r],
  * of type TENSOR_F32 or TENSOR_F16, for i < n (attention scores over a
@@ -351,6 +354,24 @@ void tensor_axpy(float *y, float a, const float *x, int n);
  * column's value depends on nothing but q and that column. */
 void tensor_dot_columns(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride);
+
+/* A tile of attention queries of one sequence against one key/value head:
+ * n rows of input (queries for tensor_dot_columns_tile, a query's weights
+ * for tensor_weighted_sum_tile) and n rows of output. One block of keys or
+ * values then serves every query of the tile while it is in registers,
+ * converted once; each row's bits are those of the one-query kernel. */
+struct tensor_tile {
+    int n;             /* queries */
+    const float *in;   /* (n, in_stride) */
+    size_t in_stride;  /* floats from one query's input to the next */
+    float *out;        /* (n, out_stride) */
+    size_t out_stride; /* floats from one query's output to the next */
+};
+
+/* tensor_dot_columns(tile->out + t * out_stride, tile->in + t * in_stride,
+ * ...) for every query t of the tile, bit for bit. */
+void tensor_dot_columns_tile(const struct tensor_tile *tile, const void *columns,
+                             enum tensor_type type, int n_rows, int n, int stride);
 
 /* A block of stride keys of n elements (n a multiple of 32) quantized to
  * Q8_0, laid out for integer dot products with one key a vector lane (a
@@ -393,6 +414,12 @@ void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, con
  * then each quant adds (weight * scale) * quant in one fused multiply-add. */
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
+
+/* tensor_weighted_sum(tile->out + t * out_stride, tile->in + t *
+ * in_stride, rows, ...) for every query t of the tile, bit for bit: every
+ * query takes the same n_rows rows. */
+void tensor_weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
+                              enum tensor_type type, int n_rows, int n);
 
 /* out[i] = tensor_fp32_to_fp16(x[i]) for i < n (a key/value cache's
  * stores). */

@@ -175,12 +175,18 @@ struct tensor_kernels {
                              enum tensor_rope_style style);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n);
+    void (*scale)(float *x, float a, int n);
     void (*dot_columns)(float *out, const float *q, const void *columns, enum tensor_type type,
                         int n_rows, int n, int stride);
     void (*dot_q8_0_keys)(float *out, const struct tensor_q8_0_query *query, const void *keys,
                           int n_rows, int n, int stride);
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
+    /* the tile forms for F32 and F16 (NULL: one query at a time) */
+    void (*dot_columns_tile)(const struct tensor_tile *tile, const void *columns,
+                             enum tensor_type type, int n_rows, int n, int stride);
+    void (*weighted_sum_tile)(const struct tensor_tile *tile, const void *rows,
+                              enum tensor_type type, int n_rows, int n);
     void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
     /* by type id; a row with nothing in it is a type no product takes */
     struct tensor_type_kernels types[TENSOR_TYPE_COUNT];
@@ -290,6 +296,7 @@ int tensor_rope_turn_vectors_none(float *head, int pairs, const float *cosines, 
                                   enum tensor_rope_style style);
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
+void tensor_scale_scalar(float *x, float a, int n);
 void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *query,

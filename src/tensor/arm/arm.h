@@ -24,6 +24,7 @@ int tensor_rope_turn_vectors_neon(float *head, int pairs, const float *cosines, 
                                   enum tensor_rope_style style);
 float tensor_dot_neon(const float *a, const float *b, int n);
 void tensor_axpy_neon(float *y, float a, const float *x, int n);
+void tensor_scale_neon(float *x, float a, int n);
 void tensor_dot_columns_neon(float *out, const float *q, const void *columns, enum tensor_type type,
                              int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_neon(float *out, const struct tensor_q8_0_query *query, const void *keys,

@@ -167,6 +167,12 @@ void tensor_axpy_neon(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
+void tensor_scale_neon(float *x, float a, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) x[i] *= a;
+}
+
 /* 8 columns of a dimension-major block from offset at, as floats; the
  * first n and zeros for a block's last columns, never reading past them. */
 static ALWAYS_INLINE struct lanes load_columns(const void *columns, enum tensor_type type,

@@ -24,6 +24,7 @@ static const struct tensor_kernels neon = {
     .rope_turn_vectors = tensor_rope_turn_vectors_neon,
     .dot = tensor_dot_neon,
     .axpy = tensor_axpy_neon,
+    .scale = tensor_scale_neon,
     .dot_columns = tensor_dot_columns_neon,
     .dot_q8_0_keys = tensor_dot_q8_0_keys_neon,
     .weighted_sum = tensor_weighted_sum_neon,

@@ -97,6 +97,13 @@ void tensor_axpy_avx2(float *y, float a, const float *x, int n) {
                    n - i);
 }
 
+void tensor_scale_avx2(float *x, float a, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) x[i] *= a;
+}
+
 /* Four running sums, 32 elements a round, then 8, then the zero-filled
  * tail, added as (0+1) + (2+3), then the lane tree. */
 float tensor_dot_avx2(const float *a, const float *b, int n) {
@@ -164,6 +171,75 @@ void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, en
         dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
     else
         dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
+}
+
+/* Queries a dot_columns tile keeps in registers: four sums each, 12 of
+ * the 16 registers, beside the columns' dimension and a broadcast. */
+#define TILE_DOT_QUERIES 3
+
+/* dot_columns for queries [t0, t0 + nq) of the tile (nq a constant the
+ * compiler unrolls): each dimension of eight columns is loaded and
+ * converted once for all of them; each query's sums are dot_columns'. */
+static ALWAYS_INLINE void dot_columns_queries(const struct tensor_tile *tile, int t0, const int nq,
+                                              const void *columns, enum tensor_type type,
+                                              int n_rows, int n, int stride) {
+    const float *q[TILE_DOT_QUERIES];
+#pragma GCC unroll 3
+    for (int t = 0; t < nq; t++) q[t] = tile->in + (size_t)(t0 + t) * tile->in_stride;
+    for (int r = 0; r < n_rows; r += 8) {
+        int width = n_rows - r < 8 ? n_rows - r : 8;
+        __m256 sums[TILE_DOT_QUERIES][4];
+#pragma GCC unroll 3
+        for (int t = 0; t < nq; t++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) sums[t][k] = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 4 <= n; i += 4)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256 column = load_columns(columns, type,
+                                             (size_t)(i + k) * (size_t)stride + (size_t)r, width);
+#pragma GCC unroll 3
+                for (int t = 0; t < nq; t++)
+                    sums[t][k] = _mm256_fmadd_ps(_mm256_set1_ps(q[t][i + k]), column, sums[t][k]);
+            }
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++) {
+            if (i + k >= n) break;
+            __m256 column =
+                load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, width);
+#pragma GCC unroll 3
+            for (int t = 0; t < nq; t++)
+                sums[t][k] = _mm256_fmadd_ps(_mm256_set1_ps(q[t][i + k]), column, sums[t][k]);
+        }
+#pragma GCC unroll 3
+        for (int t = 0; t < nq; t++) {
+            __m256 total = _mm256_add_ps(_mm256_add_ps(sums[t][0], sums[t][1]),
+                                         _mm256_add_ps(sums[t][2], sums[t][3]));
+            float *out = tile->out + (size_t)(t0 + t) * tile->out_stride + r;
+            if (width == 8)
+                _mm256_storeu_ps(out, total);
+            else
+                store_tail(out, total, width);
+        }
+    }
+}
+
+static ALWAYS_INLINE void dot_columns_tile(const struct tensor_tile *tile, const void *columns,
+                                           enum tensor_type type, int n_rows, int n, int stride) {
+    int t = 0;
+    for (; t + TILE_DOT_QUERIES <= tile->n; t += TILE_DOT_QUERIES)
+        dot_columns_queries(tile, t, TILE_DOT_QUERIES, columns, type, n_rows, n, stride);
+    if (tile->n - t == 2) dot_columns_queries(tile, t, 2, columns, type, n_rows, n, stride);
+    if (tile->n - t == 1) dot_columns_queries(tile, t, 1, columns, type, n_rows, n, stride);
+}
+
+void tensor_dot_columns_tile_avx2(const struct tensor_tile *tile, const void *columns,
+                                  enum tensor_type type, int n_rows, int n, int stride) {
+    if (type == TENSOR_F16)
+        dot_columns_tile(tile, columns, TENSOR_F16, n_rows, n, stride);
+    else
+        dot_columns_tile(tile, columns, TENSOR_F32, n_rows, n, stride);
 }
 
 /* The four quants of each of width (<= 8) keys from key r, dimensions
@@ -243,6 +319,21 @@ static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, co
     for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
 }
 
+/* weighted_sum's columns [i, n), eight at a time. */
+static ALWAYS_INLINE void weighted_sum_columns(float *out, const float *weights, const void *rows,
+                                               enum tensor_type type, int n_rows, int n, int i) {
+    size_t stride = tensor_row_bytes(type, n);
+    for (; i < n; i += 8) {
+        int width = n - i < 8 ? n - i : 8;
+        __m256 acc = load_tail(out + i, width);
+        for (int p = 0; p < n_rows; p++)
+            acc = _mm256_fmadd_ps(
+                _mm256_set1_ps(weights[p]),
+                load_row_tail((const char *)rows + (size_t)p * stride, type, i, width), acc);
+        store_tail(out + i, acc, width);
+    }
+}
+
 /* F32 and F16 rows: every element takes the fused multiply-adds of
  * tensor_axpy_avx2 in the same order, from out's value; they stay in
  * registers, 32 or 8 columns at a time. */
@@ -264,15 +355,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
     }
-    for (; i < n; i += 8) {
-        int width = n - i < 8 ? n - i : 8;
-        __m256 acc = load_tail(out + i, width);
-        for (int p = 0; p < n_rows; p++)
-            acc = _mm256_fmadd_ps(
-                _mm256_set1_ps(weights[p]),
-                load_row_tail((const char *)rows + (size_t)p * stride, type, i, width), acc);
-        store_tail(out + i, acc, width);
-    }
+    weighted_sum_columns(out, weights, rows, type, n_rows, n, i);
 }
 
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
@@ -286,6 +369,71 @@ void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows
     } else {
         weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
     }
+}
+
+/* Queries a weighted_sum tile keeps in registers: 32 columns of each, 8
+ * registers, beside a row's four vectors and a weight. */
+#define TILE_SUM_QUERIES 2
+
+/* weighted_sum's 32-column step at column i for queries [t0, t0 + nq):
+ * each row's 32 elements are loaded and converted once for all of them;
+ * each query's fused multiply-adds are weighted_sum's, in its order. */
+static ALWAYS_INLINE void weighted_sum_queries(const struct tensor_tile *tile, int t0, const int nq,
+                                               const void *rows, enum tensor_type type, int n_rows,
+                                               size_t stride, int i) {
+    __m256 acc[TILE_SUM_QUERIES][4];
+    const float *weights[TILE_SUM_QUERIES];
+#pragma GCC unroll 2
+    for (int t = 0; t < nq; t++) {
+        weights[t] = tile->in + (size_t)(t0 + t) * tile->in_stride;
+        const float *out = tile->out + (size_t)(t0 + t) * tile->out_stride + i;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) acc[t][k] = _mm256_loadu_ps(out + 8 * k);
+    }
+    for (int p = 0; p < n_rows; p++) {
+        const void *row = (const char *)rows + (size_t)p * stride;
+        __m256 elements[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) elements[k] = load_row(row, type, i + 8 * k);
+#pragma GCC unroll 2
+        for (int t = 0; t < nq; t++) {
+            __m256 w = _mm256_set1_ps(weights[t][p]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) acc[t][k] = _mm256_fmadd_ps(w, elements[k], acc[t][k]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < nq; t++) {
+        float *out = tile->out + (size_t)(t0 + t) * tile->out_stride + i;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + 8 * k, acc[t][k]);
+    }
+}
+
+/* The tile's whole 32-column steps, two queries at a time; the columns
+ * past them one query at a time (weighted_sum's tail). */
+static ALWAYS_INLINE void weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
+                                            enum tensor_type type, int n_rows, int n) {
+    size_t stride = tensor_row_bytes(type, n);
+    int whole = n - n % 32;
+    for (int i = 0; i < whole; i += 32) {
+        int t = 0;
+        for (; t + TILE_SUM_QUERIES <= tile->n; t += TILE_SUM_QUERIES)
+            weighted_sum_queries(tile, t, TILE_SUM_QUERIES, rows, type, n_rows, stride, i);
+        if (t < tile->n) weighted_sum_queries(tile, t, 1, rows, type, n_rows, stride, i);
+    }
+    if (whole == n) return;
+    for (int t = 0; t < tile->n; t++)
+        weighted_sum_columns(tile->out + (size_t)t * tile->out_stride,
+                             tile->in + (size_t)t * tile->in_stride, rows, type, n_rows, n, whole);
+}
+
+void tensor_weighted_sum_tile_avx2(const struct tensor_tile *tile, const void *rows,
+                                   enum tensor_type type, int n_rows, int n) {
+    if (type == TENSOR_F16)
+        weighted_sum_tile(tile, rows, TENSOR_F16, n_rows, n);
+    else
+        weighted_sum_tile(tile, rows, TENSOR_F32, n_rows, n);
 }
 
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n) {

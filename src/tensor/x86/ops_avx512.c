@@ -81,6 +81,16 @@ void tensor_axpy_avx512(float *y, float a, const float *x, int n) {
     }
 }
 
+void tensor_scale_avx512(float *x, float a, int n) {
+    __m512 va = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), va));
+    }
+}
+
 /* Sixteen columns of a dimension-major block from offset at, as floats
  * (lanes outside mask zero). */
 static ALWAYS_INLINE __m512 load_columns(const void *columns, enum tensor_type type, size_t at,
@@ -128,6 +138,87 @@ void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
         dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
     else
         dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
+}
+
+/* Queries a dot_columns tile keeps in registers: four sums each, 24 of
+ * the 32 registers, beside the columns' dimension and the broadcasts. */
+#define TILE_DOT_QUERIES 6
+
+/* dot_columns for queries [t0, t0 + nq) of the tile (nq a constant the
+ * compiler unrolls): each dimension of sixteen columns is loaded and
+ * converted once for all of them; each query's sums are dot_columns'. */
+static ALWAYS_INLINE void dot_columns_queries(const struct tensor_tile *tile, int t0, const int nq,
+                                              const void *columns, enum tensor_type type,
+                                              int n_rows, int n, int stride) {
+    const float *q[TILE_DOT_QUERIES];
+#pragma GCC unroll 6
+    for (int t = 0; t < nq; t++) q[t] = tile->in + (size_t)(t0 + t) * tile->in_stride;
+    for (int r = 0; r < n_rows; r += 16) {
+        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
+        __m512 sums[TILE_DOT_QUERIES][4];
+#pragma GCC unroll 6
+        for (int t = 0; t < nq; t++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) sums[t][k] = _mm512_setzero_ps();
+        int i = 0;
+        for (; i + 4 <= n; i += 4)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512 column =
+                    load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask);
+#pragma GCC unroll 6
+                for (int t = 0; t < nq; t++)
+                    sums[t][k] = _mm512_fmadd_ps(_mm512_set1_ps(q[t][i + k]), column, sums[t][k]);
+            }
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++) {
+            if (i + k >= n) break;
+            __m512 column =
+                load_columns(columns, type, (size_t)(i + k) * (size_t)stride + (size_t)r, mask);
+#pragma GCC unroll 6
+            for (int t = 0; t < nq; t++)
+                sums[t][k] = _mm512_fmadd_ps(_mm512_set1_ps(q[t][i + k]), column, sums[t][k]);
+        }
+#pragma GCC unroll 6
+        for (int t = 0; t < nq; t++)
+            _mm512_mask_storeu_ps(tile->out + (size_t)(t0 + t) * tile->out_stride + r, mask,
+                                  _mm512_add_ps(_mm512_add_ps(sums[t][0], sums[t][1]),
+                                                _mm512_add_ps(sums[t][2], sums[t][3])));
+    }
+}
+
+static ALWAYS_INLINE void dot_columns_tile(const struct tensor_tile *tile, const void *columns,
+                                           enum tensor_type type, int n_rows, int n, int stride) {
+    int t = 0;
+    for (; t + TILE_DOT_QUERIES <= tile->n; t += TILE_DOT_QUERIES)
+        dot_columns_queries(tile, t, TILE_DOT_QUERIES, columns, type, n_rows, n, stride);
+    switch (tile->n - t) {
+    case 5:
+        dot_columns_queries(tile, t, 5, columns, type, n_rows, n, stride);
+        break;
+    case 4:
+        dot_columns_queries(tile, t, 4, columns, type, n_rows, n, stride);
+        break;
+    case 3:
+        dot_columns_queries(tile, t, 3, columns, type, n_rows, n, stride);
+        break;
+    case 2:
+        dot_columns_queries(tile, t, 2, columns, type, n_rows, n, stride);
+        break;
+    case 1:
+        dot_columns_queries(tile, t, 1, columns, type, n_rows, n, stride);
+        break;
+    default:
+        break;
+    }
+}
+
+void tensor_dot_columns_tile_avx512(const struct tensor_tile *tile, const void *columns,
+                                    enum tensor_type type, int n_rows, int n, int stride) {
+    if (type == TENSOR_F16)
+        dot_columns_tile(tile, columns, TENSOR_F16, n_rows, n, stride);
+    else
+        dot_columns_tile(tile, columns, TENSOR_F32, n_rows, n, stride);
 }
 
 /* One key a lane, sixteen at a time. A block's integer dot is eight
@@ -185,6 +276,22 @@ static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, co
     for (int k = 0; k < vectors; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
 }
 
+/* weighted_sum's columns [i, n), sixteen at a time (the last ones under a
+ * mask). */
+static ALWAYS_INLINE void weighted_sum_columns(float *out, const float *weights, const void *rows,
+                                               enum tensor_type type, int n_rows, int n, int i) {
+    size_t stride = tensor_row_bytes(type, n);
+    for (; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n);
+        __m512 acc = _mm512_maskz_loadu_ps(mask, out + i);
+        for (int p = 0; p < n_rows; p++)
+            acc = _mm512_fmadd_ps(
+                _mm512_set1_ps(weights[p]),
+                load_row_masked((const char *)rows + (size_t)p * stride, type, i, mask), acc);
+        _mm512_mask_storeu_ps(out + i, mask, acc);
+    }
+}
+
 /* F32 and F16 rows: every element takes the fused multiply-adds of
  * tensor_axpy_avx512 in the same order, from out's value; they stay in
  * registers, 64 or 16 columns at a time. */
@@ -206,15 +313,7 @@ static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const v
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
     }
-    for (; i < n; i += 16) {
-        __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n);
-        __m512 acc = _mm512_maskz_loadu_ps(mask, out + i);
-        for (int p = 0; p < n_rows; p++)
-            acc = _mm512_fmadd_ps(
-                _mm512_set1_ps(weights[p]),
-                load_row_masked((const char *)rows + (size_t)p * stride, type, i, mask), acc);
-        _mm512_mask_storeu_ps(out + i, mask, acc);
-    }
+    weighted_sum_columns(out, weights, rows, type, n_rows, n, i);
 }
 
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
@@ -229,6 +328,89 @@ void tensor_weighted_sum_avx512(float *out, const float *weights, const void *ro
     } else {
         weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
     }
+}
+
+/* Queries a weighted_sum tile keeps in registers: 64 columns of each, 24
+ * registers, beside a row's four vectors and a weight. */
+#define TILE_SUM_QUERIES 6
+
+/* weighted_sum's 64-column step at column i for queries [t0, t0 + nq):
+ * each row's 64 elements are loaded and converted once for all of them;
+ * each query's fused multiply-adds are weighted_sum's, in its order. */
+static ALWAYS_INLINE void weighted_sum_queries(const struct tensor_tile *tile, int t0, const int nq,
+                                               const void *rows, enum tensor_type type, int n_rows,
+                                               size_t stride, int i) {
+    __m512 acc[TILE_SUM_QUERIES][4];
+    const float *weights[TILE_SUM_QUERIES];
+#pragma GCC unroll 6
+    for (int t = 0; t < nq; t++) {
+        weights[t] = tile->in + (size_t)(t0 + t) * tile->in_stride;
+        const float *out = tile->out + (size_t)(t0 + t) * tile->out_stride + i;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) acc[t][k] = _mm512_loadu_ps(out + 16 * k);
+    }
+    for (int p = 0; p < n_rows; p++) {
+        const void *row = (const char *)rows + (size_t)p * stride;
+        __m512 elements[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) elements[k] = load_row(row, type, i + 16 * k);
+#pragma GCC unroll 6
+        for (int t = 0; t < nq; t++) {
+            __m512 w = _mm512_set1_ps(weights[t][p]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) acc[t][k] = _mm512_fmadd_ps(w, elements[k], acc[t][k]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < nq; t++) {
+        float *out = tile->out + (size_t)(t0 + t) * tile->out_stride + i;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + 16 * k, acc[t][k]);
+    }
+}
+
+/* The tile's whole 64-column steps, TILE_SUM_QUERIES queries at a time;
+ * the columns past them one query at a time (weighted_sum's tail). */
+static ALWAYS_INLINE void weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
+                                            enum tensor_type type, int n_rows, int n) {
+    size_t stride = tensor_row_bytes(type, n);
+    int whole = n - n % 64;
+    for (int i = 0; i < whole; i += 64) {
+        int t = 0;
+        for (; t + TILE_SUM_QUERIES <= tile->n; t += TILE_SUM_QUERIES)
+            weighted_sum_queries(tile, t, TILE_SUM_QUERIES, rows, type, n_rows, stride, i);
+        switch (tile->n - t) {
+        case 5:
+            weighted_sum_queries(tile, t, 5, rows, type, n_rows, stride, i);
+            break;
+        case 4:
+            weighted_sum_queries(tile, t, 4, rows, type, n_rows, stride, i);
+            break;
+        case 3:
+            weighted_sum_queries(tile, t, 3, rows, type, n_rows, stride, i);
+            break;
+        case 2:
+            weighted_sum_queries(tile, t, 2, rows, type, n_rows, stride, i);
+            break;
+        case 1:
+            weighted_sum_queries(tile, t, 1, rows, type, n_rows, stride, i);
+            break;
+        default:
+            break;
+        }
+    }
+    if (whole == n) return;
+    for (int t = 0; t < tile->n; t++)
+        weighted_sum_columns(tile->out + (size_t)t * tile->out_stride,
+                             tile->in + (size_t)t * tile->in_stride, rows, type, n_rows, n, whole);
+}
+
+void tensor_weighted_sum_tile_avx512(const struct tensor_tile *tile, const void *rows,
+                                     enum tensor_type type, int n_rows, int n) {
+    if (type == TENSOR_F16)
+        weighted_sum_tile(tile, rows, TENSOR_F16, n_rows, n);
+    else
+        weighted_sum_tile(tile, rows, TENSOR_F32, n_rows, n);
 }
 
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {

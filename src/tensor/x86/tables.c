@@ -22,9 +22,12 @@ static const struct tensor_kernels avx2 = {
     .rope_turn_vectors = tensor_rope_turn_vectors_avx2,
     .dot = tensor_dot_avx2,
     .axpy = tensor_axpy_avx2,
+    .scale = tensor_scale_avx2,
     .dot_columns = tensor_dot_columns_avx2,
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx2,
     .weighted_sum = tensor_weighted_sum_avx2,
+    .dot_columns_tile = tensor_dot_columns_tile_avx2,
+    .weighted_sum_tile = tensor_weighted_sum_tile_avx2,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx2,
     .types =
         {
@@ -69,9 +72,12 @@ static const struct tensor_kernels avx512 = {
     .swiglu = tensor_swiglu_avx512,
     .rope_turn_vectors = tensor_rope_turn_vectors_avx512,
     .axpy = tensor_axpy_avx512,
+    .scale = tensor_scale_avx512,
     .dot_columns = tensor_dot_columns_avx512,
     .dot_q8_0_keys = tensor_dot_q8_0_keys_avx512,
     .weighted_sum = tensor_weighted_sum_avx512,
+    .dot_columns_tile = tensor_dot_columns_tile_avx512,
+    .weighted_sum_tile = tensor_weighted_sum_tile_avx512,
     .fp16_from_fp32 = tensor_fp16_from_fp32_avx512,
     .types =
         {

@@ -70,12 +70,17 @@ int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, 
                                   enum tensor_rope_style style);
 float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
+void tensor_scale_avx2(float *x, float a, int n);
 void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
                              int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query, const void *keys,
                                int n_rows, int n, int stride);
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
                               enum tensor_type type, int n_rows, int n);
+void tensor_dot_columns_tile_avx2(const struct tensor_tile *tile, const void *columns,
+                                  enum tensor_type type, int n_rows, int n, int stride);
+void tensor_weighted_sum_tile_avx2(const struct tensor_tile *tile, const void *rows,
+                                   enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_avx2(uint16_t *out, const float *x, int n);
 
 /* AVX-512 kernels (matmul_avx512.c, ops_avx512.c). */
@@ -100,12 +105,17 @@ void tensor_swiglu_avx512(float *out, const float *gate, const float *up, int n)
 int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines,
                                     const float *sines, enum tensor_rope_style style);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
+void tensor_scale_avx512(float *x, float a, int n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
                                  const void *keys, int n_rows, int n, int stride);
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n);
+void tensor_dot_columns_tile_avx512(const struct tensor_tile *tile, const void *columns,
+                                    enum tensor_type type, int n_rows, int n, int stride);
+void tensor_weighted_sum_tile_avx512(const struct tensor_tile *tile, const void *rows,
+                                     enum tensor_type type, int n_rows, int n);
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n);
 
 #endif
