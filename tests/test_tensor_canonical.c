@@ -6,19 +6,22 @@
  * within a tolerance:
  *  - rmsnorm, softmax (with -inf masks and large logits), exp_weights,
  *    swiglu (gates past exp's bounds), rope turns (NORM and NEOX, partial
- *    rotary dimensions), dot, axpy, scale, dot_columns (F32, F16), weighted_sum
- *    (F32, F16, Q8_0), their tiles of 1 to 13 queries (F32, F16: each
- *    query's row the one-query bits), fp16_from_fp32 (corners: ties, subnormals,
- *    overflow, infinities, NaN), the activation quantizer (quantize_row_q8_0
- *    and quantize_query: quants, scales and biases, with zero, subnormal,
- *    infinite and NaN blocks), Q8_0 keys stored and dotted with a query;
- *    for lengths 1 .. 4099 that leave every tail of 8 and 32, and 3 seeds;
+ *    rotary dimensions), dot, axpy, scale, dot_columns (F32, F16),
+ *    weighted_sum (F32, F16, Q8_0), their tiles of 1 to 13 queries (F32,
+ *    F16: each query's row the one-query bits), fp16_from_fp32 (corners:
+ *    ties, subnormals, overflow, infinities, NaN), the activation
+ *    quantizers (quantize_row_q8_0 and quantize_query: quants, scales and
+ *    biases, with zero, subnormal, infinite and NaN blocks; Q8_K, the
+ *    k-quants' input, also with ties of magnitude and of rounding), Q8_0
+ *    keys stored and dotted with a query; for lengths 1 .. 4099 that leave
+ *    every tail of 8 and 32, and 3 seeds;
  *  - tensor_matmul for every type the type table has and tensor_matmul
  *    accepts (the others are skipped), 37 rows, widths that leave tails,
  *    batch sizes 1, 3, 16 and 17, in row layout and, where the type packs,
  *    in panel layout, with one thread and with a pool of 2.
  * Every instruction set the CPU runs is compared (x86: AVX2, AVX-512;
  * arm64: NEON, dotprod, i8mm). */
+#include "tensor/quants.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -289,6 +292,55 @@ static void check_q8_0_keys(int n, int n_rows) {
     free(keys), free(q), free(stored[0]), free(stored[1]);
 }
 
+/* Q8_K (a k-quant product's input), blocks of 256: random values, and
+ * blocks of zeros, subnormals, huge values, an infinity, a NaN, the
+ * largest magnitude twice with both signs (the first one's sign is the
+ * scale's), and a scale of exactly 1 with halves (ties to even). */
+static void check_quantize_q8_k(int blocks) {
+    int n = TENSOR_QK_K * blocks;
+    float *x = floats(n);
+    fill(x, n, 4.0f, 1);
+    for (int j = 0; j < blocks; j++) {
+        float *block = x + TENSOR_QK_K * j;
+        int at = (37 * j) % TENSOR_QK_K;
+        switch (j % 8) {
+        case 1:
+            memset(block, 0, TENSOR_QK_K * sizeof(float));
+            break;
+        case 2:
+            for (int i = 0; i < TENSOR_QK_K; i++) block[i] *= 1e-39f;
+            break;
+        case 3:
+            for (int i = 0; i < TENSOR_QK_K; i++) block[i] *= 3e38f;
+            break;
+        case 4:
+            block[at] = -__builtin_inff();
+            break;
+        case 5:
+            block[at] = __builtin_nanf("");
+            break;
+        case 6:
+            block[at] = 9.0f, block[(at + 100) % TENSOR_QK_K] = -9.0f;
+            break;
+        case 7:
+            for (int i = 0; i < TENSOR_QK_K; i++) block[i] = (float)(i % 9) - 4.5f;
+            block[at] = -127.0f;
+            break;
+        default:
+            break;
+        }
+    }
+    struct tensor_block_q8_k *rows[2];
+    for (int p = 0; p < 2; p++) {
+        use(p);
+        rows[p] = calloc((size_t)blocks, sizeof(struct tensor_block_q8_k));
+        tensor_quantize_q8_k(rows[p], x, n);
+    }
+    SAME(rows[0], rows[1], sizeof(struct tensor_block_q8_k) * (size_t)blocks,
+         "quantize_q8_k blocks=%d", blocks);
+    free(x), free(rows[0]), free(rows[1]);
+}
+
 /* ---- conversions ---- */
 
 static void check_fp16(int n) {
@@ -491,6 +543,7 @@ static void check_all(void) {
             }
         }
     for (int blocks = 1; blocks <= 20; blocks++) check_quantize(blocks);
+    for (int blocks = 1; blocks <= 17; blocks += 8) check_quantize_q8_k(blocks);
     static const int rope[][2] = {{2, 2},   {6, 6},     {16, 16},  {64, 64}, {64, 32},
                                   {80, 80}, {128, 128}, {128, 64}, {96, 24}};
     for (int i = 0; i < (int)(sizeof(rope) / sizeof(rope[0])); i++)

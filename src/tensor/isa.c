@@ -99,6 +99,7 @@ static struct tensor_kernels resolve_table(const struct tensor_kernels *own,
     FILL(dot_columns_tile);
     FILL(weighted_sum_tile);
     FILL(fp16_from_fp32);
+    FILL(quantize_q8_k);
 #undef FILL
     for (int t = 0; t < TENSOR_TYPE_COUNT; t++)
         k.types[t] = resolve_row(own->types[t], &parent->types[t]);

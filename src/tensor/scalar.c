@@ -19,6 +19,7 @@ const struct tensor_kernels tensor_kernels_scalar = {
     .dot = tensor_dot_scalar,
     .axpy = tensor_axpy_scalar,
     .scale = tensor_scale_scalar,
+    .quantize_q8_k = tensor_quantize_q8_k_scalar,
     .dot_columns = tensor_dot_columns_scalar,
     .dot_q8_0_keys = tensor_dot_q8_0_keys_scalar,
     .weighted_sum = tensor_weighted_sum_scalar,

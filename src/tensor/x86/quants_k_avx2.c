@@ -284,3 +284,69 @@ void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t 
     }
     _mm256_storeu_ps(out, acc);
 }
+
+/* ---- Q8_K activations ---- */
+
+/* The largest of the 8 lanes of v (none a NaN). */
+static inline float max_lanes_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* The low byte of each i32 lane of q, in order, in the low 8 bytes. */
+static inline __m128i low_bytes(__m256i q) {
+    const __m256i pick =
+        _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12,
+                         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i packed = _mm256_shuffle_epi8(q, pick);
+    return _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1)));
+}
+
+/* tensor_quantize_q8_k_scalar's bytes, eight values a vector: the largest
+ * magnitude by maxps with the running maximum second (a NaN is passed
+ * over, as the scalar comparison passes it), the first element of that
+ * magnitude by a compare, then the scalar's product, rounded to nearest
+ * even (vcvtps2dq under the default rounding, as nearbyintf), the minimum
+ * with 127 and the low byte (the scalar cast's truncation). */
+void tensor_quantize_q8_k_avx2(void *out, const float *x, int64_t n) {
+    struct tensor_block_q8_k *blocks = out;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t block = 0; block < n / TENSOR_QK_K; block++) {
+        const float *v = x + block * TENSOR_QK_K;
+        struct tensor_block_q8_k *y = &blocks[block];
+        __m256 magnitudes = _mm256_setzero_ps();
+        for (int j = 0; j < TENSOR_QK_K; j += 8)
+            magnitudes = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + j)), magnitudes);
+        float amax = max_lanes_ps(magnitudes), max = 0.0f;
+        memset(y, 0, sizeof(*y));
+        if (amax == 0.0f) continue;
+        for (int j = 0; j < TENSOR_QK_K; j += 8) {
+            int at = _mm256_movemask_ps(_mm256_cmp_ps(
+                _mm256_andnot_ps(sign, _mm256_loadu_ps(v + j)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (at) {
+                max = v[j + __builtin_ctz((unsigned)at)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        const __m256 scale = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int g = 0; g < TENSOR_QK_K / 16; g++) {
+            const float *from = v + 16 * g;
+            __m256i q0 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(scale, _mm256_loadu_ps(from))), top);
+            __m256i q1 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(scale, _mm256_loadu_ps(from + 8))), top);
+            __m128i quants = _mm_unpacklo_epi64(low_bytes(q0), low_bytes(q1));
+            _mm_storeu_si128((__m128i *)(y->qs + 16 * g), quants);
+            __m256i wide =
+                _mm256_add_epi32(_mm256_cvtepi8_epi32(quants),
+                                 _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(quants, quants)));
+            y->bsums[g] = (int16_t)sum_lanes(wide);
+        }
+        y->d = 1.0f / iscale;
+    }
+}

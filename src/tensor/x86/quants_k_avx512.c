@@ -225,3 +225,44 @@ void tensor_row_dots_q6_k_avx512(float *out, const void *w, const void *x, size_
     }
     _mm256_storeu_ps(out, acc);
 }
+
+/* ---- Q8_K activations ---- */
+
+/* tensor_quantize_q8_k_scalar's bytes, sixteen values a vector: the
+ * largest magnitude by maxps with the running maximum second (a NaN is
+ * passed over, as the scalar comparison passes it), the first element of
+ * that magnitude by a compare, then the scalar's product, rounded to
+ * nearest even (vcvtps2dq under the default rounding, as nearbyintf), the
+ * minimum with 127 and the low byte (vpmovdb truncates, as the scalar
+ * cast does). */
+void tensor_quantize_q8_k_avx512(void *out, const float *x, int64_t n) {
+    struct tensor_block_q8_k *blocks = out;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t block = 0; block < n / TENSOR_QK_K; block++) {
+        const float *v = x + block * TENSOR_QK_K;
+        struct tensor_block_q8_k *y = &blocks[block];
+        __m512 magnitudes = _mm512_setzero_ps();
+        for (int j = 0; j < TENSOR_QK_K; j += 16)
+            magnitudes = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(v + j)), magnitudes);
+        float amax = _mm512_reduce_max_ps(magnitudes), max = 0.0f;
+        memset(y, 0, sizeof(*y));
+        if (amax == 0.0f) continue;
+        for (int j = 0; j < TENSOR_QK_K; j += 16) {
+            __mmask16 at = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(v + j)),
+                                              _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (at) {
+                max = v[j + __builtin_ctz(at)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        const __m512 scale = _mm512_set1_ps(iscale);
+        for (int g = 0; g < TENSOR_QK_K / 16; g++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(scale, _mm512_loadu_ps(v + 16 * g)));
+            __m128i quants = _mm512_cvtepi32_epi8(_mm512_min_epi32(q, _mm512_set1_epi32(127)));
+            _mm_storeu_si128((__m128i *)(y->qs + 16 * g), quants);
+            y->bsums[g] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(quants));
+        }
+        y->d = 1.0f / iscale;
+    }
+}

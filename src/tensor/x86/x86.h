@@ -71,6 +71,7 @@ int tensor_rope_turn_vectors_avx2(float *head, int pairs, const float *cosines, 
 float tensor_dot_avx2(const float *a, const float *b, int n);
 void tensor_axpy_avx2(float *y, float a, const float *x, int n);
 void tensor_scale_avx2(float *x, float a, int n);
+void tensor_quantize_q8_k_avx2(void *out, const float *x, int64_t n);
 void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
                              int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_avx2(float *out, const struct tensor_q8_0_query *query, const void *keys,
@@ -106,6 +107,7 @@ int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines
                                     const float *sines, enum tensor_rope_style style);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 void tensor_scale_avx512(float *x, float a, int n);
+void tensor_quantize_q8_k_avx512(void *out, const float *x, int64_t n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
