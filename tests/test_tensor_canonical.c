@@ -7,8 +7,8 @@
  *  - rmsnorm, softmax (with -inf masks and large logits), exp_weights,
  *    swiglu (gates past exp's bounds), rope turns (NORM and NEOX, partial
  *    rotary dimensions), dot, axpy, scale, dot_columns (F32, F16),
- *    weighted_sum (F32, F16, Q8_0), their tiles of 1 to 13 queries (F32,
- *    F16: each query's row the one-query bits), fp16_from_fp32 (corners:
+ *    weighted_sum (F32, F16, Q8_0), their tiles and the Q8_0 keys' of 1 to
+ *    13 queries (each query's row the one-query bits), fp16_from_fp32 (corners:
  *    ties, subnormals, overflow, infinities, NaN), the activation
  *    quantizers (quantize_row_q8_0 and quantize_query: quants, scales and
  *    biases, with zero, subnormal, infinite and NaN blocks; Q8_K, the
@@ -107,6 +107,14 @@ static void check_rows_ops(int n) {
         tensor_softmax(out[p], n);
     }
     SAME(out[0], out[1], sizeof(float) * (size_t)n, "softmax n=%d", n);
+    /* and logits within a few nats (attention's): every term counts in the
+     * sum, so a sum made in another order shows */
+    for (int p = 0; p < 2; p++) {
+        use(p);
+        memcpy(out[p], x, sizeof(float) * (size_t)n);
+        tensor_softmax(out[p], n);
+    }
+    SAME(out[0], out[1], sizeof(float) * (size_t)n, "softmax of close logits n=%d", n);
 
     /* exp_weights: a sampler's temperature, floor and shift */
     float shift = x[0] * 10.0f, divisor = 0.7f + (float)(n % 5) * 0.3f, floor = -12.0f;
@@ -238,13 +246,18 @@ static void check_weighted_sum_tile(int n, int n_rows, int n_queries) {
     float *values = floats(n * n_rows), *weights = floats(n_queries * w_stride);
     float *start = floats(n_queries * out_stride), *out[2];
     uint16_t *halves = calloc((size_t)n * (size_t)n_rows + 1, sizeof(uint16_t));
+    struct tensor_block_q8_0 *blocks = calloc((size_t)(n * n_rows) / 32 + 1, sizeof(*blocks));
     for (int p = 0; p < 2; p++) out[p] = floats(n_queries * out_stride);
     fill(values, n * n_rows, 1.0f, 1);
     fill(weights, n_queries * w_stride, 1.0f, 1);
     fill(start, n_queries * out_stride, 0.5f, 1);
     tensor_fp16_from_fp32(halves, values, n * n_rows);
-    for (int type = TENSOR_F32; type <= TENSOR_F16; type++) {
-        const void *rows = type == TENSOR_F16 ? (const void *)halves : (const void *)values;
+    if (n % 32 == 0) tensor_quantize_q8_0(blocks, values, (int64_t)n * n_rows);
+    for (int type = TENSOR_F32; type <= TENSOR_Q8_0; type++) {
+        if (type != TENSOR_F32 && type != TENSOR_F16 && (type != TENSOR_Q8_0 || n % 32)) continue;
+        const void *rows = type == TENSOR_F32   ? (const void *)values
+                           : type == TENSOR_F16 ? (const void *)halves
+                                                : (const void *)blocks;
         for (int p = 0; p < 2; p++)
             memcpy(out[p], start, sizeof(float) * (size_t)(n_queries * out_stride));
         use(0);
@@ -259,7 +272,7 @@ static void check_weighted_sum_tile(int n, int n_rows, int n_queries) {
              "weighted_sum_tile %s n=%d rows=%d queries %d", tensor_type_name(type), n, n_rows,
              n_queries);
     }
-    free(values), free(weights), free(start), free(halves);
+    free(values), free(weights), free(start), free(halves), free(blocks);
     for (int p = 0; p < 2; p++) free(out[p]);
 }
 
@@ -339,6 +352,38 @@ static void check_quantize_q8_k(int blocks) {
     SAME(rows[0], rows[1], sizeof(struct tensor_block_q8_k) * (size_t)blocks,
          "quantize_q8_k blocks=%d", blocks);
     free(x), free(rows[0]), free(rows[1]);
+}
+
+/* A tile of n_queries quantized queries against one block of Q8_0 keys:
+ * the other set's tile gives, row by row, the scalar one-query bits. */
+static void check_q8_0_keys_tile(int n, int n_rows, int n_queries) {
+    int stride = n_rows + 1, out_stride = n_rows + 3;
+    float *keys = floats(n * n_rows), *q = floats(n * n_queries), *out[2];
+    char *stored = calloc((size_t)stride * tensor_row_bytes(TENSOR_Q8_0, n), 1);
+    int8_t *quants = calloc((size_t)(n * n_queries), 1);
+    float *scales = floats(n * n_queries / 32);
+    int32_t *bias = calloc((size_t)(n * n_queries / 32), sizeof(int32_t));
+    struct tensor_q8_0_query queries[16];
+    fill(keys, n * n_rows, 3.0f, 1);
+    fill(q, n * n_queries, 2.0f, 1);
+    use(0);
+    for (int r = 0; r < n_rows; r++)
+        tensor_store_q8_0_key(stored, r, keys + (size_t)r * n, n, stride);
+    for (int t = 0; t < n_queries; t++) {
+        queries[t] =
+            (struct tensor_q8_0_query){quants + t * n, scales + t * n / 32, bias + t * n / 32};
+        tensor_quantize_query(&queries[t], q + t * n, n);
+    }
+    for (int p = 0; p < 2; p++) out[p] = floats(n_queries * out_stride);
+    for (int t = 0; t < n_queries; t++)
+        tensor_dot_q8_0_keys(out[0] + t * out_stride, &queries[t], stored, n_rows, n, stride);
+    use(1);
+    tensor_dot_q8_0_keys_tile(out[1], (size_t)out_stride, queries, n_queries, stored, n_rows, n,
+                              stride);
+    SAME(out[0], out[1], sizeof(float) * (size_t)(n_queries * out_stride),
+         "dot_q8_0_keys_tile n=%d rows=%d queries %d", n, n_rows, n_queries);
+    free(keys), free(q), free(stored), free(quants), free(scales), free(bias);
+    for (int p = 0; p < 2; p++) free(out[p]);
 }
 
 /* ---- conversions ---- */
@@ -539,6 +584,8 @@ static void check_all(void) {
             }
             if (n % 32 == 0 && n <= 256) {
                 check_q8_0_keys(n, 1 + (n + 11 * s) % 40);
+                check_q8_0_keys_tile(n, 1 + (n + 5 * s) % 16, 1 + (n / 32 + 5 * s) % 13);
+                check_weighted_sum_tile(n, 1 + (n + s) % 16, 1 + (n / 32 + 3 * s) % 13);
                 check_weighted_sum(n, 3 + s);
             }
         }

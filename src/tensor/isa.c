@@ -97,6 +97,7 @@ static struct tensor_kernels resolve_table(const struct tensor_kernels *own,
     FILL(dot_q8_0_keys);
     FILL(weighted_sum);
     FILL(dot_columns_tile);
+    FILL(dot_q8_0_keys_tile);
     FILL(weighted_sum_tile);
     FILL(fp16_from_fp32);
     FILL(quantize_q8_k);

@@ -261,6 +261,19 @@ void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, con
     if (n_rows > 0) tensor_kernels_current()->dot_q8_0_keys(out, query, keys, n_rows, n, stride);
 }
 
+void tensor_dot_q8_0_keys_tile(float *out, size_t out_stride,
+                               const struct tensor_q8_0_query *queries, int n_queries,
+                               const void *keys, int n_rows, int n, int stride) {
+    const struct tensor_kernels *k = tensor_kernels_current();
+    if (n_rows <= 0) return;
+    if (k->dot_q8_0_keys_tile) {
+        k->dot_q8_0_keys_tile(out, out_stride, queries, n_queries, keys, n_rows, n, stride);
+        return;
+    }
+    for (int t = 0; t < n_queries; t++)
+        k->dot_q8_0_keys(out + (size_t)t * out_stride, &queries[t], keys, n_rows, n, stride);
+}
+
 void tensor_weighted_sum(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n) {
     if (n > 0) tensor_kernels_current()->weighted_sum(out, weights, rows, type, n_rows, n);
@@ -270,7 +283,7 @@ void tensor_weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
                               enum tensor_type type, int n_rows, int n) {
     const struct tensor_kernels *k = tensor_kernels_current();
     if (n <= 0) return;
-    if (k->weighted_sum_tile && type != TENSOR_Q8_0) {
+    if (k->weighted_sum_tile) {
         k->weighted_sum_tile(tile, rows, type, n_rows, n);
         return;
     }

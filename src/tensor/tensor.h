@@ -405,6 +405,12 @@ void tensor_quantize_query(const struct tensor_q8_0_query *query, const float *q
 void tensor_dot_q8_0_keys(float *out, const struct tensor_q8_0_query *query, const void *keys,
                           int n_rows, int n, int stride);
 
+/* tensor_dot_q8_0_keys(out + t * out_stride, &queries[t], ...) for each of
+ * n_queries queries, bit for bit, the block of keys read once for all. */
+void tensor_dot_q8_0_keys_tile(float *out, size_t out_stride,
+                               const struct tensor_q8_0_query *queries, int n_queries,
+                               const void *keys, int n_rows, int n, int stride);
+
 /* out[i] += weights[p] * row p[i] for p < n_rows in order, n_rows
  * contiguous rows of n elements of type TENSOR_F32, TENSOR_F16 or
  * TENSOR_Q8_0 (then n a multiple of 32), with the sums kept in registers
@@ -417,7 +423,7 @@ void tensor_weighted_sum(float *out, const float *weights, const void *rows, enu
 
 /* tensor_weighted_sum(tile->out + t * out_stride, tile->in + t *
  * in_stride, rows, ...) for every query t of the tile, bit for bit: every
- * query takes the same n_rows rows. */
+ * query takes the same n_rows rows (F32, F16 or Q8_0). */
 void tensor_weighted_sum_tile(const struct tensor_tile *tile, const void *rows,
                               enum tensor_type type, int n_rows, int n);
 

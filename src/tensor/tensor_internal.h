@@ -182,7 +182,10 @@ struct tensor_kernels {
                           int n_rows, int n, int stride);
     void (*weighted_sum)(float *out, const float *weights, const void *rows, enum tensor_type type,
                          int n_rows, int n);
-    /* the tile forms for F32 and F16 (NULL: one query at a time) */
+    /* the tile forms (NULL: one query at a time) */
+    void (*dot_q8_0_keys_tile)(float *out, size_t out_stride,
+                               const struct tensor_q8_0_query *queries, int n_queries,
+                               const void *keys, int n_rows, int n, int stride);
     void (*dot_columns_tile)(const struct tensor_tile *tile, const void *columns,
                              enum tensor_type type, int n_rows, int n, int stride);
     void (*weighted_sum_tile)(const struct tensor_tile *tile, const void *rows,

@@ -5,6 +5,7 @@
  * same bits. exp is a vector implementation (range reduction to
  * [-ln2/2, ln2/2] and a degree-7 polynomial, within 2 ulp of expf; it
  * saturates to +inf above 88, a little below float's limit). */
+#include "lanes_avx2.h"
 #include "x86.h"
 
 #include <immintrin.h>
@@ -26,19 +27,6 @@ static ALWAYS_INLINE void store_tail(float *p, __m256 v, int n) {
     float lanes[8];
     _mm256_storeu_ps(lanes, v);
     memcpy(p, lanes, sizeof(float) * (size_t)n);
-}
-
-/* The fixed lane tree: (l, l+4), then (l, l+2), (l, l+1). */
-static ALWAYS_INLINE float sum_lanes(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
-static ALWAYS_INLINE float max_lanes(__m256 v) {
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
 }
 
 /* exp(x) for 8 floats; 0 below -87.33, +inf above 88. The same steps as
@@ -430,7 +418,11 @@ static ALWAYS_INLINE void weighted_sum_tile(const struct tensor_tile *tile, cons
 
 void tensor_weighted_sum_tile_avx2(const struct tensor_tile *tile, const void *rows,
                                    enum tensor_type type, int n_rows, int n) {
-    if (type == TENSOR_F16)
+    if (type == TENSOR_Q8_0) /* one query at a time */
+        for (int t = 0; t < tile->n; t++)
+            tensor_weighted_sum_avx2(tile->out + (size_t)t * tile->out_stride,
+                                     tile->in + (size_t)t * tile->in_stride, rows, type, n_rows, n);
+    else if (type == TENSOR_F16)
         weighted_sum_tile(tile, rows, TENSOR_F16, n_rows, n);
     else
         weighted_sum_tile(tile, rows, TENSOR_F32, n_rows, n);

@@ -2,10 +2,14 @@
  *
  * Only the kernels whose bits are the canonical ones (the scalar
  * reference's, tensor_internal.h): element-wise ops, and per-column sums
- * that keep one lane per column. The reductions along a row (dot, the RMS
- * norm's sum of squares, the softmax sum) are AVX2's: 16 lanes would add
- * in another order. exp is the vector implementation of ops_avx2.c's
- * steps (range reduction to [-ln2/2, ln2/2], a degree-7 polynomial). */
+ * that keep one lane per column, and the attention tiles that serve
+ * several queries with each load. The reductions along a row (dot, the
+ * RMS norm's sum of squares) are AVX2's: 16 lanes would add in another
+ * order; the softmax makes its exps 16 at a time and adds them into
+ * AVX2's 8 lane sums in AVX2's order. exp is the vector implementation of
+ * ops_avx2.c's steps (range reduction to [-ln2/2, ln2/2], a degree-7
+ * polynomial). */
+#include "lanes_avx2.h"
 #include "panel_avx512.h"
 #include "x86.h"
 
@@ -253,6 +257,84 @@ void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *que
     }
 }
 
+/* Queries a Q8_0 keys tile keeps in registers: a block's integer sums and
+ * the running float sums, 12 registers. */
+#define TILE_KEY_QUERIES 6
+
+/* tensor_dot_q8_0_keys_avx512 for queries [t0, t0 + nq): each four
+ * dimensions of sixteen keys are loaded and made unsigned once for all of
+ * them, and each block's key scales converted once; each query's sums are
+ * the one-query kernel's. */
+static ALWAYS_INLINE void q8_0_keys_queries(float *out, size_t out_stride,
+                                            const struct tensor_q8_0_query *queries, int t0,
+                                            const int nq, const void *keys, int n_rows, int n,
+                                            int stride) {
+    const int8_t *quants = keys;
+    const uint16_t *scales = (const void *)(quants + (size_t)n * (size_t)stride);
+    const __m512i unsigned_offset = _mm512_set1_epi8((char)0x80);
+    const struct tensor_q8_0_query *q = queries + t0;
+    for (int r = 0; r < n_rows; r += 16) {
+        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
+        __m512 acc[TILE_KEY_QUERIES];
+#pragma GCC unroll 6
+        for (int t = 0; t < nq; t++) acc[t] = _mm512_setzero_ps();
+        for (int j = 0; j < n / TENSOR_QK; j++) {
+            __m512i dot[TILE_KEY_QUERIES];
+#pragma GCC unroll 6
+            for (int t = 0; t < nq; t++) dot[t] = _mm512_set1_epi32(q[t].bias[j]);
+#pragma GCC unroll 8
+            for (int g = 0; g < TENSOR_QK / 4; g++) {
+                int i = j * TENSOR_QK + 4 * g;
+                __m512i key4 = _mm512_xor_si512(
+                    _mm512_maskz_loadu_epi32(
+                        mask, quants + ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4),
+                    unsigned_offset);
+#pragma GCC unroll 6
+                for (int t = 0; t < nq; t++) {
+                    int32_t query4;
+                    memcpy(&query4, q[t].quants + i, sizeof(query4));
+                    dot[t] = _mm512_dpbusd_epi32(dot[t], key4, _mm512_set1_epi32(query4));
+                }
+            }
+            __m512 d_key = _mm512_cvtph_ps(
+                _mm256_maskz_loadu_epi16(mask, scales + (size_t)j * (size_t)stride + (size_t)r));
+#pragma GCC unroll 6
+            for (int t = 0; t < nq; t++)
+                acc[t] = panel_add_block(acc[t], dot[t], d_key, q[t].scales[j]);
+        }
+#pragma GCC unroll 6
+        for (int t = 0; t < nq; t++)
+            _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * out_stride + r, mask, acc[t]);
+    }
+}
+
+void tensor_dot_q8_0_keys_tile_avx512(float *out, size_t out_stride,
+                                      const struct tensor_q8_0_query *queries, int n_queries,
+                                      const void *keys, int n_rows, int n, int stride) {
+    int t = 0;
+    for (; t + TILE_KEY_QUERIES <= n_queries; t += TILE_KEY_QUERIES)
+        q8_0_keys_queries(out, out_stride, queries, t, TILE_KEY_QUERIES, keys, n_rows, n, stride);
+    switch (n_queries - t) {
+    case 5:
+        q8_0_keys_queries(out, out_stride, queries, t, 5, keys, n_rows, n, stride);
+        break;
+    case 4:
+        q8_0_keys_queries(out, out_stride, queries, t, 4, keys, n_rows, n, stride);
+        break;
+    case 3:
+        q8_0_keys_queries(out, out_stride, queries, t, 3, keys, n_rows, n, stride);
+        break;
+    case 2:
+        q8_0_keys_queries(out, out_stride, queries, t, 2, keys, n_rows, n, stride);
+        break;
+    case 1:
+        q8_0_keys_queries(out, out_stride, queries, t, 1, keys, n_rows, n, stride);
+        break;
+    default:
+        break;
+    }
+}
+
 /* Q8_0 values for columns [i, i + 16 * vectors) (vectors 4 or 2: two
  * blocks or one) of every row into out: per block of a row, the weight
  * times the block's scale, then a fused multiply-add per quant. */
@@ -405,9 +487,78 @@ static ALWAYS_INLINE void weighted_sum_tile(const struct tensor_tile *tile, cons
                              tile->in + (size_t)t * tile->in_stride, rows, type, n_rows, n, whole);
 }
 
+/* Queries a Q8_0 weighted_sum tile keeps in registers: 64 columns of
+ * each, 16 registers, beside a row's four vectors and a weight. */
+#define TILE_Q8_0_QUERIES 4
+
+/* weighted_sum_q8_0's step at column i (vectors 4 or 2: two blocks or one)
+ * for queries [t0, t0 + nq): each row's quants are converted to floats
+ * once for all of them; each query's weight times the block's scale, and
+ * its fused multiply-adds, are weighted_sum_q8_0's. */
+static ALWAYS_INLINE void q8_0_sum_queries(const struct tensor_tile *tile, int t0, const int nq,
+                                           const void *rows, size_t stride, int n_rows, int i,
+                                           const int vectors) {
+    __m512 acc[TILE_Q8_0_QUERIES][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < nq; t++)
+#pragma GCC unroll 4
+        for (int k = 0; k < vectors; k++)
+            acc[t][k] =
+                _mm512_loadu_ps(tile->out + (size_t)(t0 + t) * tile->out_stride + i + 16 * k);
+    for (int p = 0; p < n_rows; p++) {
+        const struct tensor_block_q8_0 *block =
+            tensor_q8_0_block((const char *)rows + (size_t)p * stride, i);
+        __m512 quants[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < vectors; k++)
+            quants[k] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                _mm_loadu_si128((const __m128i *)(block[k / 2].qs + 16 * (k % 2)))));
+#pragma GCC unroll 4
+        for (int t = 0; t < nq; t++) {
+            float weight = tile->in[(size_t)(t0 + t) * tile->in_stride + (size_t)p];
+#pragma GCC unroll 4
+            for (int k = 0; k < vectors; k++)
+                acc[t][k] = _mm512_fmadd_ps(_mm512_set1_ps(weight * _cvtsh_ss(block[k / 2].d)),
+                                            quants[k], acc[t][k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nq; t++)
+#pragma GCC unroll 4
+        for (int k = 0; k < vectors; k++)
+            _mm512_storeu_ps(tile->out + (size_t)(t0 + t) * tile->out_stride + i + 16 * k,
+                             acc[t][k]);
+}
+
+/* The Q8_0 tile at column i, TILE_Q8_0_QUERIES queries at a time. */
+static ALWAYS_INLINE void q8_0_sum_tile(const struct tensor_tile *tile, const void *rows,
+                                        size_t stride, int n_rows, int i, const int vectors) {
+    int t = 0;
+    for (; t + TILE_Q8_0_QUERIES <= tile->n; t += TILE_Q8_0_QUERIES)
+        q8_0_sum_queries(tile, t, TILE_Q8_0_QUERIES, rows, stride, n_rows, i, vectors);
+    switch (tile->n - t) {
+    case 3:
+        q8_0_sum_queries(tile, t, 3, rows, stride, n_rows, i, vectors);
+        break;
+    case 2:
+        q8_0_sum_queries(tile, t, 2, rows, stride, n_rows, i, vectors);
+        break;
+    case 1:
+        q8_0_sum_queries(tile, t, 1, rows, stride, n_rows, i, vectors);
+        break;
+    default:
+        break;
+    }
+}
+
 void tensor_weighted_sum_tile_avx512(const struct tensor_tile *tile, const void *rows,
                                      enum tensor_type type, int n_rows, int n) {
-    if (type == TENSOR_F16)
+    if (type == TENSOR_Q8_0) {
+        size_t stride = tensor_row_bytes(TENSOR_Q8_0, n);
+        int i = 0;
+        for (; i + 64 <= n; i += 64) q8_0_sum_tile(tile, rows, stride, n_rows, i, 4);
+        if (i < n) q8_0_sum_tile(tile, rows, stride, n_rows, i, 2);
+    } else if (type == TENSOR_F16)
         weighted_sum_tile(tile, rows, TENSOR_F16, n_rows, n);
     else
         weighted_sum_tile(tile, rows, TENSOR_F32, n_rows, n);
@@ -443,6 +594,43 @@ void tensor_exp_weights_avx512(float *out, const float *x, int n, float shift, f
         _mm512_mask_storeu_ps(
             out + i, mask,
             weights_of(_mm512_maskz_loadu_ps(mask, x + i), vshift, vdivisor, vfloor));
+    }
+}
+
+/* tensor_softmax_avx2's bits with exp on sixteen lanes: the maximum is
+ * found in its 8 lanes and tree; each 16 exps are added into its 8 lane
+ * sums as two of its vectors, low half first, so every sum is made in its
+ * order; the tail's lanes past n add nothing, as in it. */
+void tensor_softmax_avx512(float *x, int n) {
+    __m256 lanes8 = _mm256_set1_ps(-__builtin_inff());
+    int i = 0;
+    for (; i + 8 <= n; i += 8) lanes8 = _mm256_max_ps(lanes8, _mm256_loadu_ps(x + i));
+    float max = max_lanes(lanes8);
+    for (; i < n; i++)
+        if (x[i] > max) max = x[i];
+    const __m512 vmax = _mm512_set1_ps(max);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+        sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+    }
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        __m512 e = _mm512_maskz_mov_ps(
+            mask, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vmax)));
+        _mm512_mask_storeu_ps(x + i, mask, e);
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+        if (n - i > 8) sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+    }
+    const __m512 inverse = _mm512_set1_ps(1.0f / sum_lanes(sum));
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inverse));
+    if (i < n) {
+        __mmask16 mask = tail_mask(n);
+        _mm512_mask_storeu_ps(x + i, mask,
+                              _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inverse));
     }
 }
 

@@ -107,6 +107,7 @@ int tensor_rope_turn_vectors_avx512(float *head, int pairs, const float *cosines
                                     const float *sines, enum tensor_rope_style style);
 void tensor_axpy_avx512(float *y, float a, const float *x, int n);
 void tensor_scale_avx512(float *x, float a, int n);
+void tensor_softmax_avx512(float *x, int n);
 void tensor_quantize_q8_k_avx512(void *out, const float *x, int64_t n);
 void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
@@ -114,6 +115,9 @@ void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *que
                                  const void *keys, int n_rows, int n, int stride);
 void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
                                 enum tensor_type type, int n_rows, int n);
+void tensor_dot_q8_0_keys_tile_avx512(float *out, size_t out_stride,
+                                      const struct tensor_q8_0_query *queries, int n_queries,
+                                      const void *keys, int n_rows, int n, int stride);
 void tensor_dot_columns_tile_avx512(const struct tensor_tile *tile, const void *columns,
                                     enum tensor_type type, int n_rows, int n, int stride);
 void tensor_weighted_sum_tile_avx512(const struct tensor_tile *tile, const void *rows,
