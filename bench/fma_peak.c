@@ -90,11 +90,9 @@ static void *block_step(void *arg) {
 int main(int argc, char **argv) {
     __builtin_cpu_init();
     lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
-    struct peak_kernels k = {"fma_peak",
-                             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-                             multiply_add,
-                             (double)ITERATIONS * ACCUMULATORS * lanes,
-                             block_step,
-                             (double)BLOCKS * BLOCK_MACS};
+    struct peak_kernels k = {
+        "fma_peak",   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+        multiply_add, (double)ITERATIONS * ACCUMULATORS * lanes,
+        block_step,   (double)BLOCKS * BLOCK_MACS};
     return peak_main(argc, argv, &k);
 }
