@@ -23,6 +23,7 @@
  * arm64: NEON, dotprod, i8mm). */
 #include "tensor/quants.h"
 #include "tensor/tensor.h"
+#include "tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -347,7 +348,7 @@ static void check_quantize_q8_k(int blocks) {
     for (int p = 0; p < 2; p++) {
         use(p);
         rows[p] = calloc((size_t)blocks, sizeof(struct tensor_block_q8_k));
-        tensor_quantize_q8_k(rows[p], x, n);
+        tensor_kernels_for(p == 0 ? TENSOR_ISA_SCALAR : other)->quantize_q8_k(rows[p], x, n);
     }
     SAME(rows[0], rows[1], sizeof(struct tensor_block_q8_k) * (size_t)blocks,
          "quantize_q8_k blocks=%d", blocks);

@@ -43,6 +43,7 @@ struct matmul_run {
     const float *x;                            /* (batch, cols) float activations, all parts */
     const struct tensor_ahead *ahead;          /* the input quantized ahead, or NULL */
     const struct tensor_type_traits *dot_type; /* row-dot types: the input's format, else NULL */
+    tensor_quantize_fn quantize_input;         /* ... and its quantizer in this kernel table */
     int cols;                                  /* columns of the whole product */
     char *thread_scratch;                      /* first thread's scratch area */
     size_t thread_scratch_bytes;               /* bytes per thread, a multiple of 64 */
@@ -64,8 +65,8 @@ static void prepare_rows(struct matmul_run *run, int b0, int b1) {
             if (xq->qs)
                 tensor_xq_quantize_row(run->k, xq, run->jobs[0].batch, b, x, part_cols);
             else if (run->dot_type)
-                run->dot_type->quantize(
-                    (char *)run->jobs[p].xa + (size_t)b * run->jobs[p].xa_stride, x, part_cols);
+                run->quantize_input((char *)run->jobs[p].xa + (size_t)b * run->jobs[p].xa_stride, x,
+                                    part_cols);
             else if (run->n_parts > 1)
                 memcpy((float *)run->jobs[p].x + (size_t)b * part_cols, x,
                        (size_t)part_cols * sizeof(float));
@@ -192,6 +193,9 @@ static void set_row_dots(struct matmul_run *run, int n_jobs) {
     if (run->kernel != tensor_matmul_row_dots) return;
     const struct tensor_type_kernels *row = tensor_row_for(run->k, &run->views[0]);
     run->dot_type = tensor_type_traits(tensor_type_traits((int)run->views[0].type)->dot_type);
+    /* Q8_K, the k-quants' input, has vector versions */
+    run->quantize_input =
+        run->dot_type->type == TENSOR_Q8_K ? run->k->quantize_q8_k : run->dot_type->quantize;
     for (int i = 0; i < n_jobs; i++) {
         run->jobs[i].row_dot = row->row_dot;
         run->jobs[i].row_dots = row->row_dots;

@@ -47,8 +47,9 @@ void tensor_dequantize_q8_1(float *out, const void *row, int64_t n) {
  * even, and cut to its low byte after the minimum with 127 (what a NaN's
  * or an infinity's INT_MIN becomes); and the sums of each 16 quants, which
  * the k-quants' minimums multiply. The reference of the vector versions
- * (tensor_kernels.quantize_q8_k), which give its bytes. */
-void tensor_quantize_q8_k_scalar(void *out, const float *x, int64_t n) {
+ * (tensor_kernels.quantize_q8_k, which the products use), which give its
+ * bytes. */
+void tensor_quantize_q8_k(void *out, const float *x, int64_t n) {
     struct tensor_block_q8_k *blocks = out;
     for (int64_t block = 0; block < n / TENSOR_QK_K; block++) {
         const float *v = x + block * TENSOR_QK_K;
@@ -74,10 +75,6 @@ void tensor_quantize_q8_k_scalar(void *out, const float *x, int64_t n) {
         }
         y->d = 1.0f / iscale;
     }
-}
-
-void tensor_quantize_q8_k(void *out, const float *x, int64_t n) {
-    tensor_kernels_current()->quantize_q8_k(out, x, n);
 }
 
 void tensor_dequantize_q8_k(float *out, const void *row, int64_t n) {

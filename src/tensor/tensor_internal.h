@@ -191,7 +191,7 @@ struct tensor_kernels {
     void (*weighted_sum_tile)(const struct tensor_tile *tile, const void *rows,
                               enum tensor_type type, int n_rows, int n);
     void (*fp16_from_fp32)(uint16_t *out, const float *x, int n);
-    /* a k-quant product's input (tensor_quantize_q8_k) */
+    /* a k-quant product's input: tensor_quantize_q8_k's bytes */
     void (*quantize_q8_k)(void *out, const float *x, int64_t n);
     /* by type id; a row with nothing in it is a type no product takes */
     struct tensor_type_kernels types[TENSOR_TYPE_COUNT];
@@ -302,7 +302,6 @@ int tensor_rope_turn_vectors_none(float *head, int pairs, const float *cosines, 
 float tensor_dot_scalar(const float *a, const float *b, int n);
 void tensor_axpy_scalar(float *y, float a, const float *x, int n);
 void tensor_scale_scalar(float *x, float a, int n);
-void tensor_quantize_q8_k_scalar(void *out, const float *x, int64_t n);
 void tensor_dot_columns_scalar(float *out, const float *q, const void *columns,
                                enum tensor_type type, int n_rows, int n, int stride);
 void tensor_dot_q8_0_keys_scalar(float *out, const struct tensor_q8_0_query *query,
