@@ -119,48 +119,6 @@ static ALWAYS_INLINE __m256 load_columns(const void *columns, enum tensor_type t
     return n == 8 ? load_row(from, type, 0) : load_row_tail(from, type, 0, n);
 }
 
-/* sum + q[i] * dimension i of the width (<= 8) columns from r. */
-static ALWAYS_INLINE __m256 add_dimension(__m256 sum, const float *q, const void *columns,
-                                          enum tensor_type type, int i, int stride, int r,
-                                          int width) {
-    size_t at = (size_t)i * (size_t)stride + (size_t)r;
-    return _mm256_fmadd_ps(_mm256_set1_ps(q[i]), load_columns(columns, type, at, width), sum);
-}
-
-/* One column a lane, eight at a time; the four sums over i mod 4 are four
- * registers. */
-static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *columns,
-                                      enum tensor_type type, int n_rows, int n, int stride) {
-    for (int r = 0; r < n_rows; r += 8) {
-        int width = n_rows - r < 8 ? n_rows - r : 8;
-        __m256 sums[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                          _mm256_setzero_ps()};
-        int i = 0;
-        for (; i + 4 <= n; i += 4)
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, width);
-#pragma GCC unroll 3
-        for (int k = 0; k < 3; k++)
-            if (i + k < n)
-                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, width);
-        __m256 total =
-            _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
-        if (width == 8)
-            _mm256_storeu_ps(out + r, total);
-        else
-            store_tail(out + r, total, width);
-    }
-}
-
-void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
-                             int n_rows, int n, int stride) {
-    if (type == TENSOR_F16)
-        dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
-    else
-        dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
-}
-
 /* Queries a dot_columns tile keeps in registers: four sums each, 12 of
  * the 16 registers, beside the columns' dimension and a broadcast. */
 #define TILE_DOT_QUERIES 3
@@ -228,6 +186,14 @@ void tensor_dot_columns_tile_avx2(const struct tensor_tile *tile, const void *co
         dot_columns_tile(tile, columns, TENSOR_F16, n_rows, n, stride);
     else
         dot_columns_tile(tile, columns, TENSOR_F32, n_rows, n, stride);
+}
+
+/* The one-query kernel is the tile of one query: the same code, so the
+ * same bits as every row of a tile. */
+void tensor_dot_columns_avx2(float *out, const float *q, const void *columns, enum tensor_type type,
+                             int n_rows, int n, int stride) {
+    struct tensor_tile one = {1, q, 0, out, 0};
+    tensor_dot_columns_tile_avx2(&one, columns, type, n_rows, n, stride);
 }
 
 /* The four quants of each of width (<= 8) keys from key r, dimensions
@@ -322,40 +288,18 @@ static ALWAYS_INLINE void weighted_sum_columns(float *out, const float *weights,
     }
 }
 
-/* F32 and F16 rows: every element takes the fused multiply-adds of
- * tensor_axpy_avx2 in the same order, from out's value; they stay in
- * registers, 32 or 8 columns at a time. */
-static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
-                                       enum tensor_type type, int n_rows, int n) {
-    size_t stride = tensor_row_bytes(type, n);
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256 acc[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) acc[k] = _mm256_loadu_ps(out + i + 8 * k);
-        for (int p = 0; p < n_rows; p++) {
-            __m256 w = _mm256_set1_ps(weights[p]);
-            const void *row = (const char *)rows + (size_t)p * stride;
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                acc[k] = _mm256_fmadd_ps(w, load_row(row, type, i + 8 * k), acc[k]);
-        }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + i + 8 * k, acc[k]);
-    }
-    weighted_sum_columns(out, weights, rows, type, n_rows, n, i);
-}
-
 void tensor_weighted_sum_avx2(float *out, const float *weights, const void *rows,
                               enum tensor_type type, int n_rows, int n) {
     if (type == TENSOR_Q8_0) {
         size_t stride = tensor_row_bytes(TENSOR_Q8_0, n);
         for (int i = 0; i < n; i += TENSOR_QK)
             weighted_sum_q8_0(out, weights, rows, stride, n_rows, i);
-    } else if (type == TENSOR_F16) {
-        weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
     } else {
-        weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
+        /* F32 and F16 rows: every element takes the fused multiply-adds
+         * of tensor_axpy_avx2 in the same order, from out's value (the
+         * tile of one query) */
+        struct tensor_tile one = {1, weights, 0, out, 0};
+        tensor_weighted_sum_tile_avx2(&one, rows, type, n_rows, n);
     }
 }
 

@@ -104,46 +104,6 @@ static ALWAYS_INLINE __m512 load_columns(const void *columns, enum tensor_type t
     return _mm512_maskz_loadu_ps(mask, (const float *)columns + at);
 }
 
-/* sum + q[i] * dimension i of the sixteen columns from r. */
-static ALWAYS_INLINE __m512 add_dimension(__m512 sum, const float *q, const void *columns,
-                                          enum tensor_type type, int i, int stride, int r,
-                                          __mmask16 mask) {
-    size_t at = (size_t)i * (size_t)stride + (size_t)r;
-    return _mm512_fmadd_ps(_mm512_set1_ps(q[i]), load_columns(columns, type, at, mask), sum);
-}
-
-/* One column a lane, sixteen at a time; the four sums over i mod 4 are
- * four registers. Every load is masked to the columns asked for, so a
- * block's last columns never read past it. */
-static ALWAYS_INLINE void dot_columns(float *out, const float *q, const void *columns,
-                                      enum tensor_type type, int n_rows, int n, int stride) {
-    for (int r = 0; r < n_rows; r += 16) {
-        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
-        __m512 sums[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                          _mm512_setzero_ps()};
-        int i = 0;
-        for (; i + 4 <= n; i += 4)
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, mask);
-#pragma GCC unroll 3
-        for (int k = 0; k < 3; k++)
-            if (i + k < n)
-                sums[k] = add_dimension(sums[k], q, columns, type, i + k, stride, r, mask);
-        _mm512_mask_storeu_ps(
-            out + r, mask,
-            _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3])));
-    }
-}
-
-void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
-                               enum tensor_type type, int n_rows, int n, int stride) {
-    if (type == TENSOR_F16)
-        dot_columns(out, q, columns, TENSOR_F16, n_rows, n, stride);
-    else
-        dot_columns(out, q, columns, TENSOR_F32, n_rows, n, stride);
-}
-
 /* Queries a dot_columns tile keeps in registers: four sums each, 24 of
  * the 32 registers, beside the columns' dimension and the broadcasts. */
 #define TILE_DOT_QUERIES 6
@@ -225,38 +185,6 @@ void tensor_dot_columns_tile_avx512(const struct tensor_tile *tile, const void *
         dot_columns_tile(tile, columns, TENSOR_F32, n_rows, n, stride);
 }
 
-/* One key a lane, sixteen at a time. A block's integer dot is eight
- * vpdpbusd, each adding four dimensions: the keys' quants made unsigned
- * (+128, which the query's bias takes back) times four of the query's,
- * broadcast; then the matmul's float step (panel_add_block). */
-void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
-                                 const void *keys, int n_rows, int n, int stride) {
-    const int8_t *quants = keys;
-    const uint16_t *scales = (const void *)(quants + (size_t)n * (size_t)stride);
-    const __m512i unsigned_offset = _mm512_set1_epi8((char)0x80);
-    for (int r = 0; r < n_rows; r += 16) {
-        __mmask16 mask = n_rows - r >= 16 ? (__mmask16)0xffff : tail_mask(n_rows - r);
-        __m512 acc = _mm512_setzero_ps();
-        for (int j = 0; j < n / TENSOR_QK; j++) {
-            __m512i dot = _mm512_set1_epi32(query->bias[j]);
-#pragma GCC unroll 8
-            for (int g = 0; g < TENSOR_QK / 4; g++) {
-                int i = j * TENSOR_QK + 4 * g;
-                __m512i key4 = _mm512_maskz_loadu_epi32(
-                    mask, quants + ((size_t)(i / 4) * (size_t)stride + (size_t)r) * 4);
-                int32_t query4;
-                memcpy(&query4, query->quants + i, sizeof(query4));
-                dot = _mm512_dpbusd_epi32(dot, _mm512_xor_si512(key4, unsigned_offset),
-                                          _mm512_set1_epi32(query4));
-            }
-            __m512 d_key = _mm512_cvtph_ps(
-                _mm256_maskz_loadu_epi16(mask, scales + (size_t)j * (size_t)stride + (size_t)r));
-            acc = panel_add_block(acc, dot, d_key, query->scales[j]);
-        }
-        _mm512_mask_storeu_ps(out + r, mask, acc);
-    }
-}
-
 /* Queries a Q8_0 keys tile keeps in registers: a block's integer sums and
  * the running float sums, 12 registers. */
 #define TILE_KEY_QUERIES 6
@@ -335,29 +263,6 @@ void tensor_dot_q8_0_keys_tile_avx512(float *out, size_t out_stride,
     }
 }
 
-/* Q8_0 values for columns [i, i + 16 * vectors) (vectors 4 or 2: two
- * blocks or one) of every row into out: per block of a row, the weight
- * times the block's scale, then a fused multiply-add per quant. */
-static ALWAYS_INLINE void weighted_sum_q8_0(float *out, const float *weights, const void *rows,
-                                            size_t stride, int n_rows, int i, const int vectors) {
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
-    for (int p = 0; p < n_rows; p++) {
-        const struct tensor_block_q8_0 *block =
-            tensor_q8_0_block((const char *)rows + (size_t)p * stride, i);
-#pragma GCC unroll 4
-        for (int k = 0; k < vectors; k++) {
-            __m512 scaled = _mm512_set1_ps(weights[p] * _cvtsh_ss(block[k / 2].d));
-            __m128i quants = _mm_loadu_si128((const __m128i *)(block[k / 2].qs + 16 * (k % 2)));
-            acc[k] =
-                _mm512_fmadd_ps(scaled, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants)), acc[k]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
-}
-
 /* weighted_sum's columns [i, n), sixteen at a time (the last ones under a
  * mask). */
 static ALWAYS_INLINE void weighted_sum_columns(float *out, const float *weights, const void *rows,
@@ -371,44 +276,6 @@ static ALWAYS_INLINE void weighted_sum_columns(float *out, const float *weights,
                 _mm512_set1_ps(weights[p]),
                 load_row_masked((const char *)rows + (size_t)p * stride, type, i, mask), acc);
         _mm512_mask_storeu_ps(out + i, mask, acc);
-    }
-}
-
-/* F32 and F16 rows: every element takes the fused multiply-adds of
- * tensor_axpy_avx512 in the same order, from out's value; they stay in
- * registers, 64 or 16 columns at a time. */
-static ALWAYS_INLINE void weighted_sum(float *out, const float *weights, const void *rows,
-                                       enum tensor_type type, int n_rows, int n) {
-    size_t stride = tensor_row_bytes(type, n);
-    int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m512 acc[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) acc[k] = _mm512_loadu_ps(out + i + 16 * k);
-        for (int p = 0; p < n_rows; p++) {
-            __m512 w = _mm512_set1_ps(weights[p]);
-            const void *row = (const char *)rows + (size_t)p * stride;
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                acc[k] = _mm512_fmadd_ps(w, load_row(row, type, i + 16 * k), acc[k]);
-        }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) _mm512_storeu_ps(out + i + 16 * k, acc[k]);
-    }
-    weighted_sum_columns(out, weights, rows, type, n_rows, n, i);
-}
-
-void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
-                                enum tensor_type type, int n_rows, int n) {
-    if (type == TENSOR_Q8_0) {
-        size_t stride = tensor_row_bytes(TENSOR_Q8_0, n);
-        int i = 0;
-        for (; i + 64 <= n; i += 64) weighted_sum_q8_0(out, weights, rows, stride, n_rows, i, 4);
-        if (i < n) weighted_sum_q8_0(out, weights, rows, stride, n_rows, i, 2);
-    } else if (type == TENSOR_F16) {
-        weighted_sum(out, weights, rows, TENSOR_F16, n_rows, n);
-    } else {
-        weighted_sum(out, weights, rows, TENSOR_F32, n_rows, n);
     }
 }
 
@@ -562,6 +429,33 @@ void tensor_weighted_sum_tile_avx512(const struct tensor_tile *tile, const void 
         weighted_sum_tile(tile, rows, TENSOR_F16, n_rows, n);
     else
         weighted_sum_tile(tile, rows, TENSOR_F32, n_rows, n);
+}
+
+/* The one-query kernels are the tiles of one query: the same code, so the
+ * same bits as every row of a tile. */
+void tensor_dot_columns_avx512(float *out, const float *q, const void *columns,
+                               enum tensor_type type, int n_rows, int n, int stride) {
+    struct tensor_tile one = {1, q, 0, out, 0};
+    tensor_dot_columns_tile_avx512(&one, columns, type, n_rows, n, stride);
+}
+
+/* One key a lane, sixteen at a time. A block's integer dot is eight
+ * vpdpbusd, each adding four dimensions: the keys' quants made unsigned
+ * (+128, which the query's bias takes back) times four of the query's,
+ * broadcast; then the matmul's float step (panel_add_block). */
+void tensor_dot_q8_0_keys_avx512(float *out, const struct tensor_q8_0_query *query,
+                                 const void *keys, int n_rows, int n, int stride) {
+    tensor_dot_q8_0_keys_tile_avx512(out, 0, query, 1, keys, n_rows, n, stride);
+}
+
+/* F32 and F16 rows: every element takes the fused multiply-adds of
+ * tensor_axpy_avx512 in the same order, from out's value; Q8_0: per block
+ * of a row, the weight times the block's scale, then a fused multiply-add
+ * per quant. */
+void tensor_weighted_sum_avx512(float *out, const float *weights, const void *rows,
+                                enum tensor_type type, int n_rows, int n) {
+    struct tensor_tile one = {1, weights, 0, out, 0};
+    tensor_weighted_sum_tile_avx512(&one, rows, type, n_rows, n);
 }
 
 void tensor_fp16_from_fp32_avx512(uint16_t *out, const float *x, int n) {
