@@ -21,7 +21,8 @@ struct model_writer {
     void **buffers;           /* (buffer_capacity) owned allocations */
     int n_buffers;
     int buffer_capacity;
-    char error[160]; /* the first failure, without the path; empty if none */
+    char error[160];          /* the first failure, without the path; empty if none */
+    struct tensor_pool *pool; /* one thread per core for quantizing, or NULL */
 };
 
 /* One tensor of the file, as the filler is asked for it. */

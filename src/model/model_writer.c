@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------- buffers */
 
@@ -34,6 +35,8 @@ int model_writer_init(struct model_writer *writer, enum tensor_type type, enum m
     writer->type = type;
     writer->mix = mix;
     writer->gguf = gguf_writer_create();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 1) writer->pool = tensor_pool_create(cores < 64 ? (int)cores : 64);
     return writer->gguf ? 0 : -1;
 }
 
@@ -41,6 +44,7 @@ void model_writer_free(struct model_writer *writer) {
     for (int i = 0; i < writer->n_buffers; i++) free(writer->buffers[i]);
     free(writer->buffers);
     gguf_writer_free(writer->gguf);
+    if (writer->pool) tensor_pool_free(writer->pool);
     memset(writer, 0, sizeof(*writer));
 }
 
@@ -213,6 +217,39 @@ int model_file_type_from_name(const char *name, enum tensor_type *type, enum mod
     return 0;
 }
 
+/* A matrix quantized in chunks of rows. Quantizing is the slow part of
+ * writing a k-quant file (each block's scales are searched for), and
+ * blocks are quantized one by one, so the chunks may go to every core and
+ * the bytes are those of one pass over the whole matrix. */
+#define QUANTIZE_CHUNK_ROWS 64
+
+struct quantize_job {
+    enum tensor_type type;
+    char *out;           /* (rows) rows of row_bytes */
+    const float *values; /* (rows, cols) */
+    size_t row_bytes;
+    int rows, cols;
+};
+
+static void quantize_chunk(void *arg, int chunk, int thread) {
+    const struct quantize_job *job = arg;
+    int first = chunk * QUANTIZE_CHUNK_ROWS;
+    int n = job->rows - first < QUANTIZE_CHUNK_ROWS ? job->rows - first : QUANTIZE_CHUNK_ROWS;
+    (void)thread;
+    tensor_quantize_row(job->type, job->out + (size_t)first * job->row_bytes,
+                        job->values + (size_t)first * (size_t)job->cols, (int64_t)n * job->cols);
+}
+
+static void model_writer_quantize(struct model_writer *writer, enum tensor_type type, void *out,
+                                  const float *values, int rows, int cols) {
+    struct quantize_job job = {type, out, values, tensor_row_bytes(type, cols), rows, cols};
+    int chunks = (rows + QUANTIZE_CHUNK_ROWS - 1) / QUANTIZE_CHUNK_ROWS;
+    if (writer->pool && chunks > 1)
+        tensor_pool_run_chunks(writer->pool, quantize_chunk, &job, chunks);
+    else
+        tensor_quantize_row(type, out, values, (int64_t)rows * cols);
+}
+
 /* Fills, converts and adds the tensor spec; -1 after a failure. */
 static int model_writer_add(struct model_writer *writer, const struct model_tensor_spec *spec,
                             model_tensor_fill_fn fill, void *context) {
@@ -236,7 +273,8 @@ static int model_writer_add(struct model_writer *writer, const struct model_tens
         model_writer_fail(writer, "tensor '%s': %s", name, message);
         rc = -1;
     } else {
-        if (type != TENSOR_F32) tensor_quantize_row(type, data, values, (int64_t)n);
+        if (type != TENSOR_F32)
+            model_writer_quantize(writer, type, data, values, spec->rows, spec->cols);
         uint64_t dims[2] = {(uint64_t)spec->cols, (uint64_t)spec->rows};
         int n_dims = spec->kind == MODEL_TENSOR_MATRIX ? 2 : 1;
         gguf_writer_add_tensor(writer->gguf, name, type, n_dims, dims, data, bytes);
