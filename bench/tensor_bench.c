@@ -6,6 +6,9 @@
  * from memory as a real forward pass does. For each type and instruction
  * set it reports:
  *  - GEMV (batch 1, a generated token): GB/s of weights read and tokens/s;
+ *  - the same GEMV on one matrix read again and again from the caches (the
+ *    first layer's ffn_gate, 2048 x 768): the kernel's rate with no memory
+ *    to wait for, the ceiling of the first figure, and their ratio;
  *  - GEMM (batch 64 and 512, a prompt): GFLOP/s and tokens/s.
  * Only the matmuls are timed (no attention, norms or activations).
  *
@@ -13,7 +16,7 @@
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -I src bench/tensor_bench.c \
  *       build/liblockstep_tensor.a -lpthread -lm -o tensor_bench
  * Run: ./tensor_bench [threads=2] [types=f32,f16,q8_0,q8_0p,q4_0,q4_0p] [isas=avx2,avx512] [cpu]
- * (the k-quants q4_k, q5_k and q6_k may be listed among the types too)
+ * (the k-quants q4_k, q5_k and q6_k and iq4_xs may be listed among the types too)
  * ("scalar" may be listed among the instruction sets; it is slow. "cpu"
  * times with the process's CPU time instead of wall time.) */
 #include "tensor/tensor.h"
@@ -192,6 +195,21 @@ static double best_pass(struct tensor_pool *pool, const struct model *model, flo
     return best;
 }
 
+/* GB/s of GEMV on w alone, repeated while it stays in the caches (best of
+ * 5 rounds of 100 products, after one). */
+static double cached_gemv(struct tensor_pool *pool, const struct tensor_matrix *w, float *x,
+                          float *out) {
+    tensor_matmul(pool, out, w, x, 1);
+    double best = 1e30;
+    for (int round = 0; round < 5; round++) {
+        double start = now_seconds();
+        for (int i = 0; i < 100; i++) tensor_matmul(pool, out, w, x, 1);
+        double t = (now_seconds() - start) / 100;
+        if (t < best) best = t;
+    }
+    return (double)w->row_stride * w->rows / best * 1e-9;
+}
+
 static int listed(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
@@ -218,16 +236,17 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)max_batch * HIDDEN; i++) x[i] = random_float();
     printf("threads %d, best instruction set %s, memory read %.1f GB/s\n", threads,
            tensor_isa_name(tensor_isa_best()), read_bandwidth(pool));
-    printf("%-6s %-7s %10s %9s %9s | %9s %9s | %9s %9s\n", "type", "isa", "tg GB/s", "tg tok/s",
-           "tg ms", "pp64 GF/s", "pp64 t/s", "pp512GF/s", "pp512 t/s");
+    printf("%-6s %-7s %10s %9s %9s %9s %6s | %9s %9s | %9s %9s\n", "type", "isa", "tg GB/s",
+           "tg tok/s", "tg ms", "L2 GB/s", "tg/L2", "pp64 GF/s", "pp64 t/s", "pp512GF/s",
+           "pp512 t/s");
     /* "q8_0p", "q4_0p": packed into panels, as the engine runs them where
      * the instruction set prefers that */
-    static const enum tensor_type all_types[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_Q8_0,
-                                                 TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_0,
-                                                 TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+    static const enum tensor_type all_types[] = {
+        TENSOR_F32,  TENSOR_F16,  TENSOR_Q8_0, TENSOR_Q8_0, TENSOR_Q4_0,
+        TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K, TENSOR_IQ4_XS};
     static const char *const names[] = {"f32",   "f16",  "q8_0", "q8_0p", "q4_0",
-                                        "q4_0p", "q4_k", "q5_k", "q6_k"};
-    for (int t = 0; t < 9; t++) {
+                                        "q4_0p", "q4_k", "q5_k", "q6_k",  "iq4_xs"};
+    for (int t = 0; t < 10; t++) {
         int packed = names[t][strlen(names[t]) - 1] == 'p';
         if (!listed(types, names[t])) continue;
         struct model model;
@@ -243,10 +262,12 @@ int main(int argc, char **argv) {
             if (packed && !tensor_panels_preferred(all_types[t])) continue;
             int slow = isa == TENSOR_ISA_SCALAR;
             double tg = best_pass(pool, &model, x, out, 1, slow ? 1 : 10);
+            double cached = slow ? 0 : cached_gemv(pool, &model.layers[0][4], x, out);
             double pp64 = best_pass(pool, &model, x, out, 64, slow ? 1 : 3);
             double pp512 = slow ? 0 : best_pass(pool, &model, x, out, 512, 2);
-            printf("%-6s %-7s %10.2f %9.1f %9.3f | %9.1f %9.1f | %9.1f %9.1f\n", names[t],
-                   tensor_isa_name((enum tensor_isa)isa), model.bytes / tg * 1e-9, 1 / tg, tg * 1e3,
+            printf("%-6s %-7s %10.2f %9.1f %9.3f %9.2f %6.2f | %9.1f %9.1f | %9.1f %9.1f\n",
+                   names[t], tensor_isa_name((enum tensor_isa)isa), model.bytes / tg * 1e-9, 1 / tg,
+                   tg * 1e3, cached, slow ? 0 : model.bytes / tg * 1e-9 / cached,
                    model.flops_per_token * 64 / pp64 * 1e-9, 64 / pp64,
                    slow ? 0 : model.flops_per_token * 512 / pp512 * 1e-9, slow ? 0 : 512 / pp512);
             fflush(stdout);
