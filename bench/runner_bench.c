@@ -1,13 +1,16 @@
 /* runner_bench.c -- what continuous batching buys, and what a prompt
  * admission costs the running streams (issue 4's benchmarks).
  *
- * Usage: runner_bench MODEL [THREADS] [KV_TYPE] [TP] [SAMPLING]
+ * Usage: runner_bench MODEL [THREADS] [KV_TYPE] [TP] [SAMPLING] [PARTS]
  *   KV_TYPE: f16 (the default), q8_0 or f32; TP: tensor-parallel ranks, as
  *   threads of this process sharing THREADS (default 1: one engine whose
  *   pool has THREADS threads); SAMPLING: greedy (the default), llama
  *   (llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p
  *   0.05) or openai (the OpenAI API's: temperature 1 over the whole
- *   vocabulary), every request seeded by its id
+ *   vocabulary), every request seeded by its id; PARTS: which of the three
+ *   parts below run, a comma list of aggregate, breakdown and admission
+ *   (default: all; on a 1B-shaped model the first and third take many
+ *   minutes)
  * Runs the runner in process (no socket) on the model:
  *   1. aggregate generation tok/s with 1, 4, 16 and 64 sequences decoding
  *      (steady state: decode-only steps), as a ratio to 1 sequence, and to
@@ -350,7 +353,8 @@ int main(int argc, char **argv) {
     struct model *model = NULL;
     if (argc < 2) {
         fprintf(stderr,
-                "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32] [TP] [greedy|llama|openai]\n");
+                "usage: runner_bench MODEL [THREADS] [f16|q8_0|f32] [TP] [greedy|llama|openai] "
+                "[aggregate,breakdown,admission]\n");
         return 2;
     }
     const char *sampling_name = argc > 5 ? argv[5] : "greedy";
@@ -401,9 +405,10 @@ int main(int argc, char **argv) {
     printf("runner_bench: %s, %d threads, tensor-parallel ranks %d, %s KV cache, %s sampling\n",
            argv[1], threads, tp, tensor_type_name(kv_type), sampling_name);
     printf("cross-core round trip before: %.0f ns\n", core_round_trip_ns());
-    bench_aggregate(engine, model->config.vocab_size);
-    bench_breakdown(engine, model);
-    bench_admission(engine, model->config.vocab_size);
+    const char *parts = argc > 6 ? argv[6] : "aggregate,breakdown,admission";
+    if (strstr(parts, "aggregate")) bench_aggregate(engine, model->config.vocab_size);
+    if (strstr(parts, "breakdown")) bench_breakdown(engine, model);
+    if (strstr(parts, "admission")) bench_admission(engine, model->config.vocab_size);
     printf("\ncross-core round trip after: %.0f ns\n", core_round_trip_ns());
     free(evict_buffer);
     int rc = engine_group_stop(&group, err, sizeof(err)) ? 1 : 0;
