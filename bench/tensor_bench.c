@@ -207,7 +207,7 @@ static double cached_gemv(struct tensor_pool *pool, const struct tensor_matrix *
         double t = (now_seconds() - start) / 100;
         if (t < best) best = t;
     }
-    return (double)w->row_stride * w->rows / best * 1e-9;
+    return (double)tensor_row_bytes(w->type, w->cols) * w->rows / best * 1e-9;
 }
 
 static int listed(const char *list, const char *name) {

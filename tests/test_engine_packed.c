@@ -5,9 +5,10 @@
  *  - an engine started under AVX2, and one under AVX-512 where the CPU has
  *    it, packs every layer matrix and the classifier (and leaves the
  *    caller's model as it was);
- *  - an engine started under the scalar kernels packs nothing; it starts
- *    after the first one, so it reads the rows that the first released from
- *    memory (they must come back from the file unchanged);
+ *  - an engine started under the scalar kernels packs nothing but copies
+ *    every layer matrix's rows into its own memory; it starts after the
+ *    first one, so it reads the rows that the first released from memory
+ *    (they must come back from the file unchanged);
  *  - both, running the packing one's kernels, give the same logits for a prompt
  *    prefilled in chunks of 5 and for 8 generated tokens.
  * Skipped (77) on a CPU without AVX2, where nothing is packed. */
@@ -46,6 +47,21 @@ static void run_sequence(struct engine *engine, float *out) {
                   "%s", err);
     }
     kv_sequence_release(&engine->kv, &seq);
+}
+
+/* 1 if every layer matrix of m lies in [begin, begin + bytes). */
+static int all_layers_inside(const struct model *m, const void *begin, size_t bytes) {
+    const char *first = begin, *end = first + bytes;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        const struct model_layer *w = &m->layers[l];
+        const struct tensor_matrix *all[] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
+                                             &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) {
+            const char *data = all[i]->data;
+            if (data < first || data + (size_t)all[i]->rows * all[i]->row_stride > end) return 0;
+        }
+    }
+    return 1;
 }
 
 static int all_layers_packed(const struct model *m, enum tensor_layout layout) {
@@ -93,7 +109,11 @@ static void check_arch(enum model_arch arch, enum tensor_isa isa) {
     CHECK(tensor_isa_select(TENSOR_ISA_SCALAR) == 0);
     CHECK(engine_init(&rows, model, &ep, err, sizeof(err)) == 0);
     CHECK(tensor_isa_select(isa) == 0);
-    CHECK_MSG(rows.packed_weights == NULL && rows.model == model, "scalar engine packed");
+    CHECK_MSG(rows.packed_weights != NULL && rows.model != model &&
+                  all_layers_packed(rows.model, TENSOR_LAYOUT_ROWS) &&
+                  all_layers_inside(rows.model, rows.packed_weights, rows.packed_bytes),
+              "%s: the scalar engine did not copy its layers' rows into its own memory",
+              model_arch_name(arch));
 
     run_sequence(&packed, packed_logits);
     run_sequence(&rows, row_logits);

@@ -58,7 +58,7 @@ static const struct tensor_kernels avx2 = {
             [TENSOR_Q4_K] = ROW_DOTS(q4_k, avx2),
             [TENSOR_Q5_K] = ROW_DOTS(q5_k, avx2),
             [TENSOR_Q6_K] = ROW_DOTS(q6_k, avx2),
-            [TENSOR_IQ4_XS] = ROW_DOT(iq4_xs, avx2),
+            [TENSOR_IQ4_XS] = ROW_DOTS(iq4_xs, avx2),
             [TENSOR_BF16] = ROW_DOT(bf16, avx2),
         },
 };

@@ -25,10 +25,11 @@ TENSOR_DECLARE_ROW_DOT_AVX2(bf16)
 #undef TENSOR_DECLARE_ROW_DOT_AVX2
 
 /* Multi-column row dots (AVX2) of the types of Q4_K_M / Q5_K_M / Q6_K
- * files. */
+ * and IQ4_XS files. */
 void tensor_row_dots_q4_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q5_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 void tensor_row_dots_q6_k_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
+void tensor_row_dots_iq4_xs_avx2(float *out, const void *w, const void *x, size_t x_stride, int n);
 /* AVX-512 row dots of Q4_K, Q5_K and Q6_K, single and multi-column. */
 float tensor_row_dot_q4_k_avx512(const void *w, const void *x, int n);
 float tensor_row_dot_q5_k_avx512(const void *w, const void *x, int n);
