@@ -24,9 +24,14 @@ static int packable(const struct tensor_matrix *w) {
     return tensor_panels_preferred(w->type) && tensor_panels_bytes(w) > 0;
 }
 
+/* 1 if w is copied: a matrix of rows, with rows. */
+static int copied(const struct tensor_matrix *w) {
+    return w->layout == TENSOR_LAYOUT_ROWS && w->data && w->rows > 0;
+}
+
 /* 1 if the classifier is a matrix of its own (not the embedding's rows). */
 static int classifier_copied(const struct model *m) {
-    return m->output.data != m->token_embd.data && m->output.layout == TENSOR_LAYOUT_ROWS;
+    return m->output.data != m->token_embd.data && copied(&m->output);
 }
 
 static size_t align64(size_t n) {
@@ -51,7 +56,7 @@ static size_t copied_size(const struct model *m) {
         for (int i = 0; i < model_tensor_count; i++) {
             if (!layer_product(&model_tensors[i])) continue;
             const struct tensor_matrix *w = model_tensor_matrix_of(m, &model_tensors[i], l);
-            if (w->layout == TENSOR_LAYOUT_ROWS) total += align64(copied_bytes(w));
+            if (copied(w)) total += align64(copied_bytes(w));
         }
     return total;
 }
@@ -59,7 +64,7 @@ static size_t copied_size(const struct model *m) {
 /* Copies w to *next, packed if it should be, and moves *next past it; the
  * file's pages of w are released (the engine does not read them again). */
 static void copy_into(const struct model *model, struct tensor_matrix *w, char **next) {
-    if (w->layout != TENSOR_LAYOUT_ROWS || !w->data || w->rows <= 0) return;
+    if (!copied(w)) return;
     size_t bytes = copied_bytes(w);
     struct tensor_matrix rows = *w;
     if (packable(w)) {

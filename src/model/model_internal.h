@@ -22,7 +22,7 @@ struct model_writer {
     int n_buffers;
     int buffer_capacity;
     char error[160];          /* the first failure, without the path; empty if none */
-    struct tensor_pool *pool; /* one thread per core for quantizing, or NULL */
+    struct tensor_pool *pool; /* one thread per core for quantizing, or NULL (none started yet) */
 };
 
 /* One tensor of the file, as the filler is asked for it. */

@@ -35,8 +35,6 @@ int model_writer_init(struct model_writer *writer, enum tensor_type type, enum m
     writer->type = type;
     writer->mix = mix;
     writer->gguf = gguf_writer_create();
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 1) writer->pool = tensor_pool_create(cores < 64 ? (int)cores : 64);
     return writer->gguf ? 0 : -1;
 }
 
@@ -244,6 +242,10 @@ static void model_writer_quantize(struct model_writer *writer, enum tensor_type 
                                   const float *values, int rows, int cols) {
     struct quantize_job job = {type, out, values, tensor_row_bytes(type, cols), rows, cols};
     int chunks = (rows + QUANTIZE_CHUNK_ROWS - 1) / QUANTIZE_CHUNK_ROWS;
+    if (!writer->pool && chunks > 1) { /* the threads start with the first matrix to share */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cores > 1) writer->pool = tensor_pool_create(cores < 64 ? (int)cores : 64);
+    }
     if (writer->pool && chunks > 1)
         tensor_pool_run_chunks(writer->pool, quantize_chunk, &job, chunks);
     else

@@ -144,19 +144,28 @@ struct iq4_xs_unpacked {
     __m256i value[8], magnitude[8], scale[8];
 };
 
+/* Group g's 32 values (from its 16 nibble bytes) as signed bytes. */
+static inline __m256i iq4_lookup(__m256i values, const uint8_t *qs) {
+    __m128i packed = _mm_loadu_si128((const __m128i *)qs);
+    /* elements 0..15 in the low nibbles, 16..31 in the high ones */
+    __m256i idx = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)),
+                                   _mm256_set1_epi8(15));
+    return _mm256_shuffle_epi8(values, idx);
+}
+
+/* Group g's 6-bit scale, less 32. */
+static inline short iq4_xs_scale(const struct tensor_block_iq4_xs *b, int g) {
+    unsigned low = b->scales_l[g / 2] >> 4 * (g % 2) & 15, high = b->scales_h >> 2 * g & 3;
+    return (short)((low | high << 4) - 32);
+}
+
 static inline void unpack_iq4_xs(struct iq4_xs_unpacked *u, const struct tensor_block_iq4_xs *b,
                                  __m256i values) {
-    unsigned high = b->scales_h; /* two bits a group */
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
-        __m128i packed = _mm_loadu_si128((const __m128i *)(b->qs + 16 * g));
-        /* elements 0..15 in the low nibbles, 16..31 in the high ones */
-        __m256i idx = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)),
-                                       _mm256_set1_epi8(15));
-        u->value[g] = _mm256_shuffle_epi8(values, idx);
+        u->value[g] = iq4_lookup(values, b->qs + 16 * g);
         u->magnitude[g] = _mm256_sign_epi8(u->value[g], u->value[g]);
-        unsigned low = b->scales_l[g / 2] >> 4 * (g % 2) & 15;
-        u->scale[g] = _mm256_set1_epi16((short)((low | (high >> 2 * g & 3) << 4) - 32));
+        u->scale[g] = _mm256_set1_epi16(iq4_xs_scale(b, g));
     }
 }
 
@@ -174,21 +183,20 @@ static inline __m256i iq4_xs_sums(const struct iq4_xs_unpacked *u, const int8_t 
     return sums;
 }
 
-/* Row dots of w with `columns` activation rows x_stride bytes apart, each
- * the single dot's steps (below): the super-block's d_w * d_x times its
- * lane sums, fused into the lanes, and the lanes' tree at the end. */
-static inline __attribute__((always_inline)) void
-iq4_xs_dots(float *out, const void *w, const void *x, size_t x_stride, int n, int columns) {
+/* Row dots of w with 8 activation rows x_stride bytes apart, each the
+ * single dot's steps (below): the super-block's d_w * d_x times its lane
+ * sums, fused into the lanes, and the lanes' tree at the end. */
+void tensor_row_dots_iq4_xs_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
     const struct tensor_block_iq4_xs *wb = w;
     const __m256i values =
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tensor_iq4_values));
     __m256 acc[TENSOR_DOT_COLUMNS];
-    for (int c = 0; c < columns; c++) acc[c] = _mm256_setzero_ps();
+    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) acc[c] = _mm256_setzero_ps();
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
         struct iq4_xs_unpacked u;
         unpack_iq4_xs(&u, &wb[b], values);
         float d_w = _cvtsh_ss(wb[b].d);
-        for (int c = 0; c < columns; c++) {
+        for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) {
             const struct tensor_block_q8_k *xb =
                 (const struct tensor_block_q8_k *)((const char *)x + (size_t)c * x_stride) + b;
             float d = d_w * xb->d;
@@ -196,21 +204,12 @@ iq4_xs_dots(float *out, const void *w, const void *x, size_t x_stride, int n, in
                                      acc[c]);
         }
     }
-    for (int c = 0; c < columns; c++) out[c] = sum_lanes(acc[c]);
+    for (int c = 0; c < TENSOR_DOT_COLUMNS; c++) out[c] = sum_lanes(acc[c]);
 }
 
-void tensor_row_dots_iq4_xs_avx2(float *out, const void *w, const void *x, size_t x_stride, int n) {
-    iq4_xs_dots(out, w, x, x_stride, n, TENSOR_DOT_COLUMNS);
-}
-
-/* Group g's 32 values (from its 16 nibble bytes) times its activation
- * quants: 16 pair sums. */
+/* Group g's 32 values times its activation quants: 16 pair sums. */
 static inline __m256i iq4_pairs(__m256i values, const uint8_t *qs, const int8_t *q8) {
-    __m128i packed = _mm_loadu_si128((const __m128i *)qs);
-    /* elements 0..15 in the low nibbles, 16..31 in the high ones */
-    __m256i idx = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)),
-                                   _mm256_set1_epi8(15));
-    __m256i v = _mm256_shuffle_epi8(values, idx);
+    __m256i v = iq4_lookup(values, qs);
     __m256i a = _mm256_loadu_si256((const __m256i *)q8);
     return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v));
 }
@@ -227,12 +226,9 @@ float tensor_row_dot_iq4_xs_avx2(const void *w, const void *x, int n) {
     __m256 acc = _mm256_setzero_ps();
     for (int b = 0; b < n / TENSOR_QK_K; b++) {
         __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
-        unsigned high = wb[b].scales_h; /* two bits a group, consumed 4 at a time */
 #pragma GCC unroll 4
-        for (int g = 0; g < 8; g += 2, high >>= 4) {
-            unsigned low = wb[b].scales_l[g / 2];
-            short s0 = (short)(((low & 15) | (high << 4 & 0x30)) - 32);
-            short s1 = (short)(((low >> 4) | (high << 2 & 0x30)) - 32);
+        for (int g = 0; g < 8; g += 2) {
+            short s0 = iq4_xs_scale(&wb[b], g), s1 = iq4_xs_scale(&wb[b], g + 1);
             __m256i p0 = iq4_pairs(values, wb[b].qs + 16 * g, xb[b].qs + 32 * g);
             __m256i p1 = iq4_pairs(values, wb[b].qs + 16 * g + 16, xb[b].qs + 32 * g + 32);
             even = _mm256_add_epi32(even, _mm256_madd_epi16(_mm256_set1_epi16(s0), p0));
