@@ -232,7 +232,9 @@ struct engine {
     int attention_stores;                   /* 1: each unit stores its token's k and v */
     struct tensor_ahead *ahead;             /* the next product's input, quantized ahead */
     int quantize_ahead;                     /* 1: the job making that input quantizes it */
-    int n_slices;                           /* the pool's threads if more than one, else 0 */
+    int n_slices;                           /* the pool's threads if more than one and a
+                                             * layer's weights are small enough, else 0
+                                             * (slice.c) */
     struct engine_slice *slices;            /* (n_slices) each thread's own state for passes
                                              * run in slices (slice.c) */
     struct engine_slice *slice;             /* a slice's view of the engine: that slice;
