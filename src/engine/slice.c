@@ -35,10 +35,10 @@
  * threads run up to a layer apart, so a pass is cut in slices only when a
  * layer's weights fit in a share of that cache (SLICE_MAX_LAYER_BYTES).
  * Measured with 16 sequences decoding, 2 threads, alternated: on the 1B
- * shape's Q8_0 file (69 MB a layer) whole steps took 56-64 ms against
- * 70-72 ms in slices; on its Q4_K_M file (40 MB a layer, products bound
+ * shape's Q8_0 file (65 MB a layer) whole steps took 56-64 ms against
+ * 70-72 ms in slices; on its Q4_K_M file (37 MB a layer, products bound
  * by the multi-column dots) 163-172 against 149-176 ms, no difference;
- * on the 85M file (9 MB a layer) 5.2-5.5 against 4.5-5.9 ms.
+ * on the 85M file (7.5 MB a layer) 5.2-5.5 against 4.5-5.9 ms.
  *
  * Which thread computes a token never changes its bits (the kernels'
  * results depend neither on the batch nor on the rows a thread takes,
