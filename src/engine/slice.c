@@ -64,8 +64,8 @@
 #define SLICE_MIN_TOKENS 8
 
 /* A layer's weights above which a pass stays whole: half the 32 MiB L3
- * that a core complex of the machines measured shares (the OS of a
- * virtual machine often does not report it). */
+ * that a Zen 4 core complex (the measurements above) shares. The OS of a
+ * virtual machine often does not report the cache, so it is not asked. */
 #define SLICE_MAX_LAYER_BYTES ((size_t)16 << 20)
 
 /* One thread's own state for passes in slices. */
