@@ -34,6 +34,9 @@
 /* How long an idle thread polls before sleeping. */
 #define SPIN_NANOSECONDS 100000
 
+/* The longest a caller sleeps before it looks at its workers again. */
+#define CALLER_SLEEP_NANOSECONDS 1000000L
+
 /* The state word: generation in the high 32 bits, a closed flag, and the
  * number of workers that joined the job in the low bits. */
 #define STATE_CLOSED        ((uint64_t)1 << 31)
@@ -114,6 +117,7 @@ static void *worker_main(void *opaque) {
         if (!join_job(pool, seen)) continue; /* closed before this thread got to it */
         pool->fn(pool->arg, self->index, pool->n_threads);
         atomic_fetch_add(&pool->finished, 1);
+        atomic_thread_fence(memory_order_seq_cst); /* see wait_for_workers */
         if (atomic_load(&pool->caller_sleeping)) {
             pthread_mutex_lock(&pool->mutex);
             pthread_cond_signal(&pool->done);
@@ -129,6 +133,16 @@ static void stop_workers(struct tensor_pool *pool) {
     pthread_mutex_unlock(&pool->mutex);
     for (int i = 0; i < pool->n_started; i++) pthread_join(pool->workers[i].thread, NULL);
     pool->n_started = 0;
+}
+
+/* A condition variable whose timed waits count on CLOCK_MONOTONIC. */
+static int init_monotonic_cond(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) return -1;
+    int failed = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
+                 pthread_cond_init(cond, &attr) != 0;
+    pthread_condattr_destroy(&attr);
+    return failed ? -1 : 0;
 }
 
 struct tensor_pool *tensor_pool_create(int n_threads) {
@@ -150,7 +164,7 @@ struct tensor_pool *tensor_pool_create(int n_threads) {
         free(pool);
         return NULL;
     }
-    if (pthread_cond_init(&pool->done, NULL) != 0) {
+    if (init_monotonic_cond(&pool->done) != 0) {
         pthread_cond_destroy(&pool->wake);
         pthread_mutex_destroy(&pool->mutex);
         free(pool);
@@ -202,7 +216,30 @@ static void publish(struct tensor_pool *pool, tensor_pool_fn fn, void *arg) {
     pthread_mutex_unlock(&pool->mutex);
 }
 
-/* Waits until count workers have finished the current job. */
+/* Sleeps on done for at most CALLER_SLEEP_NANOSECONDS (the caller holds
+ * the mutex). */
+static void sleep_on_done(struct tensor_pool *pool) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += CALLER_SLEEP_NANOSECONDS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&pool->done, &pool->mutex, &until);
+}
+
+/* Waits until count workers have finished the current job.
+ *
+ * The caller stores caller_sleeping and then loads finished; a worker adds
+ * to finished and then loads caller_sleeping. One of the two must see the
+ * other's store, or the worker does not signal and the caller sleeps on.
+ * C11's sequentially consistent accesses promise that. An emulator may
+ * keep them less well: test_tensor_pool once hung for 600 s under
+ * qemu-aarch64 on x86, where the same test ran 12 times in 5-6 s each, so
+ * the cause is not proven. Each side puts a full fence between its store
+ * and its load, and the caller's sleep is bounded all the same: a missed
+ * signal costs it CALLER_SLEEP_NANOSECONDS, never a hang. */
 static void wait_for_workers(struct tensor_pool *pool, int count) {
     long long deadline = now_nanoseconds() + SPIN_NANOSECONDS;
     for (int i = 1; atomic_load(&pool->finished) != count; i++) {
@@ -210,7 +247,8 @@ static void wait_for_workers(struct tensor_pool *pool, int count) {
         if (i % 64 != 0 || now_nanoseconds() < deadline) continue;
         pthread_mutex_lock(&pool->mutex);
         atomic_store(&pool->caller_sleeping, 1);
-        while (atomic_load(&pool->finished) != count) pthread_cond_wait(&pool->done, &pool->mutex);
+        atomic_thread_fence(memory_order_seq_cst);
+        while (atomic_load(&pool->finished) != count) sleep_on_done(pool);
         atomic_store(&pool->caller_sleeping, 0);
         pthread_mutex_unlock(&pool->mutex);
         return;
