@@ -219,14 +219,9 @@ static void publish(struct tensor_pool *pool, tensor_pool_fn fn, void *arg) {
 /* Sleeps on done for at most CALLER_SLEEP_NANOSECONDS (the caller holds
  * the mutex). */
 static void sleep_on_done(struct tensor_pool *pool) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += CALLER_SLEEP_NANOSECONDS;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&pool->done, &pool->mutex, &until);
+    long long until = now_nanoseconds() + CALLER_SLEEP_NANOSECONDS;
+    struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+    pthread_cond_timedwait(&pool->done, &pool->mutex, &ts);
 }
 
 /* Waits until count workers have finished the current job.
